@@ -1,0 +1,127 @@
+"""Token ids -> n-gram occurrence features -> sparse binary matrices.
+
+Clipped n-gram overlap is a dot product once the k-th occurrence of n-gram g in a text is its
+own feature (g, k): min(c_x(g), c_s(g)) = sum_k [c_x(g) >= k][c_s(g) >= k]. N-grams get exact
+dense ids order by order: an n-gram is the pair ((n-1)-gram id, last token id), and pairs are
+numbered through sorted tables of the training set (`torch.unique`, `torch.searchsorted`), so
+there is no hashing, no collision and no per-n-gram Python loop. A candidate n-gram absent
+from the training set gets id -1: it can match nothing, but still counts in the candidate's
+n-gram total.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .tokenize import TokenBatch
+
+
+def lookup_sorted(table: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Position of each key in the sorted 1-D `table`, or -1 where it is absent."""
+    if table.numel() == 0:
+        return torch.full_like(keys, -1)
+    position = torch.searchsorted(table, keys).clamp(max=table.numel() - 1)
+    return torch.where(table[position] == keys, position, torch.full_like(position, -1))
+
+
+def occurrence_rank(groups: torch.Tensor) -> torch.Tensor:
+    """For each element, how many earlier elements share its group key (0 for the first)."""
+    if groups.numel() == 0:
+        return groups.clone()
+    order = torch.argsort(groups, stable=True)
+    sorted_groups = groups[order]
+    index = torch.arange(groups.numel(), device=groups.device)
+    starts = torch.ones_like(sorted_groups, dtype=torch.bool)
+    starts[1:] = sorted_groups[1:] != sorted_groups[:-1]
+    run_start = torch.cummax(torch.where(starts, index, torch.zeros_like(index)), dim=0).values
+    rank = torch.empty_like(index)
+    rank[order] = index - run_start
+    return rank
+
+
+@dataclass(frozen=True)
+class OrderTable:
+    """The training set's n-grams of one order (sorted keys; position = n-gram id) and its
+    occurrence features (sorted keys gram_id * max_rank + k)."""
+
+    gram_keys: torch.Tensor
+    feature_keys: torch.Tensor
+    max_rank: int
+
+
+class NgramFeatures:
+    """Builds, for orders 1..max_order, the sparse binary occurrence matrices of a training set
+    (`fit`) and of candidate batches (`transform`) over the same feature columns."""
+
+    def __init__(self, max_order: int = 4) -> None:
+        self.max_order = max_order
+        self.tables: list[OrderTable] = []
+        self.vocab_size = 0
+
+    def fit(self, batch: TokenBatch, vocab_size: int) -> list[torch.Tensor]:
+        """Number the training n-grams and features; return the training matrices [S x F_n]."""
+        self.vocab_size = max(vocab_size, 1)
+        self.tables = []
+        matrices = []
+        gram_ids = batch.ids
+        for order in range(1, self.max_order + 1):
+            keys, valid = self._gram_keys(batch, gram_ids, order)
+            gram_keys, inverse = torch.unique(keys[valid], sorted=True, return_inverse=True)
+            gram_ids = torch.full_like(keys, -1)
+            gram_ids[valid] = inverse
+            rows, grams = batch.rows[valid], inverse
+            rank = occurrence_rank(rows * gram_keys.numel() + grams)
+            max_rank = int(rank.max()) + 1 if rank.numel() else 1
+            feature_keys = torch.unique(grams * max_rank + rank, sorted=True)
+            self.tables.append(OrderTable(gram_keys, feature_keys, max_rank))
+            columns = lookup_sorted(feature_keys, grams * max_rank + rank)
+            matrices.append(self._matrix(rows, columns, len(batch), feature_keys.numel()))
+        return matrices
+
+    def transform(self, batch: TokenBatch) -> list[torch.Tensor]:
+        """Candidate matrices [rows x F_n] over the training features; unmatched features are
+        dropped (they cannot contribute to any clipped count)."""
+        matrices = []
+        gram_ids = batch.ids
+        for order, table in enumerate(self.tables, start=1):
+            keys, valid = self._gram_keys(batch, gram_ids, order)
+            gram_ids = torch.where(valid, lookup_sorted(table.gram_keys, keys), -1)
+            known = gram_ids >= 0
+            rows, grams = batch.rows[known], gram_ids[known]
+            rank = occurrence_rank(rows * table.gram_keys.numel() + grams)
+            within = rank < table.max_rank
+            columns = lookup_sorted(
+                table.feature_keys, grams[within] * table.max_rank + rank[within]
+            )
+            kept = columns >= 0
+            matrices.append(
+                self._matrix(
+                    rows[within][kept], columns[kept], len(batch), table.feature_keys.numel()
+                )
+            )
+        return matrices
+
+    def _gram_keys(
+        self, batch: TokenBatch, previous_ids: torch.Tensor, order: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Key of the n-gram starting at every token (previous (n-1)-gram id, last token) and
+        whether it is a real, fully known n-gram."""
+        if order == 1:
+            return batch.ids, batch.ids >= 0
+        total = batch.ids.numel()
+        last = torch.arange(total, device=batch.ids.device) + order - 1
+        inside = batch.positions + order <= batch.lengths[batch.rows]
+        last_token = batch.ids[last.clamp(max=max(total - 1, 0))]
+        valid = inside & (previous_ids >= 0) & (last_token >= 0)
+        return previous_ids * self.vocab_size + last_token, valid
+
+    @staticmethod
+    def _matrix(rows: torch.Tensor, columns: torch.Tensor, num_rows: int, num_columns: int):
+        """Binary CSR matrix with ones at (rows, columns); rows arrive sorted."""
+        order = torch.argsort(rows * max(num_columns, 1) + columns)
+        rows, columns = rows[order], columns[order]
+        crow = torch.zeros(num_rows + 1, dtype=torch.int64, device=rows.device)
+        crow[1:] = torch.cumsum(torch.bincount(rows, minlength=num_rows), 0)
+        values = torch.ones(columns.numel(), dtype=torch.float32, device=rows.device)
+        return torch.sparse_csr_tensor(crow, columns, values, (num_rows, max(num_columns, 1)))

@@ -1,0 +1,284 @@
+"""NeighborsScorer: the BLEU Neighbors estimator (fit on scored texts, predict unscored ones).
+
+Parameters live in the constructor and are validated at `fit`, as scikit-learn estimators do.
+The scorer owns tau, a, b, the device and the tiling; the kernel only makes similarity tiles
+and the neighbour model only reduces them, so every kernel shares this one pipeline.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import __version__
+from .kernels import Kernel, kernel_class
+from .neighbours import NeighborStats, Prediction, estimate
+from .tokenize import Tokenizer, make_tokenizer
+
+DEFAULT_CPU_BUDGET = 1 << 30  # bytes of tile working memory on CPU
+CUDA_BUDGET_SHARE = 0.5  # of the device's free memory
+MAX_CHUNK_ROWS = 4096
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """`auto` picks CUDA when present, else the CPU; anything else is taken as given."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as error:
+        raise ValueError(f"unknown device {device!r}: {error}") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but CUDA is not available here")
+    return resolved
+
+
+def default_memory_budget(device: torch.device) -> int:
+    """Half the free memory of a CUDA device, else 1 GiB of host memory."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free * CUDA_BUDGET_SHARE)
+    return DEFAULT_CPU_BUDGET
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """How many candidates per chunk and training texts per block fit the memory budget."""
+
+    chunk_rows: int
+    block_columns: int
+
+    @classmethod
+    def from_budget(
+        cls, budget: int, pair_bytes: int, num_train: int, chunk_rows: int | None
+    ) -> TilePlan:
+        pairs = max(budget // max(pair_bytes, 1), 1)
+        if chunk_rows is None:
+            chunk_rows = int(min(MAX_CHUNK_ROWS, max(pairs // max(num_train, 1), 1)))
+        block = int(min(max(num_train, 1), max(pairs // chunk_rows, 1)))
+        return cls(chunk_rows=chunk_rows, block_columns=block)
+
+
+class NeighborsScorer:
+    """Estimate text quality as the mean known quality of a text's kernel neighbours.
+
+    kernel: "bleu" (BLEU*), "rouge" (ROUGE-L F), "meteor" or "bertscore".
+    tau: similarity threshold; None takes the kernel's default from the paper.
+    min_neighbors (a) and max_fraction (b): an estimate exists when a <= |N(x)| <= b |S|.
+    device: "auto" (CUDA when present), "cpu", "cuda", "cuda:1", ...
+    smoothing: BLEU* smoothing ("none", "epsilon", "add1", "exp"); None for the default.
+    tokenizer: "whitespace", "13a", or a Hugging Face tokenizer name or path.
+    kernel_options: keyword arguments of the kernel (e.g. model/layer for BERTScore).
+    memory_budget: bytes of tile working memory; None sizes it from the device.
+    chunk_size: candidates per chunk; None derives it from the budget. Results never depend on it.
+    progress: show a progress bar on stderr for long predictions.
+    """
+
+    def __init__(
+        self,
+        kernel: str = "bleu",
+        tau: float | None = None,
+        min_neighbors: int = 5,
+        max_fraction: float = 0.66,
+        device: str | torch.device = "auto",
+        smoothing: str | None = None,
+        tokenizer: str | Tokenizer = "whitespace",
+        lowercase: bool = False,
+        kernel_options: Mapping[str, Any] | None = None,
+        memory_budget: int | None = None,
+        chunk_size: int | None = None,
+        progress: bool = False,
+    ) -> None:
+        self.kernel = kernel
+        self.tau = tau
+        self.min_neighbors = min_neighbors
+        self.max_fraction = max_fraction
+        self.device = device
+        self.smoothing = smoothing
+        self.tokenizer = tokenizer
+        self.lowercase = lowercase
+        self.kernel_options = kernel_options
+        self.memory_budget = memory_budget
+        self.chunk_size = chunk_size
+        self.progress = progress
+
+    # -- fitting -------------------------------------------------------------------------
+
+    def fit(self, texts: Sequence[str], scores: Sequence[float] | np.ndarray) -> NeighborsScorer:
+        """Validate the training set and encode it once with the kernel; returns self."""
+        self._validate_parameters()
+        texts = _validate_texts(texts, "training texts")
+        quality = _validate_scores(scores, len(texts))
+        self.device_ = resolve_device(self.device)
+        options = dict(self.kernel_options or {})
+        if self.smoothing is not None:
+            if self.kernel != "bleu":
+                raise ValueError(f"smoothing applies to the bleu kernel only, not {self.kernel!r}")
+            options["smoothing"] = self.smoothing
+        self.kernel_ = self._make_kernel(options)
+        self.kernel_.fit(texts)
+        self.tau_ = float(self.kernel_.default_tau if self.tau is None else self.tau)
+        self.train_scores_ = quality
+        self._quality = torch.as_tensor(quality, dtype=torch.float64, device=self.device_)
+        return self
+
+    def _make_kernel(self, options: dict[str, Any]) -> Kernel:
+        cls = kernel_class(self.kernel)
+        tokenizer = make_tokenizer(self.tokenizer, self.lowercase)
+        try:
+            return cls(tokenizer=tokenizer, device=self.device_, **options)
+        except TypeError as error:
+            raise ValueError(f"bad kernel_options for {self.kernel!r}: {error}") from None
+
+    def _validate_parameters(self) -> None:
+        if self.tau is not None and not (
+            isinstance(self.tau, (int, float)) and math.isfinite(self.tau)
+        ):
+            raise ValueError(f"tau must be a finite number or None, not {self.tau!r}")
+        if isinstance(self.min_neighbors, bool) or not isinstance(self.min_neighbors, int) or self.min_neighbors < 1:
+            raise ValueError(f"min_neighbors must be an integer >= 1, not {self.min_neighbors!r}")
+        if not isinstance(self.max_fraction, (int, float)) or not 0 < self.max_fraction <= 1:
+            raise ValueError(f"max_fraction must be in (0, 1], not {self.max_fraction!r}")
+        if self.chunk_size is not None and (not isinstance(self.chunk_size, int) or self.chunk_size < 1):
+            raise ValueError(f"chunk_size must be a positive integer or None, not {self.chunk_size!r}")
+        if self.memory_budget is not None and (
+            not isinstance(self.memory_budget, int) or self.memory_budget < 1
+        ):
+            raise ValueError(f"memory_budget must be a positive number of bytes, not {self.memory_budget!r}")
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "kernel_"):
+            raise RuntimeError("this NeighborsScorer is not fitted yet: call fit(texts, scores) first")
+
+    # -- prediction ----------------------------------------------------------------------
+
+    def predict(self, candidates: Sequence[str]) -> Prediction:
+        """Estimates for `candidates`, in order; undefined (NaN) where the a/b rule says so."""
+        self._check_fitted()
+        candidates = _validate_texts(candidates, "candidates", allow_empty=True)
+        return self._predict_stats(self._stats(candidates, leave_one_out=False), self.num_train)
+
+    def leave_one_out(self) -> Prediction:
+        """Each training text scored by all the others (the paper's protocol): the training set
+        against itself with the diagonal masked, not |S| refits."""
+        self._check_fitted()
+        return self._predict_stats(self._stats(None, leave_one_out=True), self.num_train - 1)
+
+    def similarity(self, candidates: Sequence[str]) -> torch.Tensor:
+        """All kernel similarities [len(candidates), |S|], float64 on the CPU."""
+        self._check_fitted()
+        candidates = _validate_texts(candidates, "candidates", allow_empty=True)
+        rows = []
+        for encoded, _, _ in self._chunks(candidates):
+            blocks = [tile.cpu() for _, tile in self._tiles(encoded)]
+            rows.append(torch.cat(blocks, dim=1))
+        if not rows:
+            return torch.zeros((0, self.num_train), dtype=torch.float64)
+        return torch.cat(rows, dim=0)
+
+    @property
+    def num_train(self) -> int:
+        self._check_fitted()
+        return self.kernel_.num_train
+
+    @property
+    def signature(self) -> str:
+        """Every setting that changes the numbers, in one line (as sacrebleu signs its scores)."""
+        self._check_fitted()
+        fields = {
+            "kernel": self.kernel,
+            **self.kernel_.settings(),
+            "tau": f"{self.tau_:g}",
+            "a": str(self.min_neighbors),
+            "b": f"{self.max_fraction:g}",
+            "n": str(self.num_train),
+            "version": __version__,
+        }
+        return "|".join(f"{key}:{value}" for key, value in fields.items())
+
+    def _predict_stats(self, stats: NeighborStats, num_train: int) -> Prediction:
+        return estimate(stats, num_train, self.min_neighbors, self.max_fraction)
+
+    # -- tiling --------------------------------------------------------------------------
+
+    def _plan(self) -> TilePlan:
+        budget = self.memory_budget or default_memory_budget(self.device_)
+        return TilePlan.from_budget(budget, self.kernel_.pair_bytes(), self.num_train, self.chunk_size)
+
+    def _chunks(
+        self, candidates: Sequence[str] | None
+    ) -> Iterator[tuple[Any, int, int]]:
+        """(encoded chunk, first row, row count); `None` means the training set itself."""
+        total = self.num_train if candidates is None else len(candidates)
+        rows = self._plan().chunk_rows
+        with _progress_bar(total, self.progress) as bar:
+            for first in range(0, total, rows):
+                last = min(first + rows, total)
+                if candidates is None:
+                    encoded = self.kernel_.encode_train(first, last)
+                else:
+                    encoded = self.kernel_.encode(candidates[first:last])
+                yield encoded, first, last - first
+                bar.update(last - first)
+
+    def _tiles(self, encoded: Any) -> Iterator[tuple[int, torch.Tensor]]:
+        block = self._plan().block_columns
+        for start in range(0, self.num_train, block):
+            stop = min(start + block, self.num_train)
+            yield start, self.kernel_.tile(encoded, start, stop)
+
+    def _stats(self, candidates: Sequence[str] | None, leave_one_out: bool) -> NeighborStats:
+        total = self.num_train if candidates is None else len(candidates)
+        stats = NeighborStats.zeros(total, self.device_)
+        for encoded, first, count in self._chunks(candidates):
+            chunk = NeighborStats.zeros(count, self.device_)
+            for start, tile in self._tiles(encoded):
+                excluded = None
+                if leave_one_out:
+                    rows = torch.arange(first, first + count, device=self.device_)
+                    columns = torch.arange(start, start + tile.shape[1], device=self.device_)
+                    excluded = rows[:, None] == columns[None, :]
+                chunk.add_tile(tile, self._quality[start : start + tile.shape[1]], self.tau_, excluded)
+            stats.count[first : first + count] = chunk.count
+            stats.total[first : first + count] = chunk.total
+            stats.total_sq[first : first + count] = chunk.total_sq
+        return stats
+
+
+def _progress_bar(total: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, unit="text", dynamic_ncols=True, leave=False)
+
+
+def _validate_texts(texts: Sequence[str], what: str, allow_empty: bool = False) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError(f"{what} must be a sequence of strings, not one string")
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{what}[{index}] is {type(text).__name__}, not str")
+    if not texts and not allow_empty:
+        raise ValueError(f"{what}: empty training set; give at least one scored text")
+    return texts
+
+
+def _validate_scores(scores: Sequence[float] | np.ndarray, count: int) -> np.ndarray:
+    try:
+        quality = np.asarray(scores, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("scores must be numbers") from None
+    if quality.ndim != 1:
+        raise ValueError(f"scores must be one-dimensional, got shape {quality.shape}")
+    if quality.size != count:
+        raise ValueError(f"{count} training texts but {quality.size} scores: lengths must match")
+    bad = np.flatnonzero(~np.isfinite(quality))
+    if bad.size:
+        raise ValueError(f"scores[{bad[0]}] is {quality[bad[0]]}: every score must be a finite number")
+    return quality
