@@ -173,7 +173,15 @@ class NeighborsScorer:
     def similarity(self, candidates: Sequence[str]) -> torch.Tensor:
         """All kernel similarities [len(candidates), |S|], float64 on the CPU."""
         self._check_fitted()
-        candidates = _validate_texts(candidates, "candidates", allow_empty=True)
+        return self._similarity(_validate_texts(candidates, "candidates", allow_empty=True))
+
+    def train_similarity(self) -> torch.Tensor:
+        """The training set against itself [|S|, |S|], float64 on the CPU, diagonal included:
+        one pass from which sweeps over tau, a and b (leave-one-out) need no kernel work."""
+        self._check_fitted()
+        return self._similarity(None)
+
+    def _similarity(self, candidates: Sequence[str] | None) -> torch.Tensor:
         rows = []
         for encoded, _, _ in self._chunks(candidates):
             blocks = [tile.cpu() for _, tile in self._tiles(encoded)]

@@ -1,0 +1,189 @@
+"""The `gpu-neighbors` command line: score files, evaluate on scored data."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from . import KERNEL_NAMES, __version__
+from .evaluate import leave_one_out
+from .io import InputError, ResultWriter, count_records, iter_candidates, read_scored
+from .kernels.bleu import SMOOTHINGS
+from .scorer import NeighborsScorer
+
+SCORE_BATCH = 8192  # candidates read, scored and written per step
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """Options that define the estimator; shared by every command that builds one."""
+    group = parser.add_argument_group("model")
+    group.add_argument("--kernel", default="bleu", choices=KERNEL_NAMES)
+    group.add_argument("--tau", type=float, default=None, help="similarity threshold (default: the kernel's)")
+    group.add_argument("--min-neighbors", type=int, default=5, metavar="A", help="a: fewest neighbours for an estimate (5)")
+    group.add_argument("--max-fraction", type=float, default=0.66, metavar="B", help="b: most neighbours, as a share of the training set (0.66)")
+    group.add_argument("--smoothing", choices=SMOOTHINGS, default=None, help="BLEU* smoothing (default add1)")
+    group.add_argument("--tokenizer", default="whitespace", help="whitespace, 13a, or a Hugging Face tokenizer name/path")
+    group.add_argument("--lowercase", action="store_true", help="fold case before tokenizing")
+    group.add_argument("--model", default=None, help="BERTScore: model name or local path")
+    group.add_argument("--layer", type=int, default=None, help="BERTScore: hidden layer to use")
+    group.add_argument("--idf", action="store_true", help="BERTScore: idf weights from the training set")
+    group.add_argument("--rescale", action="store_true", help="BERTScore: rescale with a baseline")
+    group.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:N")
+    group.add_argument("--memory-budget", type=_bytes, default=None, metavar="SIZE", help="tile working memory, e.g. 512M or 2G (default: from the device)")
+
+
+def add_data_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--text-field", default="text", help="field holding the text (JSONL/CSV/TSV)")
+    parser.add_argument("--score-field", default="score", help="field holding the known quality")
+
+
+def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> NeighborsScorer:
+    options: dict[str, Any] = {}
+    if args.kernel == "bertscore":
+        options = {"model": args.model, "layer": args.layer, "idf": args.idf, "rescale": args.rescale}
+        options = {key: value for key, value in options.items() if value not in (None, False)}
+    elif args.model or args.layer is not None or args.idf or args.rescale:
+        raise ValueError("--model, --layer, --idf and --rescale apply to --kernel bertscore only")
+    return NeighborsScorer(
+        kernel=args.kernel,
+        tau=args.tau,
+        min_neighbors=args.min_neighbors,
+        max_fraction=args.max_fraction,
+        device=args.device,
+        smoothing=args.smoothing,
+        tokenizer=args.tokenizer,
+        lowercase=args.lowercase,
+        kernel_options=options,
+        memory_budget=args.memory_budget,
+        progress=progress,
+    )
+
+
+def _bytes(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    try:
+        if text[-1:].upper() in units:
+            return int(float(text[:-1]) * units[text[-1].upper()])
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 2G)") from None
+
+
+def _batches(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _finite_or_none(value: float) -> float | None:
+    return None if value != value else float(value)
+
+
+def command_score(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
+    scorer = scorer_from_args(args).fit(train.texts, train.scores)
+    settings = {"signature": scorer.signature, "train": str(args.train), "candidates": str(args.candidates)}
+    candidates = iter_candidates(
+        args.candidates, text_field=args.text_field, skip_bad=args.skip_bad, rejects=args.rejects
+    )
+    with ResultWriter(args.output, resume=args.resume, header=settings) as writer:
+        done = writer.done
+        progress = tqdm(
+            total=count_records(args.candidates), initial=done, unit="text",
+            disable=args.quiet, dynamic_ncols=True, file=sys.stderr,
+        )
+        with progress:
+            for batch in _batches(iter(candidates), SCORE_BATCH):
+                batch = [candidate for candidate in batch if candidate.index >= done]
+                if not batch:
+                    continue
+                prediction = scorer.predict([candidate.text for candidate in batch])
+                writer.write_many(
+                    [
+                        {
+                            "index": candidate.index,
+                            "text": candidate.text,
+                            "score": _finite_or_none(prediction.scores[i]),
+                            "num_neighbors": int(prediction.num_neighbors[i]),
+                            "std": _finite_or_none(prediction.std[i]),
+                        }
+                        for i, candidate in enumerate(batch)
+                    ]
+                )
+                progress.update(len(batch))
+    rejected = getattr(candidates, "rejected", 0)
+    if not args.quiet:
+        print(f"scored {writer.done} candidates -> {args.output} ({scorer.signature})"
+              + (f"; {rejected} bad lines -> {args.rejects}" if rejected else ""), file=sys.stderr)
+    return 0
+
+
+def command_evaluate(args: argparse.Namespace) -> int:
+    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field)
+    scorer = scorer_from_args(args)
+    _, result = leave_one_out(scorer, data.texts, data.scores)
+    row = {"kernel": args.kernel, **result.as_dict()}
+    if args.json:
+        print(json.dumps(row))
+    else:
+        print(f"leave-one-out on {args.data} ({scorer.signature})")
+        for key, value in row.items():
+            print(f"  {key:<10} {value:.4f}" if isinstance(value, float) else f"  {key:<10} {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpu-neighbors",
+        description="Estimate text quality without references: BLEU Neighbors and other kernels.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    score = commands.add_parser("score", help="score candidates against a scored training set")
+    score.add_argument("--train", required=True, help="scored texts: JSONL, CSV or TSV (optionally .gz)")
+    score.add_argument("--candidates", required=True, help="texts to score: JSONL, CSV, TSV, Parquet or plain text")
+    score.add_argument("--output", required=True, help="results, JSONL, one line per candidate in input order")
+    score.add_argument("--resume", action="store_true", help="continue an interrupted run from what is on disk")
+    score.add_argument("--skip-bad", action="store_true", help="skip bad candidate lines instead of stopping")
+    score.add_argument("--rejects", default=None, help="with --skip-bad: where bad lines go (default OUTPUT.rejects.jsonl)")
+    score.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    add_data_options(score)
+    add_model_options(score)
+    score.set_defaults(handler=command_score)
+
+    evaluate = commands.add_parser("evaluate", help="leave-one-out agreement on scored data")
+    evaluate.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
+    evaluate.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    add_data_options(evaluate)
+    add_model_options(evaluate)
+    evaluate.set_defaults(handler=command_evaluate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "skip_bad", False) and args.rejects is None:
+        args.rejects = f"{args.output}.rejects.jsonl"
+    try:
+        return args.handler(args)
+    except (InputError, ValueError, FileNotFoundError) as error:
+        print(f"gpu-neighbors: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gpu-neighbors: interrupted; rerun with --resume to continue", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
