@@ -4,35 +4,99 @@ A similarity tile [candidates, training block] is reduced at once to per-candida
 statistics (count, sum q, sum q^2 of the neighbours) and freed; statistics of training blocks
 add up, so nothing of size [C x |S|] is ever kept. The a/b rule then turns the statistics into
 estimates. The model never knows which kernel made the tiles.
+
+Sums are exact integers (q in fixed point, split into two 26-bit limbs), so they do not depend
+on how the training set is cut into blocks or in which order blocks arrive: the same inputs
+give bit-identical estimates for every chunk size and device.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 
+LIMB_BITS = 26  # a float64 matmul sums up to 2^27 such limbs exactly
+MANTISSA_BITS = 52
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """Values as integers value * 2^shift split into two limbs (high * 2^26 + low), each held
+    in float64 so sums over up to 2^27 of them are exact in a matmul on any device."""
+
+    high: torch.Tensor
+    low: torch.Tensor
+    shift: int
+
+    @classmethod
+    def encode(cls, values: torch.Tensor) -> FixedPoint:
+        largest = float(values.abs().max()) if values.numel() else 0.0
+        shift = MANTISSA_BITS - (math.frexp(largest)[1] if largest > 0 else 0)
+        fixed = torch.round(values * 2.0**shift).to(torch.int64)
+        high = torch.div(fixed, 2**LIMB_BITS, rounding_mode="floor")
+        low = fixed - high * 2**LIMB_BITS
+        return cls(high.to(torch.float64), low.to(torch.float64), shift)
+
+    def block(self, start: int, stop: int) -> FixedPoint:
+        return FixedPoint(self.high[start:stop], self.low[start:stop], self.shift)
+
+    def weighted_sum(self, weights: torch.Tensor) -> torch.Tensor:
+        """Exact sums [rows, 2] (int64 limbs) of the values selected by 0/1 `weights` [rows, cols]."""
+        limbs = torch.stack([self.high, self.low], dim=1)
+        return (weights @ limbs).to(torch.int64)
+
+    def decode(self, limb_sums: torch.Tensor) -> torch.Tensor:
+        """float64 values of limb sums, rounded once (deterministically)."""
+        sums = limb_sums.to(torch.float64)
+        return (sums[:, 0] * 2.0**LIMB_BITS + sums[:, 1]) * 2.0**-self.shift
+
+
+@dataclass(frozen=True)
+class Quality:
+    """The training set's q, and q^2, ready for exact neighbour sums."""
+
+    values: FixedPoint
+    squares: FixedPoint
+
+    @classmethod
+    def encode(cls, quality: torch.Tensor) -> Quality:
+        return cls(FixedPoint.encode(quality), FixedPoint.encode(quality * quality))
+
+    def block(self, start: int, stop: int) -> Quality:
+        return Quality(self.values.block(start, stop), self.squares.block(start, stop))
+
+
+@dataclass(frozen=True)
+class TrainingSubset:
+    """Training texts allowed to be neighbours (bool [|S|] on the device) and how many there are,
+    as a host integer so the b |S| bound needs no device read (subsampled rewards)."""
+
+    mask: torch.Tensor
+    size: int
+
+
 @dataclass
 class NeighborStats:
-    """Per-candidate sums over neighbours; additive across training blocks."""
+    """Per-candidate neighbour count and exact limb sums of q and q^2; additive across blocks."""
 
-    count: torch.Tensor  # int64
-    total: torch.Tensor  # float64, sum of q
-    total_sq: torch.Tensor  # float64, sum of q^2
+    count: torch.Tensor  # int64 [rows]
+    total: torch.Tensor  # int64 [rows, 2], limbs of sum q
+    total_sq: torch.Tensor  # int64 [rows, 2], limbs of sum q^2
 
     @classmethod
     def zeros(cls, rows: int, device: torch.device) -> NeighborStats:
-        return cls(
-            count=torch.zeros(rows, dtype=torch.int64, device=device),
-            total=torch.zeros(rows, dtype=torch.float64, device=device),
-            total_sq=torch.zeros(rows, dtype=torch.float64, device=device),
-        )
+        def limbs() -> torch.Tensor:
+            return torch.zeros((rows, 2), dtype=torch.int64, device=device)
+
+        return cls(torch.zeros(rows, dtype=torch.int64, device=device), limbs(), limbs())
 
     def add_tile(
         self,
         tile: torch.Tensor,
-        quality: torch.Tensor,
+        quality: Quality,
         tau: float,
         excluded: torch.Tensor | None = None,
     ) -> None:
@@ -44,8 +108,15 @@ class NeighborStats:
             is_neighbor &= ~excluded
         weights = is_neighbor.to(torch.float64)
         self.count += is_neighbor.sum(dim=1)
-        self.total += weights @ quality
-        self.total_sq += weights @ (quality * quality)
+        self.total += quality.values.weighted_sum(weights)
+        self.total_sq += quality.squares.weighted_sum(weights)
+
+    def assign(self, first: int, chunk: NeighborStats) -> None:
+        """Store a chunk's statistics at rows first.. (chunks are reduced separately)."""
+        rows = slice(first, first + chunk.count.numel())
+        self.count[rows] = chunk.count
+        self.total[rows] = chunk.total
+        self.total_sq[rows] = chunk.total_sq
 
 
 @dataclass(frozen=True)
@@ -66,6 +137,28 @@ class Prediction:
         return int(self.scores.size)
 
 
+@dataclass(frozen=True)
+class TensorPrediction:
+    """`Prediction` as torch tensors left on the device that computed them, so training loops
+    (rewards, metrics) use them without a host round trip."""
+
+    scores: torch.Tensor  # float64, NaN where undefined
+    num_neighbors: torch.Tensor  # int64
+    std: torch.Tensor  # float64, NaN where undefined
+    covered: torch.Tensor  # bool
+
+    def numpy(self) -> Prediction:
+        return Prediction(
+            scores=self.scores.cpu().numpy(),
+            num_neighbors=self.num_neighbors.cpu().numpy(),
+            std=self.std.cpu().numpy(),
+            covered=self.covered.cpu().numpy(),
+        )
+
+    def __len__(self) -> int:
+        return int(self.scores.numel())
+
+
 def is_covered(
     count: torch.Tensor, num_train: int, min_neighbors: int, max_fraction: float
 ) -> torch.Tensor:
@@ -74,18 +167,33 @@ def is_covered(
 
 
 def estimate(
-    stats: NeighborStats, num_train: int, min_neighbors: int, max_fraction: float
+    stats: NeighborStats,
+    quality: Quality,
+    num_train: int,
+    min_neighbors: int,
+    max_fraction: float,
 ) -> Prediction:
     """Mean q of the neighbours where the a/b rule allows an estimate, NaN elsewhere; `std` is
     the population standard deviation of the neighbours' q (a confidence the paper lacks)."""
+    return estimate_tensors(stats, quality, num_train, min_neighbors, max_fraction).numpy()
+
+
+def estimate_tensors(
+    stats: NeighborStats,
+    quality: Quality,
+    num_train: int,
+    min_neighbors: int,
+    max_fraction: float,
+) -> TensorPrediction:
+    """`estimate` without leaving the device (no host copy, no sync)."""
     covered = is_covered(stats.count, num_train, min_neighbors, max_fraction)
     count = stats.count.to(torch.float64).clamp(min=1)
-    mean = stats.total / count
-    variance = (stats.total_sq / count - mean * mean).clamp(min=0)
-    nan = torch.tensor(float("nan"), dtype=torch.float64, device=mean.device)
-    return Prediction(
-        scores=torch.where(covered, mean, nan).cpu().numpy(),
-        num_neighbors=stats.count.cpu().numpy(),
-        std=torch.where(covered, variance.sqrt(), nan).cpu().numpy(),
-        covered=covered.cpu().numpy(),
+    mean = quality.values.decode(stats.total) / count
+    variance = (quality.squares.decode(stats.total_sq) / count - mean * mean).clamp(min=0)
+    nan = torch.full_like(mean, float("nan"))
+    return TensorPrediction(
+        scores=torch.where(covered, mean, nan),
+        num_neighbors=stats.count,
+        std=torch.where(covered, variance.sqrt(), nan),
+        covered=covered,
     )

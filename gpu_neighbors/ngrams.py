@@ -10,6 +10,7 @@ n-gram total.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -124,4 +125,8 @@ class NgramFeatures:
         crow = torch.zeros(num_rows + 1, dtype=torch.int64, device=rows.device)
         crow[1:] = torch.cumsum(torch.bincount(rows, minlength=num_rows), 0)
         values = torch.ones(columns.numel(), dtype=torch.float32, device=rows.device)
-        return torch.sparse_csr_tensor(crow, columns, values, (num_rows, max(num_columns, 1)))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            return torch.sparse_csr_tensor(
+                crow, columns, values, (num_rows, max(num_columns, 1)), check_invariants=False
+            )

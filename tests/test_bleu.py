@@ -1,0 +1,93 @@
+"""BLEU* against NLTK's sentence_bleu, pair by pair, on real and adversarial text."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+from conftest import ADVERSARIAL_TEXTS
+from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.bleu import SMOOTHINGS, BleuKernel
+from gpu_neighbors.tokenize import Sacrebleu13aTokenizer, WhitespaceTokenizer
+
+NLTK_METHOD = {"none": "method0", "epsilon": "method1", "add1": "method2", "exp": "method3"}
+WEIGHTS = (0, 1 / 3, 1 / 3, 1 / 3)
+
+
+def nltk_bleu_star(candidate: list[str], reference: list[str], smoothing: str) -> float:
+    method = getattr(SmoothingFunction(), NLTK_METHOD[smoothing])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # method0 warns on every zero count
+        return sentence_bleu([reference], candidate, weights=WEIGHTS, smoothing_function=method)
+
+
+def all_pairs(kernel: BleuKernel, candidates: list[str], blocks: list[int]) -> torch.Tensor:
+    encoded = kernel.encode(candidates)
+    edges = [0, *blocks, kernel.num_train]
+    return torch.cat([kernel.tile(encoded, a, b) for a, b in zip(edges, edges[1:])], dim=1)
+
+
+@pytest.mark.parametrize("smoothing", SMOOTHINGS)
+def test_matches_nltk_on_real_and_adversarial_text(huse_texts, smoothing):
+    train = huse_texts[:50] + ADVERSARIAL_TEXTS
+    candidates = huse_texts[120:150] + ADVERSARIAL_TEXTS + huse_texts[:5]
+    kernel = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing=smoothing)
+    kernel.fit(train)
+    ours = all_pairs(kernel, candidates, blocks=[17, 40]).numpy()
+    reference = np.array(
+        [[nltk_bleu_star(c.split(), s.split(), smoothing) for s in train] for c in candidates]
+    )
+    assert ours.dtype == np.float64
+    np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-9)
+    assert (reference > 0.05).sum() >= 10, "the test must exercise non-trivial overlaps"
+
+
+def test_13a_tokenizer_matches_nltk_on_its_tokens():
+    train = ["Hello, world! It's 3.5 km.", "The U.S.A. is big; really big.", "hello world it's"]
+    candidates = ["Hello, world! It's 3.5 km away.", "big; really big.", ""]
+    tokenizer = Sacrebleu13aTokenizer()
+    kernel = BleuKernel(tokenizer=tokenizer, device=torch.device("cpu"), smoothing="add1")
+    kernel.fit(train)
+    ours = all_pairs(kernel, candidates, blocks=[]).numpy()
+    reference = [
+        [nltk_bleu_star(tokenizer.tokenize(c), tokenizer.tokenize(s), "add1") for s in train]
+        for c in candidates
+    ]
+    np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-9)
+
+
+def test_repeated_ngrams_are_clipped():
+    kernel = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing="none")
+    kernel.fit(["a b a b a b c d"])
+    candidate = "a b a b a b a b a b c d"
+    ours = float(kernel.tile(kernel.encode([candidate]), 0, 1))
+    assert ours == pytest.approx(nltk_bleu_star(candidate.split(), "a b a b a b c d".split(), "none"), abs=1e-12)
+    assert 0 < ours < 1
+
+
+def test_unknown_tokens_never_match_each_other():
+    kernel = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing="none")
+    kernel.fit(["p q r s", "a b c d e"])
+    # "zz yy" are unseen in training; two unseen tokens must not form a matching bigram.
+    ours = kernel.tile(kernel.encode(["zz yy zz yy a b c d"]), 0, 2)
+    assert ours[0, 0] == 0
+    assert float(ours[0, 1]) == pytest.approx(
+        nltk_bleu_star("zz yy zz yy a b c d".split(), "a b c d e".split(), "none"), abs=1e-12
+    )
+
+
+def test_bad_smoothing_is_refused():
+    with pytest.raises(ValueError, match="smoothing must be one of"):
+        BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing="method7")
+
+
+def test_scorer_similarity_equals_kernel_pairs(huse_texts):
+    scorer = NeighborsScorer(smoothing="exp", device="cpu").fit(huse_texts[:40], np.linspace(0, 1, 40))
+    similarity = scorer.similarity(huse_texts[40:60])
+    assert similarity.shape == (20, 40) and similarity.dtype == torch.float64
+    assert similarity.device.type == "cpu"
+    expected = [[nltk_bleu_star(c.split(), s.split(), "exp") for s in huse_texts[:40]] for c in huse_texts[40:60]]
+    np.testing.assert_allclose(similarity.numpy(), expected, rtol=0, atol=1e-9)

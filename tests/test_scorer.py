@@ -1,0 +1,144 @@
+"""NeighborsScorer: the neighbour model by hand, invariance to tiling and order, validation."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gpu_neighbors import NeighborsScorer
+
+# Four texts around "the cat sat on the mat", two around "stocks fell sharply", one loner.
+TRAIN = [
+    "the cat sat on the mat",
+    "the cat sat on the mat today",
+    "yesterday the cat sat on the mat",
+    "the cat sat on the red mat",
+    "stocks fell sharply in early trading",
+    "stocks fell sharply in late trading",
+    "a completely different sentence here",
+]
+QUALITY = [0.2, 0.4, 0.6, 0.8, 0.1, 0.3, 0.9]
+
+
+def test_neighbour_mean_and_std_by_hand():
+    scorer = NeighborsScorer(min_neighbors=2, max_fraction=1.0, tau=0.3, device="cpu").fit(TRAIN, QUALITY)
+    similarity = scorer.similarity(["the cat sat on the mat", "stocks fell sharply in trading", "zzz"])
+    prediction = scorer.predict(["the cat sat on the mat", "stocks fell sharply in trading", "zzz"])
+    for row in range(3):
+        neighbours = np.flatnonzero(similarity[row].numpy() >= 0.3)
+        assert prediction.num_neighbors[row] == neighbours.size
+        if neighbours.size >= 2:
+            assert prediction.scores[row] == pytest.approx(np.mean(np.take(QUALITY, neighbours)), abs=1e-12)
+            assert prediction.std[row] == pytest.approx(np.std(np.take(QUALITY, neighbours)), abs=1e-12)
+        else:
+            assert np.isnan(prediction.scores[row]) and not prediction.covered[row]
+    assert set(np.flatnonzero(similarity[0].numpy() >= 0.3)) == {0, 1, 2, 3}
+    assert prediction.num_neighbors[2] == 0
+    assert prediction.coverage == pytest.approx(2 / 3)
+
+
+def test_a_and_b_bounds_are_inclusive():
+    scorer = NeighborsScorer(tau=0.3, min_neighbors=4, max_fraction=4 / 7, device="cpu").fit(TRAIN, QUALITY)
+    assert scorer.predict(["the cat sat on the mat"]).covered[0]  # exactly 4 = a = b|S|
+    tighter = NeighborsScorer(tau=0.3, min_neighbors=5, max_fraction=1.0, device="cpu").fit(TRAIN, QUALITY)
+    assert not tighter.predict(["the cat sat on the mat"]).covered[0]
+    capped = NeighborsScorer(tau=0.3, min_neighbors=1, max_fraction=3 / 7, device="cpu").fit(TRAIN, QUALITY)
+    assert not capped.predict(["the cat sat on the mat"]).covered[0]
+
+
+def test_leave_one_out_equals_refitting_without_the_item():
+    scorer = NeighborsScorer(tau=0.2, min_neighbors=1, max_fraction=1.0, device="cpu").fit(TRAIN, QUALITY)
+    loo = scorer.leave_one_out()
+    for i in range(len(TRAIN)):
+        rest = [t for j, t in enumerate(TRAIN) if j != i]
+        rest_q = [q for j, q in enumerate(QUALITY) if j != i]
+        alone = NeighborsScorer(tau=0.2, min_neighbors=1, max_fraction=1.0, device="cpu").fit(rest, rest_q)
+        single = alone.predict([TRAIN[i]])
+        assert loo.num_neighbors[i] == single.num_neighbors[0]
+        np.testing.assert_array_equal(loo.scores[i], single.scores[0])
+
+
+@pytest.mark.parametrize("kernel_kwargs", [{"smoothing": "add1"}, {"smoothing": "exp", "tokenizer": "13a"}])
+def test_results_identical_for_any_chunk_size_and_budget(huse_texts, huse_scores, kernel_kwargs):
+    texts, scores = huse_texts[:90], huse_scores[:90]
+    candidates = huse_texts[150:] + texts[::-1]
+    reference = NeighborsScorer(device="cpu", min_neighbors=2, **kernel_kwargs).fit(texts, scores)
+    expected_loo = reference.leave_one_out()
+    expected = reference.predict(candidates)
+    for chunk_size, budget in [(1, None), (7, 20_000), (64, 100_000), (500, 1 << 13), (None, 30_000)]:
+        scorer = NeighborsScorer(
+            device="cpu", min_neighbors=2, chunk_size=chunk_size, memory_budget=budget, **kernel_kwargs
+        ).fit(texts, scores)
+        for got, want in [(scorer.leave_one_out(), expected_loo), (scorer.predict(candidates), expected)]:
+            np.testing.assert_array_equal(got.scores, want.scores)
+            np.testing.assert_array_equal(got.num_neighbors, want.num_neighbors)
+            np.testing.assert_array_equal(got.std, want.std)
+    assert expected_loo.covered.sum() >= 5 and expected.covered.sum() >= 5
+
+
+def test_candidate_order_and_training_order_do_not_matter(huse_texts, huse_scores):
+    rng = np.random.default_rng(0)
+    scorer = NeighborsScorer(device="cpu").fit(huse_texts, huse_scores)
+    candidates = huse_texts[:80]
+    base = scorer.predict(candidates)
+    order = rng.permutation(len(candidates))
+    shuffled = scorer.predict([candidates[i] for i in order])
+    np.testing.assert_array_equal(shuffled.scores, base.scores[order])
+    train_order = rng.permutation(len(huse_texts))
+    refit = NeighborsScorer(device="cpu").fit([huse_texts[i] for i in train_order], np.take(huse_scores, train_order))
+    again = refit.predict(candidates)
+    np.testing.assert_array_equal(again.num_neighbors, base.num_neighbors)
+    np.testing.assert_allclose(again.scores, base.scores, rtol=0, atol=1e-12)
+
+
+def test_empty_and_whitespace_candidates_are_undefined_not_errors():
+    scorer = NeighborsScorer(tau=0.3, min_neighbors=1, device="cpu").fit(TRAIN, QUALITY)
+    prediction = scorer.predict(["", "   ", "the cat sat on the mat"])
+    assert list(prediction.covered) == [False, False, True]
+    assert np.isnan(prediction.scores[:2]).all() and list(prediction.num_neighbors[:2]) == [0, 0]
+    assert len(scorer.predict([])) == 0
+
+
+def test_device_auto_picks_cpu_without_cuda():
+    scorer = NeighborsScorer().fit(TRAIN, QUALITY)
+    assert scorer.device_.type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.parametrize(
+    ("texts", "scores", "message"),
+    [
+        ([], [], "empty training set"),
+        (["a b", "c d"], [0.5], "lengths must match"),
+        (["a b", "c d"], [0.5, float("nan")], r"scores\[1\] is nan"),
+        (["a b", "c d"], [0.5, float("inf")], "finite"),
+        (["a b", "c d"], [0.5, "high"], "numbers"),
+    ],
+)
+def test_bad_training_input_is_refused_clearly(texts, scores, message):
+    with pytest.raises(ValueError, match=message):
+        NeighborsScorer().fit(texts, scores)
+
+
+def test_bad_parameters_are_refused_clearly():
+    for kwargs, message in [
+        ({"min_neighbors": 0}, "min_neighbors"),
+        ({"max_fraction": 1.5}, "max_fraction"),
+        ({"tau": float("nan")}, "tau"),
+        ({"kernel": "cider"}, "unknown kernel"),
+        ({"device": "tpu9"}, "device"),
+        ({"smoothing": "add1", "kernel": "rouge"}, "bleu kernel only"),
+        ({"chunk_size": 0}, "chunk_size"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            NeighborsScorer(**kwargs).fit(TRAIN, QUALITY)
+    with pytest.raises(TypeError, match="not one string"):
+        NeighborsScorer().fit("the cat", [1.0])
+    with pytest.raises(TypeError, match=r"\[1\] is int"):
+        NeighborsScorer().fit(["a", 3], [1.0, 2.0])
+    with pytest.raises(RuntimeError, match="not fitted"):
+        NeighborsScorer().predict(["a"])
+
+
+def test_signature_records_every_setting():
+    scorer = NeighborsScorer(tau=0.1, smoothing="exp", tokenizer="13a", lowercase=True).fit(TRAIN, QUALITY)
+    assert scorer.signature.startswith("kernel:bleu|tok:13a+lc|smooth:exp|tau:0.1|a:5|b:0.66|n:7|version:")
