@@ -15,7 +15,7 @@ gives every clipped count of a tile at once (see `ngrams.py`).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +27,16 @@ from .base import Kernel
 SMOOTHINGS = ("none", "epsilon", "add1", "exp")
 EPSILON = 0.1  # NLTK's SmoothingFunction default epsilon for method1
 MAX_ORDER = 4
+# What sharing order n = 2, 3, 4 divides out of a pair's product of smoothed numerators. Their
+# product is the pair's numerator product with m_2 = m_3 = m_4 = 0. For `exp` the zeros are
+# numbered k = 1, 2, 3 from order 2; sharing order n leaves zeros only above n, so it removes
+# the factor 2^-k of the last zero, k = 5 - n. `none` divides out 1 and is masked apart.
+UNMATCHED_NUMERATORS = {
+    "none": (1.0, 1.0, 1.0),
+    "epsilon": (EPSILON, EPSILON, EPSILON),
+    "add1": (1.0, 1.0, 1.0),
+    "exp": (1 / 8, 1 / 4, 1 / 2),
+}
 
 
 @dataclass(frozen=True)
@@ -68,16 +78,17 @@ class BleuKernel(Kernel):
         return EncodedBleu(self.ngrams.transform(batch), batch.lengths.to(torch.float64))
 
     def tile(self, encoded: EncodedBleu, start: int, stop: int) -> torch.Tensor:
-        matches = [
-            (features @ row_block(train, start, stop).t()).to_dense().to(torch.float64)
+        matches = (
+            features @ row_block(train, start, stop).t()
             for features, train in zip(encoded.features, self._train)
-        ]
+        )
         return bleu_star(matches, encoded.lengths, self._train_lengths[start:stop], self.smoothing)
 
     def pair_bytes(self) -> int:
-        # Four dense float32 count products, their float64 copies, and about six float64
-        # temporaries in `bleu_star`.
-        return MAX_ORDER * (4 + 8) + 6 * 8
+        # Worst case, every pair shares every order: the float64 tile, one sparse product at a
+        # time (int64 column + float32 count, and as much again inside the product), and per
+        # stored pair its int64 row and key and about four float64 temporaries.
+        return 8 + 2 * (8 + 4) + 2 * 8 + 4 * 8
 
     def settings(self) -> dict[str, str]:
         return {**super().settings(), "smooth": self.smoothing}
@@ -92,38 +103,53 @@ def row_block(matrix: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         matrix.col_indices()[first:last],
         matrix.values()[first:last],
         (stop - start, matrix.shape[1]),
+        check_invariants=False,
     )
 
 
 def bleu_star(
-    matches: list[torch.Tensor],
+    matches: Iterable[torch.Tensor],
     candidate_lengths: torch.Tensor,
     train_lengths: torch.Tensor,
     smoothing: str,
 ) -> torch.Tensor:
-    """BLEU* for all pairs from clipped match counts m_1..m_4 [rows x cols] (float64)."""
-    lengths = candidate_lengths[:, None]
-    log_precision = torch.zeros_like(matches[0])
-    zeros_so_far = torch.zeros_like(matches[0])
-    any_zero = torch.zeros_like(matches[0], dtype=torch.bool)
-    for order in range(2, MAX_ORDER + 1):
-        m = matches[order - 1]
-        t = (lengths - order + 1).clamp(min=1)
-        is_zero = m == 0
-        any_zero |= is_zero
-        if smoothing == "add1":
-            precision = (m + 1) / (t + 1)
-        elif smoothing == "epsilon":
-            precision = torch.where(is_zero, EPSILON / t, m / t)
-        elif smoothing == "exp":
-            zeros_so_far += is_zero
-            precision = torch.where(is_zero, 1 / (torch.exp2(zeros_so_far) * t), m / t)
-        else:
-            precision = torch.where(is_zero, torch.ones_like(m), m / t)
-        log_precision += torch.log(precision)
-    brevity = torch.exp(torch.clamp(1 - train_lengths[None, :] / lengths.clamp(min=1), max=0))
-    score = brevity * torch.exp(log_precision / 3)
-    undefined = matches[0] == 0
-    if smoothing == "none":
-        undefined |= any_zero
-    return score.masked_fill(undefined, 0.0)
+    """BLEU* [rows x cols] (float64) from sparse CSR clipped match counts m_1..m_4 [rows x cols].
+
+    Only pairs that share an n-gram are touched, so the work follows the overlap, not the tile.
+    A shared n-gram contains shared (n-1)-grams, so the orders a pair does not share are always
+    its last ones, and every smoothing factorises over orders: a pair sharing a unigram starts
+    from its value with m_2 = m_3 = m_4 = 0, and each higher order n it shares multiplies that
+    by (smoothed numerator of m_n / UNMATCHED_NUMERATORS[n])^(1/3). Under `none` only the pairs
+    sharing a 4-gram keep a value.
+    """
+    matches = iter(matches)
+    num_rows, num_cols = len(candidate_lengths), len(train_lengths)
+    add_one = 1.0 if smoothing == "add1" else 0.0
+    unmatched = UNMATCHED_NUMERATORS[smoothing]
+    orders = torch.arange(2, MAX_ORDER + 1, dtype=torch.float64, device=candidate_lengths.device)
+    denominators = (candidate_lengths[:, None] - orders + 1).clamp(min=1) + add_one
+    unmatched_numerators = torch.tensor(unmatched, dtype=torch.float64, device=orders.device)
+    unmatched_row = torch.exp(torch.log(unmatched_numerators / denominators).sum(dim=1) / 3)
+    score = torch.zeros(num_rows * num_cols, dtype=torch.float64, device=orders.device)
+    rows, cols, _ = _stored_entries(next(matches))
+    brevity = torch.exp(torch.clamp(1 - train_lengths[cols] / candidate_lengths[rows], max=0))
+    score[rows * num_cols + cols] = unmatched_row[rows] * brevity
+    del brevity
+    for product, numerator_of_zero in zip(matches, unmatched):
+        rows, cols, counts = _stored_entries(product)
+        keys = rows * num_cols + cols
+        score[keys] *= ((counts.to(torch.float64) + add_one) / numerator_of_zero) ** (1 / 3)
+    if smoothing == "none":  # keys: the pairs sharing a 4-gram
+        kept = score[keys]
+        score.zero_()
+        score[keys] = kept
+    return score.view(num_rows, num_cols)
+
+
+def _stored_entries(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(row, column, value) of every stored entry of a sparse CSR matrix."""
+    crow = matrix.crow_indices()
+    rows = torch.repeat_interleave(
+        torch.arange(matrix.shape[0], device=crow.device), crow[1:] - crow[:-1]
+    )
+    return rows, matrix.col_indices(), matrix.values()
