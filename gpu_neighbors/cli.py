@@ -4,16 +4,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from . import KERNEL_NAMES, __version__
 from .evaluate import leave_one_out
-from .io import InputError, ResultWriter, count_records, iter_candidates, read_scored
+from .io import InputError, read_scored
 from .kernels.bleu import SMOOTHINGS
 from .scorer import NeighborsScorer
-
-SCORE_BATCH = 8192  # candidates read, scored and written per step
+from .streaming import DEFAULT_BATCH_SIZE, score_file
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +60,16 @@ def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> Neighb
     )
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
+    return value
+
+
 def _bytes(text: str) -> int:
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     try:
@@ -71,59 +80,21 @@ def _bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 2G)") from None
 
 
-def _batches(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def _finite_or_none(value: float) -> float | None:
-    return None if value != value else float(value)
-
-
 def command_score(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
     train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
     scorer = scorer_from_args(args).fit(train.texts, train.scores)
-    settings = {"signature": scorer.signature, "train": str(args.train), "candidates": str(args.candidates)}
-    candidates = iter_candidates(
-        args.candidates, text_field=args.text_field, skip_bad=args.skip_bad, rejects=args.rejects
+    summary = score_file(
+        scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
+        skip_bad=args.skip_bad, rejects=args.rejects, batch_size=args.batch_size,
+        progress=not args.quiet, header={"train": str(args.train)},
     )
-    with ResultWriter(args.output, resume=args.resume, header=settings) as writer:
-        done = writer.done
-        progress = tqdm(
-            total=count_records(args.candidates), initial=done, unit="text",
-            disable=args.quiet, dynamic_ncols=True, file=sys.stderr,
-        )
-        with progress:
-            for batch in _batches(iter(candidates), SCORE_BATCH):
-                batch = [candidate for candidate in batch if candidate.index >= done]
-                if not batch:
-                    continue
-                prediction = scorer.predict([candidate.text for candidate in batch])
-                writer.write_many(
-                    [
-                        {
-                            "index": candidate.index,
-                            "text": candidate.text,
-                            "score": _finite_or_none(prediction.scores[i]),
-                            "num_neighbors": int(prediction.num_neighbors[i]),
-                            "std": _finite_or_none(prediction.std[i]),
-                        }
-                        for i, candidate in enumerate(batch)
-                    ]
-                )
-                progress.update(len(batch))
-    rejected = getattr(candidates, "rejected", 0)
     if not args.quiet:
-        print(f"scored {writer.done} candidates -> {args.output} ({scorer.signature})"
-              + (f"; {rejected} bad lines -> {args.rejects}" if rejected else ""), file=sys.stderr)
+        resumed = f" ({summary.rows - summary.scored} from before)" if args.resume else ""
+        print(f"scored {summary.rows} candidates{resumed} -> {args.output} in {summary.seconds:.1f} s, "
+              f"{summary.texts_per_second:,.0f} texts/s, {summary.pairs_per_second:,.0f} pairs/s "
+              f"({scorer.signature})", file=sys.stderr)
+        if summary.rejected:
+            print(f"skipped {summary.rejected} bad records -> {args.rejects}", file=sys.stderr)
     return 0
 
 
@@ -156,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--resume", action="store_true", help="continue an interrupted run from what is on disk")
     score.add_argument("--skip-bad", action="store_true", help="skip bad candidate lines instead of stopping")
     score.add_argument("--rejects", default=None, help="with --skip-bad: where bad lines go (default OUTPUT.rejects.jsonl)")
+    score.add_argument("--batch-size", type=_positive_int, default=DEFAULT_BATCH_SIZE, metavar="N",
+                       help=f"candidates scored and made durable per step ({DEFAULT_BATCH_SIZE})")
     score.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     add_data_options(score)
     add_model_options(score)
