@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import KERNEL_NAMES, __version__
-from .evaluate import leave_one_out
-from .io import InputError, read_scored
+from .evaluate import agreement
+from .io import InputError, ScoredData, read_scored
 from .kernels.bleu import SMOOTHINGS
-from .scorer import NeighborsScorer
+from .scorer import NeighborsScorer, ScoreError
 from .streaming import DEFAULT_BATCH_SIZE, score_file
 
 
@@ -36,6 +36,16 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 def add_data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-field", default="text", help="field holding the text (JSONL/CSV/TSV)")
     parser.add_argument("--score-field", default="score", help="field holding the known quality")
+    parser.add_argument("--score-range", type=float, nargs=2, default=(0.0, 1.0), metavar=("LOW", "HIGH"),
+                        help="range every known score must lie in (default 0 1, as in the paper)")
+
+
+def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str) -> NeighborsScorer:
+    """`scorer.fit` on data read from `path`, naming the file line of a score it refuses."""
+    try:
+        return scorer.fit(data.texts, data.scores)
+    except ScoreError as error:
+        raise InputError(error.reason, path=path, line=data.lines[error.index], field=score_field) from None
 
 
 def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> NeighborsScorer:
@@ -57,6 +67,7 @@ def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> Neighb
         kernel_options=options,
         memory_budget=args.memory_budget,
         progress=progress,
+        score_range=tuple(args.score_range),
     )
 
 
@@ -82,7 +93,7 @@ def _bytes(text: str) -> int:
 
 def command_score(args: argparse.Namespace) -> int:
     train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
-    scorer = scorer_from_args(args).fit(train.texts, train.scores)
+    scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field)
     summary = score_file(
         scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
         skip_bad=args.skip_bad, rejects=args.rejects, batch_size=args.batch_size,
@@ -100,15 +111,15 @@ def command_score(args: argparse.Namespace) -> int:
 
 def command_evaluate(args: argparse.Namespace) -> int:
     data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field)
-    scorer = scorer_from_args(args)
-    _, result = leave_one_out(scorer, data.texts, data.scores)
+    scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field)
+    result = agreement(scorer.leave_one_out(), data.scores)
     row = {"kernel": args.kernel, **result.as_dict()}
     if args.json:
         print(json.dumps(row))
     else:
         print(f"leave-one-out on {args.data} ({scorer.signature})")
         for key, value in row.items():
-            print(f"  {key:<10} {value:.4f}" if isinstance(value, float) else f"  {key:<10} {value}")
+            print(f"  {key:<14} {value:.4f}" if isinstance(value, float) else f"  {key:<14} {value}")
     return 0
 
 

@@ -16,7 +16,14 @@ import torch
 
 from . import __version__
 from .kernels import Kernel, kernel_class
-from .neighbours import NeighborStats, Prediction, estimate
+from .neighbours import (
+    NeighborStats,
+    Prediction,
+    Quality,
+    TensorPrediction,
+    TrainingSubset,
+    estimate,
+)
 from .tokenize import Tokenizer, make_tokenizer
 
 DEFAULT_CPU_BUDGET = 1 << 30  # bytes of tile working memory on CPU
@@ -78,6 +85,7 @@ class NeighborsScorer:
     memory_budget: bytes of tile working memory; None sizes it from the device.
     chunk_size: candidates per chunk; None derives it from the budget. Results never depend on it.
     progress: show a progress bar on stderr for long predictions.
+    score_range: (low, high) every training score must lie in; None accepts any finite score.
     """
 
     def __init__(
@@ -94,6 +102,7 @@ class NeighborsScorer:
         memory_budget: int | None = None,
         chunk_size: int | None = None,
         progress: bool = False,
+        score_range: tuple[float, float] | None = (0.0, 1.0),
     ) -> None:
         self.kernel = kernel
         self.tau = tau
@@ -107,14 +116,26 @@ class NeighborsScorer:
         self.memory_budget = memory_budget
         self.chunk_size = chunk_size
         self.progress = progress
+        self.score_range = score_range
 
     # -- fitting -------------------------------------------------------------------------
 
-    def fit(self, texts: Sequence[str], scores: Sequence[float] | np.ndarray) -> NeighborsScorer:
-        """Validate the training set and encode it once with the kernel; returns self."""
+    def fit(
+        self,
+        texts: Sequence[str],
+        scores: Sequence[float] | np.ndarray,
+        tune: bool = False,
+        min_coverage: float = 0.8,
+    ) -> NeighborsScorer:
+        """Validate the training set and encode it once with the kernel; returns self.
+
+        tune: choose tau, a and b on this training set alone (inner leave-one-out over a grid,
+        highest Spearman with coverage >= min_coverage; see `tuning.py`). The values used are
+        `tau_`, `min_neighbors_` and `max_fraction_`; `tuning_` says how they were chosen.
+        """
         self._validate_parameters()
         texts = _validate_texts(texts, "training texts")
-        quality = _validate_scores(scores, len(texts))
+        quality = _validate_scores(scores, len(texts), self.score_range)
         self.device_ = resolve_device(self.device)
         options = dict(self.kernel_options or {})
         if self.smoothing is not None:
@@ -125,7 +146,14 @@ class NeighborsScorer:
         self.kernel_.fit(texts)
         self.tau_ = float(self.kernel_.default_tau if self.tau is None else self.tau)
         self.train_scores_ = quality
-        self._quality = torch.as_tensor(quality, dtype=torch.float64, device=self.device_)
+        self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_))
+        self.min_neighbors_, self.max_fraction_, self.tuning_ = self.min_neighbors, self.max_fraction, None
+        if tune:
+            from .tuning import tune_scorer
+
+            self.tuning_ = tune_scorer(self, min_coverage)
+            chosen = self.tuning_.thresholds
+            self.tau_, self.min_neighbors_, self.max_fraction_ = chosen.tau, chosen.min_neighbors, chosen.max_fraction
         return self
 
     def _make_kernel(self, options: dict[str, Any]) -> Kernel:
@@ -137,6 +165,10 @@ class NeighborsScorer:
             raise ValueError(f"bad kernel_options for {self.kernel!r}: {error}") from None
 
     def _validate_parameters(self) -> None:
+        if self.score_range is not None:
+            low, high = self.score_range
+            if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+                raise ValueError(f"score_range must be (low, high) with low <= high, not {self.score_range!r}")
         if self.tau is not None and not (
             isinstance(self.tau, (int, float)) and math.isfinite(self.tau)
         ):
@@ -163,6 +195,31 @@ class NeighborsScorer:
         self._check_fitted()
         candidates = _validate_texts(candidates, "candidates", allow_empty=True)
         return self._predict_stats(self._stats(candidates, leave_one_out=False), self.num_train)
+
+    def predict_ids(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> TensorPrediction:
+        """Estimates for token ids [batch, length] straight from a model, without decoding:
+        tensors on the ids' device, equal to `predict` on the decoded texts (bleu kernel with
+        the model's Hugging Face tokenizer; see `token_ids.py`)."""
+        from .token_ids import predict_ids
+
+        return predict_ids(self, input_ids, attention_mask)
+
+    def reward(
+        self,
+        inputs: torch.Tensor | Sequence[str],
+        undefined: float | None = None,
+        subsample: float | None = None,
+        seed: int = 0,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """float32 RL rewards for token ids or texts: undefined estimates become `undefined`
+        (default: the training mean); `subsample` scores each call against a fresh seeded
+        random fraction of the training set, against reward hacking (see `reward.py`)."""
+        from .reward import reward
+
+        return reward(self, inputs, undefined, subsample, seed, attention_mask)
 
     def leave_one_out(self) -> Prediction:
         """Each training text scored by all the others (the paper's protocol): the training set
@@ -203,15 +260,15 @@ class NeighborsScorer:
             "kernel": self.kernel,
             **self.kernel_.settings(),
             "tau": f"{self.tau_:g}",
-            "a": str(self.min_neighbors),
-            "b": f"{self.max_fraction:g}",
+            "a": str(self.min_neighbors_),
+            "b": f"{self.max_fraction_:g}",
             "n": str(self.num_train),
             "version": __version__,
         }
         return "|".join(f"{key}:{value}" for key, value in fields.items())
 
     def _predict_stats(self, stats: NeighborStats, num_train: int) -> Prediction:
-        return estimate(stats, num_train, self.min_neighbors, self.max_fraction)
+        return estimate(stats, self._quality, num_train, self.min_neighbors_, self.max_fraction_)
 
     # -- tiling --------------------------------------------------------------------------
 
@@ -241,7 +298,14 @@ class NeighborsScorer:
             stop = min(start + block, self.num_train)
             yield start, self.kernel_.tile(encoded, start, stop)
 
-    def _stats(self, candidates: Sequence[str] | None, leave_one_out: bool) -> NeighborStats:
+    def _stats(
+        self,
+        candidates: Sequence[str] | None,
+        leave_one_out: bool,
+        subset: TrainingSubset | None = None,
+    ) -> NeighborStats:
+        """Neighbour statistics per candidate; `subset` keeps only some training texts as
+        possible neighbours (subsampled rewards)."""
         total = self.num_train if candidates is None else len(candidates)
         stats = NeighborStats.zeros(total, self.device_)
         for encoded, first, count in self._chunks(candidates):
@@ -252,10 +316,12 @@ class NeighborsScorer:
                     rows = torch.arange(first, first + count, device=self.device_)
                     columns = torch.arange(start, start + tile.shape[1], device=self.device_)
                     excluded = rows[:, None] == columns[None, :]
-                chunk.add_tile(tile, self._quality[start : start + tile.shape[1]], self.tau_, excluded)
-            stats.count[first : first + count] = chunk.count
-            stats.total[first : first + count] = chunk.total
-            stats.total_sq[first : first + count] = chunk.total_sq
+                stop = start + tile.shape[1]
+                if subset is not None:
+                    outside = ~subset.mask[None, start:stop]
+                    excluded = outside if excluded is None else excluded | outside
+                chunk.add_tile(tile, self._quality.block(start, stop), self.tau_, excluded)
+            stats.assign(first, chunk)
         return stats
 
 
@@ -277,7 +343,19 @@ def _validate_texts(texts: Sequence[str], what: str, allow_empty: bool = False) 
     return texts
 
 
-def _validate_scores(scores: Sequence[float] | np.ndarray, count: int) -> np.ndarray:
+class ScoreError(ValueError):
+    """A training score that cannot be used; `index` says which, so callers reading files can
+    name the line."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"scores[{index}] {reason}")
+        self.index = index
+        self.reason = reason
+
+
+def _validate_scores(
+    scores: Sequence[float] | np.ndarray, count: int, score_range: tuple[float, float] | None
+) -> np.ndarray:
     try:
         quality = np.asarray(scores, dtype=np.float64)
     except (TypeError, ValueError):
@@ -288,5 +366,14 @@ def _validate_scores(scores: Sequence[float] | np.ndarray, count: int) -> np.nda
         raise ValueError(f"{count} training texts but {quality.size} scores: lengths must match")
     bad = np.flatnonzero(~np.isfinite(quality))
     if bad.size:
-        raise ValueError(f"scores[{bad[0]}] is {quality[bad[0]]}: every score must be a finite number")
+        raise ScoreError(int(bad[0]), f"is {quality[bad[0]]}: every score must be a finite number")
+    if score_range is not None:
+        low, high = score_range
+        outside = np.flatnonzero((quality < low) | (quality > high))
+        if outside.size:
+            raise ScoreError(
+                int(outside[0]),
+                f"is {quality[outside[0]]:g}, outside the score range [{low:g}, {high:g}]: "
+                "rescale the scores (the paper maps them to [0, 1]) or set score_range",
+            )
     return quality

@@ -99,3 +99,11 @@ def test_csv_and_renamed_fields(tmp_path, huse_texts, huse_scores, capsys):
         writer.writerows(zip(huse_texts[:60], huse_scores[:60]))
     assert main(["evaluate", "--data", str(data), "--text-field", "summary", "--score-field", "quality", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["n"] == 60
+
+
+def test_out_of_range_score_names_the_line(tmp_path, capsys):
+    train = write_jsonl(tmp_path / "train.jsonl", [{"text": "a b c", "score": 0.5}, {"text": "d e", "score": 4}])
+    assert main(["evaluate", "--data", str(train)]) == 2
+    message = capsys.readouterr().err
+    assert "train.jsonl:2" in message and "score" in message and "outside the score range [0, 1]" in message
+    assert main(["evaluate", "--data", str(train), "--score-range", "0", "5", "--min-neighbors", "1", "--json"]) == 0

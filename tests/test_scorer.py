@@ -112,11 +112,20 @@ def test_device_auto_picks_cpu_without_cuda():
         (["a b", "c d"], [0.5, float("nan")], r"scores\[1\] is nan"),
         (["a b", "c d"], [0.5, float("inf")], "finite"),
         (["a b", "c d"], [0.5, "high"], "numbers"),
+        (["a b", "c d"], [0.5, 1.5], r"scores\[1\] is 1.5, outside the score range \[0, 1\]"),
+        (["a b", "c d"], [-0.1, 0.5], r"scores\[0\] is -0.1, outside"),
     ],
 )
 def test_bad_training_input_is_refused_clearly(texts, scores, message):
     with pytest.raises(ValueError, match=message):
         NeighborsScorer().fit(texts, scores)
+
+
+def test_score_range_can_be_widened_or_lifted():
+    assert NeighborsScorer(score_range=(1, 5)).fit(["a b", "c d"], [1, 5]).num_train == 2
+    assert NeighborsScorer(score_range=None).fit(["a b", "c d"], [-3, 70]).num_train == 2
+    with pytest.raises(ValueError, match="score_range"):
+        NeighborsScorer(score_range=(2, 1)).fit(["a b"], [1.5])
 
 
 def test_bad_parameters_are_refused_clearly():
