@@ -1,0 +1,150 @@
+"""NeighborsQuality: a torchmetrics metric whose states add up across (simulated) DDP ranks."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import gpu_neighbors
+from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.tokenize import HuggingFaceTokenizer
+from minilm import MODEL_PATH
+
+torchmetrics = pytest.importorskip("torchmetrics")  # the [metrics] extra; CI installs it
+
+TRAIN_SIZE = 150
+
+
+@pytest.fixture(scope="module")
+def scorer(huse_texts, huse_scores) -> NeighborsScorer:
+    return NeighborsScorer(tokenizer=HuggingFaceTokenizer(MODEL_PATH), device="cpu").fit(
+        huse_texts[:TRAIN_SIZE], huse_scores[:TRAIN_SIZE]
+    )
+
+
+@pytest.fixture(scope="module")
+def candidates(huse_texts) -> list[str]:
+    return huse_texts[TRAIN_SIZE:] + huse_texts[:20] + ["", "   ", "zzz qqq"]
+
+
+def batches(texts: list[str], size: int) -> list[list[str]]:
+    return [texts[i : i + size] for i in range(0, len(texts), size)]
+
+
+def expected(scorer: NeighborsScorer, texts: list[str]) -> tuple[float, float, int]:
+    prediction = scorer.predict(texts)
+    return float(np.nanmean(prediction.scores)), float(prediction.covered.mean()), len(texts)
+
+
+def assert_result(result: dict, quality: float, coverage: float, count: int) -> None:
+    assert set(result) == {"quality", "coverage", "count"}
+    assert result["quality"].item() == pytest.approx(quality, rel=1e-12)
+    assert result["coverage"].item() == pytest.approx(coverage, rel=1e-12)
+    assert result["count"].item() == count
+
+
+def test_lazy_export_is_the_metric():
+    from gpu_neighbors.metric import NeighborsQuality
+
+    assert gpu_neighbors.NeighborsQuality is NeighborsQuality
+    assert issubclass(NeighborsQuality, torchmetrics.Metric)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        gpu_neighbors.Nope  # noqa: B018
+
+
+def test_importing_the_package_does_not_import_torchmetrics():
+    code = "import sys, gpu_neighbors; sys.exit('torchmetrics' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_without_torchmetrics_the_error_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torchmetrics", None)
+    monkeypatch.delitem(sys.modules, "gpu_neighbors.metric", raising=False)
+    with pytest.raises(ImportError, match=r"gpu-neighbors\[metrics\]"):
+        gpu_neighbors.NeighborsQuality  # noqa: B018
+
+
+def test_texts_over_batches_equal_one_prediction(scorer, candidates):
+    metric = gpu_neighbors.NeighborsQuality(scorer)
+    for batch in batches(candidates, 16):
+        metric.update(batch)
+    assert_result(metric.compute(), *expected(scorer, candidates))
+    metric.reset()
+    metric.update(candidates[:5])
+    assert_result(metric.compute(), *expected(scorer, candidates[:5]))
+
+
+def test_token_ids_equal_texts(scorer, candidates):
+    hf = scorer.kernel_.tokenizer.hf
+    metric = gpu_neighbors.NeighborsQuality(scorer)
+    decoded = []
+    for batch in batches(candidates, 16):
+        encoded = hf(batch, padding=True, return_tensors="pt")
+        metric.update(encoded["input_ids"], attention_mask=encoded["attention_mask"])
+        decoded += hf.batch_decode(encoded["input_ids"], skip_special_tokens=True)
+    assert_result(metric.compute(), *expected(scorer, decoded))
+
+
+def test_nothing_covered_or_nothing_seen_is_nan(scorer):
+    metric = gpu_neighbors.NeighborsQuality(scorer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torchmetrics warns about compute before update
+        empty = metric.compute()
+    assert empty["quality"].isnan() and empty["coverage"].isnan() and empty["count"] == 0
+    metric.update(["zzz qqq", ""])
+    result = metric.compute()
+    assert result["quality"].isnan() and result["coverage"] == 0 and result["count"] == 2
+
+
+class SimulatedGroup:
+    """all_gather across metrics that stand for the ranks of one process group: gathering a
+    rank's state returns that state from every rank, in rank order (what torch.distributed's
+    all_gather gives torchmetrics under DDP)."""
+
+    def __init__(self) -> None:
+        self.ranks: list[torchmetrics.Metric] = []
+
+    def gather(self, tensor: torch.Tensor, group=None) -> list[torch.Tensor]:
+        for rank in self.ranks:
+            for name in rank._defaults:
+                if getattr(rank, name) is tensor:
+                    return [getattr(other, name).clone() for other in self.ranks]
+        raise AssertionError("gathered a tensor that is no metric state")
+
+
+@pytest.mark.parametrize("split", [[0, 0, 1, 1, 0, 1], [0, 0, 0, 0, 0, 1]])
+def test_two_ranks_reduce_to_the_single_process_result(scorer, candidates, split):
+    """Each rank sees some batches (unevenly in the second split); after the DDP reduction both
+    ranks report what one process that saw every batch reports."""
+    group = SimulatedGroup()
+    ranks = [
+        gpu_neighbors.NeighborsQuality(
+            scorer, dist_sync_fn=group.gather, distributed_available_fn=lambda: True
+        )
+        for _ in range(2)
+    ]
+    group.ranks = ranks
+    single = gpu_neighbors.NeighborsQuality(scorer)
+    for rank, batch in zip(split, batches(candidates, 13)):
+        ranks[rank].update(batch)
+        single.update(batch)
+    assert ranks[0].total.item() + ranks[1].total.item() == len(candidates)
+    assert all(rank.total.item() > 0 for rank in ranks)
+    want = single.compute()
+    for rank in ranks:
+        got = rank.compute()
+        assert got["count"].item() == len(candidates)
+        assert torch.equal(got["count"], want["count"])
+        assert got["quality"].item() == pytest.approx(want["quality"].item(), rel=1e-12)
+        assert got["coverage"].item() == pytest.approx(want["coverage"].item(), rel=1e-12)
+    assert_result(want, *expected(scorer, candidates))
+    assert ranks[0].total.item() < len(candidates)  # compute() left the local state in place
+
+
+def test_fitted_scorer_required():
+    with pytest.raises(RuntimeError, match="not fitted"):
+        gpu_neighbors.NeighborsQuality(NeighborsScorer())

@@ -1,0 +1,103 @@
+"""scorer.reward: RL rewards from the neighbour estimate, with seeded training subsamples."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.reward import draw_subset
+from gpu_neighbors.tokenize import HuggingFaceTokenizer
+from minilm import MODEL_PATH
+
+TRAIN_SIZE = 150
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> HuggingFaceTokenizer:
+    return HuggingFaceTokenizer(MODEL_PATH)
+
+
+@pytest.fixture(scope="module")
+def candidates(huse_texts) -> list[str]:
+    return huse_texts[TRAIN_SIZE:] + huse_texts[:40] + ["", "zzz qqq"]
+
+
+def fitted(tokenizer, huse_texts, huse_scores) -> NeighborsScorer:
+    return NeighborsScorer(tokenizer=tokenizer, device="cpu").fit(
+        huse_texts[:TRAIN_SIZE], huse_scores[:TRAIN_SIZE]
+    )
+
+
+def test_defined_estimates_and_the_training_mean_elsewhere(tokenizer, huse_texts, huse_scores, candidates):
+    scorer = fitted(tokenizer, huse_texts, huse_scores)
+    rewards = scorer.reward(candidates)
+    prediction = scorer.predict(candidates)
+    assert rewards.dtype == torch.float32 and rewards.shape == (len(candidates),)
+    assert 0 < prediction.coverage < 1
+    mean = np.mean(huse_scores[:TRAIN_SIZE])
+    want = np.where(prediction.covered, prediction.scores, mean).astype(np.float32)
+    np.testing.assert_array_equal(rewards.numpy(), want)
+    zero = scorer.reward(candidates, undefined=0.0).numpy()
+    np.testing.assert_array_equal(zero, np.where(prediction.covered, prediction.scores, 0.0).astype(np.float32))
+
+
+def test_token_ids_give_the_rewards_of_their_decoded_texts(tokenizer, huse_texts, huse_scores, candidates):
+    """Two identically fitted scorers draw the same seeded subsets, so ids and decoded texts
+    can be compared call by call, with and without subsampling."""
+    by_ids, by_texts = (fitted(tokenizer, huse_texts, huse_scores) for _ in range(2))
+    encoded = tokenizer.hf(candidates, padding=True, return_tensors="pt")
+    decoded = tokenizer.hf.batch_decode(encoded["input_ids"], skip_special_tokens=True)
+    for subsample in (None, 0.5, 0.5, 0.3):
+        from_ids = by_ids.reward(
+            encoded["input_ids"], attention_mask=encoded["attention_mask"], subsample=subsample, seed=7
+        )
+        assert from_ids.device == encoded["input_ids"].device
+        assert torch.equal(from_ids, by_texts.reward(decoded, subsample=subsample, seed=7))
+
+
+def test_a_subsample_scores_like_a_scorer_fitted_on_that_subset(tokenizer, huse_texts, huse_scores, candidates):
+    """Masking training texts out of the fitted neighbour model equals refitting on the subset
+    (the b |S| bound included); the subset is replayed from a twin scorer's random stream."""
+    train, quality = huse_texts[:TRAIN_SIZE], np.asarray(huse_scores[:TRAIN_SIZE])
+    scorer, twin = (fitted(tokenizer, huse_texts, huse_scores) for _ in range(2))
+    for _ in range(3):  # three calls, three fresh subsets
+        keep = draw_subset(twin, 0.4, 11, torch.device("cpu")).mask.numpy()
+        assert keep.sum() == round(0.4 * TRAIN_SIZE)
+        subset = NeighborsScorer(tokenizer=tokenizer, device="cpu").fit(
+            [text for text, kept in zip(train, keep) if kept], quality[keep]
+        )
+        prediction = subset.predict(candidates)
+        assert prediction.covered.any()
+        want = np.where(prediction.covered, prediction.scores, quality.mean()).astype(np.float32)
+        np.testing.assert_array_equal(scorer.reward(candidates, subsample=0.4, seed=11).numpy(), want)
+
+
+def test_subsets_are_fresh_per_call_and_reproducible_per_seed(tokenizer, huse_texts, huse_scores, candidates):
+    first, again = (fitted(tokenizer, huse_texts, huse_scores) for _ in range(2))
+    calls = [first.reward(candidates, subsample=0.5, seed=1) for _ in range(3)]
+    assert not torch.equal(calls[0], calls[1]) and not torch.equal(calls[1], calls[2])
+    for call in calls:
+        assert torch.equal(call, again.reward(candidates, subsample=0.5, seed=1))
+    assert not torch.equal(calls[0], again.reward(candidates, subsample=0.5, seed=2))
+    masks = [draw_subset(first, 0.5, 3, torch.device("cpu")).mask for _ in range(2)]
+    assert not torch.equal(masks[0], masks[1])
+    assert torch.equal(first.reward(candidates, subsample=1.0), first.reward(candidates))
+
+
+def test_clear_errors(tokenizer, huse_texts, huse_scores, candidates):
+    scorer = fitted(tokenizer, huse_texts, huse_scores)
+    for bad in (0, -0.1, 1.5, "half", True):
+        with pytest.raises(ValueError, match="subsample must be a fraction"):
+            scorer.reward(candidates, subsample=bad)
+    with pytest.raises(ValueError, match="fewer than min_neighbors=5"):
+        scorer.reward(candidates, subsample=0.02)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        scorer.reward(candidates, subsample=0.5, seed=1.5)
+    for bad in (float("nan"), float("inf"), "0"):
+        with pytest.raises(ValueError, match="undefined must be a finite number"):
+            scorer.reward(candidates, undefined=bad)
+    with pytest.raises(ValueError, match="attention_mask goes with token ids"):
+        scorer.reward(candidates, attention_mask=torch.ones((len(candidates), 3)))
+    with pytest.raises(RuntimeError, match="not fitted"):
+        NeighborsScorer().reward(candidates)
