@@ -15,11 +15,13 @@ from .scorer import NeighborsScorer, ScoreError
 from .streaming import DEFAULT_BATCH_SIZE, score_file
 
 
-def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """Options that define the estimator; shared by every command that builds one."""
+def add_model_options(parser: argparse.ArgumentParser, one_kernel: bool = True) -> None:
+    """Options that define the estimator; shared by every command that builds one (`compare`,
+    which runs several kernels, takes its own --kernels and --tau)."""
     group = parser.add_argument_group("model")
-    group.add_argument("--kernel", default="bleu", choices=KERNEL_NAMES)
-    group.add_argument("--tau", type=float, default=None, help="similarity threshold (default: the kernel's)")
+    if one_kernel:
+        group.add_argument("--kernel", default="bleu", choices=KERNEL_NAMES)
+        group.add_argument("--tau", type=float, default=None, help="similarity threshold (default: the kernel's)")
     group.add_argument("--min-neighbors", type=int, default=5, metavar="A", help="a: fewest neighbours for an estimate (5)")
     group.add_argument("--max-fraction", type=float, default=0.66, metavar="B", help="b: most neighbours, as a share of the training set (0.66)")
     group.add_argument("--smoothing", choices=SMOOTHINGS, default=None, help="BLEU* smoothing (default add1)")
@@ -123,6 +125,48 @@ def command_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kernel_taus(pairs: Sequence[str]) -> dict[str, float]:
+    taus = {}
+    for pair in pairs:
+        kernel, _, value = pair.partition("=")
+        try:
+            taus[kernel.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"--tau takes KERNEL=VALUE, e.g. rouge=0.06, not {pair!r}") from None
+    return taus
+
+
+def command_compare(args: argparse.Namespace) -> int:
+    from .compare import compare_kernels, markdown_table
+
+    kernels = [name.strip() for name in args.kernels.split(",") if name.strip()]
+    unknown = [name for name in kernels if name not in KERNEL_NAMES]
+    if unknown or not kernels:
+        raise ValueError(f"--kernels takes a comma list of {', '.join(KERNEL_NAMES)}; got {args.kernels!r}")
+    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field,
+                       keep_fields=(args.judgments_field,))
+    judgments = None
+    if data.extra and all(args.judgments_field in extra for extra in data.extra):
+        judgments = [{"score": score, "judgments": extra[args.judgments_field]}
+                     for score, extra in zip(data.scores, data.extra)]
+    bertscore = {"model": args.model, "layer": args.layer, "idf": args.idf, "rescale": args.rescale}
+    kernel_options = {"bertscore": {key: value for key, value in bertscore.items() if value not in (None, False)}}
+    if args.smoothing:
+        kernel_options["bleu"] = {"smoothing": args.smoothing}
+    rows = compare_kernels(
+        data.texts, data.scores, kernels, taus=_kernel_taus(args.tau), kernel_options=kernel_options,
+        judgments=judgments, min_neighbors=args.min_neighbors, max_fraction=args.max_fraction,
+        device=args.device, tokenizer=args.tokenizer, lowercase=args.lowercase,
+        memory_budget=args.memory_budget, score_range=tuple(args.score_range),
+    )
+    if args.json:
+        print(json.dumps([row.as_dict() for row in rows], indent=None))
+    else:
+        print(f"leave-one-out on {args.data} (a={args.min_neighbors}, b={args.max_fraction})\n")
+        print(markdown_table(rows))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu-neighbors",
@@ -151,6 +195,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_options(evaluate)
     add_model_options(evaluate)
     evaluate.set_defaults(handler=command_evaluate)
+
+    compare = commands.add_parser("compare", help="leave-one-out for several kernels, one row each")
+    compare.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
+    compare.add_argument("--kernels", default=",".join(KERNEL_NAMES), help="comma list (default: all)")
+    compare.add_argument("--tau", action="append", default=[], metavar="KERNEL=VALUE",
+                         help="a kernel's threshold instead of its default; repeatable")
+    compare.add_argument("--judgments-field", default="judgments",
+                         help="per-annotator judgments, for the Human (best)/(average) rows")
+    output = compare.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="a JSON list of rows")
+    output.add_argument("--markdown", action="store_true", help="a markdown table (the default)")
+    add_data_options(compare)
+    add_model_options(compare, one_kernel=False)
+    compare.set_defaults(handler=command_compare)
     return parser
 
 

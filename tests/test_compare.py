@@ -1,0 +1,44 @@
+"""`compare`: one leave-one-out row per kernel, plus the human rows when judgments exist."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.cli import main
+from gpu_neighbors.compare import compare_kernels, markdown_table
+from gpu_neighbors.evaluate import agreement
+
+
+def test_rows_equal_each_kernels_own_leave_one_out(huse_texts, huse_scores):
+    texts, scores = huse_texts[:80], huse_scores[:80]
+    rows = compare_kernels(texts, scores, ["bleu", "rouge"], taus={"rouge": 0.2}, min_neighbors=3)
+    assert [row.name for row in rows] == ["bleu", "rouge"]
+    assert rows[0].tau == 0.08 and rows[1].tau == 0.2
+    for row, kernel, tau in [(rows[0], "bleu", None), (rows[1], "rouge", 0.2)]:
+        prediction = NeighborsScorer(kernel=kernel, tau=tau, min_neighbors=3).fit(texts, scores).leave_one_out()
+        expected = agreement(prediction, scores)
+        assert row.agreement.coverage == expected.coverage
+        np.testing.assert_equal([row.agreement.mse, row.agreement.spearman], [expected.mse, expected.spearman])
+        assert row.seconds > 0
+    table = markdown_table(rows)
+    assert table.count("\n") == 3 and "| rouge | 0.20 |" in table
+
+
+def test_tau_for_a_kernel_not_compared_is_refused(huse_texts, huse_scores):
+    with pytest.raises(ValueError, match="not compared: meteor"):
+        compare_kernels(huse_texts[:20], huse_scores[:20], ["bleu"], taus={"meteor": 0.2})
+
+
+def test_cli_adds_human_rows_from_judgments(tmp_path, huse_records, capsys):
+    data = tmp_path / "huse.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in huse_records[:60]), encoding="utf-8")
+    assert main(["compare", "--data", str(data), "--kernels", "bleu,rouge", "--tau", "rouge=0.1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["model"] for row in rows] == ["Human (best)", "Human (average)", "bleu", "rouge"]
+    assert rows[3]["tau"] == 0.1 and rows[0]["coverage"] == 1.0 and rows[0]["tau"] is None
+    assert 0 < rows[0]["mse"] < rows[1]["mse"]  # the best annotator beats the average one
+    assert main(["compare", "--data", str(data), "--kernels", "bleu,cider"]) == 2
+    assert "--kernels" in capsys.readouterr().err
