@@ -1,0 +1,192 @@
+"""Score a Ray Dataset across machines: a pool of actors, each holding the fitted scorer once.
+
+The driver fits the scorer and serialises it once (`torch.save`) into Ray's object store; each
+actor loads those bytes with every tensor mapped onto its own device, the GPU Ray assigned it or
+else the CPU. Nothing is refitted, and a scorer fitted on a CPU-only driver runs on GPU workers.
+Rows keep their input columns and gain `score` (NaN where undefined), `num_neighbors` and `std`;
+since neighbour sums are exact, every row equals what `NeighborsScorer.predict` gives in one
+process. Ray is an optional extra: `pip install 'gpu-neighbors[ray]'`. See docs/ray.md.
+"""
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from .io import Candidate
+from .neighbours import Prediction
+from .scorer import NeighborsScorer
+
+if TYPE_CHECKING:
+    import ray.data
+
+OUTPUT_COLUMNS = ("score", "num_neighbors", "std")
+DEFAULT_RAY_BATCH = 4096  # rows per actor call
+
+
+def import_ray():
+    try:
+        import ray
+        import ray.data  # noqa: F401  (the [data] part of the extra)
+    except ImportError as error:
+        raise ImportError("scoring with Ray needs Ray Data: pip install 'gpu-neighbors[ray]'") from error
+    return ray
+
+
+def serialize_scorer(scorer: NeighborsScorer) -> bytes:
+    """The fitted scorer as bytes that `load_scorer` can map onto any device."""
+    scorer._check_fitted()
+    buffer = io.BytesIO()
+    torch.save(scorer, buffer)
+    return buffer.getvalue()
+
+
+def load_scorer(payload: bytes, device: torch.device) -> NeighborsScorer:
+    """The scorer of `serialize_scorer`, every tensor on `device`. The payload is trusted: it
+    is this package's own pickle, made by the driver."""
+    scorer = torch.load(io.BytesIO(payload), map_location=device, weights_only=False)
+    scorer.device_ = device
+    scorer.kernel_.device = device
+    return scorer
+
+
+class ScoringActor:
+    """One member of the actor pool: loads the scorer once, then scores batches of rows."""
+
+    def __init__(self, payload: list[Any], text_column: str) -> None:
+        ray = import_ray()
+        device = torch.device("cuda") if ray.get_gpu_ids() else torch.device("cpu")
+        self.scorer = load_scorer(ray.get(payload[0]), device)
+        self.text_column = text_column
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.text_column not in batch:
+            raise ValueError(
+                f"the dataset has no column {self.text_column!r} (columns: {', '.join(batch)}); "
+                "pass text_column="
+            )
+        clashes = [name for name in OUTPUT_COLUMNS if name in batch]
+        if clashes:
+            raise ValueError(
+                f"the dataset already has column(s) {', '.join(clashes)}, which scoring adds; "
+                "rename or drop them first"
+            )
+        prediction = self.scorer.predict(batch[self.text_column].tolist())
+        return {
+            **batch,
+            "score": prediction.scores,
+            "num_neighbors": prediction.num_neighbors,
+            "std": prediction.std,
+        }
+
+
+def score_dataset(
+    dataset: ray.data.Dataset,
+    scorer: NeighborsScorer,
+    text_column: str = "text",
+    batch_size: int = DEFAULT_RAY_BATCH,
+    num_gpus: float | None = None,
+    num_actors: int | None = None,
+) -> ray.data.Dataset:
+    """Lazily map `dataset` through a pool of `ScoringActor`s holding the fitted `scorer`.
+
+    num_gpus: GPUs per actor; None gives 1 when the cluster has GPUs, else 0 (CPU actors).
+    num_actors: pool size; None gives one actor per GPU (GPU actors) or per CPU of the cluster.
+    Output order follows Ray Data's `preserve_order` setting, as for any map.
+    """
+    ray = import_ray()
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
+    payload = serialize_scorer(scorer)
+    if not ray.is_initialized():
+        ray.init()
+    resources = ray.cluster_resources()
+    if num_gpus is None:
+        num_gpus = 1 if resources.get("GPU", 0) >= 1 else 0
+    if num_actors is None:
+        num_actors = int(resources.get("GPU", 0) // num_gpus) if num_gpus else int(resources.get("CPU", 1))
+    if num_actors < 1:
+        raise ValueError(f"num_actors must be at least 1, not {num_actors} (num_gpus={num_gpus})")
+    return dataset.map_batches(
+        ScoringActor,
+        fn_constructor_kwargs={"payload": [ray.put(payload)], "text_column": text_column},
+        batch_size=batch_size,
+        batch_format="numpy",
+        num_gpus=num_gpus,
+        compute=ray.data.ActorPoolStrategy(size=num_actors),
+    )
+
+
+class RayBatchScorer:
+    """`streaming.score_file`'s batch scorer for `gpu-neighbors score --ray`: the pending
+    candidates go to the actor pool as one dataset and come back in input order, regrouped into
+    the file's batches, so writing, resuming and rejects stay those of the one-process path.
+    The driver holds the pending candidates' texts; the cluster does the scoring."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        batch_size: int = DEFAULT_RAY_BATCH,
+        num_gpus: float | None = None,
+        num_actors: int | None = None,
+    ) -> None:
+        import_ray()  # fail before any work when the extra is missing
+        self.address = address
+        self.batch_size = batch_size
+        self.num_gpus = num_gpus
+        self.num_actors = num_actors
+
+    def __call__(
+        self, scorer: NeighborsScorer, batches: Iterable[list[Candidate]]
+    ) -> Iterator[tuple[list[Candidate], Prediction]]:
+        ray = import_ray()
+        batches = list(batches)
+        if not batches:
+            return
+        if not ray.is_initialized():
+            ray.init(address=self.address)
+        context = ray.data.DataContext.get_current()
+        preserved = context.execution_options.preserve_order, context.enable_progress_bars
+        context.execution_options.preserve_order = True
+        context.enable_progress_bars = False  # score_file shows its own
+        try:
+            rows = [{"index": c.index, "text": c.text} for batch in batches for c in batch]
+            scored = score_dataset(
+                ray.data.from_items(rows), scorer, batch_size=self.batch_size,
+                num_gpus=self.num_gpus, num_actors=self.num_actors,
+            )
+            yield from _regroup(batches, scored.iter_batches(batch_size=None, batch_format="numpy"))
+        finally:
+            context.execution_options.preserve_order, context.enable_progress_bars = preserved
+
+
+def _regroup(
+    batches: list[list[Candidate]], results: Iterable[dict[str, np.ndarray]]
+) -> Iterator[tuple[list[Candidate], Prediction]]:
+    """Cut the scored rows, which arrive in input order in Ray's own batch sizes, back into
+    `batches`; a row out of order is a bug, not something to write."""
+    columns = ("index", *OUTPUT_COLUMNS)
+    pending = {name: [] for name in columns}
+    buffered = 0
+    results = iter(results)
+    for batch in batches:
+        while buffered < len(batch):
+            chunk = next(results)
+            for name in columns:
+                pending[name].append(chunk[name])
+            buffered += len(chunk["index"])
+        joined = {name: np.concatenate(parts) for name, parts in pending.items()}
+        head = {name: values[: len(batch)] for name, values in joined.items()}
+        pending = {name: [values[len(batch) :]] for name, values in joined.items()}
+        buffered -= len(batch)
+        if head["index"].tolist() != [candidate.index for candidate in batch]:
+            raise RuntimeError("Ray returned scored rows out of input order")
+        yield batch, Prediction(
+            scores=head["score"],
+            num_neighbors=head["num_neighbors"],
+            std=head["std"],
+            covered=~np.isnan(head["score"]),
+        )

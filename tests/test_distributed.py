@@ -1,0 +1,97 @@
+"""Ray Data scoring: a local Ray with 2 CPUs gives, row for row, what one process gives."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ADVERSARIAL_TEXTS
+from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.cli import main
+from gpu_neighbors.distributed import ScoringActor, load_scorer, score_dataset, serialize_scorer
+from gpu_neighbors.kernels.bleu import BleuKernel
+
+ray = pytest.importorskip("ray")  # the [ray] extra; CI installs it
+
+TRAIN_SIZE = 150
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray for the module: start-up costs seconds."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = False
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def scorer(huse_texts, huse_scores) -> NeighborsScorer:
+    return NeighborsScorer(device="cpu").fit(huse_texts[:TRAIN_SIZE], huse_scores[:TRAIN_SIZE])
+
+
+@pytest.fixture(scope="module")
+def candidates(huse_texts) -> list[str]:
+    return huse_texts + ADVERSARIAL_TEXTS
+
+
+def test_dataset_rows_equal_the_single_process_run(local_ray, scorer, candidates):
+    dataset = ray.data.from_items([{"id": i, "body": text} for i, text in enumerate(candidates)])
+    rows = score_dataset(dataset, scorer, text_column="body", batch_size=32, num_actors=2).take_all()
+    expected = scorer.predict(candidates)
+    assert [row["id"] for row in rows] == list(range(len(candidates)))
+    assert [row["body"] for row in rows] == candidates
+    assert 0 < expected.coverage < 1
+    np.testing.assert_array_equal([row["num_neighbors"] for row in rows], expected.num_neighbors)
+    np.testing.assert_array_equal([row["score"] for row in rows], expected.scores)
+    np.testing.assert_array_equal([row["std"] for row in rows], expected.std)
+
+
+def test_cli_ray_writes_the_same_file(local_ray, tmp_path, huse_records, candidates):
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in huse_records[:TRAIN_SIZE]), encoding="utf-8")
+    texts = [text for text in candidates if text.strip()]  # plain text: one candidate per line
+    cands = tmp_path / "candidates.txt"
+    cands.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    common = ["score", "--train", str(train), "--candidates", str(cands), "--quiet", "--batch-size", "64"]
+    assert main([*common, "--output", str(tmp_path / "one.jsonl")]) == 0
+    assert main([*common, "--output", str(tmp_path / "ray.jsonl"), "--ray"]) == 0
+    one = (tmp_path / "one.jsonl").read_text(encoding="utf-8").splitlines()
+    distributed = (tmp_path / "ray.jsonl").read_text(encoding="utf-8").splitlines()
+    assert distributed == one
+    meta = [(tmp_path / f"{name}.jsonl.meta.json").read_text(encoding="utf-8") for name in ("one", "ray")]
+    assert meta[0] == meta[1]  # same settings recorded: either mode can resume the other's run
+    rows = [json.loads(line) for line in one]
+    assert [row["text"] for row in rows] == texts
+    assert any(row["score"] is None for row in rows) and any(row["score"] is not None for row in rows)
+
+
+def test_the_actor_loads_the_fitted_scorer_without_refitting(local_ray, scorer, candidates, monkeypatch):
+    """What each actor does, in this process: load the shipped bytes onto its device and score;
+    fitting is disabled to prove nothing is refitted."""
+    monkeypatch.setattr(BleuKernel, "fit", lambda *args: pytest.fail("the actor refitted the scorer"))
+    actor = ScoringActor([ray.put(serialize_scorer(scorer))], text_column="text")
+    assert actor.scorer.device_ == torch.device("cpu")
+    out = actor({"text": np.array(candidates, dtype=object), "id": np.arange(len(candidates))})
+    expected = scorer.predict(candidates)
+    np.testing.assert_array_equal(out["score"], expected.scores)
+    np.testing.assert_array_equal(out["num_neighbors"], expected.num_neighbors)
+    np.testing.assert_array_equal(out["id"], np.arange(len(candidates)))
+    with pytest.raises(ValueError, match="no column 'text'"):
+        actor({"body": np.array(["a"], dtype=object)})
+    with pytest.raises(ValueError, match="already has column"):
+        actor({"text": np.array(["a"], dtype=object), "score": np.array([1.0])})
+    loaded = load_scorer(serialize_scorer(scorer), torch.device("cpu"))
+    assert loaded.kernel_.device == torch.device("cpu") and loaded.signature == scorer.signature
+
+
+def test_bad_arguments_fail_before_any_ray_work(scorer):
+    with pytest.raises(RuntimeError, match="not fitted"):
+        score_dataset(None, NeighborsScorer())
+    with pytest.raises(ValueError, match="batch_size"):
+        score_dataset(None, scorer, batch_size=0)
+
