@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from . import KERNEL_NAMES, __version__
-from .evaluate import agreement
+from . import tables
+from .evaluate import PARAMETERS, agreement, cross_task, cross_validate, learning_curve, sweep
 from .io import InputError, ScoredData, read_scored
 from .kernels.bleu import SMOOTHINGS
+from .pairwise import PairwiseSimilarities, Thresholds
 from .scorer import NeighborsScorer, ScoreError
 from .streaming import DEFAULT_BATCH_SIZE, score_file
 
@@ -42,10 +45,11 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
                         help="range every known score must lie in (default 0 1, as in the paper)")
 
 
-def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str) -> NeighborsScorer:
+def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str,
+                tune: bool = False, min_coverage: float = 0.8) -> NeighborsScorer:
     """`scorer.fit` on data read from `path`, naming the file line of a score it refuses."""
     try:
-        return scorer.fit(data.texts, data.scores)
+        return scorer.fit(data.texts, data.scores, tune=tune, min_coverage=min_coverage)
     except ScoreError as error:
         raise InputError(error.reason, path=path, line=data.lines[error.index], field=score_field) from None
 
@@ -100,7 +104,7 @@ def command_score(args: argparse.Namespace) -> int:
         from .distributed import RayBatchScorer
 
         score_batches = RayBatchScorer(address=args.ray_address)
-    scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field)
+    scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field, args.tune, args.min_coverage)
     summary = score_file(
         scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
         skip_bad=args.skip_bad, rejects=args.rejects, batch_size=args.batch_size,
@@ -119,14 +123,145 @@ def command_score(args: argparse.Namespace) -> int:
 def command_evaluate(args: argparse.Namespace) -> int:
     data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field)
     scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field)
-    result = agreement(scorer.leave_one_out(), data.scores)
+    if args.tune:  # nested: each left-out text's thresholds are tuned on the other texts only
+        nested = cross_validate(_pass_of(scorer), Thresholds.of(scorer), folds=None,
+                                tune_thresholds=True, min_coverage=args.min_coverage)
+        result, chosen = nested.agreement, nested.as_dict()["thresholds"]
+    else:
+        result, chosen = agreement(scorer.leave_one_out(), data.scores), None
     row = {"kernel": args.kernel, **result.as_dict()}
     if args.json:
-        print(json.dumps(row))
+        print(json.dumps(row if chosen is None else {**row, "tuned_thresholds": chosen}))
     else:
-        print(f"leave-one-out on {args.data} ({scorer.signature})")
+        tuned = f", thresholds tuned per text (min coverage {args.min_coverage})" if args.tune else ""
+        print(f"leave-one-out on {args.data} ({scorer.signature}{tuned})")
         for key, value in row.items():
             print(f"  {key:<14} {value:.4f}" if isinstance(value, float) else f"  {key:<14} {value}")
+        for choice in chosen or []:
+            print(f"  chosen in {choice['folds']} folds: tau={choice['tau']:.4g} a={choice['min_neighbors']} "
+                  f"b={choice['max_fraction']:g}")
+    return 0
+
+
+# -- evaluation studio: protocols on one similarity pass (evaluate.py), the report (report.py) --
+
+
+def add_tuning_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("tuning")
+    group.add_argument("--tune", action="store_true",
+                       help="choose tau, a and b on the training data (inner leave-one-out over a grid)")
+    group.add_argument("--min-coverage", type=float, default=0.8, metavar="C",
+                       help="with --tune: the least coverage a choice may have (0.8)")
+
+
+def _pass_of(scorer: NeighborsScorer) -> PairwiseSimilarities:
+    """The one all-pairs similarity pass of a fitted scorer's training set."""
+    return PairwiseSimilarities(scorer.train_similarity(), scorer.train_scores_)
+
+
+def _studio_pass(args: argparse.Namespace) -> tuple[PairwiseSimilarities, Thresholds, str]:
+    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field)
+    scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field)
+    return _pass_of(scorer), Thresholds.of(scorer), scorer.signature
+
+
+def _emit(args: argparse.Namespace, title: str, rows: list[dict[str, Any]], **details: Any) -> None:
+    if args.json:
+        print(tables.to_json({"title": title, **details, "rows": rows}))
+        return
+    print(f"{title}\n")
+    for key, value in details.items():
+        print(f"- {key}: {tables.cell(value) if not isinstance(value, (dict, list)) else tables.to_json(value)}")
+    print()
+    print(tables.markdown_table(rows))
+
+
+def _number_list(text: str) -> list[float]:
+    """`1,2,5` or `start:stop:step` (stop included)."""
+    try:
+        if ":" in text:
+            start, stop, step = (float(part) for part in text.split(":"))
+            if step <= 0:
+                raise ValueError
+            count = int(math.floor((stop - start) / step + 1e-9)) + 1
+            return [round(start + index * step, 10) for index in range(max(count, 0))]
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list (1,2,5) or range (start:stop:step): {text!r}") from None
+
+
+def _folds(text: str) -> int | None:
+    if text == "loo":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--folds takes a number of folds or 'loo', not {text!r}") from None
+
+
+def command_crossval(args: argparse.Namespace) -> int:
+    similarities, thresholds, signature = _studio_pass(args)
+    result = cross_validate(similarities, thresholds, folds=args.folds, seed=args.seed,
+                            tune_thresholds=args.tune, min_coverage=args.min_coverage)
+    summary = result.as_dict()
+    chosen = summary.pop("thresholds")
+    name = "leave-one-out" if args.folds is None else f"{args.folds}-fold cross-validation (seed {args.seed})"
+    _emit(args, f"{name} on {args.data}", [summary], signature=signature, thresholds_used=chosen)
+    return 0
+
+
+def command_cross_task(args: argparse.Namespace) -> int:
+    train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
+    test = read_scored(args.test, text_field=args.text_field, score_field=args.score_field)
+    result = cross_task(scorer_from_args(args), train.texts, train.scores, test.texts, test.scores,
+                        tune_thresholds=args.tune, min_coverage=args.min_coverage)
+    row = result.as_dict()
+    tuning = row.pop("tuning")
+    _emit(args, f"trained on {args.train}, tested on {args.test}", [row], tuning=tuning)
+    return 0
+
+
+def command_curve(args: argparse.Namespace) -> int:
+    similarities, thresholds, signature = _studio_pass(args)
+    sizes = None if args.sizes is None else [int(size) for size in args.sizes]
+    points = learning_curve(similarities, thresholds, sizes=sizes, runs=args.runs, seed=args.seed)
+    _emit(args, f"training-size curve on {args.data} ({args.runs} subsets per size, seed {args.seed})",
+          [point.as_dict() for point in points], signature=signature)
+    return 0
+
+
+def command_sweep(args: argparse.Namespace) -> int:
+    similarities, thresholds, signature = _studio_pass(args)
+    parameters = PARAMETERS if args.parameter == "all" else (args.parameter,)
+    if args.values is not None and len(parameters) > 1:
+        raise ValueError("--values needs one --parameter (tau, a or b)")
+    rows = [point.as_dict() for parameter in parameters
+            for point in sweep(similarities, thresholds, parameter, args.values)]
+    _emit(args, f"leave-one-out sweep on {args.data}", rows, signature=signature)
+    return 0
+
+
+def command_report(args: argparse.Namespace) -> int:
+    from .report import KernelSpec, build_report, write_report
+
+    specs = [KernelSpec.parse(text) for text in args.kernels.split(",") if text.strip()]
+    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field,
+                       keep_fields=("judgments", "source"))
+
+    def make_scorer(spec: KernelSpec) -> NeighborsScorer:
+        options = {**vars(args), "kernel": spec.kernel, "tau": None, **spec.options}
+        if spec.kernel != "bleu":
+            options["smoothing"] = None
+        if spec.kernel != "bertscore":
+            options.update(model=None, layer=None, idf=False, rescale=False)
+        return scorer_from_args(argparse.Namespace(**options))
+
+    report = build_report(data, specs, make_scorer=make_scorer, name=str(args.data), folds=args.folds,
+                          runs=args.runs, seed=args.seed, min_coverage=args.min_coverage,
+                          resamples=args.resamples, paper=args.paper,
+                          sizes=None if args.sizes is None else [int(size) for size in args.sizes])
+    page = write_report(report, args.out, page=args.page, paper=args.paper)
+    print(f"report -> {page}", file=sys.stderr)
     return 0
 
 
@@ -194,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--ray-address", default=None, metavar="ADDR", help="Ray cluster to join (auto, or ray://host:10001); implies --ray; default: a local Ray")
     add_data_options(score)
     add_model_options(score)
+    add_tuning_options(score)
     score.set_defaults(handler=command_score)
 
     evaluate = commands.add_parser("evaluate", help="leave-one-out agreement on scored data")
@@ -201,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     add_data_options(evaluate)
     add_model_options(evaluate)
+    add_tuning_options(evaluate)
     evaluate.set_defaults(handler=command_evaluate)
 
     compare = commands.add_parser("compare", help="leave-one-out for several kernels, one row each")
@@ -216,7 +353,62 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_options(compare)
     add_model_options(compare, one_kernel=False)
     compare.set_defaults(handler=command_compare)
+    add_studio_commands(commands)
     return parser
+
+
+def add_studio_commands(commands: Any) -> None:
+    """crossval, cross-task, curve, sweep and report (see evaluate.py and report.py)."""
+    def studio(name: str, help_text: str, data: bool = True, one_kernel: bool = True) -> argparse.ArgumentParser:
+        parser = commands.add_parser(name, help=help_text)
+        if data:
+            parser.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
+        if one_kernel:
+            parser.add_argument("--json", action="store_true", help="JSON instead of a markdown table")
+        add_data_options(parser)
+        add_model_options(parser, one_kernel=one_kernel)
+        return parser
+
+    crossval = studio("crossval", "k-fold or leave-one-out cross-validation, optionally with nested tuning")
+    crossval.add_argument("--folds", type=_folds, default=10, metavar="K", help="number of folds, or loo (10)")
+    crossval.add_argument("--seed", type=int, default=0, help="seed of the fold shuffle (0)")
+    add_tuning_options(crossval)
+    crossval.set_defaults(handler=command_crossval)
+
+    task = studio("cross-task", "fit on one file, score another (the paper's Table 2)", data=False)
+    task.add_argument("--train", required=True, help="scored training texts")
+    task.add_argument("--test", required=True, help="scored test texts")
+    add_tuning_options(task)
+    task.set_defaults(handler=command_cross_task)
+
+    curve = studio("curve", "training-size curve: leave-one-out in random subsets (the paper's Figure 4)")
+    curve.add_argument("--sizes", type=_number_list, default=None, help="subset sizes, e.g. 25,50,100 or 25:200:25")
+    curve.add_argument("--runs", type=_positive_int, default=20, help="random subsets per size (20)")
+    curve.add_argument("--seed", type=int, default=0, help="seed of the subset draws (0)")
+    curve.set_defaults(handler=command_curve)
+
+    sweep_parser = studio("sweep", "leave-one-out as tau, a or b varies (the paper's Figures 2 and 3)")
+    sweep_parser.add_argument("--parameter", choices=(*PARAMETERS, "all"), default="all")
+    sweep_parser.add_argument("--values", type=_number_list, default=None,
+                              help="values to try, e.g. 1,5,10 or 0.02:0.2:0.02 (default: a grid per parameter)")
+    sweep_parser.set_defaults(handler=command_sweep)
+
+    report = studio("report", "markdown report with PNG plots: kernels, tuning, sweeps, curve", one_kernel=False)
+    report.add_argument("--out", required=True, help="folder for the PNGs (and report.md unless --page)")
+    report.add_argument("--page", default=None, help="where the markdown goes (default OUT/report.md)")
+    report.add_argument("--kernels", default="bleu",
+                        help="comma list of kernels, each optionally with settings, e.g. "
+                             "bleu:tokenizer=chars:smoothing=none,rouge (default bleu)")
+    report.add_argument("--paper", choices=("summarization", "dialogue", "generation"), default=None,
+                        help="also set the paper's published figures for this task beside ours")
+    report.add_argument("--folds", type=int, default=10, help="k of the k-fold comparison (10)")
+    report.add_argument("--runs", type=_positive_int, default=20, help="random subsets per size (20)")
+    report.add_argument("--sizes", type=_number_list, default=None, help="subset sizes of the curve")
+    report.add_argument("--seed", type=int, default=0)
+    report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per rho (1000)")
+    report.add_argument("--min-coverage", type=float, default=0.8, metavar="C",
+                        help="least coverage a tuned choice may have (0.8)")
+    report.set_defaults(handler=command_report)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -59,6 +59,17 @@ class Sacrebleu13aTokenizer(Tokenizer):
         return self._tokenizer13a(text).split()
 
 
+class CharacterTokenizer(Tokenizer):
+    """Every character is a token, spaces included: what NLTK's `sentence_bleu` scores when it is
+    given raw strings instead of token lists (the reading that reproduces the paper's BLEU
+    figures; see docs/reproduction.md)."""
+
+    name = "chars"
+
+    def _split(self, text: str) -> list[str]:
+        return list(text)
+
+
 class HuggingFaceTokenizer(Tokenizer):
     """A `transformers` tokenizer (name or local path); tokens are its subword strings."""
 
@@ -80,13 +91,15 @@ class HuggingFaceTokenizer(Tokenizer):
 
 
 def make_tokenizer(spec: str | Tokenizer, lowercase: bool = False) -> Tokenizer:
-    """`whitespace`, `13a`, or a Hugging Face tokenizer name or path (`hf:` prefix optional)."""
+    """`whitespace`, `13a`, `chars`, or a Hugging Face tokenizer name or path (`hf:` prefix optional)."""
     if isinstance(spec, Tokenizer):
         return spec
     if spec == "whitespace":
         return WhitespaceTokenizer(lowercase)
     if spec == "13a":
         return Sacrebleu13aTokenizer(lowercase)
+    if spec == "chars":
+        return CharacterTokenizer(lowercase)
     return HuggingFaceTokenizer(spec.removeprefix("hf:"), lowercase)
 
 

@@ -1,0 +1,80 @@
+"""Spearman's rho for many masked rows at once, with its p-value and a bootstrap interval.
+
+Tuning and sweeps score thousands of (tau, a, b) settings, each of which leaves a different
+subset of items with an estimate; ranking them all in one array keeps that cheap. A NaN marks
+an item without an estimate: each row's rho is taken over its finite pairs only, exactly as
+`scipy.stats.spearmanr` on those pairs (average ranks for ties).
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+CONFIDENCE = 0.95
+RESAMPLES = 1000
+
+
+def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """rho of each row of `x` [rows, n] with `y` ([n] or [rows, n]) over the positions where
+    both are finite; NaN where fewer than two remain or one side is constant."""
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    y = np.broadcast_to(np.asarray(y, dtype=np.float64), x.shape)
+    valid = np.isfinite(x) & np.isfinite(y)
+    return _pearson_rows(_ranks(x, valid), _ranks(y, valid), valid)
+
+
+def _ranks(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Average ranks of each row's valid entries among themselves (invalid ones rank last as
+    +inf, so they never shift a valid rank)."""
+    if values.shape[1] == 0:
+        return np.zeros(values.shape)
+    return stats.rankdata(np.where(valid, values, np.inf), axis=1)
+
+
+def _pearson_rows(a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    count = valid.sum(axis=1)
+    safe = np.maximum(count, 1)
+    da = np.where(valid, a - (a * valid).sum(axis=1, keepdims=True) / safe[:, None], 0.0)
+    db = np.where(valid, b - (b * valid).sum(axis=1, keepdims=True) / safe[:, None], 0.0)
+    spread = np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = (da * db).sum(axis=1) / spread
+    rho[(count < 2) | (spread == 0)] = np.nan
+    return np.clip(rho, -1.0, 1.0)
+
+
+def spearman_pvalue(rho: float, n: int) -> float:
+    """Two-sided p-value of rho over n pairs against no correlation (the t approximation with
+    n - 2 degrees of freedom that `scipy.stats.spearmanr` uses)."""
+    if not np.isfinite(rho) or n < 3:
+        return float("nan")
+    if abs(rho) >= 1.0:
+        return 0.0
+    t = rho * np.sqrt((n - 2) / ((1.0 - rho) * (1.0 + rho)))
+    return float(2.0 * stats.t.sf(abs(t), n - 2))
+
+
+def spearman_interval(
+    x: np.ndarray,
+    y: np.ndarray,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of rho over the finite pairs of `x` and `y`: pairs are
+    drawn with replacement `resamples` times; draws with an undefined rho are left out.
+    (NaN, NaN) when fewer than three pairs exist or `resamples` is 0."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if resamples < 1 or x.size < 3:
+        return float("nan"), float("nan")
+    draws = np.random.default_rng(seed).integers(0, x.size, size=(resamples, x.size))
+    rhos = spearman_rows(x[draws], y[draws])
+    rhos = rhos[np.isfinite(rhos)]
+    if rhos.size == 0:
+        return float("nan"), float("nan")
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(rhos, [tail, 100.0 - tail])
+    return float(low), float(high)

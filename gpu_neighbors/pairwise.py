@@ -1,0 +1,108 @@
+"""One all-pairs similarity pass over a scored data set, from which every protocol is cut.
+
+Leave-one-out inside a subset, the folds of cross-validation, nested tuning, learning curves and
+threshold sweeps all need similarities between items of the same data set, so the kernel runs
+once and each split reads a sub-matrix. The neighbour model (`neighbours.py`) then runs on those
+sub-matrices exactly as the scorer runs it on tiles, with the training side's q encoded as a
+refit on that side would encode it: results equal refitting a scorer on the split.
+
+The pass holds an [n x n] float64 matrix, so it is meant for evaluation sets (n up to ~10^4).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from .neighbours import NeighborStats, Prediction, Quality, estimate
+
+if TYPE_CHECKING:
+    from .scorer import NeighborsScorer
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The three settings of the neighbour model: tau, a (min_neighbors), b (max_fraction)."""
+
+    tau: float
+    min_neighbors: int
+    max_fraction: float
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"tau": self.tau, "min_neighbors": self.min_neighbors, "max_fraction": self.max_fraction}
+
+    @classmethod
+    def of(cls, scorer: NeighborsScorer) -> Thresholds:
+        """The thresholds a fitted scorer predicts with (tuned ones when it was tuned)."""
+        return cls(scorer.tau_, scorer.min_neighbors_, scorer.max_fraction_)
+
+
+class PairwiseSimilarities:
+    """k(x_i, x_j) for all items of one data set, with the items' known quality."""
+
+    def __init__(self, matrix: torch.Tensor | np.ndarray, scores: Sequence[float] | np.ndarray) -> None:
+        self.matrix = torch.as_tensor(matrix, dtype=torch.float64).cpu()
+        self.scores = np.asarray(scores, dtype=np.float64)
+        if self.matrix.ndim != 2 or self.matrix.shape[0] != self.matrix.shape[1]:
+            raise ValueError(f"need a square similarity matrix, got shape {tuple(self.matrix.shape)}")
+        if self.scores.shape != (self.matrix.shape[0],):
+            raise ValueError(f"{self.matrix.shape[0]} items but {self.scores.size} scores")
+
+    @classmethod
+    def compute(
+        cls, scorer: NeighborsScorer, texts: Sequence[str], scores: Sequence[float] | np.ndarray
+    ) -> PairwiseSimilarities:
+        """Fit `scorer` on all items and run its kernel over every pair, once."""
+        scorer.fit(texts, scores)
+        return cls(scorer.train_similarity(), scorer.train_scores_)
+
+    def __len__(self) -> int:
+        return int(self.scores.size)
+
+    def stats(self, rows: np.ndarray, columns: np.ndarray, tau: float) -> NeighborStats:
+        """Neighbour statistics of items `rows` among items `columns`; an item is never its
+        own neighbour."""
+        rows, columns = _indices(rows), _indices(columns)
+        tile = self.matrix[np.ix_(rows, columns)]
+        excluded = torch.as_tensor(rows[:, None] == columns[None, :])
+        result = NeighborStats.zeros(rows.size, torch.device("cpu"))
+        result.add_tile(tile, self.quality(columns), tau, excluded if excluded.any() else None)
+        return result
+
+    def quality(self, columns: np.ndarray) -> Quality:
+        """q of a training side, encoded as a scorer fitted on just those items encodes it."""
+        return Quality.encode(torch.as_tensor(self.scores[_indices(columns)]))
+
+    def leave_one_out(self, items: np.ndarray, thresholds: Thresholds) -> Prediction:
+        """Each of `items` scored by the other `items` (a scorer fitted on `items`, then its
+        leave_one_out)."""
+        items = _indices(items)
+        return self.estimate(self.stats(items, items, thresholds.tau), items, items.size - 1, thresholds)
+
+    def predict(self, test: np.ndarray, train: np.ndarray, thresholds: Thresholds) -> Prediction:
+        """Items `test` scored against items `train` (a scorer fitted on `train`, then predict)."""
+        test, train = _indices(test), _indices(train)
+        if np.intersect1d(test, train).size:
+            raise ValueError("test and training items overlap; use leave_one_out for that")
+        return self.estimate(self.stats(test, train, thresholds.tau), train, train.size, thresholds)
+
+    def estimate(
+        self, stats: NeighborStats, train: np.ndarray, num_train: int, thresholds: Thresholds
+    ) -> Prediction:
+        """The a/b rule on statistics from `stats` (reused across a and b in sweeps)."""
+        return estimate(
+            stats, self.quality(train), num_train, thresholds.min_neighbors, thresholds.max_fraction
+        )
+
+    def off_diagonal(self, items: np.ndarray) -> np.ndarray:
+        """Similarities between distinct items of `items`, flattened (for data-driven grids)."""
+        items = _indices(items)
+        block = self.matrix[np.ix_(items, items)].numpy()
+        return block[~np.eye(items.size, dtype=bool)]
+
+
+def _indices(items: np.ndarray | Sequence[int]) -> np.ndarray:
+    return np.asarray(items, dtype=np.int64).reshape(-1)
