@@ -43,11 +43,6 @@ class FixedPoint:
     def block(self, start: int, stop: int) -> FixedPoint:
         return FixedPoint(self.high[start:stop], self.low[start:stop], self.shift)
 
-    def weighted_sum(self, weights: torch.Tensor) -> torch.Tensor:
-        """Exact sums [rows, 2] (int64 limbs) of the values selected by 0/1 `weights` [rows, cols]."""
-        limbs = torch.stack([self.high, self.low], dim=1)
-        return (weights @ limbs).to(torch.int64)
-
     def decode(self, limb_sums: torch.Tensor) -> torch.Tensor:
         """float64 values of limb sums, rounded once (deterministically)."""
         sums = limb_sums.to(torch.float64)
@@ -106,10 +101,14 @@ class NeighborStats:
         is_neighbor = tile >= tau
         if excluded is not None:
             is_neighbor &= ~excluded
-        weights = is_neighbor.to(torch.float64)
-        self.count += is_neighbor.sum(dim=1)
-        self.total += quality.values.weighted_sum(weights)
-        self.total_sq += quality.squares.weighted_sum(weights)
+        # One pass over the tile for everything: a column of ones counts the neighbours
+        # (exactly, as the limbs), so the tile is read once by a single matmul.
+        columns = [torch.ones_like(quality.values.high), quality.values.high, quality.values.low,
+                   quality.squares.high, quality.squares.low]
+        sums = (is_neighbor.to(torch.float64) @ torch.stack(columns, dim=1)).to(torch.int64)
+        self.count += sums[:, 0]
+        self.total += sums[:, 1:3]
+        self.total_sq += sums[:, 3:5]
 
     def assign(self, first: int, chunk: NeighborStats) -> None:
         """Store a chunk's statistics at rows first.. (chunks are reduced separately)."""
