@@ -1,6 +1,9 @@
 """scorer.reward: RL rewards from the neighbour estimate, with seeded training subsamples."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -101,3 +104,16 @@ def test_clear_errors(tokenizer, huse_texts, huse_scores, candidates):
         scorer.reward(candidates, attention_mask=torch.ones((len(candidates), 3)))
     with pytest.raises(RuntimeError, match="not fitted"):
         NeighborsScorer().reward(candidates)
+
+
+def test_the_training_loop_example_runs():
+    """examples/training_loop.py end to end, two steps of each phase: rewards and the metric on
+    the ids a transformers model generates."""
+    path = Path(__file__).resolve().parents[1] / "examples" / "training_loop.py"
+    spec = importlib.util.spec_from_file_location("training_loop_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    log = example.main(["--steps", "2", "--warmup-steps", "2", "--batch-size", "8", "--device", "cpu"])
+    assert [entry["step"] for entry in log] == [0, 2]
+    assert all(entry["count"] == 64 and 0 <= entry["coverage"] <= 1 for entry in log)
+    assert np.isfinite(log[-1]["reward"])
