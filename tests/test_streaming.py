@@ -256,3 +256,17 @@ def test_kill_9_then_resume_gives_the_bytes_of_an_uninterrupted_run(tmp_path, tr
     assert output.read_bytes() == clean.read_bytes()
     assert len(read_rows(output)) == len(texts)
     assert json.loads(Path(f"{output}.meta.json").read_text())["complete"]
+
+
+def test_training_set_is_tiled_too_with_the_same_results(tmp_path, train_file, candidates, capsys):
+    """A budget far below one tile of whole training rows: the scorer cuts the training set into
+    blocks (with at least MIN_CHUNK_ROWS candidates a chunk when it can), and no byte changes."""
+    from gpu_neighbors.scorer import MIN_CHUNK_ROWS, TilePlan
+
+    plan = TilePlan.from_budget(1 << 30, 88, num_train=1_000_000, chunk_rows=None)
+    assert plan.chunk_rows == MIN_CHUNK_ROWS and plan.chunk_rows * plan.block_columns <= (1 << 30) // 88
+    source = write_candidates(tmp_path / "c.jsonl", candidates)
+    roomy, tight = tmp_path / "roomy.jsonl", tmp_path / "tight.jsonl"
+    assert main(score_args(train_file, source, roomy, "--quiet")) == 0
+    assert main(score_args(train_file, source, tight, "--quiet", "--memory-budget", "20K")) == 0
+    assert tight.read_bytes() == roomy.read_bytes()

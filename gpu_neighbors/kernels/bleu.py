@@ -85,10 +85,11 @@ class BleuKernel(Kernel):
         return bleu_star(matches, encoded.lengths, self._train_lengths[start:stop], self.smoothing)
 
     def pair_bytes(self) -> int:
-        # Worst case, every pair shares every order: the float64 tile, one sparse product at a
-        # time (int64 column + float32 count, and as much again inside the product), and per
-        # stored pair its int64 row and key and about four float64 temporaries.
-        return 8 + 2 * (8 + 4) + 2 * 8 + 4 * 8
+        # Worst case, every pair shares every order and every candidate length differs: the
+        # float64 tile and its by-length table, one sparse product at a time (int64 column +
+        # float32 count, and as much again inside the product), and per stored pair its int64
+        # row and table row and about three float64 temporaries.
+        return 2 * 8 + 2 * (8 + 4) + 2 * 8 + 3 * 8
 
     def settings(self) -> dict[str, str]:
         return {**super().settings(), "smooth": self.smoothing}
@@ -123,27 +124,31 @@ def bleu_star(
     sharing a 4-gram keep a value.
     """
     matches = iter(matches)
-    num_rows, num_cols = len(candidate_lengths), len(train_lengths)
+    device = candidate_lengths.device
     add_one = 1.0 if smoothing == "add1" else 0.0
     unmatched = UNMATCHED_NUMERATORS[smoothing]
-    orders = torch.arange(2, MAX_ORDER + 1, dtype=torch.float64, device=candidate_lengths.device)
-    denominators = (candidate_lengths[:, None] - orders + 1).clamp(min=1) + add_one
-    unmatched_numerators = torch.tensor(unmatched, dtype=torch.float64, device=orders.device)
-    unmatched_row = torch.exp(torch.log(unmatched_numerators / denominators).sum(dim=1) / 3)
-    score = torch.zeros(num_rows * num_cols, dtype=torch.float64, device=orders.device)
+    # A pair sharing unigrams only has a value that depends on the two lengths alone: tabulate
+    # it for the distinct candidate lengths of the chunk against every training text.
+    lengths, length_index = torch.unique(candidate_lengths, return_inverse=True)
+    orders = torch.arange(2, MAX_ORDER + 1, dtype=torch.float64, device=device)
+    denominators = (lengths[:, None] - orders + 1).clamp(min=1) + add_one
+    unmatched_numerators = torch.tensor(unmatched, dtype=torch.float64, device=device)
+    unmatched_value = torch.exp(torch.log(unmatched_numerators / denominators).sum(dim=1) / 3)
+    brevity = torch.exp(torch.clamp(1 - train_lengths[None, :] / lengths[:, None].clamp(min=1), max=0))
+    by_length = unmatched_value[:, None] * brevity
+    score = torch.zeros((len(candidate_lengths), len(train_lengths)), dtype=torch.float64, device=device)
     rows, cols, _ = _stored_entries(next(matches))
-    brevity = torch.exp(torch.clamp(1 - train_lengths[cols] / candidate_lengths[rows], max=0))
-    score[rows * num_cols + cols] = unmatched_row[rows] * brevity
-    del brevity
+    score.index_put_((rows, cols), by_length[length_index[rows], cols])
+    del by_length, brevity
     for product, numerator_of_zero in zip(matches, unmatched):
         rows, cols, counts = _stored_entries(product)
-        keys = rows * num_cols + cols
-        score[keys] *= ((counts.to(torch.float64) + add_one) / numerator_of_zero) ** (1 / 3)
-    if smoothing == "none":  # keys: the pairs sharing a 4-gram
-        kept = score[keys]
+        factor = ((counts.to(torch.float64) + add_one) / numerator_of_zero) ** (1 / 3)
+        score.index_put_((rows, cols), score[rows, cols] * factor)
+    if smoothing == "none":  # rows, cols: the pairs sharing a 4-gram
+        kept = score[rows, cols]
         score.zero_()
-        score[keys] = kept
-    return score.view(num_rows, num_cols)
+        score.index_put_((rows, cols), kept)
+    return score
 
 
 def _stored_entries(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
