@@ -209,7 +209,7 @@ def check_ids_supported(scorer: NeighborsScorer) -> None:
     scorer._check_fitted()
     if not isinstance(scorer.kernel_, BleuKernel):
         raise ValueError(
-            f"predict_ids supports the bleu kernel; the {scorer.kernel!r} kernel takes texts: "
+            f"predict_ids supports the bleu kernel; the {scorer.kernel_.name!r} kernel takes texts: "
             "decode the ids and call predict"
         )
     tokenizer = scorer.kernel_.tokenizer

@@ -12,6 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels import Kernel
 from gpu_neighbors.kernels.bleu import SMOOTHINGS
 from gpu_neighbors.tokenize import HuggingFaceTokenizer
 from minilm import MODEL_PATH
@@ -209,6 +210,24 @@ def test_clear_errors(tokenizer, huse_texts, huse_scores):
     lowercase = NeighborsScorer(tokenizer=MODEL_PATH, lowercase=True, device="cpu")
     with pytest.raises(ValueError, match="lowercase"):
         lowercase.fit(huse_texts[:20], huse_scores[:20]).predict_ids(ids)
-    rouge = NeighborsScorer(kernel="rouge", tokenizer=tokenizer, device="cpu")
-    with pytest.raises(ValueError, match="bleu kernel"):
-        rouge.fit(huse_texts[:20], huse_scores[:20]).predict_ids(ids)
+    scorer.kernel_ = TextOnlyKernel(tokenizer=tokenizer, device=torch.device("cpu"))
+    with pytest.raises(ValueError, match="supports the bleu kernel; the 'text-only' kernel takes texts"):
+        scorer.predict_ids(ids)
+
+
+class TextOnlyKernel(Kernel):
+    """Any kernel other than bleu (rouge, meteor and bertscore are such kernels)."""
+
+    name, default_tau = "text-only", 0.5
+
+    def _fit(self, texts):
+        pass
+
+    def encode(self, texts):
+        return texts
+
+    def tile(self, encoded, start, stop):
+        return torch.zeros((len(encoded), stop - start), dtype=torch.float64)
+
+    def pair_bytes(self):
+        return 8
