@@ -79,7 +79,7 @@ def time_peer(scorer: BERTScorer, cands: list[str], refs: list[str]) -> tuple[fl
 def measure(
     train_size: int = 300,
     candidate_size: int = 300,
-    peer_grid: int = 120,
+    peer_grid: int = 200,
     repeats: int = 3,
     chunk_rows: int = 500,
     device: str = "auto",
@@ -142,7 +142,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=int, default=300, help="training texts")
     parser.add_argument("--candidates", type=int, default=300, help="candidate texts")
-    parser.add_argument("--peer-grid", type=int, default=120, help="k of the peer's k x k sub-grid")
+    parser.add_argument("--peer-grid", type=int, default=200, help="k of the peer's k x k sub-grid")
     parser.add_argument("--repeats", type=int, default=3, help="runs per timing; the fastest is kept")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument("--device", default="auto")

@@ -66,6 +66,16 @@ def write_baseline(path, f_by_layer: dict[int, float]) -> str:
     return str(path)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Many small model and matching operations: on a shared 2-core machine, a second torch
+    thread mostly waits for a busy core (3-4x slower here). The numbers do not depend on it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def bert_score_empty_text_support(monkeypatch):
     """bert-score 0.3.13 encodes an empty text as `tokenizer.build_inputs_with_special_tokens([])`,
@@ -106,6 +116,7 @@ def test_all_pairs_match_bert_score_on_huse(idf, train, candidates, plain_kernel
     assert torch.allclose(ours, expected, rtol=0, atol=TOLERANCE)
 
 
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")  # inside bert-score
 def test_rescaling_with_a_baseline_file(tmp_path, train, candidates):
     path = write_baseline(tmp_path / "baseline.tsv", {LAYER: 0.31, LAYER - 1: 0.9})
     kernel = make_kernel(train, rescale=True, baseline_path=path)

@@ -225,15 +225,14 @@ class BertScoreKernel(Kernel):
         for row, sequence in enumerate(batch):
             ids[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.int64)
             mask[row, : len(sequence)] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)
+        token_weight = self._token_weight[ids] * mask
+        total = token_weight.sum(dim=1, keepdim=True)
+        token_weight = torch.where(total > 0, token_weight / total, 0.0).to(self.device)
         with torch.inference_mode(), torch.autocast(
             self.device.type, dtype=torch.float16, enabled=self.device.type == "cuda"
         ):
-            hidden = self.model(ids, attention_mask=mask)[0].float()
+            hidden = self.model(ids.to(self.device), attention_mask=mask.to(self.device))[0].float()
         hidden = hidden / hidden.norm(dim=-1, keepdim=True)
-        token_weight = self._token_weight[ids.cpu()].to(self.device) * mask
-        total = token_weight.sum(dim=1, keepdim=True)
-        token_weight = torch.where(total > 0, token_weight / total, 0.0)
         return [
             (hidden[row, :length].to(self.match_dtype), token_weight[row, :length])
             for row, length in enumerate(lengths)
