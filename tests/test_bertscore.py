@@ -34,6 +34,7 @@ CPU = torch.device("cpu")
 
 
 def make_kernel(train: list[str], **options) -> BertScoreKernel:
+    options.setdefault("rescale", False)  # bert_score.score's default, which the parity tests use
     kernel = BertScoreKernel(tokenizer=WhitespaceTokenizer(), device=CPU, model=MODEL_PATH, layer=LAYER, **options)
     kernel.fit(train)
     return kernel
@@ -219,6 +220,8 @@ def test_bad_options_are_named(tmp_path):
     with pytest.raises(ValueError, match="idf must be True or False"):
         kernel(model=MODEL_PATH, layer=1, idf="yes")
     with pytest.raises(ValueError, match="set rescale=True"):
+        kernel(model=MODEL_PATH, layer=1, rescale=False, baseline_path="x.tsv")
+    with pytest.raises(ValueError, match="cannot read baseline file x.tsv"):
         kernel(model=MODEL_PATH, layer=1, baseline_path="x.tsv")
     only_layer_0 = tmp_path / "short.tsv"
     only_layer_0.write_text("LAYER,P,R,F\n0,0.5,0.5,0.5\n")

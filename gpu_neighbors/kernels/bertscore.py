@@ -98,7 +98,8 @@ class BertScoreKernel(Kernel):
 
     model: Hugging Face name (already in the local cache) or local folder.
     layer: number of layers kept; None takes bert-score's tuned default for a model it knows.
-    idf: weight tokens by idf over the training set. rescale: baseline rescaling (see module).
+    idf: weight tokens by idf over the training set. rescale: baseline rescaling (see module);
+    on by default, because the paper's tau = 0.10 is a threshold on rescaled F.
     baseline_path: a LAYER,P,R,F baseline file; lang: language of bert-score's shipped files.
     batch_size: texts per forward pass, at most.
     The scorer's tokenizer is not used: the model brings its own.
@@ -115,7 +116,7 @@ class BertScoreKernel(Kernel):
         model: str = DEFAULT_MODEL,
         layer: int | None = None,
         idf: bool = False,
-        rescale: bool = False,
+        rescale: bool = True,
         baseline_path: str | None = None,
         lang: str = "en",
         batch_size: int = 64,
