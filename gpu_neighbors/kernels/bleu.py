@@ -43,7 +43,7 @@ UNMATCHED_NUMERATORS = {
 class EncodedBleu:
     """A chunk of candidates: occurrence matrices per order and token counts."""
 
-    features: list[torch.Tensor]  # CSR [rows x F_n] for n = 1..4
+    features: list[torch.Tensor]  # sparse COO [rows x F_n] for n = 1..4
     lengths: torch.Tensor  # float64 [rows]
 
     def __len__(self) -> int:
@@ -75,21 +75,24 @@ class BleuKernel(Kernel):
 
     def encode_batch(self, batch: TokenBatch) -> EncodedBleu:
         """Encode candidates that are already token ids in this kernel's vocabulary."""
-        return EncodedBleu(self.ngrams.transform(batch), batch.lengths.to(torch.float64))
+        features = [matrix.to_sparse_coo() for matrix in self.ngrams.transform(batch)]
+        return EncodedBleu(features, batch.lengths.to(torch.float64))
 
     def tile(self, encoded: EncodedBleu, start: int, stop: int) -> torch.Tensor:
+        # COO products: torch 2.13's CSR x CSR product on the CPU (MKL) leaks about the size of
+        # its result on every call, which a stream of millions of tiles cannot afford.
         matches = (
-            features @ row_block(train, start, stop).t()
+            torch.sparse.mm(features, row_block(train, start, stop).t().to_sparse_coo())
             for features, train in zip(encoded.features, self._train)
         )
         return bleu_star(matches, encoded.lengths, self._train_lengths[start:stop], self.smoothing)
 
     def pair_bytes(self) -> int:
         # Worst case, every pair shares every order and every candidate length differs: the
-        # float64 tile and its by-length table, one sparse product at a time (int64 column +
-        # float32 count, and as much again inside the product), and per stored pair its int64
-        # row and table row and about three float64 temporaries.
-        return 2 * 8 + 2 * (8 + 4) + 2 * 8 + 3 * 8
+        # float64 tile and its by-length table, one sparse product at a time (its COO result,
+        # two int64 indices and a float32 count, after a CSR one inside the product), and per
+        # stored pair its table row and about two float64 temporaries.
+        return 2 * 8 + (12 + 20) + 8 + 2 * 8
 
     def settings(self) -> dict[str, str]:
         return {**super().settings(), "smooth": self.smoothing}
@@ -114,7 +117,7 @@ def bleu_star(
     train_lengths: torch.Tensor,
     smoothing: str,
 ) -> torch.Tensor:
-    """BLEU* [rows x cols] (float64) from sparse CSR clipped match counts m_1..m_4 [rows x cols].
+    """BLEU* [rows x cols] (float64) from sparse COO clipped match counts m_1..m_4 [rows x cols].
 
     Only pairs that share an n-gram are touched, so the work follows the overlap, not the tile.
     A shared n-gram contains shared (n-1)-grams, so the orders a pair does not share are always
@@ -152,9 +155,7 @@ def bleu_star(
 
 
 def _stored_entries(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(row, column, value) of every stored entry of a sparse CSR matrix."""
-    crow = matrix.crow_indices()
-    rows = torch.repeat_interleave(
-        torch.arange(matrix.shape[0], device=crow.device), crow[1:] - crow[:-1]
-    )
-    return rows, matrix.col_indices(), matrix.values()
+    """(row, column, value) of every stored entry of a sparse COO matrix, each pair once."""
+    matrix = matrix.coalesce()
+    rows, cols = matrix.indices()
+    return rows, cols, matrix.values()
