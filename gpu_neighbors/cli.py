@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -259,6 +260,7 @@ def command_report(args: argparse.Namespace) -> int:
     report = build_report(data, specs, make_scorer=make_scorer, name=str(args.data), folds=args.folds,
                           runs=args.runs, seed=args.seed, min_coverage=args.min_coverage,
                           resamples=args.resamples, paper=args.paper,
+                          command=shlex.join(["gpu-neighbors", *args.argv]),
                           sizes=None if args.sizes is None else [int(size) for size in args.sizes])
     page = write_report(report, args.out, page=args.page, paper=args.paper)
     print(f"report -> {page}", file=sys.stderr)
@@ -414,6 +416,7 @@ def add_studio_commands(commands: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the report records how it was made
     if getattr(args, "skip_bad", False) and args.rejects is None:
         args.rejects = f"{args.output}.rejects.jsonl"
     try:

@@ -67,10 +67,10 @@ def _agreement(
     estimated, known = estimated[covered], truth[covered]
     mse = float(np.mean((estimated - known) ** 2)) if covered.any() else NAN
     spearman = float(spearman_rows(estimated, known)[0])
-    pearson = NAN
-    if math.isfinite(spearman):
+    pearson = low = high = NAN
+    if math.isfinite(spearman):  # both sides vary
         pearson = float(stats.pearsonr(estimated, known).statistic)
-    low, high = spearman_interval(estimated, known, resamples, seed=seed) if math.isfinite(spearman) else (NAN, NAN)
+        low, high = spearman_interval(estimated, known, resamples, seed=seed)
     return Agreement(
         n=int(truth.size),
         mse=mse,
@@ -362,13 +362,19 @@ def learning_curve(
                 runs=runs,
                 defined=int(rhos.size),
                 spearman_mean=float(rhos.mean()) if rhos.size else NAN,
-                spearman_std=float(rhos.std(ddof=1)) if rhos.size > 1 else NAN,
+                spearman_std=_sample_std(rhos),
                 coverage_mean=float(coverage.mean()),
-                coverage_std=float(coverage.std(ddof=1)) if runs > 1 else NAN,
+                coverage_std=_sample_std(coverage),
                 mse_mean=float(np.nanmean(mses)) if np.isfinite(mses).any() else NAN,
             )
         )
     return points
+
+
+def _sample_std(values: np.ndarray) -> float:
+    """Sample standard deviation; exactly 0 for equal values (shifting by the first value keeps
+    the mean's rounding out of it)."""
+    return float(np.std(values - values[0], ddof=1)) if values.size > 1 else NAN
 
 
 # -- threshold sweeps -------------------------------------------------------------------------
@@ -384,7 +390,9 @@ class SweepPoint:
     agreement: Agreement
 
     def as_dict(self) -> dict[str, Any]:
-        return {"parameter": self.parameter, "value": self.value, **self.thresholds.as_dict(), **self.agreement.as_dict()}
+        return {
+            "parameter": self.parameter, "value": self.value, **self.thresholds.as_dict(), **self.agreement.as_dict()
+        }
 
 
 def default_sweep_values(

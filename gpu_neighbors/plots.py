@@ -56,10 +56,10 @@ def plot_kernels(
     axis.set_ylabel("Spearman's rho (95% bootstrap interval)")
     axis.axhline(0, color="black", linewidth=0.6)
     coverage_axis = axis.twinx()
-    for offset, index, marker in ((-width / 2, 1, "o"), (width / 2, 2, "s")):
+    markers = ((-width / 2, 1, "o", "coverage, given"), (width / 2, 2, "s", "coverage, tuned"))
+    for offset, index, marker, label in markers:
         coverage_axis.plot(positions + offset, [row[index].coverage for row in rows], marker,
-                           color=COVERAGE_COLOR, markeredgecolor="black")
-    coverage_axis.plot([], [], "o", color=COVERAGE_COLOR, markeredgecolor="black", label="coverage")
+                           color=COVERAGE_COLOR, markeredgecolor="black", label=label)
     coverage_axis.set_ylim(0, 1.05)
     coverage_axis.set_ylabel("coverage", color=COVERAGE_COLOR)
     _legend(figure, axis, coverage_axis)
@@ -96,11 +96,14 @@ def plot_sweep(
 
 
 def plot_curve(points: Sequence[CurvePoint], path: Path) -> Path:
-    """Training-size curve: mean over random subsets, band = one standard deviation (Figure 4)."""
+    """Training-size curve: mean over random subsets, band = one standard deviation (Figure 4).
+    rho is drawn only where at least half the subsets have one (a mean of one or two undefined-
+    or-extreme values would dominate the axis)."""
     sizes = np.array([point.size for point in points])
     figure = _figure()
     axis = figure.add_subplot()
-    rho = np.array([point.spearman_mean for point in points])
+    enough = np.array([2 * point.defined >= point.runs for point in points])
+    rho = np.where(enough, [point.spearman_mean for point in points], np.nan)
     rho_sd = np.nan_to_num(np.array([point.spearman_std for point in points]))
     axis.plot(sizes, rho, marker="o", color=RHO_COLOR, label="Spearman's rho (mean)")
     axis.fill_between(sizes, rho - rho_sd, rho + rho_sd, color=RHO_COLOR, alpha=0.2, label="rho ± 1 sd")
@@ -110,8 +113,8 @@ def plot_curve(points: Sequence[CurvePoint], path: Path) -> Path:
     coverage = np.array([point.coverage_mean for point in points])
     coverage_sd = np.nan_to_num(np.array([point.coverage_std for point in points]))
     coverage_axis.plot(sizes, coverage, marker="s", linestyle="--", color=COVERAGE_COLOR, label="coverage (mean)")
-    coverage_axis.fill_between(sizes, coverage - coverage_sd, coverage + coverage_sd, color=COVERAGE_COLOR,
-                               alpha=0.15, label="coverage ± 1 sd")
+    coverage_axis.fill_between(sizes, np.clip(coverage - coverage_sd, 0, 1), np.clip(coverage + coverage_sd, 0, 1),
+                               color=COVERAGE_COLOR, alpha=0.15, label="coverage ± 1 sd")
     coverage_axis.set_ylim(0, 1.05)
     coverage_axis.set_ylabel("coverage", color=COVERAGE_COLOR)
     _legend(figure, axis, coverage_axis)

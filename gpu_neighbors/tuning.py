@@ -22,8 +22,13 @@ if TYPE_CHECKING:
     from .scorer import NeighborsScorer
 
 DEFAULT_MIN_COVERAGE = 0.8
-DEFAULT_MIN_NEIGHBORS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 35, 40)
-DEFAULT_MAX_FRACTIONS = (1.0, 0.9, 0.8, 0.7, 0.66, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
+# A coarse grid on purpose: every extra setting is another chance to fit the noise of a
+# 200-item inner leave-one-out. In nested leave-one-out on the HUSE summarization data this grid
+# beat a fine one (a in 1..40 by 1-5, b in 0.1..1 by 0.1) for every kernel: rho 0.29 against
+# 0.19 (BLEU*, characters), 0.32 against 0.23 (ROUGE-L), 0.25 against 0.15 (METEOR), and tied
+# (0.29) for BLEU* on words.
+DEFAULT_MIN_NEIGHBORS = (1, 3, 5, 10, 20, 30)
+DEFAULT_MAX_FRACTIONS = (1.0, 0.66, 0.4, 0.2)
 # Neighbour shares (of all pairs) that the data-driven tau grid aims at: from a handful of
 # neighbours per item to most of the set.
 TAU_SHARES = tuple(np.geomspace(0.005, 0.8, 20))

@@ -1,0 +1,91 @@
+"""The report: kernel specs, every section and plot on a small real data set, a kernel that
+fails to load, and the character tokenizer the reproduction rests on (against NLTK)."""
+from __future__ import annotations
+
+import json
+import re
+import warnings
+
+import numpy as np
+import pytest
+from matplotlib import image
+from nltk.translate.bleu_score import sentence_bleu
+
+from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.cli import main
+from gpu_neighbors.io import read_scored
+from gpu_neighbors.report import KernelSpec, build_report, write_report
+
+PNGS = {"kernels.png", "scatter.png", "curve.png", "sweep_a.png", "sweep_b.png", "sweep_tau.png"}
+
+
+def test_kernel_spec_parsing():
+    spec = KernelSpec.parse("bleu:tokenizer=chars:smoothing=none:tau=0.1:lowercase=true")
+    assert spec.kernel == "bleu"
+    assert spec.options == {"tokenizer": "chars", "smoothing": "none", "tau": 0.1, "lowercase": True}
+    assert spec.label == "bleu:tokenizer=chars:smoothing=none:tau=0.1:lowercase=True"
+    for bad in ("bleu:colour=red", "bleu:tau", "bleu:tau=high", ":tau=0.1"):
+        with pytest.raises(ValueError, match="kernel spec"):
+            KernelSpec.parse(bad)
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory, huse_records):
+    path = tmp_path_factory.mktemp("report") / "small.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in huse_records[:40]), encoding="utf-8")
+    return path
+
+
+def test_report_writes_every_section_and_plot(tmp_path, small_data):
+    data = read_scored(small_data, keep_fields=("judgments", "source"))
+    specs = [KernelSpec.parse(text) for text in ("bleu:tokenizer=chars:smoothing=none", "bleu", "nosuch")]
+    report = build_report(
+        data, specs, make_scorer=lambda spec: NeighborsScorer(kernel=spec.kernel, device="cpu", **spec.options),
+        folds=4, runs=2, sizes=[20, 40], resamples=20, paper="summarization",
+    )
+    page = write_report(report, tmp_path / "assets", page=tmp_path / "docs" / "page.md", paper="summarization")
+    text = page.read_text(encoding="utf-8")
+    links = set(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text))
+    assert links == {f"../assets/{name}" for name in PNGS}
+    for name in PNGS:
+        pixels = image.imread(tmp_path / "assets" / name)
+        assert pixels.shape[0] > 300 and pixels.shape[1] > 500
+    for heading in ("## Agreement by kernel", "## Tuned against given thresholds", "## Threshold sweeps",
+                    "## Training-set size", "### Table 1", "### Which BLEU* produced", "### Figures 2 and 3",
+                    "### Figure 4", "### Table 2", "### Differences we could not close"):
+        assert heading in text
+    assert "**nosuch could not be evaluated**: ValueError: unknown kernel 'nosuch'" in text
+    assert "| Human (best) |" in text and "| Human (average) |" in text
+    scan_rows = [line for line in text.splitlines() if re.match(r"\| (whitespace|13a|chars) \| ", line)]
+    assert len(scan_rows) == 12  # three tokenizers x four smoothings
+    # the first kernel drives the sweeps, and its leave-one-out equals the scorer's own
+    main_kernel = report.kernels[0]
+    direct = NeighborsScorer(kernel="bleu", tokenizer="chars", smoothing="none", device="cpu")
+    loo = direct.fit(data.texts, data.scores).leave_one_out()
+    np.testing.assert_array_equal(main_kernel.default.prediction.scores, loo.scores)
+
+
+def test_report_needs_a_working_kernel(small_data):
+    data = read_scored(small_data)
+    with pytest.raises(ValueError, match="no kernel could be evaluated"):
+        build_report(data, [KernelSpec("nosuch")], resamples=0)
+
+
+def test_cli_report(tmp_path, small_data, capsys):
+    argv = ["report", "--data", str(small_data), "--out", str(tmp_path), "--kernels", "bleu",
+            "--folds", "3", "--runs", "2", "--sizes", "20,40", "--resamples", "10", "--device", "cpu"]
+    assert main(argv) == 0
+    assert "report ->" in capsys.readouterr().err
+    assert {path.name for path in tmp_path.iterdir()} == PNGS | {"report.md"}
+
+
+def test_character_tokens_equal_nltk_on_raw_strings(huse_texts):
+    """NLTK's sentence_bleu given strings iterates characters: the chars tokenizer must match."""
+    texts = huse_texts[:12] + ["a", "ab ab ab", "naïve café 東京", "the the the the"]
+    scorer = NeighborsScorer(tokenizer="chars", smoothing="none", device="cpu").fit(texts, np.zeros(len(texts)))
+    ours = scorer.similarity(texts).numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NLTK warns about zero n-gram counts
+        nltk = np.array([[sentence_bleu([s], x, weights=(0, 1 / 3, 1 / 3, 1 / 3)) for s in texts] for x in texts])
+    np.testing.assert_allclose(ours, nltk, atol=1e-9)
+    assert (ours > 0.08).sum() > len(texts)  # character n-grams give neighbours beyond the diagonal
