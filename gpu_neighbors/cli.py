@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shlex
 import sys
@@ -34,7 +33,8 @@ def add_model_options(parser: argparse.ArgumentParser, one_kernel: bool = True) 
     group.add_argument("--model", default=None, help="BERTScore: model name or local path")
     group.add_argument("--layer", type=int, default=None, help="BERTScore: hidden layer to use")
     group.add_argument("--idf", action="store_true", help="BERTScore: idf weights from the training set")
-    group.add_argument("--rescale", action="store_true", help="BERTScore: rescale with a baseline")
+    group.add_argument("--rescale", action=argparse.BooleanOptionalAction, default=None,
+                       help="BERTScore: rescale F with a baseline (default on: the paper's tau is on that scale)")
     group.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:N")
     group.add_argument("--memory-budget", type=_bytes, default=None, metavar="SIZE", help="tile working memory, e.g. 512M or 2G (default: from the device)")
 
@@ -55,11 +55,16 @@ def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_fiel
         raise InputError(error.reason, path=path, line=data.lines[error.index], field=score_field) from None
 
 
+def bertscore_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The BERTScore kernel's options given on the command line (unset ones keep its defaults)."""
+    options = {"model": args.model, "layer": args.layer, "idf": args.idf, "rescale": args.rescale}
+    return {key: value for key, value in options.items() if value is not None}
+
+
 def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> NeighborsScorer:
     options: dict[str, Any] = {}
     if args.kernel == "bertscore":
-        options = {"model": args.model, "layer": args.layer, "idf": args.idf, "rescale": args.rescale}
-        options = {key: value for key, value in options.items() if value not in (None, False)}
+        options = bertscore_options(args)
     elif args.model or args.layer is not None or args.idf or args.rescale:
         raise ValueError("--model, --layer, --idf and --rescale apply to --kernel bertscore only")
     return NeighborsScorer(
@@ -132,7 +137,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
         result, chosen = agreement(scorer.leave_one_out(), data.scores), None
     row = {"kernel": args.kernel, **result.as_dict()}
     if args.json:
-        print(json.dumps(row if chosen is None else {**row, "tuned_thresholds": chosen}))
+        print(tables.to_json(row if chosen is None else {**row, "tuned_thresholds": chosen}))
     else:
         tuned = f", thresholds tuned per text (min coverage {args.min_coverage})" if args.tune else ""
         print(f"leave-one-out on {args.data} ({scorer.signature}{tuned})")
@@ -279,7 +284,7 @@ def _kernel_taus(pairs: Sequence[str]) -> dict[str, float]:
 
 
 def command_compare(args: argparse.Namespace) -> int:
-    from .compare import compare_kernels, markdown_table
+    from .compare import compare_kernels, comparison_table
 
     kernels = [name.strip() for name in args.kernels.split(",") if name.strip()]
     unknown = [name for name in kernels if name not in KERNEL_NAMES]
@@ -291,8 +296,7 @@ def command_compare(args: argparse.Namespace) -> int:
     if data.extra and all(args.judgments_field in extra for extra in data.extra):
         judgments = [{"score": score, "judgments": extra[args.judgments_field]}
                      for score, extra in zip(data.scores, data.extra)]
-    bertscore = {"model": args.model, "layer": args.layer, "idf": args.idf, "rescale": args.rescale}
-    kernel_options = {"bertscore": {key: value for key, value in bertscore.items() if value not in (None, False)}}
+    kernel_options = {"bertscore": bertscore_options(args)}
     if args.smoothing:
         kernel_options["bleu"] = {"smoothing": args.smoothing}
     rows = compare_kernels(
@@ -302,10 +306,10 @@ def command_compare(args: argparse.Namespace) -> int:
         memory_budget=args.memory_budget, score_range=tuple(args.score_range),
     )
     if args.json:
-        print(json.dumps([row.as_dict() for row in rows], indent=None))
+        print(tables.to_json([row.as_dict() for row in rows]))
     else:
         print(f"leave-one-out on {args.data} (a={args.min_neighbors}, b={args.max_fraction})\n")
-        print(markdown_table(rows))
+        print(comparison_table(rows))
     return 0
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from .evaluate import Agreement, agreement, human_agreement
 from .scorer import NeighborsScorer
+from .tables import markdown_table
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,7 @@ class ComparisonRow:
     seconds: float
 
     def as_dict(self) -> dict[str, Any]:
-        return {"model": self.name, "tau": _none_if_nan(self.tau), "seconds": _none_if_nan(self.seconds),
-                **{key: _none_if_nan(value) for key, value in self.agreement.as_dict().items()}}
+        return {"model": self.name, "tau": self.tau, "seconds": self.seconds, **self.agreement.as_dict()}
 
 
 def compare_kernels(
@@ -61,25 +61,9 @@ def compare_kernels(
     return rows
 
 
-def markdown_table(rows: Sequence[ComparisonRow]) -> str:
-    lines = [
-        "| model | tau | MSE | Spearman rho (95% CI) | p | coverage | n | seconds |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        result = row.agreement
-        interval = "" if math.isnan(result.spearman_low) else f" ({result.spearman_low:.3f}, {result.spearman_high:.3f})"
-        lines.append(
-            f"| {row.name} | {_fmt(row.tau, '.2f')} | {_fmt(result.mse, '.4f')} | "
-            f"{_fmt(result.spearman, '.3f')}{interval} | {_fmt(result.spearman_p, '.2g')} | "
-            f"{_fmt(result.coverage, '.2f')} | {result.n} | {_fmt(row.seconds, '.2f')} |"
-        )
-    return "\n".join(lines)
+COLUMNS = ("model", "tau", "mse", "spearman", "spearman_low", "spearman_high", "spearman_p", "coverage", "n", "seconds")
 
 
-def _fmt(value: float, spec: str) -> str:
-    return "–" if value is None or math.isnan(value) else format(value, spec)
-
-
-def _none_if_nan(value: Any) -> Any:
-    return None if isinstance(value, float) and math.isnan(value) else value
+def comparison_table(rows: Sequence[ComparisonRow]) -> str:
+    """The rows as a markdown table (rho with its bootstrap 95% interval and p-value)."""
+    return markdown_table([row.as_dict() for row in rows], COLUMNS)

@@ -8,7 +8,7 @@ import pytest
 
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.cli import main
-from gpu_neighbors.compare import compare_kernels, markdown_table
+from gpu_neighbors.compare import compare_kernels, comparison_table
 from gpu_neighbors.evaluate import agreement
 
 
@@ -23,8 +23,8 @@ def test_rows_equal_each_kernels_own_leave_one_out(huse_texts, huse_scores):
         assert row.agreement.coverage == expected.coverage
         np.testing.assert_equal([row.agreement.mse, row.agreement.spearman], [expected.mse, expected.spearman])
         assert row.seconds > 0
-    table = markdown_table(rows)
-    assert table.count("\n") == 3 and "| rouge | 0.20 |" in table
+    table = comparison_table(rows)
+    assert table.count("\n") == 3 and "| rouge | 0.2000 |" in table
 
 
 def test_tau_for_a_kernel_not_compared_is_refused(huse_texts, huse_scores):
