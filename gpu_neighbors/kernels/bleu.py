@@ -27,6 +27,7 @@ from .base import Kernel
 SMOOTHINGS = ("none", "epsilon", "add1", "exp")
 EPSILON = 0.1  # NLTK's SmoothingFunction default epsilon for method1
 MAX_ORDER = 4
+FIT_SLICE = 65_536  # training texts tokenized at a time
 # What sharing order n = 2, 3, 4 divides out of a pair's product of smoothed numerators. Their
 # product is the pair's numerator product with m_2 = m_3 = m_4 = 0. For `exp` the zeros are
 # numbered k = 1, 2, 3 from order 2; sharing order n leaves zeros only above n, so it removes
@@ -61,17 +62,28 @@ class BleuKernel(Kernel):
         self.smoothing = smoothing
 
     def _fit(self, texts: list[str]) -> None:
-        token_lists = [self.tokenizer.tokenize(text) for text in texts]
-        self.vocabulary = Vocabulary(token_lists)
-        batch = self.vocabulary.batch(token_lists, self.device)
+        # Token strings as Python lists take ~0.7 GB per million texts: tokenize in slices,
+        # once for the vocabulary and once for the ids, and keep only the ids.
+        self.vocabulary = Vocabulary(self.tokenizer.tokenize(text) for text in texts)
+        slices = [
+            self.encode_tokens(texts[first : first + FIT_SLICE])
+            for first in range(0, len(texts), FIT_SLICE)
+        ]
+        batch = TokenBatch(
+            ids=torch.cat([part.ids for part in slices]),
+            lengths=torch.cat([part.lengths for part in slices]),
+        )
+        del slices
         self.ngrams = NgramFeatures(MAX_ORDER)
         self._train = self.ngrams.fit(batch, len(self.vocabulary))
         self._train_lengths = batch.lengths.to(torch.float64)
 
     def encode(self, texts: Sequence[str]) -> EncodedBleu:
-        return self.encode_batch(
-            self.vocabulary.batch([self.tokenizer.tokenize(text) for text in texts], self.device)
-        )
+        return self.encode_batch(self.encode_tokens(texts))
+
+    def encode_tokens(self, texts: Sequence[str]) -> TokenBatch:
+        """Token ids of `texts` in this kernel's vocabulary."""
+        return self.vocabulary.batch([self.tokenizer.tokenize(text) for text in texts], self.device)
 
     def encode_batch(self, batch: TokenBatch) -> EncodedBleu:
         """Encode candidates that are already token ids in this kernel's vocabulary."""
