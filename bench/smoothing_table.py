@@ -22,7 +22,7 @@ def rows() -> list[dict]:
         records = [json.loads(line) for line in handle]
     texts, scores = [r["text"] for r in records], [r["score"] for r in records]
     table = []
-    for tokenizer in ("whitespace", "13a"):
+    for tokenizer in ("whitespace", "13a", "chars"):
         for smoothing in SMOOTHINGS:
             scorer = NeighborsScorer(tau=0.08, min_neighbors=5, max_fraction=0.66, smoothing=smoothing, tokenizer=tokenizer)
             _, result = leave_one_out(scorer, texts, scores)
