@@ -61,10 +61,10 @@ def draw_subset(
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an integer, not {seed!r}")
     size = round(fraction * scorer.num_train)
-    if size < scorer.min_neighbors:
+    if size < scorer.min_neighbors_:
         raise ValueError(
             f"subsample={fraction} keeps {size} of {scorer.num_train} training texts, fewer than "
-            f"min_neighbors={scorer.min_neighbors}: no estimate could ever be defined"
+            f"min_neighbors={scorer.min_neighbors_}: no estimate could ever be defined"
         )
     streams = _STREAMS.setdefault(scorer, {})
     key = (seed, device)

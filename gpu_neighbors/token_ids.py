@@ -285,7 +285,7 @@ def predict_ids(
         stats.assign(first, chunk)
     num_train = scorer.num_train if subset is None else subset.size
     return estimate_tensors(
-        stats, tables.quality, num_train, scorer.min_neighbors, scorer.max_fraction
+        stats, tables.quality, num_train, scorer.min_neighbors_, scorer.max_fraction_
     )
 
 
@@ -306,5 +306,5 @@ def predict_tensors(
     stats = scorer._stats(texts, leave_one_out=False, subset=subset)
     num_train = scorer.num_train if subset is None else subset.size
     return estimate_tensors(
-        stats, scorer._quality, num_train, scorer.min_neighbors, scorer.max_fraction
+        stats, scorer._quality, num_train, scorer.min_neighbors_, scorer.max_fraction_
     )

@@ -231,3 +231,13 @@ class TextOnlyKernel(Kernel):
 
     def pair_bytes(self):
         return 8
+
+
+def test_tuned_thresholds_apply_to_ids_too(tokenizer, huse_texts, huse_scores, candidates):
+    scorer = NeighborsScorer(tokenizer=tokenizer, device="cpu", min_neighbors=50).fit(
+        huse_texts[:TRAIN_SIZE], huse_scores[:TRAIN_SIZE], tune=True, min_coverage=0.5
+    )
+    assert scorer.min_neighbors_ != 50  # tuning moved a; the ids path must follow it
+    batch = tokenizer.hf(candidates, padding=True, return_tensors="pt")
+    decoded = tokenizer.hf.batch_decode(batch["input_ids"], skip_special_tokens=True)
+    assert_same(scorer.predict_ids(batch["input_ids"], batch["attention_mask"]), scorer.predict(decoded))
