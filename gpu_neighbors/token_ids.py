@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .kernels.bleu import MAX_ORDER, UNMATCHED_NUMERATORS, BleuKernel, row_block
+from .kernels.bleu import (
+    UNMATCHED_NUMERATORS,
+    BleuKernel,
+    row_block,
+    shared_order_factor,
+    unigram_only_bleu,
+)
 from .neighbours import NeighborStats, Quality, TensorPrediction, TrainingSubset, estimate_tensors
 from .ngrams import OrderTable, lookup_sorted, occurrence_rank
 from .scorer import _validate_texts, default_memory_budget
@@ -174,17 +180,10 @@ def dense_bleu_star(
     factorisation over orders, elementwise in the same operation order (so the same bits), with
     masks where the sparse form skips pairs, so no shape depends on the data.
     `unmatched_numerators` is UNMATCHED_NUMERATORS[smoothing] already on the device."""
-    add_one = 1.0 if smoothing == "add1" else 0.0
-    unmatched = UNMATCHED_NUMERATORS[smoothing]
-    orders = torch.arange(2, MAX_ORDER + 1, dtype=torch.float64, device=candidate_lengths.device)
-    denominators = (candidate_lengths[:, None] - orders + 1).clamp(min=1) + add_one
-    unmatched_row = torch.exp(torch.log(unmatched_numerators / denominators).sum(dim=1) / 3)
-    ratio = train_lengths[None, :] / candidate_lengths[:, None]
-    brevity = torch.exp(torch.clamp(1 - ratio, max=0))
-    score = torch.where(matches[0] > 0, unmatched_row[:, None] * brevity, 0.0)
-    for counts, numerator_of_zero in zip(matches[1:], unmatched):
-        factor = ((counts.to(torch.float64) + add_one) / numerator_of_zero) ** (1 / 3)
-        score = torch.where(counts > 0, score * factor, score)
+    unigram_only = unigram_only_bleu(candidate_lengths, train_lengths, unmatched_numerators, smoothing)
+    score = torch.where(matches[0] > 0, unigram_only, 0.0)
+    for order, counts in enumerate(matches[1:], start=2):
+        score = torch.where(counts > 0, score * shared_order_factor(counts, order, smoothing), score)
     if smoothing == "none":
         score = torch.where(matches[-1] > 0, score, 0.0)
     return score

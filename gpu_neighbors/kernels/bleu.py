@@ -140,30 +140,46 @@ def bleu_star(
     """
     matches = iter(matches)
     device = candidate_lengths.device
-    add_one = 1.0 if smoothing == "add1" else 0.0
-    unmatched = UNMATCHED_NUMERATORS[smoothing]
     # A pair sharing unigrams only has a value that depends on the two lengths alone: tabulate
     # it for the distinct candidate lengths of the chunk against every training text.
     lengths, length_index = torch.unique(candidate_lengths, return_inverse=True)
-    orders = torch.arange(2, MAX_ORDER + 1, dtype=torch.float64, device=device)
-    denominators = (lengths[:, None] - orders + 1).clamp(min=1) + add_one
-    unmatched_numerators = torch.tensor(unmatched, dtype=torch.float64, device=device)
-    unmatched_value = torch.exp(torch.log(unmatched_numerators / denominators).sum(dim=1) / 3)
-    brevity = torch.exp(torch.clamp(1 - train_lengths[None, :] / lengths[:, None].clamp(min=1), max=0))
-    by_length = unmatched_value[:, None] * brevity
+    numerators = torch.tensor(UNMATCHED_NUMERATORS[smoothing], dtype=torch.float64, device=device)
+    by_length = unigram_only_bleu(lengths, train_lengths, numerators, smoothing)
     score = torch.zeros((len(candidate_lengths), len(train_lengths)), dtype=torch.float64, device=device)
     rows, cols, _ = _stored_entries(next(matches))
     score.index_put_((rows, cols), by_length[length_index[rows], cols])
-    del by_length, brevity
-    for product, numerator_of_zero in zip(matches, unmatched):
+    del by_length
+    for order, product in enumerate(matches, start=2):
         rows, cols, counts = _stored_entries(product)
-        factor = ((counts.to(torch.float64) + add_one) / numerator_of_zero) ** (1 / 3)
-        score.index_put_((rows, cols), score[rows, cols] * factor)
+        score.index_put_((rows, cols), score[rows, cols] * shared_order_factor(counts, order, smoothing))
     if smoothing == "none":  # rows, cols: the pairs sharing a 4-gram
         kept = score[rows, cols]
         score.zero_()
         score.index_put_((rows, cols), kept)
     return score
+
+
+def unigram_only_bleu(
+    candidate_lengths: torch.Tensor,
+    train_lengths: torch.Tensor,
+    unmatched_numerators: torch.Tensor,
+    smoothing: str,
+) -> torch.Tensor:
+    """BLEU* [rows x cols] of pairs that share a unigram but no bigram (so no higher order
+    either): it depends on the two lengths alone. `unmatched_numerators` is
+    UNMATCHED_NUMERATORS[smoothing] as a float64 tensor on the device."""
+    add_one = 1.0 if smoothing == "add1" else 0.0
+    orders = torch.arange(2, MAX_ORDER + 1, dtype=torch.float64, device=candidate_lengths.device)
+    denominators = (candidate_lengths[:, None] - orders + 1).clamp(min=1) + add_one
+    value = torch.exp(torch.log(unmatched_numerators / denominators).sum(dim=1) / 3)
+    brevity = torch.exp(torch.clamp(1 - train_lengths[None, :] / candidate_lengths[:, None].clamp(min=1), max=0))
+    return value[:, None] * brevity
+
+
+def shared_order_factor(counts: torch.Tensor, order: int, smoothing: str) -> torch.Tensor:
+    """What sharing order n >= 2 with m_n = `counts` multiplies a pair's BLEU* by."""
+    add_one = 1.0 if smoothing == "add1" else 0.0
+    return ((counts.to(torch.float64) + add_one) / UNMATCHED_NUMERATORS[smoothing][order - 2]) ** (1 / 3)
 
 
 def _stored_entries(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
