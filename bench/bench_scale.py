@@ -11,8 +11,9 @@ writing results). Peak resident memory is the child's own high-water mark (VmHWM
 The peer is `sacrebleu.sentence_bleu(candidate, [reference])` looped in this process over a
 random sample of the same pairs, sized to run about `peer_seconds`, and extrapolated per pair;
 ratio = peer seconds per pair / our wall seconds per pair (the whole command, the conservative
-choice). Both sides get the same number of threads: `threads` (default 1, as the peer is a
-Python loop on one core; OMP_NUM_THREADS for the child).
+choice). The command gets `--threads threads` (default 1: the peer is a Python loop on one
+core, and on this busy 2-core machine torch's default of two spin-waiting OpenMP threads was
+3x slower than one; see docs/benchmarks.md).
 
 Scaling: the number of candidates C at |S| = `train` and the training-set size |S| at a fixed C.
 Linear throughput shows as a constant time per pair across sizes.
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import subprocess
@@ -52,16 +52,15 @@ def write_jsonl(path: Path, texts: list[str], rng: random.Random | None = None) 
 def run_cli(train: Path, candidates: Path, output: Path, threads: int | None,
             extra: tuple[str, ...] = ()) -> dict:
     """One `gpu-neighbors score` in a child process: wall and scoring seconds, peak RSS."""
-    environment = dict(os.environ)
-    if threads:
-        environment.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     command = [sys.executable, "-m", "gpu_neighbors.cli", "score", "--train", str(train),
                "--candidates", str(candidates), "--output", str(output), *extra]
+    if threads:
+        command += ["--threads", str(threads)]
     log = output.with_suffix(".log")
     started = time.perf_counter()
     peak = 0
     with log.open("w") as stderr:
-        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, env=environment)
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
         while child.poll() is None:
             peak = max(peak, high_water_mark(child.pid))
             time.sleep(POLL_SECONDS)

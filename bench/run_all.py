@@ -93,7 +93,7 @@ def run_kernel_benchmark(module_name: str, quick: bool) -> dict:
     return result
 
 
-def kernel_section(results: list[tuple[str, str, dict]], figures: Path) -> list[str]:
+def kernel_section(results: list[tuple[str, str, dict]], figures: Path, output: Path) -> list[str]:
     lines = [
         "## Kernels against their peers",
         "",
@@ -124,7 +124,7 @@ def kernel_section(results: list[tuple[str, str, dict]], figures: Path) -> list[
     measured = [(kernel, result) for _, kernel, result in results if "error" not in result]
     if measured:
         path = plot_ratios(measured, figures)
-        lines += [f"![ratio per kernel]({path.relative_to(BENCH)})", ""]
+        lines += [f"![ratio per kernel]({_link(path, output)})", ""]
     return lines
 
 
@@ -150,7 +150,7 @@ def plot_ratios(measured: list[tuple[str, dict]], figures: Path) -> Path:
     return path
 
 
-def scale_section(result: dict | None, error: str | None, figures: Path) -> list[str]:
+def scale_section(result: dict | None, error: str | None, figures: Path, output: Path) -> list[str]:
     lines = ["## Scale: streaming through the CLI", ""]
     if result is None:
         return lines + [f"Not run. {error}", ""]
@@ -181,9 +181,13 @@ def scale_section(result: dict | None, error: str | None, figures: Path) -> list
         "",
     ]
     for path in bench_scale.plot(result, figures):
-        lines += [f"![{path.stem}]({path.relative_to(BENCH)})", ""]
+        lines += [f"![{path.stem}]({_link(path, output)})", ""]
     assert headline["pairs"] == result["pairs"]
     return lines
+
+
+def _link(path: Path, output: Path) -> str:
+    return os.path.relpath(path, output.resolve().parent)
 
 
 def _shown(value) -> str:
@@ -240,12 +244,13 @@ def main() -> None:
         "run; both sides of every ratio ran in the same run, so they shared it alike.",
         "",
     ]
-    lines += kernel_section(kernels, args.figures)
-    lines += scale_section(scale, scale_error, args.figures)
+    lines += kernel_section(kernels, args.figures, args.output)
+    lines += scale_section(scale, scale_error, args.figures, args.output)
     if info["gpu"] == "none":
         lines += ["## GPU", "",
                   "No CUDA device here: every figure above is the CPU path. An estimate of GPU "
-                  "throughput from the operation counts is in [docs/benchmarks.md](../docs/benchmarks.md).", ""]
+                  "throughput from the operation counts is in "
+                  f"[docs/benchmarks.md]({_link(BENCH.parent / 'docs' / 'benchmarks.md', args.output)}).", ""]
     args.output.write_text("\n".join(lines), encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)
 

@@ -104,6 +104,10 @@ def _bytes(text: str) -> int:
 
 
 def command_score(args: argparse.Namespace) -> int:
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
@@ -118,7 +122,7 @@ def command_score(args: argparse.Namespace) -> int:
     )
     if not args.quiet:
         resumed = f" ({summary.rows - summary.scored} from before)" if args.resume else ""
-        print(f"scored {summary.rows} candidates{resumed} -> {args.output} in {summary.seconds:.1f} s, "
+        print(f"scored {summary.rows} candidates{resumed} -> {args.output} in {summary.seconds:.2f} s, "
               f"{summary.texts_per_second:,.0f} texts/s, {summary.pairs_per_second:,.0f} pairs/s "
               f"({scorer.signature})", file=sys.stderr)
         if summary.rejected:
@@ -330,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--rejects", default=None, help="with --skip-bad: where bad lines go (default OUTPUT.rejects.jsonl)")
     score.add_argument("--batch-size", type=_positive_int, default=DEFAULT_BATCH_SIZE, metavar="N",
                        help=f"candidates scored and made durable per step ({DEFAULT_BATCH_SIZE})")
+    score.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+                       help="CPU threads for torch (default: torch's, one per core; on a busy "
+                            "machine 1 is often faster, see docs/benchmarks.md)")
     score.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     score.add_argument("--ray", action="store_true", help="score on Ray actors, one GPU each where there are GPUs (needs the [ray] extra)")
     score.add_argument("--ray-address", default=None, metavar="ADDR", help="Ray cluster to join (auto, or ray://host:10001); implies --ray; default: a local Ray")
