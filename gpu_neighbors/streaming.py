@@ -9,6 +9,8 @@ an uninterrupted run.
 """
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from .progress import ScoringProgress
 from .scorer import NeighborsScorer
 
 DEFAULT_BATCH_SIZE = 8192  # candidates scored and made durable per step
+READ_AHEAD = 2  # batches a reader thread may parse while one is scored
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ def score_file(
         total = count_records(candidates) if progress else None
         with ScoringProgress(total, initial=already, pairs_per_text=scorer.num_train,
                              enabled=progress) as bar:
-            pending = _pending_batches(stream, batch_size, already)
+            pending = _read_ahead(_pending_batches(stream, batch_size, already), READ_AHEAD)
             for batch, prediction in (score_batches or score_each)(scorer, pending):
                 writer.write_many(_rows(batch, prediction))
                 bar.update(batch[-1].index + 1 + stream.rejected - bar.n)
@@ -121,6 +124,44 @@ def _pending_batches(
             batch = []
     if batch:
         yield batch
+
+
+def _read_ahead(batches: Iterator[list[Candidate]], depth: int) -> Iterator[list[Candidate]]:
+    """`batches`, read by a thread that stays at most `depth` batches ahead: parsing is Python
+    and holds the GIL, scoring is torch and releases it, so on a second core reading costs
+    almost nothing; memory stays bounded by the depth. Errors reach the consumer in order."""
+    ready: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def hand_over(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for batch in batches:
+                if not hand_over(batch):
+                    return
+            hand_over(end)
+        except BaseException as error:  # handed to the consumer, raised there
+            hand_over(error)
+
+    reader = threading.Thread(target=read, name="gpu-neighbors-reader", daemon=True)
+    reader.start()
+    try:
+        while (item := ready.get()) is not end:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        reader.join()
 
 
 def _rows(batch: list[Candidate], prediction: Prediction) -> Iterator[dict[str, Any]]:

@@ -118,8 +118,9 @@ def _train_columns(path: Path) -> tuple[list[str], list[float]]:
 
 
 def test_reader_stays_one_batch_ahead_of_the_writer(tmp_path, train_file, candidates, expected, monkeypatch):
-    """Bounded memory: the scorer sees one batch at a time, and the reader has read at most
-    that batch when it is scored (nothing is slurped up front)."""
+    """Bounded memory: the scorer sees one batch at a time, and the reader thread is at most
+    READ_AHEAD batches (and the one it holds) ahead when a batch is scored (nothing is slurped
+    up front)."""
     read = []
     original_reader = streaming.iter_candidates
 
@@ -149,10 +150,10 @@ def test_reader_stays_one_batch_ahead_of_the_writer(tmp_path, train_file, candid
     assert [size for size, _ in calls] == [40] * (len(candidates) // 40) + (
         [len(candidates) % 40] if len(candidates) % 40 else []
     )
-    done = 0
+    done, ahead = 0, (streaming.READ_AHEAD + 1) * 40
     for size, read_so_far in calls:
         done += size
-        assert read_so_far == done, "the reader ran ahead of the batch being scored"
+        assert done <= read_so_far <= done + ahead, "the reader ran too far ahead"
 
 
 def test_bad_record_stops_with_file_and_line_and_a_fixed_file_resumes(tmp_path, train_file, candidates, expected, capsys):
