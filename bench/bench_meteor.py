@@ -12,23 +12,18 @@ that both give the same numbers. Loading WordNet is left out of both timings.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import time
-from pathlib import Path
 
 from nltk.translate.meteor_score import single_meteor_score
 
 from gpu_neighbors import NeighborsScorer
+from huse import huse_texts
 from gpu_neighbors.wordnet import load_wordnet
 
-HUSE = Path(__file__).resolve().parents[2] / "shared" / "data" / "huse_summarization.jsonl"
-
-
-def huse_texts(count: int, concat: int, seed: int) -> list[str]:
+def joined_texts(count: int, concat: int, seed: int) -> list[str]:
     """`count` texts, each `concat` HUSE texts drawn at random and joined."""
-    with HUSE.open(encoding="utf-8") as handle:
-        pool = [json.loads(line)["text"] for line in handle]
+    pool = huse_texts()
     generator = random.Random(seed)
     return [" ".join(generator.choices(pool, k=concat)) for _ in range(count)]
 
@@ -39,8 +34,8 @@ def measure(
     wordnet = load_wordnet()
     if wordnet is None:
         raise RuntimeError("WordNet is missing; see gpu_neighbors.wordnet.APT_INSTALL")
-    train_texts = huse_texts(train, concat, seed)
-    candidate_texts = huse_texts(candidates, concat, seed + 1)
+    train_texts = joined_texts(train, concat, seed)
+    candidate_texts = joined_texts(candidates, concat, seed + 1)
 
     started = time.perf_counter()
     scorer = NeighborsScorer(kernel="meteor", device="cpu").fit(train_texts, [0.0] * train)

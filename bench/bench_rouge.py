@@ -13,24 +13,19 @@ pairs also check that both give the same scores.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import time
-from pathlib import Path
 
 import torch
 from rouge_score.rouge_scorer import _score_lcs
 
 from gpu_neighbors.kernels.rouge import RougeKernel
+from huse import huse_texts
 from gpu_neighbors.scorer import TilePlan, default_memory_budget, resolve_device
 from gpu_neighbors.tokenize import WhitespaceTokenizer
 
-HUSE = Path(__file__).resolve().parents[2] / "shared" / "data" / "huse_summarization.jsonl"
-
-
 def resampled_texts(count: int, rng: random.Random) -> list[str]:
-    with HUSE.open(encoding="utf-8") as handle:
-        texts = [json.loads(line)["text"] for line in handle]
+    texts = huse_texts()
     return [rng.choice(texts) for _ in range(count)]
 
 

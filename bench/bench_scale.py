@@ -32,7 +32,7 @@ from pathlib import Path
 
 import sacrebleu
 
-from bench_bleu import spliced_texts
+from huse import spliced_texts
 
 BENCH = Path(__file__).resolve().parent
 SUMMARY = re.compile(r"scored (\d+) candidates.* in ([0-9.]+) s,")

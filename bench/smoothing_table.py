@@ -6,20 +6,17 @@ at tau = 0.08, a = 5, b = 0.66). Prints a markdown table.
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.evaluate import leave_one_out
 from gpu_neighbors.kernels.bleu import SMOOTHINGS
+from huse import huse_records
 
-HUSE = Path(__file__).resolve().parents[2] / "shared" / "data" / "huse_summarization.jsonl"
 PAPER = {"mse": 0.0213, "spearman": 0.325, "coverage": 0.99}
 
 
 def rows() -> list[dict]:
-    with HUSE.open(encoding="utf-8") as handle:
-        records = [json.loads(line) for line in handle]
+    records = huse_records()
     texts, scores = [r["text"] for r in records], [r["score"] for r in records]
     table = []
     for tokenizer in ("whitespace", "13a", "chars"):
