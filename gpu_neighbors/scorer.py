@@ -95,8 +95,8 @@ class NeighborsScorer:
     tau: similarity threshold; None takes the kernel's default from the paper.
     min_neighbors (a) and max_fraction (b): an estimate exists when a <= |N(x)| <= b |S|.
     device: "auto" (CUDA when present), "cpu", "cuda", "cuda:1", ...
-    smoothing: BLEU* smoothing ("none", "epsilon", "add1", "exp"); None for the default.
-    tokenizer: "whitespace", "13a", or a Hugging Face tokenizer name or path.
+    smoothing: BLEU* smoothing ("none", "epsilon", "add1", "exp"); None for the default, add1.
+    tokenizer: "whitespace", "13a", "chars", or a Hugging Face tokenizer name or path.
     kernel_options: keyword arguments of the kernel (e.g. model/layer for BERTScore).
     memory_budget: bytes of tile working memory; None sizes it from the device.
     chunk_size: candidates per chunk; None derives it from the budget. Results never depend on it.
