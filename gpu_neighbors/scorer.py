@@ -7,6 +7,7 @@ and the neighbour model only reduces them, so every kernel shares this one pipel
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,11 +54,29 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 
 def default_memory_budget(device: torch.device) -> int:
-    """Half the free memory of a CUDA device, else 1 GiB of host memory."""
+    """Half the free memory of a CUDA device; on the CPU 1 GiB, or a quarter of the memory
+    the host has available when that is less."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free * CUDA_BUDGET_SHARE)
-    return DEFAULT_CPU_BUDGET
+    available = _available_host_memory()
+    return DEFAULT_CPU_BUDGET if available is None else min(DEFAULT_CPU_BUDGET, available // 4)
+
+
+def _available_host_memory() -> int | None:
+    """MemAvailable of Linux (free memory plus what the page cache would give back), else the
+    free physical memory where the platform tells it, else None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 @dataclass(frozen=True)

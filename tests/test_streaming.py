@@ -272,3 +272,17 @@ def test_training_set_is_tiled_too_with_the_same_results(tmp_path, train_file, c
     assert main(score_args(train_file, source, roomy, "--quiet")) == 0
     assert main(score_args(train_file, source, tight, "--quiet", "--memory-budget", "20K")) == 0
     assert tight.read_bytes() == roomy.read_bytes()
+
+
+def test_default_budget_follows_the_hosts_available_memory(monkeypatch):
+    import torch
+
+    from gpu_neighbors import scorer
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(scorer, "_available_host_memory", lambda: 400 << 20)
+    assert scorer.default_memory_budget(cpu) == 100 << 20
+    monkeypatch.setattr(scorer, "_available_host_memory", lambda: 64 << 30)
+    assert scorer.default_memory_budget(cpu) == scorer.DEFAULT_CPU_BUDGET
+    monkeypatch.setattr(scorer, "_available_host_memory", lambda: None)
+    assert scorer.default_memory_budget(cpu) == scorer.DEFAULT_CPU_BUDGET
