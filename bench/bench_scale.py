@@ -1,7 +1,7 @@
 """Scale: BLEU* neighbours for 10^6 candidates in bounded memory, through the real CLI.
 
 Every run is `gpu-neighbors score` in a child process on files written here (JSONL, texts
-spliced from the HUSE summaries as bench_bleu.py makes them, so every text is new but the
+spliced from the HUSE summaries by bench/huse.py, so every text is new but the
 vocabulary and n-gram statistics are those of real headlines). A run is timed twice: the wall
 time of the whole command (start-up, reading and fitting the training set, scoring, writing)
 and the scoring loop alone (the `in X s` of its summary line: reading candidates, scoring,
