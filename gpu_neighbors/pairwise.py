@@ -10,6 +10,7 @@ The pass holds an [n x n] float64 matrix, so it is meant for evaluation sets (n 
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -57,6 +58,13 @@ class PairwiseSimilarities:
     ) -> PairwiseSimilarities:
         """Fit `scorer` on all items and run its kernel over every pair, once."""
         scorer.fit(texts, scores)
+        if scorer.kernel_.depends_on_training_set:
+            warnings.warn(
+                f"the {scorer.kernel} kernel's similarities depend on the whole training set "
+                f"({scorer.signature}): splits cut from one pass see idf weights or a baseline "
+                "computed on all items, so they approximate refitting on each split",
+                stacklevel=2,
+            )
         return cls(scorer.train_similarity(), scorer.train_scores_)
 
     def __len__(self) -> int:

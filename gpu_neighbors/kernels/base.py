@@ -59,6 +59,12 @@ class Kernel(ABC):
         """Peak working memory of `tile` per (candidate, training text) pair, in bytes; the
         scorer sizes tiles from it and its memory budget."""
 
+    @property
+    def depends_on_training_set(self) -> bool:
+        """Whether k(x, s) changes with the rest of the training set (e.g. idf weights), so
+        that a sub-matrix of one all-pairs pass is not exactly what a refit on a split gives."""
+        return False
+
     def settings(self) -> dict[str, str]:
         """Every setting that changes the numbers, for the scorer's signature."""
         return {"tok": self.tokenizer.signature}

@@ -266,6 +266,10 @@ class BertScoreKernel(Kernel):
         off_diagonal = ~torch.eye(len(sample), dtype=torch.bool, device=scores.device)
         return float(scores[off_diagonal].mean())
 
+    @property
+    def depends_on_training_set(self) -> bool:
+        return self.idf or self.baseline_source.startswith("estimated")
+
     def settings(self) -> dict[str, str]:
         settings = {
             "model": self.model_name,
