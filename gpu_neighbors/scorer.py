@@ -24,6 +24,7 @@ from .neighbours import (
     TensorPrediction,
     TrainingSubset,
     estimate,
+    estimate_tensors,
 )
 from .tokenize import Tokenizer, make_tokenizer
 
@@ -227,9 +228,18 @@ class NeighborsScorer:
 
     def predict(self, candidates: Sequence[str]) -> Prediction:
         """Estimates for `candidates`, in order; undefined (NaN) where the a/b rule says so."""
+        return self.predict_tensors(candidates).numpy()
+
+    def predict_tensors(
+        self, candidates: Sequence[str], subset: TrainingSubset | None = None
+    ) -> TensorPrediction:
+        """`predict` with the estimates left on the scorer's device; `subset` keeps only some
+        training texts as possible neighbours (subsampled rewards)."""
         self._check_fitted()
         candidates = _validate_texts(candidates, "candidates", allow_empty=True)
-        return self._predict_stats(self._stats(candidates, leave_one_out=False), self.num_train)
+        num_train = self.num_train if subset is None else subset.size
+        stats = self._stats(candidates, leave_one_out=False, subset=subset)
+        return estimate_tensors(stats, self._quality, num_train, self.min_neighbors_, self.max_fraction_)
 
     def predict_ids(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None

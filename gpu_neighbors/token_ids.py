@@ -45,7 +45,7 @@ from .kernels.bleu import (
 )
 from .neighbours import NeighborStats, Quality, TensorPrediction, TrainingSubset, estimate_tensors
 from .ngrams import OrderTable, lookup_sorted, occurrence_rank
-from .scorer import _validate_texts, default_memory_budget
+from .scorer import default_memory_budget
 from .tokenize import HuggingFaceTokenizer
 
 if TYPE_CHECKING:
@@ -300,10 +300,4 @@ def predict_tensors(
         return predict_ids(scorer, inputs, attention_mask, subset)
     if attention_mask is not None:
         raise ValueError("attention_mask goes with token ids, not with texts")
-    scorer._check_fitted()
-    texts = _validate_texts(inputs, "candidates", allow_empty=True)
-    stats = scorer._stats(texts, leave_one_out=False, subset=subset)
-    num_train = scorer.num_train if subset is None else subset.size
-    return estimate_tensors(
-        stats, scorer._quality, num_train, scorer.min_neighbors_, scorer.max_fraction_
-    )
+    return scorer.predict_tensors(inputs, subset)
