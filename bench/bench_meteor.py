@@ -1,6 +1,6 @@
 """METEOR on all pairs: gpu-neighbors' MeteorKernel against NLTK's single_meteor_score.
 
-Both sides use the same WordNet (gpu_neighbors.wordnet) and whitespace tokens of texts drawn from
+Both sides use the same WordNet (gpu_neighbors.kernels.wordnet) and whitespace tokens of texts drawn from
 the shared HUSE file (resampled with replacement past its 200 texts; `concat` > 1 joins several
 texts into one, for longer inputs). Ours: fit on the training texts plus the full
 [candidates x training] similarity matrix through NeighborsScorer. NLTK: one call per pair,
@@ -19,7 +19,7 @@ from nltk.translate.meteor_score import single_meteor_score
 
 from gpu_neighbors import NeighborsScorer
 from huse import huse_texts
-from gpu_neighbors.wordnet import load_wordnet
+from gpu_neighbors.kernels.wordnet import load_wordnet
 
 def joined_texts(count: int, concat: int, seed: int) -> list[str]:
     """`count` texts, each `concat` HUSE texts drawn at random and joined."""
@@ -33,7 +33,7 @@ def measure(
 ) -> dict:
     wordnet = load_wordnet()
     if wordnet is None:
-        raise RuntimeError("WordNet is missing; see gpu_neighbors.wordnet.APT_INSTALL")
+        raise RuntimeError("WordNet is missing; see gpu_neighbors.kernels.wordnet.APT_INSTALL")
     train_texts = joined_texts(train, concat, seed)
     candidate_texts = joined_texts(candidates, concat, seed + 1)
 

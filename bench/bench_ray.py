@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from gpu_neighbors import NeighborsScorer
-from gpu_neighbors.distributed import score_dataset
+from gpu_neighbors.scoring.distributed import score_dataset
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "huse_summarization.jsonl"
 BATCH = 8192

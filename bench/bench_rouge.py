@@ -22,7 +22,7 @@ from rouge_score.rouge_scorer import _score_lcs
 from gpu_neighbors.kernels.rouge import RougeKernel
 from huse import huse_texts
 from gpu_neighbors.scorer import TilePlan, default_memory_budget, resolve_device
-from gpu_neighbors.tokenize import WhitespaceTokenizer
+from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 
 def resampled_texts(count: int, rng: random.Random) -> list[str]:
     texts = huse_texts()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 from gpu_neighbors import NeighborsScorer
-from gpu_neighbors.evaluate import leave_one_out
+from gpu_neighbors.evaluation.protocols import leave_one_out
 from gpu_neighbors.kernels.bleu import SMOOTHINGS
 from huse import huse_records
 

@@ -29,7 +29,7 @@ import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 from gpu_neighbors import NeighborsQuality, NeighborsScorer  # noqa: E402
-from gpu_neighbors.tokenize import HuggingFaceTokenizer  # noqa: E402
+from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "train.jsonl"
 MAX_NEW_TOKENS = 16

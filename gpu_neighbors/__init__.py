@@ -1,14 +1,8 @@
 """gpu-neighbors: reference-less quality estimation by nearest neighbours under a text kernel."""
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("gpu-neighbors")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0"
-
-from .kernels import KERNEL_NAMES  # noqa: E402
-from .neighbours import Prediction  # noqa: E402
-from .scorer import NeighborsScorer  # noqa: E402
+from gpu_neighbors._version import __version__
+from gpu_neighbors.core.neighbours import Prediction
+from gpu_neighbors.kernels import KERNEL_NAMES
+from gpu_neighbors.scorer import NeighborsScorer
 
 __all__ = ["KERNEL_NAMES", "NeighborsQuality", "NeighborsScorer", "Prediction", "__version__"]
 
@@ -16,7 +10,7 @@ __all__ = ["KERNEL_NAMES", "NeighborsQuality", "NeighborsScorer", "Prediction", 
 def __getattr__(name: str):
     """`NeighborsQuality` loads on first use, so torchmetrics stays an optional extra."""
     if name == "NeighborsQuality":
-        from .metric import NeighborsQuality
+        from gpu_neighbors.training.metric import NeighborsQuality
 
         return NeighborsQuality
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import __version__
-from .kernels import Kernel, kernel_class
-from .neighbours import (
+from gpu_neighbors._version import __version__
+from gpu_neighbors.kernels import Kernel, kernel_class
+from gpu_neighbors.core.neighbours import (
     NeighborStats,
     Prediction,
     Quality,
@@ -26,7 +26,7 @@ from .neighbours import (
     estimate,
     estimate_tensors,
 )
-from .tokenize import Tokenizer, make_tokenizer
+from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
 DEFAULT_CPU_BUDGET = 1 << 30  # bytes of tile working memory on CPU
 CUDA_BUDGET_SHARE = 0.5  # of the device's free memory
@@ -185,7 +185,7 @@ class NeighborsScorer:
         self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_))
         self.min_neighbors_, self.max_fraction_, self.tuning_ = self.min_neighbors, self.max_fraction, None
         if tune:
-            from .tuning import tune_scorer
+            from gpu_neighbors.core.tuning import tune_scorer
 
             self.tuning_ = tune_scorer(self, min_coverage)
             chosen = self.tuning_.thresholds
@@ -247,7 +247,7 @@ class NeighborsScorer:
         """Estimates for token ids [batch, length] straight from a model, without decoding:
         tensors on the ids' device, equal to `predict` on the decoded texts (bleu kernel with
         the model's Hugging Face tokenizer; see `token_ids.py`)."""
-        from .token_ids import predict_ids
+        from gpu_neighbors.training.ids import predict_ids
 
         return predict_ids(self, input_ids, attention_mask)
 
@@ -262,7 +262,7 @@ class NeighborsScorer:
         """float32 RL rewards for token ids or texts: undefined estimates become `undefined`
         (default: the training mean); `subsample` scores each call against a fresh seeded
         random fraction of the training set, against reward hacking (see `reward.py`)."""
-        from .reward import reward
+        from gpu_neighbors.training.reward import reward
 
         return reward(self, inputs, undefined, subsample, seed, attention_mask)
 

@@ -23,7 +23,7 @@ from gpu_neighbors.kernels.bertscore import (
     read_baseline,
     shipped_baseline,
 )
-from gpu_neighbors.tokenize import WhitespaceTokenizer
+from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 from minilm import MODEL_LAYERS, MODEL_PATH
 
 # A middle layer: the top layer of all-MiniLM-L6-v2 is trained for sentence embeddings, and its
@@ -243,7 +243,7 @@ def test_settings_record_what_changes_the_numbers(plain_kernel):
 
 
 def test_training_set_dependence_is_declared(train):
-    from gpu_neighbors.pairwise import PairwiseSimilarities
+    from gpu_neighbors.core.pairwise import PairwiseSimilarities
 
     assert not make_kernel(train).depends_on_training_set
     assert make_kernel(train, idf=True).depends_on_training_set

@@ -11,7 +11,7 @@ from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels.bleu import SMOOTHINGS, BleuKernel
-from gpu_neighbors.tokenize import Sacrebleu13aTokenizer, WhitespaceTokenizer
+from gpu_neighbors.text.tokenizers import Sacrebleu13aTokenizer, WhitespaceTokenizer
 
 NLTK_METHOD = {"none": "method0", "epsilon": "method1", "add1": "method2", "exp": "method3"}
 WEIGHTS = (0, 1 / 3, 1 / 3, 1 / 3)

@@ -10,7 +10,7 @@ import torch
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.cli import main
-from gpu_neighbors.distributed import ScoringActor, load_scorer, score_dataset, serialize_scorer
+from gpu_neighbors.scoring.distributed import ScoringActor, load_scorer, score_dataset, serialize_scorer
 from gpu_neighbors.kernels.bleu import BleuKernel
 
 ray = pytest.importorskip("ray")  # the [ray] extra; CI installs it

@@ -10,8 +10,8 @@ from scipy import stats
 
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.cli import main
-from gpu_neighbors.correlation import spearman_interval, spearman_pvalue, spearman_rows
-from gpu_neighbors.evaluate import (
+from gpu_neighbors.core.correlation import spearman_interval, spearman_pvalue, spearman_rows
+from gpu_neighbors.evaluation.protocols import (
     agreement,
     cross_task,
     cross_validate,
@@ -21,8 +21,8 @@ from gpu_neighbors.evaluate import (
     leave_one_out,
     sweep,
 )
-from gpu_neighbors.neighbours import Prediction
-from gpu_neighbors.pairwise import PairwiseSimilarities, Thresholds
+from gpu_neighbors.core.neighbours import Prediction
+from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
 
 # Two obvious clusters: items 0-2 are 0.5-similar to each other, items 3-5 too, and the
 # clusters are 0.1-similar across. With tau = 0.3 each item has exactly its two cluster mates.

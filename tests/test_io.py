@@ -1,4 +1,4 @@
-"""Readers and the resumable writer of gpu_neighbors.io.
+"""Readers and the resumable writer of gpu_neighbors.data.io_files.
 
 Files are written with independent tools (json, csv.writer, gzip, pyarrow) and read back; every
 error path must name file, line and field; ResultWriter must survive torn writes and a real
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu_neighbors.io import (
+from gpu_neighbors.data.io_files import (
     Candidate,
     InputError,
     ResultWriter,

@@ -14,11 +14,11 @@ import torch
 from nltk.translate.meteor_score import single_meteor_score
 
 import gpu_neighbors.kernels.meteor as meteor_module
-import gpu_neighbors.wordnet as wordnet_module
+import gpu_neighbors.kernels.wordnet as wordnet_module
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels.meteor import MeteorKernel
-from gpu_neighbors.tokenize import WhitespaceTokenizer
+from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 
 CPU = torch.device("cpu")
 

@@ -11,7 +11,7 @@ import torch
 
 import gpu_neighbors
 from gpu_neighbors import NeighborsScorer
-from gpu_neighbors.tokenize import HuggingFaceTokenizer
+from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 from minilm import MODEL_PATH
 
 torchmetrics = pytest.importorskip("torchmetrics")  # the [metrics] extra; CI installs it
@@ -48,7 +48,7 @@ def assert_result(result: dict, quality: float, coverage: float, count: int) -> 
 
 
 def test_lazy_export_is_the_metric():
-    from gpu_neighbors.metric import NeighborsQuality
+    from gpu_neighbors.training.metric import NeighborsQuality
 
     assert gpu_neighbors.NeighborsQuality is NeighborsQuality
     assert issubclass(NeighborsQuality, torchmetrics.Metric)
@@ -63,7 +63,7 @@ def test_importing_the_package_does_not_import_torchmetrics():
 
 def test_without_torchmetrics_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchmetrics", None)
-    monkeypatch.delitem(sys.modules, "gpu_neighbors.metric", raising=False)
+    monkeypatch.delitem(sys.modules, "gpu_neighbors.training.metric", raising=False)
     with pytest.raises(ImportError, match=r"gpu-neighbors\[metrics\]"):
         gpu_neighbors.NeighborsQuality  # noqa: B018
 

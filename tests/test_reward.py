@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from gpu_neighbors import NeighborsScorer
-from gpu_neighbors.reward import draw_subset
-from gpu_neighbors.tokenize import HuggingFaceTokenizer
+from gpu_neighbors.training.reward import draw_subset
+from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 from minilm import MODEL_PATH
 
 TRAIN_SIZE = 150

@@ -13,7 +13,7 @@ from rouge_score.rouge_scorer import _score_lcs
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels.rouge import BITS_PER_WORD, RougeKernel, add_words, popcount
-from gpu_neighbors.tokenize import Sacrebleu13aTokenizer, WhitespaceTokenizer
+from gpu_neighbors.text.tokenizers import Sacrebleu13aTokenizer, WhitespaceTokenizer
 
 CPU = torch.device("cpu")
 WORD_MODULUS = 1 << BITS_PER_WORD

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu_neighbors import NeighborsScorer, streaming
+from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.scoring import streaming
 from gpu_neighbors.cli import main
 
 TRAIN_SIZE = 150

@@ -14,7 +14,7 @@ from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels import Kernel
 from gpu_neighbors.kernels.bleu import SMOOTHINGS
-from gpu_neighbors.tokenize import HuggingFaceTokenizer
+from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 from minilm import MODEL_PATH
 
 TRAIN_SIZE = 150

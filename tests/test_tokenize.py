@@ -7,14 +7,13 @@ import torch
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from gpu_neighbors import NeighborsScorer
-from gpu_neighbors.tokenize import (
-    UNKNOWN_ID,
+from gpu_neighbors.text.tokenizers import (
     HuggingFaceTokenizer,
     Sacrebleu13aTokenizer,
-    Vocabulary,
     WhitespaceTokenizer,
     make_tokenizer,
 )
+from gpu_neighbors.text.vocabulary import UNKNOWN_ID, Vocabulary
 from minilm import MODEL_PATH
 
 TEXTS = ["Hello, World!  It's 3.5 km.", "  ", "", "naïve Café\tüber", "The U.S.A. (really) big"]

@@ -9,9 +9,9 @@ import pytest
 from scipy import stats
 
 from gpu_neighbors import NeighborsScorer
-from gpu_neighbors.evaluate import cross_validate
-from gpu_neighbors.pairwise import PairwiseSimilarities, Thresholds
-from gpu_neighbors.tuning import TuningGrid, tune
+from gpu_neighbors.evaluation.protocols import cross_validate
+from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
+from gpu_neighbors.core.tuning import TuningGrid, tune
 
 # Clusters {0, 1, 2} and {3, 4, 5}: 0.5 within, 0.2 across. tau = 0.3 keeps the cluster mates
 # (rho = 1 - 6 * 16 / 210 = 0.543: the order holds across clusters and flips within them);

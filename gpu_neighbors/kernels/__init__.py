@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from .base import Kernel
+from gpu_neighbors.kernels.base import Kernel
 
 _KERNEL_CLASSES = {
     "bleu": "bleu:BleuKernel",

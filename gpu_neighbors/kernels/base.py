@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from ..tokenize import Tokenizer
+from gpu_neighbors.text.tokenizers import Tokenizer
 
 
 class Kernel(ABC):

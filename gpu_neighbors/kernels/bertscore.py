@@ -49,8 +49,8 @@ from pathlib import Path
 
 import torch
 
-from ..tokenize import Tokenizer
-from .base import Kernel
+from gpu_neighbors.text.tokenizers import Tokenizer
+from gpu_neighbors.kernels.base import Kernel
 
 DEFAULT_MODEL = "roberta-large"  # bert-score's model for lang="en"
 ENCODE_TOKENS = 1 << 14  # padded tokens per forward pass, at most

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..ngrams import NgramFeatures
-from ..tokenize import TokenBatch, Vocabulary
-from .base import Kernel
+from gpu_neighbors.text.ngrams import NgramFeatures
+from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary
+from gpu_neighbors.kernels.base import Kernel
 
 SMOOTHINGS = ("none", "epsilon", "add1", "exp")
 EPSILON = 0.1  # NLTK's SmoothingFunction default epsilon for method1

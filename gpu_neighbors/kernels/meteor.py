@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 import torch
 from nltk.stem.porter import PorterStemmer
 
-from ..tokenize import Tokenizer
-from ..wordnet import load_wordnet
-from .base import Kernel
+from gpu_neighbors.text.tokenizers import Tokenizer
+from gpu_neighbors.kernels.wordnet import load_wordnet
+from gpu_neighbors.kernels.base import Kernel
 
 if TYPE_CHECKING:
     from nltk.corpus.reader.wordnet import WordNetCorpusReader

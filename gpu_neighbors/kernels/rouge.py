@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..tokenize import TokenBatch, Vocabulary
-from .base import Kernel
+from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary
+from gpu_neighbors.kernels.base import Kernel
 
 BITS_PER_WORD = 62
 WORD_MASK = (1 << BITS_PER_WORD) - 1

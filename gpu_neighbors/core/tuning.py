@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .correlation import spearman_rows
-from .neighbours import is_covered
-from .pairwise import PairwiseSimilarities, Thresholds
+from gpu_neighbors.core.correlation import spearman_rows
+from gpu_neighbors.core.neighbours import is_covered
+from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
 
 if TYPE_CHECKING:
-    from .scorer import NeighborsScorer
+    from gpu_neighbors.scorer import NeighborsScorer
 
 DEFAULT_MIN_COVERAGE = 0.8
 # A coarse grid on purpose: every extra setting is another chance to fit the noise of a

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from .evaluate import Agreement, agreement, human_agreement
-from .scorer import NeighborsScorer
-from .tables import markdown_table
+from gpu_neighbors.evaluation.protocols import Agreement, agreement, human_agreement
+from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.evaluation.tables import markdown_table
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .io import Candidate, PathLike, ResultWriter, count_records, iter_candidates
-from .neighbours import Prediction
-from .progress import ScoringProgress
-from .scorer import NeighborsScorer
+from gpu_neighbors.data.io_files import Candidate, PathLike, ResultWriter, count_records, iter_candidates
+from gpu_neighbors.core.neighbours import Prediction
+from gpu_neighbors.scoring.progress import ScoringProgress
+from gpu_neighbors.scorer import NeighborsScorer
 
 DEFAULT_BATCH_SIZE = 8192  # candidates scored and made durable per step
 READ_AHEAD = 2  # batches a reader thread may parse while one is scored

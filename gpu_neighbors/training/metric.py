@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from .scorer import NeighborsScorer
-from .token_ids import predict_tensors
+from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.training.ids import predict_tensors
 
 try:
     from torchmetrics import Metric

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from .io import Candidate
-from .neighbours import Prediction
-from .scorer import NeighborsScorer
+from gpu_neighbors.data.io_files import Candidate
+from gpu_neighbors.core.neighbours import Prediction
+from gpu_neighbors.scorer import NeighborsScorer
 
 if TYPE_CHECKING:
     import ray.data

@@ -16,11 +16,11 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-from .correlation import RESAMPLES, spearman_interval, spearman_pvalue, spearman_rows
-from .neighbours import Prediction
-from .pairwise import PairwiseSimilarities, Thresholds
-from .scorer import NeighborsScorer
-from .tuning import DEFAULT_MIN_COVERAGE, TuningGrid, TuningResult, tune
+from gpu_neighbors.core.correlation import RESAMPLES, spearman_interval, spearman_pvalue, spearman_rows
+from gpu_neighbors.core.neighbours import Prediction
+from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
+from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.core.tuning import DEFAULT_MIN_COVERAGE, TuningGrid, TuningResult, tune
 
 NAN = float("nan")
 Parameter = Literal["tau", "a", "b"]

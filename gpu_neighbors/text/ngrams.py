@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .tokenize import TokenBatch
+from gpu_neighbors.text.vocabulary import TokenBatch
 
 
 def lookup_sorted(table: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .evaluate import Agreement, CurvePoint, SweepPoint
+from gpu_neighbors.evaluation.protocols import Agreement, CurvePoint, SweepPoint
 
 RHO_COLOR = "tab:blue"
 COVERAGE_COLOR = "tab:orange"

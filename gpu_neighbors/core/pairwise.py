@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .neighbours import NeighborStats, Prediction, Quality, estimate
+from gpu_neighbors.core.neighbours import NeighborStats, Prediction, Quality, estimate
 
 if TYPE_CHECKING:
-    from .scorer import NeighborsScorer
+    from gpu_neighbors.scorer import NeighborsScorer
 
 
 @dataclass(frozen=True)

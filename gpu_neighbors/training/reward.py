@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .neighbours import TrainingSubset
-from .token_ids import predict_tensors
+from gpu_neighbors.core.neighbours import TrainingSubset
+from gpu_neighbors.training.ids import predict_tensors
 
 if TYPE_CHECKING:
-    from .scorer import NeighborsScorer
+    from gpu_neighbors.scorer import NeighborsScorer
 
 REWARD_DTYPE = torch.float32
 

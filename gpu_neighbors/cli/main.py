@@ -8,14 +8,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import KERNEL_NAMES, __version__
-from . import tables
-from .evaluate import PARAMETERS, agreement, cross_task, cross_validate, learning_curve, sweep
-from .io import InputError, ScoredData, read_scored
-from .kernels.bleu import SMOOTHINGS
-from .pairwise import PairwiseSimilarities, Thresholds
-from .scorer import NeighborsScorer, ScoreError
-from .streaming import DEFAULT_BATCH_SIZE, score_file
+from gpu_neighbors._version import __version__
+from gpu_neighbors.kernels import KERNEL_NAMES
+from gpu_neighbors.evaluation import tables
+from gpu_neighbors.evaluation.protocols import PARAMETERS, agreement, cross_task, cross_validate, learning_curve, sweep
+from gpu_neighbors.data.io_files import InputError, ScoredData, read_scored
+from gpu_neighbors.kernels.bleu import SMOOTHINGS
+from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
+from gpu_neighbors.scorer import NeighborsScorer, ScoreError
+from gpu_neighbors.scoring.streaming import DEFAULT_BATCH_SIZE, score_file
 
 
 def add_model_options(parser: argparse.ArgumentParser, one_kernel: bool = True) -> None:
@@ -111,7 +112,7 @@ def command_score(args: argparse.Namespace) -> int:
     train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
-        from .distributed import RayBatchScorer
+        from gpu_neighbors.scoring.distributed import RayBatchScorer
 
         score_batches = RayBatchScorer(address=args.ray_address)
     scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field, args.tune, args.min_coverage)
@@ -252,7 +253,7 @@ def command_sweep(args: argparse.Namespace) -> int:
 
 
 def command_report(args: argparse.Namespace) -> int:
-    from .report import KernelSpec, build_report, write_report
+    from gpu_neighbors.evaluation.report import KernelSpec, build_report, write_report
 
     specs = [KernelSpec.parse(text) for text in args.kernels.split(",") if text.strip()]
     data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field,
@@ -288,7 +289,7 @@ def _kernel_taus(pairs: Sequence[str]) -> dict[str, float]:
 
 
 def command_compare(args: argparse.Namespace) -> int:
-    from .compare import compare_kernels, comparison_table
+    from gpu_neighbors.evaluation.compare import compare_kernels, comparison_table
 
     kernels = [name.strip() for name in args.kernels.split(",") if name.strip()]
     unknown = [name for name in kernels if name not in KERNEL_NAMES]

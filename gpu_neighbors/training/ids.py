@@ -36,20 +36,20 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .kernels.bleu import (
+from gpu_neighbors.kernels.bleu import (
     UNMATCHED_NUMERATORS,
     BleuKernel,
     row_block,
     shared_order_factor,
     unigram_only_bleu,
 )
-from .neighbours import NeighborStats, Quality, TensorPrediction, TrainingSubset, estimate_tensors
-from .ngrams import OrderTable, lookup_sorted, occurrence_rank
-from .scorer import default_memory_budget
-from .tokenize import HuggingFaceTokenizer
+from gpu_neighbors.core.neighbours import NeighborStats, Quality, TensorPrediction, TrainingSubset, estimate_tensors
+from gpu_neighbors.text.ngrams import OrderTable, lookup_sorted, occurrence_rank
+from gpu_neighbors.scorer import default_memory_budget
+from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 
 if TYPE_CHECKING:
-    from .scorer import NeighborsScorer
+    from gpu_neighbors.scorer import NeighborsScorer
 
 DROPPED = -2  # lookup value of ids that decode would drop (special tokens, holes in the vocabulary)
 FEATURE_BYTES = 4  # one float32 entry of the dense candidate-feature matrix

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .evaluate import (
+from gpu_neighbors.evaluation.protocols import (
     Agreement,
     CrossValidation,
     CurvePoint,
@@ -29,11 +29,11 @@ from .evaluate import (
     learning_curve,
     sweep,
 )
-from .io import ScoredData
-from .pairwise import PairwiseSimilarities, Thresholds
-from .scorer import NeighborsScorer
-from .tables import cell, markdown_table
-from .tuning import tune
+from gpu_neighbors.data.io_files import ScoredData
+from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
+from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.evaluation.tables import cell, markdown_table
+from gpu_neighbors.core.tuning import tune
 
 SPEC_OPTIONS = {"tokenizer": str, "smoothing": str, "tau": float, "lowercase": lambda text: text == "true"}
 
@@ -239,7 +239,7 @@ def implementation_scan(
 def write_report(report: Report, out_dir: Path | str, page: Path | str | None = None, paper: str | None = None) -> Path:
     """Write the PNGs into `out_dir` and the markdown to `page` (default out_dir/report.md),
     with image links relative to the page. Returns the page's path."""
-    from . import plots
+    from gpu_neighbors.evaluation import plots
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -329,7 +329,7 @@ def _agreement_row(name: str, result: Agreement, **more: Any) -> dict[str, Any]:
 
 
 def _intro(report: Report) -> str:
-    from . import __version__
+    from gpu_neighbors._version import __version__
 
     s = report.settings
     title = (f"# Reproducing the BLEU Neighbors paper: {s['paper']}" if s.get("paper")
