@@ -1,4 +1,4 @@
-"""Readers and the resumable writer of gpu_neighbors.data.io_files.
+"""Readers and the resumable writer of gpu_neighbors.data.
 
 Files are written with independent tools (json, csv.writer, gzip, pyarrow) and read back; every
 error path must name file, line and field; ResultWriter must survive torn writes and a real
@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu_neighbors.data.io_files import (
+from conftest import SHARED_DATA as HUSE
+from gpu_neighbors.data import (
     Candidate,
     InputError,
     ResultWriter,
@@ -31,8 +32,6 @@ from gpu_neighbors.data.io_files import (
     read_scored,
 )
 
-HUSE = Path("/work/shared/data/huse_summarization.jsonl")
-IO_MODULE = Path(__file__).resolve().parents[1] / "gpu_neighbors" / "io.py"
 
 
 def huse_records() -> list[dict]:
@@ -634,17 +633,14 @@ def test_unwritable_rows_fail_before_writing(tmp_path):
 
 
 WRITER_SCRIPT = """
-import importlib.util, sys, time
-spec = importlib.util.spec_from_file_location("gpu_neighbors_io", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = module
-spec.loader.exec_module(module)
-path, total, mode, pause = sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+import sys, time
+from gpu_neighbors.data.writer import ResultWriter
+path, total, mode, pause = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 
 def row(i):
     return {"index": i, "text": "word " * (i % 60) + "ü 東京 🚀\\n", "score": None if i % 7 == 0 else i / 3}
 
-with module.ResultWriter(path, resume=mode == "resume", header={"kernel": "bleu", "n": total}) as w:
+with ResultWriter(path, resume=mode == "resume", header={"kernel": "bleu", "n": total}) as w:
     for start in range(w.done, total, 3):
         w.write_many([row(i) for i in range(start, min(total, start + 3))])
         time.sleep(pause)
@@ -652,7 +648,7 @@ with module.ResultWriter(path, resume=mode == "resume", header={"kernel": "bleu"
 
 
 def start_writer(path: Path, total: int, mode: str, pause: float) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", WRITER_SCRIPT, str(IO_MODULE), str(path),
+    return subprocess.Popen([sys.executable, "-c", WRITER_SCRIPT, str(path),
                              str(total), mode, str(pause)])
 
 

@@ -13,7 +13,7 @@ from nltk.translate.bleu_score import sentence_bleu
 
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.cli import main
-from gpu_neighbors.data.io_files import read_scored
+from gpu_neighbors.data import read_scored
 from gpu_neighbors.evaluation.report import KernelSpec, build_report, write_report
 
 PNGS = {"kernels.png", "scatter.png", "curve.png", "sweep_a.png", "sweep_b.png", "sweep_tau.png"}

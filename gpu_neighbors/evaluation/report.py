@@ -29,7 +29,7 @@ from gpu_neighbors.evaluation.protocols import (
     learning_curve,
     sweep,
 )
-from gpu_neighbors.data.io_files import ScoredData
+from gpu_neighbors.data import ScoredData
 from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.evaluation.tables import cell, markdown_table

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from gpu_neighbors.data.io_files import Candidate
+from gpu_neighbors.data import Candidate
 from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.scorer import NeighborsScorer
 

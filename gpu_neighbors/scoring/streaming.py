@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_neighbors.data.io_files import Candidate, PathLike, ResultWriter, count_records, iter_candidates
+from gpu_neighbors.data import Candidate, PathLike, ResultWriter, count_records, iter_candidates
 from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.scoring.progress import ScoringProgress
 from gpu_neighbors.scorer import NeighborsScorer

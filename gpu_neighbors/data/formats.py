@@ -1,0 +1,244 @@
+"""File formats and raw records: which format a path holds, its physical lines, and its records.
+
+Formats are chosen by extension, after a `.gz` one: `.jsonl` `.ndjson` `.json` (JSON Lines),
+`.csv`, `.tsv` (the csv module with a tab delimiter, so quoted fields work as `csv.writer`
+writes them), `.parquet` (candidates only, needs pyarrow), anything else is plain text with one
+candidate per line. Gzip is recognised by its magic bytes, so a misnamed file still reads.
+Line numbers are physical (1-based) lines of the file, also for CSV records that span lines.
+"""
+from __future__ import annotations
+
+import codecs
+import csv
+import gzip
+import json
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from gpu_neighbors.data.errors import InputError, PathLike, preview
+
+FORMATS = ("jsonl", "csv", "tsv", "text", "parquet")
+_FORMAT_BY_SUFFIX = {
+    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+    ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet",
+}
+_DELIMITERS = {"csv": ",", "tsv": "\t"}
+_GZIP_MAGIC = b"\x1f\x8b"
+JSON_WHITESPACE = " \t\r\n"
+COUNT_CHUNK_BYTES = 1 << 20
+_CSV_FIELD_LIMIT = 2**31 - 1  # fits a C long everywhere; the default 128 KiB breaks long texts
+
+
+class Record(NamedTuple):
+    """One record of a line-based file: its fields, or the error that made it unusable."""
+
+    line: int
+    fields: dict[str, Any] | None
+    raw: str
+    error: InputError | None
+
+
+def detect_format(path: PathLike) -> str:
+    """Format from the extension, looking through one `.gz`; unknown extensions are text."""
+    name = Path(path).name.lower().removesuffix(".gz")
+    return _FORMAT_BY_SUFFIX.get(Path(name).suffix, "text")
+
+
+def resolve_format(path: PathLike, file_format: str | None, allowed: Sequence[str]) -> str:
+    fmt = detect_format(path) if file_format is None else file_format
+    if fmt not in allowed:
+        how = "" if file_format else f" (from its extension {Path(path).suffix or '(none)'!r})"
+        raise InputError(f"format {fmt!r}{how} is not supported here; use one of "
+                         f"{', '.join(allowed)}", path=path)
+    return fmt
+
+
+def is_gzip(path: PathLike) -> bool:
+    """Also checks that the file can be opened, so every reader fails the same clear way."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(2) == _GZIP_MAGIC
+    except FileNotFoundError:
+        raise InputError("no such file", path=path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a file", path=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot open: {exc.strerror or exc}", path=path) from None
+
+
+def physical_lines(path: PathLike) -> Iterator[tuple[int, bytes]]:
+    """(1-based line, raw bytes with their newline); damaged gzip data becomes an InputError."""
+    opener = gzip.open if is_gzip(path) else open
+    line = 0
+    with opener(path, "rb") as file:
+        try:
+            for line, raw in enumerate(file, 1):
+                yield line, raw
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"cannot read: {exc}", path=path, line=line + 1) from None
+
+
+def decode(raw: bytes, line: int, path: PathLike) -> str | InputError:
+    """Strict UTF-8 per line, so the error can say which line; a BOM on line 1 is dropped."""
+    if line == 1 and raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8):]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return InputError(f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                          f"{exc.start + 1})", path=path, line=line)
+
+
+def strip_newline(raw: bytes) -> bytes:
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+    return raw
+
+
+def _jsonl_records(path: PathLike) -> Iterator[Record]:
+    """One JSON object per line; whitespace-only lines are not records and are skipped."""
+    for line, raw in physical_lines(path):
+        text = decode(raw, line, path)
+        if isinstance(text, InputError):
+            yield Record(line, None, raw.decode("utf-8", "replace").rstrip("\r\n"), text)
+            continue
+        if not text.strip(JSON_WHITESPACE):
+            continue
+        shown = text.rstrip("\r\n")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            error = InputError(f"invalid JSON: {exc.msg} (column {exc.colno}); JSON Lines needs "
+                               f"one object per line", path=path, line=line)
+            yield Record(line, None, shown, error)
+            continue
+        if not isinstance(value, dict):
+            error = InputError(f"expected a JSON object, got {type(value).__name__} "
+                               f"{preview(value)}", path=path, line=line)
+            yield Record(line, None, shown, error)
+            continue
+        yield Record(line, value, shown, None)
+
+
+def _delimited_records(path: PathLike, fmt: str, required: Sequence[str]) -> Iterator[Record]:
+    """CSV/TSV rows as dicts keyed by the header row; `line` is where a record starts.
+
+    The file is decoded line by line ahead of the csv module, so bad bytes are blamed on their
+    own line and only the record that holds them is lost.
+    """
+    csv.field_size_limit(_CSV_FIELD_LIMIT)
+    undecodable: dict[int, InputError] = {}
+    consumed: list[str] = []
+
+    def decoded_lines() -> Iterator[str]:
+        for line, raw in physical_lines(path):
+            text = decode(raw, line, path)
+            if isinstance(text, InputError):
+                undecodable[line] = text
+                text = raw.decode("utf-8", "replace")
+            consumed.append(text)
+            yield text
+
+    reader = csv.reader(decoded_lines(), delimiter=_DELIMITERS[fmt], strict=True)
+    header: list[str] | None = None
+    end = 0
+    while True:
+        try:
+            row: list[str] | None = next(reader)
+            error = None
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            row, error = None, f"malformed {fmt.upper()}: {exc}"
+        start, end = end + 1, reader.line_num
+        raw = "".join(consumed).rstrip("\r\n")
+        consumed.clear()
+        if row == []:
+            continue
+        if undecodable:  # the reader never reads ahead: these lines are all in this record
+            problem = undecodable[min(undecodable)]
+            undecodable.clear()
+        elif error is not None:
+            problem = InputError(error, path=path, line=start)
+        elif header is not None and len(row) != len(header):
+            problem = InputError(f"{len(row)} fields, but the header has {len(header)}",
+                                 path=path, line=start)
+        else:
+            problem = None
+        if header is None:
+            if problem is not None:
+                raise InputError(f"header row: {problem.reason}", path=path, line=problem.line)
+            header = _checked_header(row, required, path, start)
+        elif problem is not None:
+            yield Record(problem.line or start, None, raw, problem)
+        else:
+            yield Record(start, dict(zip(header, row)), raw, None)
+
+
+def _checked_header(row: list[str], required: Sequence[str], path: PathLike,
+                    line: int) -> list[str]:
+    seen: set[str] = set()
+    for name in row:
+        if name in seen:
+            raise InputError(f"duplicate column {name!r} in the header row", path=path, line=line)
+        seen.add(name)
+    for name in required:
+        if name not in seen:
+            raise InputError(f"no such column (the header has {', '.join(map(repr, row))})",
+                             path=path, line=line, field=name)
+    return row
+
+
+def records(path: PathLike, fmt: str, required: Sequence[str]) -> Iterator[Record]:
+    return _jsonl_records(path) if fmt == "jsonl" else _delimited_records(path, fmt, required)
+
+
+def import_pyarrow(path: PathLike):
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        raise InputError("reading Parquet needs pyarrow: pip install 'gpu-neighbors[parquet]'",
+                         path=path) from None
+    return pyarrow
+
+
+def count_records(path: PathLike, *, file_format: str | None = None) -> int | None:
+    """Record count for a progress bar total, or None when it would cost a decompression
+    (gzip) or a missing optional package. Counts records, bad ones included."""
+    fmt = resolve_format(path, file_format, FORMATS)
+    if fmt == "parquet":
+        try:
+            pa = import_pyarrow(path)
+            return pa.parquet.ParquetFile(path).metadata.num_rows
+        except InputError:
+            return None
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"not a readable Parquet file: {exc}", path=path) from None
+    if is_gzip(path):
+        return None
+    with open(path, "rb") as file:
+        if fmt == "text":
+            return _count_lines(file)
+        if fmt == "jsonl":
+            return sum(1 for raw in file if raw.strip(JSON_WHITESPACE.encode()))
+        text = (raw.decode("utf-8", "replace") for raw in file)
+        csv.field_size_limit(_CSV_FIELD_LIMIT)
+        try:
+            rows = sum(1 for row in csv.reader(text, delimiter=_DELIMITERS[fmt]) if row)
+        except csv.Error:
+            return None
+        return max(rows - 1, 0)
+
+
+def _count_lines(file) -> int:
+    """Newlines, plus one for a last line without one: the records of a plain-text file."""
+    count, last = 0, b"\n"
+    while chunk := file.read(COUNT_CHUNK_BYTES):
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
+    return count + (last != b"\n")

@@ -1,0 +1,230 @@
+"""Streaming readers: a scored training set, and candidates in constant memory.
+
+A scoring run reads millions of lines, so readers stream and turn bad input into `InputError`
+naming file, line and field instead of a traceback from deep inside a parser.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from gpu_neighbors.data.errors import InputError, PathLike, preview
+from gpu_neighbors.data.formats import (
+    FORMATS,
+    Record,
+    decode,
+    import_pyarrow,
+    is_gzip,
+    physical_lines,
+    records,
+    resolve_format,
+    strip_newline,
+)
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_PARQUET_BATCH_ROWS = 65_536
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class ScoredData:
+    """A scored training set; `lines` trace each record back to its physical line."""
+
+    texts: list[str]
+    scores: np.ndarray
+    lines: list[int]
+    extra: list[dict[str, Any]]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+class Candidate(NamedTuple):
+    """`index` counts accepted candidates only (0-based), so it lines up with output rows and
+    with `ResultWriter.done` on resume; `line` (1-based) points back into the file."""
+
+    index: int
+    line: int
+    text: str
+
+
+def _text_field(record: Record, field: str, path: PathLike) -> str | InputError:
+    value = record.fields.get(field, _MISSING)
+    if value is _MISSING:
+        return InputError("missing", path=path, line=record.line, field=field)
+    if not isinstance(value, str):
+        return InputError(f"{preview(value)} is not a string", path=path, line=record.line,
+                          field=field)
+    return _checked_text(value, path, record.line, field)
+
+
+def _checked_text(text: str, path: PathLike, line: int, field: str | None) -> str | InputError:
+    """Rejects lone surrogates (from JSON "\\ud800" escapes): they cannot be written as UTF-8."""
+    found = _SURROGATE.search(text)
+    if found:
+        return InputError(f"contains an unpaired surrogate U+{ord(found.group()):04X}, which is "
+                          f"not valid Unicode", path=path, line=line, field=field)
+    return text
+
+
+def _score_field(record: Record, field: str, path: PathLike, *,
+                 parse_strings: bool) -> float | InputError:
+    """JSON scores must be JSON numbers; CSV/TSV fields are all text, so those are parsed."""
+    value = record.fields.get(field, _MISSING)
+    where = {"path": path, "line": record.line, "field": field}
+    if value is _MISSING:
+        return InputError("missing", **where)
+    if isinstance(value, str) and parse_strings:
+        try:
+            score = float(value)
+        except ValueError:
+            return InputError(f"{preview(value)} is not a number", **where)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            score = float(value)
+        except OverflowError:  # an integer beyond the float range
+            return InputError(f"{preview(value)} is not a finite number", **where)
+    else:
+        return InputError(f"{preview(value)} is not a number", **where)
+    if not math.isfinite(score):
+        return InputError(f"{preview(value)} is not a finite number", **where)
+    return score
+
+
+def read_scored(path: PathLike, *, text_field: str = "text", score_field: str = "score",
+                keep_fields: Sequence[str] = (), file_format: str | None = None) -> ScoredData:
+    """Reads a whole scored training set (JSONL, CSV or TSV, each maybe gzipped).
+
+    Any bad record stops the read: a silently shrunken training set changes every estimate.
+    Scores are not range-checked; the scorer decides what range it accepts. `keep_fields` are
+    copied into `extra` when a record has them (CSV/TSV values stay strings).
+    """
+    fmt = resolve_format(path, file_format, ("jsonl", "csv", "tsv"))
+    keep = (keep_fields,) if isinstance(keep_fields, str) else tuple(keep_fields)
+    texts: list[str] = []
+    scores: list[float] = []
+    lines: list[int] = []
+    extra: list[dict[str, Any]] = []
+    for record in records(path, fmt, (text_field, score_field)):
+        if record.error is not None:
+            raise record.error
+        text = _text_field(record, text_field, path)
+        score = _score_field(record, score_field, path, parse_strings=fmt != "jsonl")
+        for value in (text, score):
+            if isinstance(value, InputError):
+                raise value
+        texts.append(text)
+        scores.append(score)
+        lines.append(record.line)
+        extra.append({name: record.fields[name] for name in keep if name in record.fields})
+    if not texts:
+        raise InputError("empty training set (no records)", path=path)
+    return ScoredData(texts, np.asarray(scores, dtype=np.float64), lines, extra)
+
+
+class CandidateStream:
+    """The candidates of one file, read lazily in constant memory.
+
+    Each pass rereads the file from the start (a resumed run skips `index < done`), and
+    rewrites `rejects`. `rejected` counts the records the latest pass skipped.
+    """
+
+    def __init__(self, path: PathLike, *, text_field: str = "text", skip_bad: bool = False,
+                 rejects: PathLike | None = None, file_format: str | None = None) -> None:
+        if rejects is not None and not skip_bad:
+            raise ValueError("a rejects file is only written with skip_bad=True")
+        self.path = path
+        self.format = resolve_format(path, file_format, FORMATS)
+        self.text_field = text_field
+        self.skip_bad = skip_bad
+        self.rejects = rejects
+        self.rejected = 0
+        is_gzip(path)  # a missing or unreadable file fails here, not at the first read
+
+    def __iter__(self) -> Iterator[Candidate]:
+        self.rejected = 0
+        log = None if self.rejects is None else open(self.rejects, "w", encoding="utf-8")
+        try:
+            index = 0
+            for line, text, raw in self._texts():
+                if isinstance(text, InputError):
+                    if not self.skip_bad:
+                        raise text
+                    self.rejected += 1
+                    if log is not None:
+                        entry = {"line": text.line, "reason": text.detail, "raw": raw}
+                        log.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                    continue
+                yield Candidate(index, line, text)
+                index += 1
+        finally:
+            if log is not None:
+                log.close()
+
+    def _texts(self) -> Iterator[tuple[int, str | InputError, Any]]:
+        """(line, text or the error that rejects it, the raw record for a rejects file)."""
+        if self.format == "text":
+            yield from _text_lines(self.path)
+        elif self.format == "parquet":
+            yield from _parquet_texts(self.path, self.text_field)
+        else:
+            for record in records(self.path, self.format, (self.text_field,)):
+                text = record.error or _text_field(record, self.text_field, self.path)
+                yield record.line, text, record.raw
+
+
+def iter_candidates(path: PathLike, *, text_field: str = "text", skip_bad: bool = False,
+                    rejects: PathLike | None = None,
+                    file_format: str | None = None) -> CandidateStream:
+    """Streams candidates; bad records raise InputError, or with `skip_bad` are skipped,
+    counted in `.rejected` and logged to `rejects` as JSONL {"line", "reason", "raw"}.
+    Plain text keeps empty lines as empty candidates (they score as undefined)."""
+    return CandidateStream(path, text_field=text_field, skip_bad=skip_bad, rejects=rejects,
+                           file_format=file_format)
+
+
+def _text_lines(path: PathLike) -> Iterator[tuple[int, str | InputError, str]]:
+    for line, raw in physical_lines(path):
+        body = strip_newline(raw)
+        text = decode(body, line, path)
+        yield line, text, text if isinstance(text, str) else body.decode("utf-8", "replace")
+
+
+def _is_string_type(pa, data_type) -> bool:
+    if pa.types.is_dictionary(data_type):
+        return _is_string_type(pa, data_type.value_type)
+    is_view = getattr(pa.types, "is_string_view", lambda _: False)
+    return pa.types.is_string(data_type) or pa.types.is_large_string(data_type) or is_view(data_type)
+
+
+def _parquet_texts(path: PathLike, field: str) -> Iterator[tuple[int, str | InputError, Any]]:
+    """Rows of one column in record batches; `line` is the 1-based row number."""
+    pa = import_pyarrow(path)
+    try:
+        parquet = pa.parquet.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"not a readable Parquet file: {exc}", path=path) from None
+    schema = parquet.schema_arrow
+    if field not in schema.names:
+        raise InputError(f"no such column (the file has {', '.join(map(repr, schema.names))})",
+                         path=path, field=field)
+    data_type = schema.field(field).type
+    if not _is_string_type(pa, data_type):
+        raise InputError(f"column type is {data_type}, not a string type", path=path, field=field)
+    row = 0
+    try:
+        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=[field]):
+            for value in batch.column(0).to_pylist():
+                row += 1
+                if value is None:
+                    yield row, InputError("missing (null)", path=path, line=row, field=field), None
+                else:
+                    yield row, _checked_text(value, path, row, field), value
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"cannot read: {exc}", path=path, line=row + 1) from None
