@@ -9,7 +9,7 @@ import pytest
 
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.cli import main
-from gpu_neighbors.evaluation.protocols import agreement
+from gpu_neighbors.evaluation.agreement import agreement
 
 
 def write_jsonl(path, records):

@@ -9,7 +9,7 @@ import pytest
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.cli import main
 from gpu_neighbors.evaluation.compare import compare_kernels, comparison_table
-from gpu_neighbors.evaluation.protocols import agreement
+from gpu_neighbors.evaluation.agreement import agreement
 
 
 def test_rows_equal_each_kernels_own_leave_one_out(huse_texts, huse_scores):

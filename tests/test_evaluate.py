@@ -11,12 +11,11 @@ from scipy import stats
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.cli import main
 from gpu_neighbors.core.correlation import spearman_interval, spearman_pvalue, spearman_rows
+from gpu_neighbors.evaluation.agreement import agreement, human_agreement
 from gpu_neighbors.evaluation.protocols import (
-    agreement,
     cross_task,
     cross_validate,
     fold_indices,
-    human_agreement,
     learning_curve,
     leave_one_out,
     sweep,

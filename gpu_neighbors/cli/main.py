@@ -11,7 +11,8 @@ from typing import Any
 from gpu_neighbors._version import __version__
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.evaluation import tables
-from gpu_neighbors.evaluation.protocols import PARAMETERS, agreement, cross_task, cross_validate, learning_curve, sweep
+from gpu_neighbors.evaluation.agreement import agreement
+from gpu_neighbors.evaluation.protocols import PARAMETERS, cross_task, cross_validate, learning_curve, sweep
 from gpu_neighbors.data import InputError, ScoredData, read_scored
 from gpu_neighbors.kernels.bleu import SMOOTHINGS
 from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds

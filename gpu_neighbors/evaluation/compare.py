@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_neighbors.evaluation.protocols import Agreement, agreement, human_agreement
+from gpu_neighbors.evaluation.agreement import Agreement, agreement, human_agreement
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.evaluation.tables import markdown_table
 

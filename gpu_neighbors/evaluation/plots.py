@@ -10,7 +10,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from gpu_neighbors.evaluation.protocols import Agreement, CurvePoint, SweepPoint
+from gpu_neighbors.evaluation.agreement import Agreement
+from gpu_neighbors.evaluation.protocols import CurvePoint, SweepPoint
 
 RHO_COLOR = "tab:blue"
 COVERAGE_COLOR = "tab:orange"

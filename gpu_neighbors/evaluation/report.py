@@ -19,13 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from gpu_neighbors.evaluation.agreement import Agreement, human_agreement
 from gpu_neighbors.evaluation.protocols import (
-    Agreement,
     CrossValidation,
     CurvePoint,
     SweepPoint,
     cross_validate,
-    human_agreement,
     learning_curve,
     sweep,
 )
