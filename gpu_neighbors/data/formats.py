@@ -32,10 +32,11 @@ _CSV_FIELD_LIMIT = 2**31 - 1  # fits a C long everywhere; the default 128 KiB br
 
 
 class Record(NamedTuple):
-    """One record of a line-based file: its fields, or the error that made it unusable."""
+    """One record of a line-based file: its fields, or the error that made it unusable (then
+    `fields` is empty)."""
 
     line: int
-    fields: dict[str, Any] | None
+    fields: dict[str, Any]
     raw: str
     error: InputError | None
 
@@ -104,7 +105,7 @@ def _jsonl_records(path: PathLike) -> Iterator[Record]:
     for line, raw in physical_lines(path):
         text = decode(raw, line, path)
         if isinstance(text, InputError):
-            yield Record(line, None, raw.decode("utf-8", "replace").rstrip("\r\n"), text)
+            yield Record(line, {}, raw.decode("utf-8", "replace").rstrip("\r\n"), text)
             continue
         if not text.strip(JSON_WHITESPACE):
             continue
@@ -114,12 +115,12 @@ def _jsonl_records(path: PathLike) -> Iterator[Record]:
         except json.JSONDecodeError as exc:
             error = InputError(f"invalid JSON: {exc.msg} (column {exc.colno}); JSON Lines needs "
                                f"one object per line", path=path, line=line)
-            yield Record(line, None, shown, error)
+            yield Record(line, {}, shown, error)
             continue
         if not isinstance(value, dict):
             error = InputError(f"expected a JSON object, got {type(value).__name__} "
                                f"{preview(value)}", path=path, line=line)
-            yield Record(line, None, shown, error)
+            yield Record(line, {}, shown, error)
             continue
         yield Record(line, value, shown, None)
 
@@ -148,12 +149,12 @@ def _delimited_records(path: PathLike, fmt: str, required: Sequence[str]) -> Ite
     end = 0
     while True:
         try:
-            row: list[str] | None = next(reader)
+            row: list[str] = next(reader)
             error = None
         except StopIteration:
             return
         except csv.Error as exc:
-            row, error = None, f"malformed {fmt.upper()}: {exc}"
+            row, error = [""], f"malformed {fmt.upper()}: {exc}"
         start, end = end + 1, reader.line_num
         raw = "".join(consumed).rstrip("\r\n")
         consumed.clear()
@@ -174,7 +175,7 @@ def _delimited_records(path: PathLike, fmt: str, required: Sequence[str]) -> Ite
                 raise InputError(f"header row: {problem.reason}", path=path, line=problem.line)
             header = _checked_header(row, required, path, start)
         elif problem is not None:
-            yield Record(problem.line or start, None, raw, problem)
+            yield Record(problem.line or start, {}, raw, problem)
         else:
             yield Record(start, dict(zip(header, row)), raw, None)
 

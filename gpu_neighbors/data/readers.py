@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +45,8 @@ class ScoredData:
         return len(self.texts)
 
 
-class Candidate(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Candidate:
     """`index` counts accepted candidates only (0-based), so it lines up with output rows and
     with `ResultWriter.done` on resume; `line` (1-based) points back into the file."""
 
@@ -77,23 +78,26 @@ def _score_field(record: Record, field: str, path: PathLike, *,
                  parse_strings: bool) -> float | InputError:
     """JSON scores must be JSON numbers; CSV/TSV fields are all text, so those are parsed."""
     value = record.fields.get(field, _MISSING)
-    where = {"path": path, "line": record.line, "field": field}
+
+    def bad(reason: str) -> InputError:
+        return InputError(reason, path=path, line=record.line, field=field)
+
     if value is _MISSING:
-        return InputError("missing", **where)
+        return bad("missing")
     if isinstance(value, str) and parse_strings:
         try:
             score = float(value)
         except ValueError:
-            return InputError(f"{preview(value)} is not a number", **where)
+            return bad(f"{preview(value)} is not a number")
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
             score = float(value)
         except OverflowError:  # an integer beyond the float range
-            return InputError(f"{preview(value)} is not a finite number", **where)
+            return bad(f"{preview(value)} is not a finite number")
     else:
-        return InputError(f"{preview(value)} is not a number", **where)
+        return bad(f"{preview(value)} is not a number")
     if not math.isfinite(score):
-        return InputError(f"{preview(value)} is not a finite number", **where)
+        return bad(f"{preview(value)} is not a finite number")
     return score
 
 
@@ -116,9 +120,10 @@ def read_scored(path: PathLike, *, text_field: str = "text", score_field: str = 
             raise record.error
         text = _text_field(record, text_field, path)
         score = _score_field(record, score_field, path, parse_strings=fmt != "jsonl")
-        for value in (text, score):
-            if isinstance(value, InputError):
-                raise value
+        if isinstance(text, InputError):
+            raise text
+        if isinstance(score, InputError):
+            raise score
         texts.append(text)
         scores.append(score)
         lines.append(record.line)

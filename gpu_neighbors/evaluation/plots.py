@@ -44,11 +44,13 @@ def plot_kernels(
     axis = figure.add_subplot()
     positions = np.arange(len(rows))
     width = 0.38
-    for offset, index, label, color in ((-width / 2, 1, "given thresholds", RHO_COLOR),
-                                        (width / 2, 2, "tuned (nested)", TUNED_COLOR)):
-        values = np.array([row[index].spearman for row in rows])
-        errors = np.array([[row[index].spearman - row[index].spearman_low,
-                            row[index].spearman_high - row[index].spearman] for row in rows]).T
+    given = [result for _, result, _ in rows]
+    tuned = [result for _, _, result in rows]
+    for offset, results, label, color in ((-width / 2, given, "given thresholds", RHO_COLOR),
+                                          (width / 2, tuned, "tuned (nested)", TUNED_COLOR)):
+        values = np.array([result.spearman for result in results])
+        errors = np.array([[result.spearman - result.spearman_low,
+                            result.spearman_high - result.spearman] for result in results]).T
         axis.bar(positions + offset, np.nan_to_num(values), width, yerr=np.nan_to_num(errors),
                  capsize=3, color=color, alpha=0.85, label=f"rho, {label}")
     for (name, result), style in zip(humans.items(), (":", "--")):
@@ -57,9 +59,9 @@ def plot_kernels(
     axis.set_ylabel("Spearman's rho (95% bootstrap interval)")
     axis.axhline(0, color="black", linewidth=0.6)
     coverage_axis = axis.twinx()
-    markers = ((-width / 2, 1, "o", "coverage, given"), (width / 2, 2, "s", "coverage, tuned"))
-    for offset, index, marker, label in markers:
-        coverage_axis.plot(positions + offset, [row[index].coverage for row in rows], marker,
+    markers = ((-width / 2, given, "o", "coverage, given"), (width / 2, tuned, "s", "coverage, tuned"))
+    for offset, results, marker, label in markers:
+        coverage_axis.plot(positions + offset, [result.coverage for result in results], marker,
                            color=COVERAGE_COLOR, markeredgecolor="black", label=label)
     coverage_axis.set_ylim(0, 1.05)
     coverage_axis.set_ylabel("coverage", color=COVERAGE_COLOR)

@@ -305,6 +305,7 @@ def sweep(
                 if not 0 < value <= 1:
                     raise ValueError(f"b must be in (0, 1], not {value}")
                 setting = replace(thresholds, max_fraction=float(value))
+            assert shared is not None  # computed above for every a and b sweep
             prediction = similarities.estimate(shared, items, items.size - 1, setting)
         result = agreement(prediction, similarities.scores, resamples=resamples)
         points.append(SweepPoint(parameter, float(value), setting, result))

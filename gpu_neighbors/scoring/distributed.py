@@ -169,7 +169,7 @@ def _regroup(
     """Cut the scored rows, which arrive in input order in Ray's own batch sizes, back into
     `batches`; a row out of order is a bug, not something to write."""
     columns = ("index", *OUTPUT_COLUMNS)
-    pending = {name: [] for name in columns}
+    pending: dict[str, list[np.ndarray]] = {name: [] for name in columns}
     buffered = 0
     results = iter(results)
     for batch in batches:
