@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Sets up .venv (see setup.sh) and runs the test suite; extra arguments go to pytest.
-# Exits non-zero when a test fails or when no test ran.
+# Sets up .venv (see setup.sh), checks the architecture (import-linter: each layer imports only
+# from the layers below it; mypy: the type hints hold), then runs the test suite; extra
+# arguments go to pytest. Exits non-zero when a check or a test fails, or when no test ran.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh" || exit 1
 cd "$root"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+echo "test.sh: import contracts (lint-imports)" >&2
+if ! contracts="$("$root/.venv/bin/lint-imports" --no-cache 2>&1)"; then
+    echo "$contracts"
+    exit 1
+fi
+echo "test.sh: type check (mypy gpu_neighbors)" >&2
+"$root/.venv/bin/mypy" || exit 1
 "$root/.venv/bin/python" -m pytest "$@"
 status=$?
 if [ "$status" -eq 5 ]; then
