@@ -50,7 +50,7 @@ ADVERSARIAL = [
     '"quoted at the start" and after',
     "tab\tinside",
     "line separator\u2028and next\u0085too",
-    "x" * 200_000,  # beyond the csv module's default field size limit
+    "x" * 200_000,  # beyond the csv module's default field size limit (and --max-chars)
 ]
 MULTILINE = ["first line\nsecond line", "carriage\r\nreturn", "trailing newline\n"]
 
@@ -72,6 +72,14 @@ def csv_bytes(header: list[str], rows: list[list], delimiter: str) -> tuple[byte
         starts.append(line + 1)
         line += buffer.getvalue()[before:].count("\n")
     return buffer.getvalue().encode("utf-8"), starts
+
+
+LONG_TEXTS = {"max_chars": 200_000}  # the adversarial texts include one of 200,000 characters
+
+
+def csv_quoting(fmt: str) -> dict[str, str]:
+    """csv.writer quotes TSV fields as in CSV: reading those back is the `quoting="csv"` opt-in."""
+    return {"quoting": "csv"} if fmt == "tsv" else {}
 
 
 def write_table(path: Path, fmt: str, header: list[str], rows: list[list]) -> list[int]:
@@ -102,7 +110,7 @@ def test_read_scored_round_trip(tmp_path, name):
     lines = write_table(tmp_path / name, fmt, ["text", "score", "source"],
                         [[t, s, "x"] for t, s in zip(texts, scores)])
 
-    data = read_scored(tmp_path / name, keep_fields=("source",))
+    data = read_scored(tmp_path / name, keep_fields=("source",), **csv_quoting(fmt), **LONG_TEXTS)
 
     assert isinstance(data, ScoredData) and len(data) == len(texts)
     assert data.texts == texts
@@ -278,7 +286,7 @@ def test_candidates_round_trip(tmp_path, name):
     path = tmp_path / name
     lines = write_candidates(path, texts)
 
-    stream = iter_candidates(path)
+    stream = iter_candidates(path, **csv_quoting(detect_format(name)), **LONG_TEXTS)
     got = list(stream)
 
     assert [c.text for c in got] == texts
@@ -287,7 +295,7 @@ def test_candidates_round_trip(tmp_path, name):
     assert all(isinstance(c, Candidate) for c in got)
     assert stream.rejected == 0
     expected_count = None if name.endswith(".gz") else len(texts)
-    assert count_records(path) == expected_count
+    assert count_records(path, **csv_quoting(detect_format(name))) == expected_count
 
 
 @pytest.mark.parametrize("content, texts", [
@@ -488,6 +496,11 @@ def write_rows(writer: ResultWriter, stop: int, chunk: int) -> None:
         writer.write_many([result_row(i) for i in range(start, min(stop, start + chunk))])
 
 
+def partial(path: Path) -> Path:
+    """Where a run keeps its rows until it completes."""
+    return Path(f"{path}.partial")
+
+
 def read_meta(path: Path) -> dict:
     return json.loads(Path(f"{path}.meta.json").read_text(encoding="utf-8"))
 
@@ -509,17 +522,36 @@ def test_uninterrupted_run_matches_independent_serialisation(tmp_path):
     assert path.read_bytes() == reference_bytes(50)
     meta = read_meta(path)
     assert meta == {"header": json.loads(json.dumps(HEADER)), "rows": 50,
-                    "bytes": len(reference_bytes(50)), "complete": True}
+                    "bytes": len(reference_bytes(50)), "complete": True, "checkpoint": {}}
+    assert not partial(path).exists() and not Path(f"{path}.lock").exists()
 
 
-def test_fresh_run_overwrites(tmp_path):
+def test_a_fresh_run_replaces_a_finished_output_only_with_overwrite(tmp_path):
     path = tmp_path / "scores.jsonl"
-    path.write_bytes(b"old content that is longer than the new one\n" * 100)
-    with ResultWriter(path, header={"other": 1}) as writer:
+    old = b"old content that is longer than the new one\n" * 100
+    path.write_bytes(old)
+    with pytest.raises(InputError, match="exists already; pass --overwrite"):
+        ResultWriter(path, header={"other": 1})
+    assert path.read_bytes() == old
+    with ResultWriter(path, header={"other": 1}, overwrite=True) as writer:
         write_rows(writer, 3, 2)
-    with ResultWriter(path, header=HEADER) as writer:
+    with ResultWriter(path, header=HEADER, overwrite=True) as writer:
         write_rows(writer, 5, 2)
+        assert path.read_bytes() == reference_bytes(3)  # the finished output stays until the end
     assert path.read_bytes() == reference_bytes(5)
+
+
+def test_a_failed_run_leaves_the_finished_output_as_it_was(tmp_path):
+    path = tmp_path / "scores.jsonl"
+    with ResultWriter(path, header=HEADER) as writer:
+        write_rows(writer, 7, 3)
+    finished = path.read_bytes()
+    with pytest.raises(KeyboardInterrupt):
+        with ResultWriter(path, header={"other": 1}, overwrite=True) as writer:
+            write_rows(writer, 2, 2)
+            raise KeyboardInterrupt
+    assert path.read_bytes() == finished
+    assert read_meta(path)["complete"] is False and partial(path).exists()
 
 
 def test_resume_cuts_a_torn_tail_beyond_the_progress_record(tmp_path):
@@ -527,7 +559,7 @@ def test_resume_cuts_a_torn_tail_beyond_the_progress_record(tmp_path):
     interrupted_run(path, 20, 4)
     assert read_meta(path)["complete"] is False
     unrecorded = reference_bytes(23)[len(reference_bytes(20)):]
-    with open(path, "ab") as file:  # a chunk written but not yet recorded, torn mid-line
+    with open(partial(path), "ab") as file:  # a chunk written but not yet recorded, torn mid-line
         file.write(unrecorded[: len(unrecorded) - 5])
 
     with ResultWriter(path, resume=True, header=HEADER) as writer:
@@ -544,7 +576,7 @@ def test_resume_after_data_lost_below_the_record(tmp_path, cut):
     full = reference_bytes(30)
     keep = {"all_but_last_line": len(reference_bytes(29)), "everything": 0}.get(cut)
     keep = len(full) - cut if keep is None else keep
-    os.truncate(path, keep)
+    os.truncate(partial(path), keep)
     complete_lines = full[:keep].count(b"\n")
 
     with ResultWriter(path, resume=True, header=HEADER) as writer:
@@ -556,7 +588,7 @@ def test_resume_after_data_lost_below_the_record(tmp_path, cut):
 def test_resume_with_the_output_deleted_starts_over(tmp_path):
     path = tmp_path / "scores.jsonl"
     interrupted_run(path, 10, 3)
-    path.unlink()
+    partial(path).unlink()
     with ResultWriter(path, resume=True, header=HEADER) as writer:
         assert writer.done == 0
         write_rows(writer, 12, 3)
@@ -590,12 +622,12 @@ def test_resume_of_a_complete_run_changes_nothing(tmp_path):
 def test_resume_refuses_other_settings(tmp_path, changed, fragment):
     path = tmp_path / "scores.jsonl"
     interrupted_run(path, 6, 3)
-    before = path.read_bytes()
+    before = partial(path).read_bytes()
     with pytest.raises(InputError) as caught:
         ResultWriter(path, resume=True, header=changed)
     message = str(caught.value)
     assert message.startswith(f"{path}: cannot resume") and fragment in message, message
-    assert path.read_bytes() == before and read_meta(path)["rows"] == 6  # left untouched
+    assert partial(path).read_bytes() == before and read_meta(path)["rows"] == 6  # left untouched
 
 
 def test_resume_refuses_output_without_progress_record(tmp_path):

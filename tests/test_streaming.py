@@ -167,7 +167,8 @@ def test_bad_record_stops_with_file_and_line_and_a_fixed_file_resumes(tmp_path, 
     assert main(score_args(train_file, source, output, "--batch-size", "10", "--quiet")) == 2
     error = capsys.readouterr().err
     assert f"{source}:37: invalid JSON" in error
-    assert read_rows(output) == expected[:30]  # the batches before the bad one are kept
+    assert not output.exists()  # a failed run never leaves a finished-looking output
+    assert read_rows(Path(f"{output}.partial")) == expected[:30]  # the batches before the bad one are kept
     lines[36] = good
     source.write_text("".join(lines), encoding="utf-8")
     # another batch size on resume changes no byte: every row depends on its candidate only

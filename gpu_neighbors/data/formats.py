@@ -5,17 +5,27 @@ Formats are chosen by extension, after a `.gz` one: `.jsonl` `.ndjson` `.json` (
 writes them), `.parquet` (candidates only, needs pyarrow), anything else is plain text with one
 candidate per line. Gzip is recognised by its magic bytes, so a misnamed file still reads.
 Line numbers are physical (1-based) lines of the file, also for CSV records that span lines.
+
+`-` is standard input. A pipe, FIFO or `-` is opened once and read once: nothing peeks at it
+ahead of the reader (its format is `file_format`, or sniffed from the buffered first bytes).
+TSV is read as TSV: a tab separates fields, a quote is an ordinary character (`quoting="csv"`
+opts in to CSV quote rules); CSV follows RFC 4180.
 """
 from __future__ import annotations
 
 import codecs
 import csv
 import gzip
+import io
 import json
+import os
+import stat
+import sys
 import zlib
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple, cast
 
 from gpu_neighbors.data.errors import InputError, PathLike, preview
 
@@ -29,6 +39,9 @@ _GZIP_MAGIC = b"\x1f\x8b"
 JSON_WHITESPACE = " \t\r\n"
 COUNT_CHUNK_BYTES = 1 << 20
 _CSV_FIELD_LIMIT = 2**31 - 1  # fits a C long everywhere; the default 128 KiB breaks long texts
+STDIN = "-"
+QUOTINGS = ("none", "csv")  # quote rules of TSV files: none (the default) or CSV's
+_SNIFF_BYTES = 4096
 
 
 class Record(NamedTuple):
@@ -47,8 +60,12 @@ def detect_format(path: PathLike) -> str:
     return _FORMAT_BY_SUFFIX.get(Path(name).suffix, "text")
 
 
-def resolve_format(path: PathLike, file_format: str | None, allowed: Sequence[str]) -> str:
+def resolve_format(path: PathLike, file_format: str | None, allowed: Sequence[str]) -> str | None:
+    """The format to read `path` as; None means: sniff it from the first bytes (a pipe or `-`
+    with no format given and no telling extension)."""
     fmt = detect_format(path) if file_format is None else file_format
+    if file_format is None and fmt == "text" and not is_regular(path):
+        return None
     if fmt not in allowed:
         how = "" if file_format else f" (from its extension {Path(path).suffix or '(none)'!r})"
         raise InputError(f"format {fmt!r}{how} is not supported here; use one of "
@@ -56,29 +73,69 @@ def resolve_format(path: PathLike, file_format: str | None, allowed: Sequence[st
     return fmt
 
 
-def is_gzip(path: PathLike) -> bool:
-    """Also checks that the file can be opened, so every reader fails the same clear way."""
+def sniff_format(stream: IO[bytes]) -> str:
+    """JSON Lines when the first non-blank byte opens an object, else plain text: all that a
+    prefix tells without reading on (CSV or TSV from a pipe needs an explicit format)."""
+    peek = getattr(stream, "peek", None)
+    prefix = peek(_SNIFF_BYTES) if peek is not None else b""
+    if prefix.startswith(codecs.BOM_UTF8):
+        prefix = prefix[len(codecs.BOM_UTF8):]
+    return "jsonl" if prefix.lstrip().startswith(b"{") else "text"
+
+
+def is_regular(path: PathLike) -> bool:
+    """A regular file (after symlinks) can be opened again; `-`, pipes and devices cannot."""
+    return str(path) != STDIN and Path(path).is_file()
+
+
+def check_readable(path: PathLike) -> None:
+    """Fails the clear way for a missing, unreadable or directory input, without opening (and
+    so consuming) a pipe."""
+    if str(path) == STDIN:
+        return
     try:
-        with open(path, "rb") as file:
-            return file.read(2) == _GZIP_MAGIC
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         raise InputError("no such file", path=path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a file", path=path) from None
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror or exc}", path=path) from None
+    if stat.S_ISDIR(mode):
+        raise InputError("is a directory, not a file", path=path)
+    if stat.S_ISREG(mode) and not os.access(path, os.R_OK):
+        raise InputError("cannot open: Permission denied", path=path)
 
 
-def physical_lines(path: PathLike) -> Iterator[tuple[int, bytes]]:
-    """(1-based line, raw bytes with their newline); damaged gzip data becomes an InputError."""
-    opener = gzip.open if is_gzip(path) else open
-    line = 0
-    with opener(path, "rb") as file:
+@contextmanager
+def open_input(path: PathLike) -> Iterator[IO[bytes]]:
+    """The bytes of `path` (or standard input for `-`), gunzipped when they start with gzip's
+    magic bytes; the check peeks into the stream's buffer, so a pipe loses nothing."""
+    check_readable(path)
+    if str(path) == STDIN:
+        buffered = cast(io.BufferedReader, sys.stdin.buffer)
+    else:
         try:
-            for line, raw in enumerate(file, 1):
-                yield line, raw
-        except (OSError, EOFError, zlib.error) as exc:
-            raise InputError(f"cannot read: {exc}", path=path, line=line + 1) from None
+            buffered = open(path, "rb")
+        except OSError as exc:
+            raise InputError(f"cannot open: {exc.strerror or exc}", path=path) from None
+    try:
+        if buffered.peek(2)[:2] == _GZIP_MAGIC:
+            with gzip.GzipFile(fileobj=buffered) as unzipped:
+                yield cast(IO[bytes], unzipped)
+        else:
+            yield buffered
+    finally:
+        if buffered is not sys.stdin.buffer:
+            buffered.close()
+
+
+def physical_lines(stream: IO[bytes], path: PathLike) -> Iterator[tuple[int, bytes]]:
+    """(1-based line, raw bytes with their newline); damaged gzip data becomes an InputError."""
+    line = 0
+    try:
+        for line, raw in enumerate(stream, 1):
+            yield line, raw
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(f"cannot read: {exc}", path=path, line=line + 1) from None
 
 
 def decode(raw: bytes, line: int, path: PathLike) -> str | InputError:
@@ -100,9 +157,9 @@ def strip_newline(raw: bytes) -> bytes:
     return raw
 
 
-def _jsonl_records(path: PathLike) -> Iterator[Record]:
+def _jsonl_records(stream: IO[bytes], path: PathLike) -> Iterator[Record]:
     """One JSON object per line; whitespace-only lines are not records and are skipped."""
-    for line, raw in physical_lines(path):
+    for line, raw in physical_lines(stream, path):
         text = decode(raw, line, path)
         if isinstance(text, InputError):
             yield Record(line, {}, raw.decode("utf-8", "replace").rstrip("\r\n"), text)
@@ -125,7 +182,8 @@ def _jsonl_records(path: PathLike) -> Iterator[Record]:
         yield Record(line, value, shown, None)
 
 
-def _delimited_records(path: PathLike, fmt: str, required: Sequence[str]) -> Iterator[Record]:
+def _delimited_records(stream: IO[bytes], path: PathLike, fmt: str, required: Sequence[str],
+                       quoting: str) -> Iterator[Record]:
     """CSV/TSV rows as dicts keyed by the header row; `line` is where a record starts.
 
     The file is decoded line by line ahead of the csv module, so bad bytes are blamed on their
@@ -136,7 +194,7 @@ def _delimited_records(path: PathLike, fmt: str, required: Sequence[str]) -> Ite
     consumed: list[str] = []
 
     def decoded_lines() -> Iterator[str]:
-        for line, raw in physical_lines(path):
+        for line, raw in physical_lines(stream, path):
             text = decode(raw, line, path)
             if isinstance(text, InputError):
                 undecodable[line] = text
@@ -144,7 +202,7 @@ def _delimited_records(path: PathLike, fmt: str, required: Sequence[str]) -> Ite
             consumed.append(text)
             yield text
 
-    reader = csv.reader(decoded_lines(), delimiter=_DELIMITERS[fmt], strict=True)
+    reader = csv.reader(decoded_lines(), **_dialect(fmt, quoting))
     header: list[str] | None = None
     end = 0
     while True:
@@ -194,8 +252,20 @@ def _checked_header(row: list[str], required: Sequence[str], path: PathLike,
     return row
 
 
-def records(path: PathLike, fmt: str, required: Sequence[str]) -> Iterator[Record]:
-    return _jsonl_records(path) if fmt == "jsonl" else _delimited_records(path, fmt, required)
+def _dialect(fmt: str, quoting: str) -> dict[str, Any]:
+    """csv.reader settings: RFC 4180 for CSV; for TSV no quote processing unless asked for."""
+    if quoting not in QUOTINGS:
+        raise ValueError(f"quoting must be one of {', '.join(QUOTINGS)}, not {quoting!r}")
+    if fmt == "tsv" and quoting == "none":
+        return {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "strict": True}
+    return {"delimiter": _DELIMITERS[fmt], "strict": True}
+
+
+def records(stream: IO[bytes], path: PathLike, fmt: str, required: Sequence[str],
+            quoting: str = "none") -> Iterator[Record]:
+    if fmt == "jsonl":
+        return _jsonl_records(stream, path)
+    return _delimited_records(stream, path, fmt, required, quoting)
 
 
 def import_pyarrow(path: PathLike):
@@ -208,10 +278,14 @@ def import_pyarrow(path: PathLike):
     return pyarrow
 
 
-def count_records(path: PathLike, *, file_format: str | None = None) -> int | None:
+def count_records(path: PathLike, *, file_format: str | None = None,
+                  quoting: str = "none") -> int | None:
     """Record count for a progress bar total, or None when it would cost a decompression
-    (gzip) or a missing optional package. Counts records, bad ones included."""
+    (gzip), a second read of a pipe, or a missing optional package. Counts records, bad ones
+    included."""
     fmt = resolve_format(path, file_format, FORMATS)
+    if fmt is None or not is_regular(path):
+        return None
     if fmt == "parquet":
         try:
             pa = import_pyarrow(path)
@@ -220,9 +294,10 @@ def count_records(path: PathLike, *, file_format: str | None = None) -> int | No
             return None
         except (pa.ArrowException, OSError) as exc:
             raise InputError(f"not a readable Parquet file: {exc}", path=path) from None
-    if is_gzip(path):
-        return None
     with open(path, "rb") as file:
+        if file.read(2) == _GZIP_MAGIC:
+            return None
+        file.seek(0)
         if fmt == "text":
             return _count_lines(file)
         if fmt == "jsonl":
@@ -230,7 +305,7 @@ def count_records(path: PathLike, *, file_format: str | None = None) -> int | No
         text = (raw.decode("utf-8", "replace") for raw in file)
         csv.field_size_limit(_CSV_FIELD_LIMIT)
         try:
-            rows = sum(1 for row in csv.reader(text, delimiter=_DELIMITERS[fmt]) if row)
+            rows = sum(1 for row in csv.reader(text, **_dialect(fmt, quoting)) if row)
         except csv.Error:
             return None
         return max(rows - 1, 0)

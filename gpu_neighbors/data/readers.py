@@ -5,12 +5,13 @@ naming file, line and field instead of a traceback from deep inside a parser.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -18,18 +19,22 @@ from gpu_neighbors.data.errors import InputError, PathLike, preview
 from gpu_neighbors.data.formats import (
     FORMATS,
     Record,
+    check_readable,
     decode,
     import_pyarrow,
-    is_gzip,
+    is_regular,
+    open_input,
     physical_lines,
     records,
     resolve_format,
+    sniff_format,
     strip_newline,
 )
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _PARQUET_BATCH_ROWS = 65_536
 _MISSING = object()
+DEFAULT_MAX_CHARS = 100_000  # longer texts are refused: one 50 MB line would take GBs to score
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,15 @@ class ScoredData:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def digest(self) -> str:
+        """SHA-256 of the texts and scores in order: what a model fitted on this data saw, so a
+        resumed run can tell whether its training data changed."""
+        digest = hashlib.sha256()
+        for text, score in zip(self.texts, self.scores.tolist()):
+            digest.update(json.dumps([text, score], ensure_ascii=False).encode("utf-8"))
+            digest.update(b"\n")
+        return digest.hexdigest()
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
@@ -55,18 +69,23 @@ class Candidate:
     text: str
 
 
-def _text_field(record: Record, field: str, path: PathLike) -> str | InputError:
+def _text_field(record: Record, field: str, path: PathLike, max_chars: int) -> str | InputError:
     value = record.fields.get(field, _MISSING)
     if value is _MISSING:
         return InputError("missing", path=path, line=record.line, field=field)
     if not isinstance(value, str):
         return InputError(f"{preview(value)} is not a string", path=path, line=record.line,
                           field=field)
-    return _checked_text(value, path, record.line, field)
+    return _checked_text(value, path, record.line, field, max_chars)
 
 
-def _checked_text(text: str, path: PathLike, line: int, field: str | None) -> str | InputError:
-    """Rejects lone surrogates (from JSON "\\ud800" escapes): they cannot be written as UTF-8."""
+def _checked_text(text: str, path: PathLike, line: int, field: str | None,
+                  max_chars: int) -> str | InputError:
+    """Rejects texts over `max_chars` characters, and lone surrogates (from JSON "\\ud800"
+    escapes): they cannot be written as UTF-8."""
+    if len(text) > max_chars:
+        return InputError(f"is {len(text):,} characters long, more than the limit of "
+                          f"{max_chars:,} (--max-chars)", path=path, line=line, field=field)
     found = _SURROGATE.search(text)
     if found:
         return InputError(f"contains an unpaired surrogate U+{ord(found.group()):04X}, which is "
@@ -102,32 +121,37 @@ def _score_field(record: Record, field: str, path: PathLike, *,
 
 
 def read_scored(path: PathLike, *, text_field: str = "text", score_field: str = "score",
-                keep_fields: Sequence[str] = (), file_format: str | None = None) -> ScoredData:
-    """Reads a whole scored training set (JSONL, CSV or TSV, each maybe gzipped).
+                keep_fields: Sequence[str] = (), file_format: str | None = None,
+                quoting: str = "none", max_chars: int = DEFAULT_MAX_CHARS) -> ScoredData:
+    """Reads a whole scored training set (JSONL, CSV or TSV, each maybe gzipped; `-` or a pipe
+    is read once, as JSONL unless `file_format` says otherwise).
 
     Any bad record stops the read: a silently shrunken training set changes every estimate.
     Scores are not range-checked; the scorer decides what range it accepts. `keep_fields` are
     copied into `extra` when a record has them (CSV/TSV values stay strings).
     """
-    fmt = resolve_format(path, file_format, ("jsonl", "csv", "tsv"))
+    allowed = ("jsonl", "csv", "tsv")
+    fmt = resolve_format(path, file_format, allowed)
     keep = (keep_fields,) if isinstance(keep_fields, str) else tuple(keep_fields)
     texts: list[str] = []
     scores: list[float] = []
     lines: list[int] = []
     extra: list[dict[str, Any]] = []
-    for record in records(path, fmt, (text_field, score_field)):
-        if record.error is not None:
-            raise record.error
-        text = _text_field(record, text_field, path)
-        score = _score_field(record, score_field, path, parse_strings=fmt != "jsonl")
-        if isinstance(text, InputError):
-            raise text
-        if isinstance(score, InputError):
-            raise score
-        texts.append(text)
-        scores.append(score)
-        lines.append(record.line)
-        extra.append({name: record.fields[name] for name in keep if name in record.fields})
+    with open_input(path) as stream:
+        fmt = fmt or "jsonl"
+        for record in records(stream, path, fmt, (text_field, score_field), quoting):
+            if record.error is not None:
+                raise record.error
+            text = _text_field(record, text_field, path, max_chars)
+            score = _score_field(record, score_field, path, parse_strings=fmt != "jsonl")
+            if isinstance(text, InputError):
+                raise text
+            if isinstance(score, InputError):
+                raise score
+            texts.append(text)
+            scores.append(score)
+            lines.append(record.line)
+            extra.append({name: record.fields[name] for name in keep if name in record.fields})
     if not texts:
         raise InputError("empty training set (no records)", path=path)
     return ScoredData(texts, np.asarray(scores, dtype=np.float64), lines, extra)
@@ -137,22 +161,33 @@ class CandidateStream:
     """The candidates of one file, read lazily in constant memory.
 
     Each pass rereads the file from the start (a resumed run skips `index < done`), and
-    rewrites `rejects`. `rejected` counts the records the latest pass skipped.
+    rewrites `rejects`. `rejected` counts the records the latest pass skipped. A pipe or `-`
+    allows one pass.
     """
 
     def __init__(self, path: PathLike, *, text_field: str = "text", skip_bad: bool = False,
-                 rejects: PathLike | None = None, file_format: str | None = None) -> None:
+                 rejects: PathLike | None = None, file_format: str | None = None,
+                 quoting: str = "none", max_chars: int = DEFAULT_MAX_CHARS) -> None:
         if rejects is not None and not skip_bad:
             raise ValueError("a rejects file is only written with skip_bad=True")
         self.path = path
         self.format = resolve_format(path, file_format, FORMATS)
+        if self.format == "parquet" and not is_regular(path):
+            raise InputError("Parquet needs a file it can seek in, not a pipe", path=path)
         self.text_field = text_field
         self.skip_bad = skip_bad
         self.rejects = rejects
+        self.quoting = quoting
+        self.max_chars = max_chars
         self.rejected = 0
-        is_gzip(path)  # a missing or unreadable file fails here, not at the first read
+        self._passes = 0
+        check_readable(path)  # a missing or unreadable file fails here, not at the first read
 
     def __iter__(self) -> Iterator[Candidate]:
+        if self._passes and not is_regular(self.path):
+            raise InputError("is a pipe or standard input: it can be read only once; save it "
+                             "to a file to read it again", path=self.path)
+        self._passes += 1
         self.rejected = 0
         log = None if self.rejects is None else open(self.rejects, "w", encoding="utf-8")
         try:
@@ -174,31 +209,38 @@ class CandidateStream:
 
     def _texts(self) -> Iterator[tuple[int, str | InputError, Any]]:
         """(line, text or the error that rejects it, the raw record for a rejects file)."""
-        if self.format == "text":
-            yield from _text_lines(self.path)
-        elif self.format == "parquet":
-            yield from _parquet_texts(self.path, self.text_field)
-        else:
-            for record in records(self.path, self.format, (self.text_field,)):
-                text = record.error or _text_field(record, self.text_field, self.path)
+        if self.format == "parquet":
+            yield from _parquet_texts(self.path, self.text_field, self.max_chars)
+            return
+        with open_input(self.path) as stream:
+            fmt = self.format or sniff_format(stream)
+            if fmt == "text":
+                yield from _text_lines(stream, self.path, self.max_chars)
+                return
+            for record in records(stream, self.path, fmt, (self.text_field,), self.quoting):
+                text = record.error or _text_field(record, self.text_field, self.path, self.max_chars)
                 yield record.line, text, record.raw
 
 
 def iter_candidates(path: PathLike, *, text_field: str = "text", skip_bad: bool = False,
-                    rejects: PathLike | None = None,
-                    file_format: str | None = None) -> CandidateStream:
+                    rejects: PathLike | None = None, file_format: str | None = None,
+                    quoting: str = "none", max_chars: int = DEFAULT_MAX_CHARS) -> CandidateStream:
     """Streams candidates; bad records raise InputError, or with `skip_bad` are skipped,
     counted in `.rejected` and logged to `rejects` as JSONL {"line", "reason", "raw"}.
     Plain text keeps empty lines as empty candidates (they score as undefined)."""
     return CandidateStream(path, text_field=text_field, skip_bad=skip_bad, rejects=rejects,
-                           file_format=file_format)
+                           file_format=file_format, quoting=quoting, max_chars=max_chars)
 
 
-def _text_lines(path: PathLike) -> Iterator[tuple[int, str | InputError, str]]:
-    for line, raw in physical_lines(path):
+def _text_lines(stream: IO[bytes], path: PathLike,
+                max_chars: int) -> Iterator[tuple[int, str | InputError, str]]:
+    for line, raw in physical_lines(stream, path):
         body = strip_newline(raw)
         text = decode(body, line, path)
-        yield line, text, text if isinstance(text, str) else body.decode("utf-8", "replace")
+        if isinstance(text, str):
+            yield line, _checked_text(text, path, line, None, max_chars), text
+        else:
+            yield line, text, body.decode("utf-8", "replace")
 
 
 def _is_string_type(pa, data_type) -> bool:
@@ -208,7 +250,8 @@ def _is_string_type(pa, data_type) -> bool:
     return pa.types.is_string(data_type) or pa.types.is_large_string(data_type) or is_view(data_type)
 
 
-def _parquet_texts(path: PathLike, field: str) -> Iterator[tuple[int, str | InputError, Any]]:
+def _parquet_texts(path: PathLike, field: str,
+                   max_chars: int) -> Iterator[tuple[int, str | InputError, Any]]:
     """Rows of one column in record batches; `line` is the 1-based row number."""
     pa = import_pyarrow(path)
     try:
@@ -230,6 +273,6 @@ def _parquet_texts(path: PathLike, field: str) -> Iterator[tuple[int, str | Inpu
                 if value is None:
                     yield row, InputError("missing (null)", path=path, line=row, field=field), None
                 else:
-                    yield row, _checked_text(value, path, row, field), value
+                    yield row, _checked_text(value, path, row, field, max_chars), value
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"cannot read: {exc}", path=path, line=row + 1) from None

@@ -1,82 +1,139 @@
 """A resumable result writer: JSONL rows that survive a kill at any moment."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import IO, Any
 
 from gpu_neighbors.data.errors import InputError, PathLike, preview
 from gpu_neighbors.data.formats import COUNT_CHUNK_BYTES
 
 _MISSING = object()
+STDOUT = "-"
 
 
 class ResultWriter:
-    """JSONL results that survive a kill at any moment and resume byte-identically.
+    """JSONL results that survive a kill at any moment, resume byte-identically, and never
+    damage a finished output.
 
-    Rows go straight to `path`, one JSON object per line. After each `write_many` the data is
-    flushed and fsynced, and only then is the progress (rows, bytes) recorded in the sidecar
-    `path + ".meta.json"`, replaced atomically (temp file, fsync, rename). So the sidecar never
-    claims more than is safely on disk; anything after its byte count (a torn line, rows written
-    just before a kill) is cut off on resume and recomputed. A file shorter than the record
-    (data lost outside our control) resumes after its last complete line. The sidecar also
-    holds the run's `header` (its settings): resuming under other settings is refused, because
-    mixing rows from two configurations in one file would be silently wrong.
+    Rows go to `path + ".partial"`, one JSON object per line. After each `write_many` the data
+    is flushed and fsynced, and only then is the progress (rows, bytes, the caller's
+    `checkpoint`) recorded in the sidecar `path + ".meta.json"`, replaced atomically (temp file,
+    fsync, rename). So the sidecar never claims more than is safely on disk; anything after its
+    byte count (a torn line, rows written just before a kill) is cut off on resume and
+    recomputed. A file shorter than the record (data lost outside our control) resumes after
+    its last complete line. Only a complete run renames the partial file to `path`: a run that
+    fails or is killed leaves an earlier finished output as it was, and replacing a finished
+    output takes `overwrite=True`. The sidecar also holds the run's `header` (its settings):
+    resuming under other settings is refused, because mixing rows from two configurations in
+    one file would be silently wrong. An exclusive lock on `path + ".lock"` makes a second run
+    on the same output fail at once. `-` writes to standard output: no resume, no fsync, no
+    sidecar.
     """
 
     def __init__(self, path: PathLike, resume: bool = False,
-                 header: dict[str, Any] | None = None) -> None:
-        self.path = Path(path)
-        self.meta_path = Path(f"{path}.meta.json")
+                 header: dict[str, Any] | None = None, overwrite: bool = False) -> None:
         self.header = _json_normalised(header)
         self.previously_complete = False
         self.complete = False
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._done, self._bytes = self._recover() if resume else (0, 0)
-        # The sidecar is written before the output is truncated or appended to: a kill in
-        # between leaves a record that still describes what is on disk.
-        self._save_meta()
-        self._file = open(self.path, "ab" if resume else "wb")
+        self.checkpoint: dict[str, Any] = {}
+        self._done = self._bytes = 0
         self._closed = False
+        self._lock: IO[bytes] | None = None
+        self.to_stdout = str(path) == STDOUT
+        self.path = Path(path)
+        self.partial_path = Path(f"{path}.partial")
+        self.meta_path = Path(f"{path}.meta.json")
+        self.lock_path = Path(f"{path}.lock")
+        if self.to_stdout:
+            if resume:
+                raise InputError("cannot resume a run written to standard output", path=path)
+            self._file: IO[bytes] = sys.stdout.buffer
+            return
+        _check_output_path(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock = _exclusive_lock(self.lock_path, self.path)
+            if resume:
+                self._done, self._bytes = self._recover()
+            elif self.path.exists() and not overwrite:
+                raise InputError("exists already; pass --overwrite to replace it, or --resume "
+                                 "to continue the run that wrote it", path=self.path)
+            # The sidecar is written before the partial output is truncated or appended to: a
+            # kill in between leaves a record that still describes what is on disk.
+            if not self.previously_complete:
+                self._save_meta()
+            self._file = open(self.partial_path, "ab" if resume else "wb")
+        except BaseException:
+            self._release()
+            raise
 
     @property
     def done(self) -> int:
         """Rows safely written: on resume, the candidate index to continue from."""
         return self._done
 
-    def write_many(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Appends rows as one durable chunk; a row that cannot be written (NaN, an object
-        JSON does not know) raises ValueError before anything of the chunk is written."""
+    def write_many(self, rows: Iterable[dict[str, Any]],
+                   checkpoint: dict[str, Any] | None = None) -> None:
+        """Appends rows as one durable chunk, with `checkpoint` (plain JSON: e.g. a digest of
+        the inputs consumed so far) recorded beside them; a row that cannot be written (NaN, an
+        object JSON does not know) raises ValueError before anything of the chunk is written."""
         if self._closed:
             raise ValueError(f"{self.path}: the writer is closed")
+        if self.previously_complete:
+            return  # a finished run resumed: every row is already in the output
         lines = [self._encode(row, self._done + offset) for offset, row in enumerate(rows)]
         if not lines:
             return
         data = b"".join(lines)
         self._file.write(data)
         self._file.flush()
-        os.fsync(self._file.fileno())
         self._done += len(lines)
         self._bytes += len(data)
-        self._save_meta()
+        if checkpoint is not None:
+            self.checkpoint = _json_normalised(checkpoint)
+        if not self.to_stdout:
+            os.fsync(self._file.fileno())
+            self._save_meta()
 
     def close(self, complete: bool = True) -> None:
-        """Closes the output; `complete` marks the run finished in the sidecar."""
+        """Closes the output; `complete` moves the partial file into place and marks the run
+        finished in the sidecar."""
         if self._closed:
             return
         self._closed = True
-        self._file.close()
-        self.complete = complete
-        self._save_meta()
-        _fsync_directory(self.path.parent)
+        if self.to_stdout:
+            self._file.flush()
+            self.complete = complete
+            return
+        try:
+            self._file.close()
+            if complete and not self.previously_complete:
+                os.replace(self.partial_path, self.path)
+                self.complete = True
+                self._save_meta()
+                _fsync_directory(self.path.parent)
+            self.complete = complete
+        finally:
+            self._release()
 
     def __enter__(self) -> ResultWriter:
         return self
 
-    def __exit__(self, exc_type, exc, traceback) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
         self.close(complete=exc_type is None)
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self.lock_path.unlink(missing_ok=True)
+            self._lock.close()  # closing the descriptor releases the flock
+            self._lock = None
 
     def _encode(self, row: dict[str, Any], index: int) -> bytes:
         try:
@@ -87,11 +144,12 @@ class ResultWriter:
                              f"(write None for an undefined value)") from None
 
     def _recover(self) -> tuple[int, int]:
-        """(rows, bytes) safely on disk from an earlier run; trims the output to them."""
+        """(rows, bytes) safely on disk from an earlier run; trims the partial output to them."""
         meta = self._load_meta()
-        size = self.path.stat().st_size if self.path.exists() else 0
+        target = self.path if meta is not None and meta["complete"] else self.partial_path
+        size = target.stat().st_size if target.exists() else 0
         if meta is None:
-            if size:
+            if size or self.path.exists():
                 raise InputError(f"cannot resume: {self.meta_path.name} is missing, so the "
                                  f"settings of the earlier run are unknown; run without resume "
                                  f"to start over", path=self.path)
@@ -100,13 +158,20 @@ class ResultWriter:
             raise InputError(f"cannot resume: the earlier run used other settings "
                              f"({_differences(meta['header'], self.header)}); run without "
                              f"resume to start over", path=self.path)
-        self.previously_complete = meta["complete"]
+        self.previously_complete = meta["complete"] and size == meta["bytes"]
+        self.checkpoint = meta.get("checkpoint", {})
+        if self.previously_complete:
+            return meta["rows"], meta["bytes"]
+        if meta["complete"]:
+            raise InputError("cannot resume: the finished output no longer matches its progress "
+                             "record; pass --overwrite to score again", path=self.path)
         if size >= meta["bytes"]:
             rows, keep = meta["rows"], meta["bytes"]
         else:
-            rows, keep = _complete_lines(self.path, size) if size else (0, 0)
+            rows, keep = _complete_lines(self.partial_path, size) if size else (0, 0)
+            self.checkpoint = {}  # it described rows that are gone
         if size > keep:
-            os.truncate(self.path, keep)
+            os.truncate(self.partial_path, keep)
         return rows, keep
 
     def _load_meta(self) -> dict[str, Any] | None:
@@ -125,7 +190,7 @@ class ResultWriter:
 
     def _save_meta(self) -> None:
         payload = {"header": self.header, "rows": self._done, "bytes": self._bytes,
-                   "complete": self.complete}
+                   "complete": self.complete, "checkpoint": self.checkpoint}
         temporary = self.meta_path.with_name(self.meta_path.name + ".tmp")
         with open(temporary, "w", encoding="utf-8") as file:
             json.dump(payload, file, ensure_ascii=False, indent=2)
@@ -133,6 +198,27 @@ class ResultWriter:
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, self.meta_path)
+
+
+def _check_output_path(path: Path) -> None:
+    """An output must be a regular file (or not exist yet): a directory, device or FIFO has no
+    place for the partial file and the progress record beside it."""
+    if path.exists() and not path.is_file():
+        raise InputError("is not a regular file; give a file path, or - for standard output",
+                         path=path)
+
+
+def _exclusive_lock(lock_path: Path, output: Path) -> IO[bytes]:
+    """Holds an exclusive flock on `lock_path` for the life of the run, or fails at once."""
+    handle = open(lock_path, "ab")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise InputError(f"another gpu-neighbors run is writing this output (it holds "
+                         f"{lock_path.name}); wait for it to finish or choose another output",
+                         path=output) from None
+    return handle
 
 
 def _plain_json(value: Any) -> Any:
@@ -152,11 +238,12 @@ def _json_normalised(header: dict[str, Any] | None) -> Any:
 
 
 def _differences(stored: Any, current: Any) -> str:
+    """Each setting that differs, in full: cut short, two long values could read the same."""
+    def shown(settings: dict[str, Any], key: str) -> str:
+        return json.dumps(settings[key], ensure_ascii=False) if key in settings else "(absent)"
+
     if not (isinstance(stored, dict) and isinstance(current, dict)):
         return f"stored {preview(stored)}, now {preview(current)}"
-    def shown(settings: dict[str, Any], key: str) -> str:
-        return preview(settings[key]) if key in settings else "(absent)"
-
     changed = [key for key in {**stored, **current}
                if stored.get(key, _MISSING) != current.get(key, _MISSING)]
     return "; ".join(f"{key}: {shown(stored, key)} before, {shown(current, key)} now"

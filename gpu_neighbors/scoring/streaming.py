@@ -5,10 +5,13 @@ Memory stays bounded whatever the number of candidates: candidates are read lazi
 once, in input order, through the durable `ResultWriter`. After a kill at any moment, a run with
 `resume=True` continues from what is safely on disk; since every row depends only on its own
 candidate (neighbour sums are exact, whatever the tiling), the final file is byte-identical to
-an uninterrupted run.
+an uninterrupted run. The progress record keeps a SHA-256 of the candidate texts already
+written, so a resume over a candidates file whose first rows changed is refused instead of
+mixing old and new rows.
 """
 from __future__ import annotations
 
+import hashlib
 import queue
 import threading
 import time
@@ -16,7 +19,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_neighbors.data import Candidate, PathLike, ResultWriter, count_records, iter_candidates
+from gpu_neighbors.data import (
+    Candidate,
+    InputError,
+    PathLike,
+    ResultWriter,
+    count_records,
+    iter_candidates,
+)
+from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS
 from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.scoring.progress import ScoringProgress
 from gpu_neighbors.scorer import NeighborsScorer
@@ -57,6 +68,10 @@ def score_file(
     progress: bool = False,
     header: dict[str, Any] | None = None,
     score_batches: BatchScorer | None = None,
+    overwrite: bool = False,
+    file_format: str | None = None,
+    quoting: str = "none",
+    max_chars: int = DEFAULT_MAX_CHARS,
 ) -> RunSummary:
     """Scores every candidate of `candidates` with a fitted `scorer` into JSONL `output`.
 
@@ -65,10 +80,12 @@ def score_file(
     file and line (rows before it stay on disk, so a fixed file can be resumed), or with
     `skip_bad` goes to `rejects`. `header` adds settings that must match on resume.
     `score_batches` scores the batches elsewhere (e.g. on a Ray cluster); default: this process.
+    `overwrite` allows replacing a finished output (only once the new run completes).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
-    stream = iter_candidates(candidates, text_field=text_field, skip_bad=skip_bad, rejects=rejects)
+    stream = iter_candidates(candidates, text_field=text_field, skip_bad=skip_bad, rejects=rejects,
+                             file_format=file_format, quoting=quoting, max_chars=max_chars)
     settings = {
         "signature": scorer.signature,
         "candidates": str(candidates),
@@ -77,14 +94,20 @@ def score_file(
         **(header or {}),
     }
     started = time.perf_counter()
-    with ResultWriter(output, resume=resume, header=settings) as writer:
+    with ResultWriter(output, resume=resume, header=settings, overwrite=overwrite) as writer:
         already = writer.done
-        total = count_records(candidates) if progress else None
+        total = count_records(candidates, file_format=file_format, quoting=quoting) if progress else None
+        consumed = hashlib.sha256()
+        expected = writer.checkpoint.get(CANDIDATES_DIGEST)
         with ScoringProgress(total, initial=already, pairs_per_text=scorer.num_train,
                              enabled=progress) as bar:
-            pending = _read_ahead(_pending_batches(stream, batch_size, already), READ_AHEAD)
+            batches = _pending_batches(stream, batch_size, already, consumed, expected, candidates)
+            pending = _read_ahead(batches, READ_AHEAD)
             for batch, prediction in (score_batches or score_each)(scorer, pending):
-                writer.write_many(_rows(batch, prediction))
+                for candidate in batch:
+                    _digest_text(consumed, candidate.text)
+                writer.write_many(_rows(batch, prediction),
+                                  checkpoint={CANDIDATES_DIGEST: consumed.hexdigest()})
                 bar.update(batch[-1].index + 1 + stream.rejected - bar.n)
     return RunSummary(
         scored=writer.done - already,
@@ -110,20 +133,45 @@ def score_each(
         yield batch, scorer.predict([candidate.text for candidate in batch])
 
 
+CANDIDATES_DIGEST = "candidates_sha256"  # of the texts written so far, in the progress record
+
+
+def _digest_text(digest: Any, text: str) -> None:
+    digest.update(text.encode("utf-8", "surrogatepass"))
+    digest.update(b"\0")
+
+
 def _pending_batches(
-    stream: Iterable[Candidate], size: int, done: int
+    stream: Iterable[Candidate], size: int, done: int, consumed: Any, expected: str | None,
+    path: PathLike,
 ) -> Iterator[list[Candidate]]:
-    """Batches of the candidates with index >= done (those before are already on disk)."""
+    """Batches of the candidates with index >= done (those before are already on disk). The
+    skipped ones go into `consumed`, which must then match the digest the earlier run recorded
+    (`expected`; None when there is nothing to check)."""
     batch: list[Candidate] = []
+    verified = done == 0 or expected is None
     for candidate in stream:
         if candidate.index < done:
+            _digest_text(consumed, candidate.text)
             continue
+        if not verified:
+            _check_consumed(consumed, expected, done, path)
+            verified = True
         batch.append(candidate)
         if len(batch) == size:
             yield batch
             batch = []
+    if not verified:
+        _check_consumed(consumed, expected, done, path)
     if batch:
         yield batch
+
+
+def _check_consumed(consumed: Any, expected: str | None, done: int, path: PathLike) -> None:
+    if consumed.hexdigest() != expected:
+        raise InputError(f"cannot resume: the candidates changed since the earlier run (their "
+                         f"first {done:,} texts, already scored, are not the same); run without "
+                         f"--resume to start over", path=path)
 
 
 def _read_ahead(batches: Iterator[list[Candidate]], depth: int) -> Iterator[list[Candidate]]:
