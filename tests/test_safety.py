@@ -209,3 +209,44 @@ def test_texts_longer_than_max_chars_are_refused_with_file_line_and_field(tmp_pa
     stream = iter_candidates(path, max_chars=100, skip_bad=True)
     assert [candidate.text for candidate in stream] == ["ok"] and stream.rejected == 1
     assert [candidate.text for candidate in iter_candidates(path, max_chars=101)] == ["ok", "x" * 101]
+
+
+# ---------------------------------------------------------------- no code from folders, no downloads
+
+CUSTOM_CODE = """
+import os, pathlib
+pathlib.Path(os.environ["CODE_RAN_MARKER"]).write_text("the folder's code ran")
+from transformers import BertTokenizerFast
+class EvilTokenizer(BertTokenizerFast):
+    pass
+"""
+
+
+def test_a_tokenizer_folder_with_custom_code_never_runs_it(tmp_path):
+    from minilm import MODEL_PATH
+
+    folder = tmp_path / "tokenizer"
+    folder.mkdir()
+    for name in ("tokenizer.json", "vocab.txt", "special_tokens_map.json"):
+        (folder / name).write_bytes((Path(MODEL_PATH) / name).read_bytes())
+    config = json.loads((Path(MODEL_PATH) / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["auto_map"] = {"AutoTokenizer": ["evil.EvilTokenizer", "evil.EvilTokenizer"]}
+    del config["tokenizer_class"]  # else transformers picks the stock class and ignores auto_map
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    (folder / "evil.py").write_text(CUSTOM_CODE, encoding="utf-8")
+    script = ("import sys\nfrom gpu_neighbors.text.tokenizers import make_tokenizer\n"
+              "try:\n    make_tokenizer(sys.argv[1])\nexcept ValueError as error:\n    print(error)\n")
+    marker = tmp_path / "code-ran"
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "CODE_RAN_MARKER": str(marker),
+                   "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    done = subprocess.run([sys.executable, "-c", script, str(folder)], input="y\ny\n", text=True,
+                          capture_output=True, timeout=120, env=environment)
+    assert not marker.exists(), done.stdout + done.stderr
+
+
+def test_an_unknown_tokenizer_name_fails_at_once_listing_the_built_in_ones():
+    from gpu_neighbors.text.tokenizers import make_tokenizer
+
+    with pytest.raises(ValueError, match="unknown tokenizer 'whitspace': the built-in ones are "
+                                         "whitespace, 13a, chars"):
+        make_tokenizer("whitspace")

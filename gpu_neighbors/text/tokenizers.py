@@ -5,6 +5,7 @@ vocabulary frozen on the training set (`vocabulary.py`), so matching runs as ten
 """
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from functools import cached_property
 
@@ -64,33 +65,46 @@ class CharacterTokenizer(Tokenizer):
 
 
 class HuggingFaceTokenizer(Tokenizer):
-    """A `transformers` tokenizer (name or local path); tokens are its subword strings."""
+    """A `transformers` tokenizer (local folder, or a name in the Hugging Face cache); tokens are
+    its subword strings. Code shipped in a folder is never run (`trust_remote_code=False`), and
+    nothing is downloaded unless `allow_download`."""
 
-    def __init__(self, name_or_path: str, lowercase: bool = False) -> None:
+    def __init__(self, name_or_path: str, lowercase: bool = False, allow_download: bool = False) -> None:
         super().__init__(lowercase)
         from transformers import AutoTokenizer
 
         try:
-            self.hf = AutoTokenizer.from_pretrained(name_or_path)
-        except OSError as error:
+            self.hf = AutoTokenizer.from_pretrained(
+                name_or_path, trust_remote_code=False, local_files_only=not allow_download
+            )
+        except (OSError, ValueError) as error:
+            if os.path.isdir(name_or_path):
+                raise ValueError(f"cannot load a Hugging Face tokenizer from the folder "
+                                 f"{name_or_path!r}: {error}") from None
             raise ValueError(
-                f"cannot load a Hugging Face tokenizer from {name_or_path!r}: give a local "
-                f"folder or a model already in the Hugging Face cache ({error})"
-            ) from error
+                f"unknown tokenizer {name_or_path!r}: the built-in ones are "
+                f"{', '.join(BUILT_IN_TOKENIZERS)}; otherwise give a folder holding a Hugging Face "
+                "tokenizer, the name of one in the Hugging Face cache, or a hub name with "
+                "--allow-download"
+            ) from None
         self.name = f"hf:{name_or_path}"
 
     def _split(self, text: str) -> list[str]:
         return self.hf.tokenize(text)
 
 
-def make_tokenizer(spec: str | Tokenizer, lowercase: bool = False) -> Tokenizer:
-    """`whitespace`, `13a`, `chars`, or a Hugging Face tokenizer name or path (`hf:` prefix optional)."""
+BUILT_IN_TOKENIZERS: dict[str, type[Tokenizer]] = {
+    "whitespace": WhitespaceTokenizer,
+    "13a": Sacrebleu13aTokenizer,
+    "chars": CharacterTokenizer,
+}
+
+
+def make_tokenizer(spec: str | Tokenizer, lowercase: bool = False, allow_download: bool = False) -> Tokenizer:
+    """`whitespace`, `13a`, `chars`, or a Hugging Face tokenizer folder or cached name (`hf:`
+    prefix optional; hub downloads only with `allow_download`)."""
     if isinstance(spec, Tokenizer):
         return spec
-    if spec == "whitespace":
-        return WhitespaceTokenizer(lowercase)
-    if spec == "13a":
-        return Sacrebleu13aTokenizer(lowercase)
-    if spec == "chars":
-        return CharacterTokenizer(lowercase)
-    return HuggingFaceTokenizer(spec.removeprefix("hf:"), lowercase)
+    if spec in BUILT_IN_TOKENIZERS:
+        return BUILT_IN_TOKENIZERS[spec](lowercase)
+    return HuggingFaceTokenizer(spec.removeprefix("hf:"), lowercase, allow_download)
