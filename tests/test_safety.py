@@ -247,6 +247,6 @@ def test_a_tokenizer_folder_with_custom_code_never_runs_it(tmp_path):
 def test_an_unknown_tokenizer_name_fails_at_once_listing_the_built_in_ones():
     from gpu_neighbors.text.tokenizers import make_tokenizer
 
-    with pytest.raises(ValueError, match="unknown tokenizer 'whitspace': the built-in ones are "
-                                         "whitespace, 13a, chars"):
+    with pytest.raises(ValueError, match=r"unknown tokenizer 'whitspace': not one of the built-in "
+                                         r"ones \(whitespace, 13a, chars\)"):
         make_tokenizer("whitspace")

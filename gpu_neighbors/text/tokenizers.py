@@ -82,10 +82,10 @@ class HuggingFaceTokenizer(Tokenizer):
                 raise ValueError(f"cannot load a Hugging Face tokenizer from the folder "
                                  f"{name_or_path!r}: {error}") from None
             raise ValueError(
-                f"unknown tokenizer {name_or_path!r}: the built-in ones are "
-                f"{', '.join(BUILT_IN_TOKENIZERS)}; otherwise give a folder holding a Hugging Face "
-                "tokenizer, the name of one in the Hugging Face cache, or a hub name with "
-                "--allow-download"
+                f"unknown tokenizer {name_or_path!r}: not one of the built-in ones "
+                f"({', '.join(BUILT_IN_TOKENIZERS)}), and cannot load a Hugging Face tokenizer "
+                "from it: give a folder holding one, the name of one in the Hugging Face cache, "
+                "or a hub name with --allow-download"
             ) from None
         self.name = f"hf:{name_or_path}"
 
