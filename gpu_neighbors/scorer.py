@@ -6,7 +6,6 @@ and the neighbour model only reduces them, so every kernel shares this one pipel
 """
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,14 @@ from gpu_neighbors.core.neighbours import (
     TrainingSubset,
     estimate,
     estimate_tensors,
+)
+from gpu_neighbors.core.signature import Signature
+from gpu_neighbors.core.validation import (
+    DEFAULT_MIN_COVERAGE,
+    DEFAULTS,
+    SCORER_PARAMETERS,
+    check_is_fitted,
+    validate_parameters,
 )
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
@@ -122,23 +129,24 @@ class NeighborsScorer:
     chunk_size: candidates per chunk; None derives it from the budget. Results never depend on it.
     progress: show a progress bar on stderr for long predictions.
     score_range: (low, high) every training score must lie in; None accepts any finite score.
+    Defaults, types and ranges are declared once, in `core.validation.SCORER_PARAMETERS`.
     """
 
     def __init__(
         self,
-        kernel: str = "bleu",
-        tau: float | None = None,
-        min_neighbors: int = 5,
-        max_fraction: float = 0.66,
-        device: str | torch.device = "auto",
-        smoothing: str | None = None,
-        tokenizer: str | Tokenizer = "whitespace",
-        lowercase: bool = False,
-        kernel_options: Mapping[str, Any] | None = None,
-        memory_budget: int | None = None,
-        chunk_size: int | None = None,
-        progress: bool = False,
-        score_range: tuple[float, float] | None = (0.0, 1.0),
+        kernel: str = DEFAULTS["kernel"],
+        tau: float | None = DEFAULTS["tau"],
+        min_neighbors: int = DEFAULTS["min_neighbors"],
+        max_fraction: float = DEFAULTS["max_fraction"],
+        device: str | torch.device = DEFAULTS["device"],
+        smoothing: str | None = DEFAULTS["smoothing"],
+        tokenizer: str | Tokenizer = DEFAULTS["tokenizer"],
+        lowercase: bool = DEFAULTS["lowercase"],
+        kernel_options: Mapping[str, Any] | None = DEFAULTS["kernel_options"],
+        memory_budget: int | None = DEFAULTS["memory_budget"],
+        chunk_size: int | None = DEFAULTS["chunk_size"],
+        progress: bool = DEFAULTS["progress"],
+        score_range: tuple[float, float] | None = DEFAULTS["score_range"],
     ) -> None:
         self.kernel = kernel
         self.tau = tau
@@ -161,7 +169,7 @@ class NeighborsScorer:
         texts: Sequence[str],
         scores: Sequence[float] | np.ndarray,
         tune: bool = False,
-        min_coverage: float = 0.8,
+        min_coverage: float = DEFAULT_MIN_COVERAGE,
     ) -> NeighborsScorer:
         """Validate the training set and encode it once with the kernel; returns self.
 
@@ -169,7 +177,7 @@ class NeighborsScorer:
         highest Spearman with coverage >= min_coverage; see `tuning.py`). The values used are
         `tau_`, `min_neighbors_` and `max_fraction_`; `tuning_` says how they were chosen.
         """
-        self._validate_parameters()
+        validate_parameters({**self.get_params(), "min_coverage": min_coverage})
         texts = _validate_texts(texts, "training texts")
         quality = _validate_scores(scores, len(texts), self.score_range)
         self.device_ = resolve_device(self.device)
@@ -200,29 +208,12 @@ class NeighborsScorer:
         except TypeError as error:
             raise ValueError(f"bad kernel_options for {self.kernel!r}: {error}") from None
 
-    def _validate_parameters(self) -> None:
-        if self.score_range is not None:
-            low, high = self.score_range
-            if not (math.isfinite(low) and math.isfinite(high) and low <= high):
-                raise ValueError(f"score_range must be (low, high) with low <= high, not {self.score_range!r}")
-        if self.tau is not None and not (
-            isinstance(self.tau, (int, float)) and math.isfinite(self.tau)
-        ):
-            raise ValueError(f"tau must be a finite number or None, not {self.tau!r}")
-        if isinstance(self.min_neighbors, bool) or not isinstance(self.min_neighbors, int) or self.min_neighbors < 1:
-            raise ValueError(f"min_neighbors must be an integer >= 1, not {self.min_neighbors!r}")
-        if not isinstance(self.max_fraction, (int, float)) or not 0 < self.max_fraction <= 1:
-            raise ValueError(f"max_fraction must be in (0, 1], not {self.max_fraction!r}")
-        if self.chunk_size is not None and (not isinstance(self.chunk_size, int) or self.chunk_size < 1):
-            raise ValueError(f"chunk_size must be a positive integer or None, not {self.chunk_size!r}")
-        if self.memory_budget is not None and (
-            not isinstance(self.memory_budget, int) or self.memory_budget < 1
-        ):
-            raise ValueError(f"memory_budget must be a positive number of bytes, not {self.memory_budget!r}")
+    def get_params(self) -> dict[str, Any]:
+        """The constructor's settings, by name (as scikit-learn's `get_params`)."""
+        return {name: getattr(self, name) for name in SCORER_PARAMETERS}
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "kernel_"):
-            raise RuntimeError("this NeighborsScorer is not fitted yet: call fit(texts, scores) first")
+        check_is_fitted(self)
 
     # -- prediction ----------------------------------------------------------------------
 
@@ -298,19 +289,13 @@ class NeighborsScorer:
         return self.kernel_.num_train
 
     @property
-    def signature(self) -> str:
-        """Every setting that changes the numbers, in one line (as sacrebleu signs its scores)."""
+    def signature(self) -> Signature:
+        """Every setting that changes the numbers; `str()` gives the line stored beside outputs."""
         self._check_fitted()
-        fields = {
-            "kernel": self.kernel,
-            **self.kernel_.settings(),
-            "tau": f"{self.tau_:g}",
-            "a": str(self.min_neighbors_),
-            "b": f"{self.max_fraction_:g}",
-            "n": str(self.num_train),
-            "version": __version__,
-        }
-        return "|".join(f"{key}:{value}" for key, value in fields.items())
+        return Signature(
+            self.kernel, tuple(self.kernel_.settings().items()), self.tau_, self.min_neighbors_,
+            self.max_fraction_, self.num_train, __version__,
+        )
 
     def _predict_stats(self, stats: NeighborStats, num_train: int) -> Prediction:
         return estimate(stats, self._quality, num_train, self.min_neighbors_, self.max_fraction_)
@@ -393,12 +378,17 @@ def _validate_texts(texts: Sequence[str], what: str, allow_empty: bool = False) 
 
 class ScoreError(ValueError):
     """A training score that cannot be used; `index` says which, so callers reading files can
-    name the line."""
+    name the line, and `setting` the parameter that would admit it, named by `explain`."""
 
-    def __init__(self, index: int, reason: str) -> None:
-        super().__init__(f"scores[{index}] {reason}")
+    def __init__(self, index: int, reason: str, setting: str | None = None) -> None:
         self.index = index
         self.reason = reason
+        self.setting = setting
+        super().__init__(f"scores[{index}] {self.explain(setting)}")
+
+    def explain(self, setting_name: str | None) -> str:
+        """The reason, naming `setting` as the caller knows it (the CLI: by its flag)."""
+        return self.reason if self.setting is None else f"{self.reason} or set {setting_name}"
 
 
 def _validate_scores(
@@ -422,6 +412,7 @@ def _validate_scores(
             raise ScoreError(
                 int(outside[0]),
                 f"is {quality[outside[0]]:g}, outside the score range [{low:g}, {high:g}]: "
-                "rescale the scores (the paper maps them to [0, 1]) or set score_range",
+                "rescale the scores (the paper maps them to [0, 1])",
+                setting="score_range",
             )
     return quality

@@ -150,4 +150,4 @@ def test_bad_parameters_are_refused_clearly():
 
 def test_signature_records_every_setting():
     scorer = NeighborsScorer(tau=0.1, smoothing="exp", tokenizer="13a", lowercase=True).fit(TRAIN, QUALITY)
-    assert scorer.signature.startswith("kernel:bleu|tok:13a+lc|smooth:exp|tau:0.1|a:5|b:0.66|n:7|version:")
+    assert str(scorer.signature).startswith("kernel:bleu|tok:13a+lc|smooth:exp|tau:0.1|a:5|b:0.66|n:7|version:")

@@ -64,5 +64,5 @@ def test_lowercase_makes_case_variants_neighbours():
 def test_scorer_with_a_hugging_face_tokenizer_counts_subword_ngrams():
     train = ["unbelievable weather conditions today", "believable stories of weather"]
     scorer = NeighborsScorer(tokenizer=MODEL_PATH, tau=0.0, min_neighbors=1).fit(train, [0.1, 0.9])
-    assert "tok:hf:" in scorer.signature
+    assert "tok:hf:" in str(scorer.signature)
     assert scorer.similarity(["unbelievable weather conditions today"])[0, 0] == pytest.approx(1.0)

@@ -100,7 +100,7 @@ def test_fit_with_tune_predicts_with_the_chosen_thresholds(huse_texts, huse_scor
     candidates = huse_texts[40:60]
     np.testing.assert_array_equal(tuned.predict(candidates).scores, fixed.predict(candidates).scores)
     np.testing.assert_array_equal(tuned.leave_one_out().scores, fixed.leave_one_out().scores)
-    assert f"a:{chosen.min_neighbors}|" in tuned.signature
+    assert f"a:{chosen.min_neighbors}|" in str(tuned.signature)
     refit = tuned.fit(texts, scores)  # without tune: back to the constructor's thresholds
     assert (refit.tau_, refit.min_neighbors_, refit.max_fraction_, refit.tuning_) == (0.08, 5, 0.66, None)
 

@@ -87,7 +87,7 @@ def score_file(
     stream = iter_candidates(candidates, text_field=text_field, skip_bad=skip_bad, rejects=rejects,
                              file_format=file_format, quoting=quoting, max_chars=max_chars)
     settings = {
-        "signature": scorer.signature,
+        "signature": str(scorer.signature),
         "candidates": str(candidates),
         "text_field": text_field,
         "skip_bad": skip_bad,  # rejected records take no index, so skipping shifts every row

@@ -1,0 +1,179 @@
+"""Every setting of the scorer declared once, in the style of scikit-learn's
+`_parameter_constraints`: `NeighborsScorer` validates against this table at `fit`, and the CLI
+builds its options, defaults and help from it. Booleans are never numbers here: `tau=True` is a
+mistake, not 1.0.
+
+Which values exist for `kernel`, `smoothing` and `tokenizer` is for their registries (kernels,
+text) to say: this layer sits below them, so it checks only the type of those settings.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+import torch
+
+DEFAULT_MIN_COVERAGE = 0.8
+
+
+class NotFittedError(ValueError, AttributeError, RuntimeError):
+    """A fitted-only method called before `fit`. ValueError and AttributeError as in
+    scikit-learn; RuntimeError because that is what such calls raised before."""
+
+
+def check_is_fitted(estimator: object, attribute: str = "kernel_") -> None:
+    """Raise NotFittedError unless `estimator` holds `attribute`, which only `fit` sets."""
+    if not hasattr(estimator, attribute):
+        raise NotFittedError(
+            f"this {type(estimator).__name__} is not fitted yet: call fit(texts, scores) first"
+        )
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What a setting accepts, said once for the check and once for the message."""
+
+    description: str
+    accepts: Callable[[Any], bool]
+
+
+def interval(kind: type, low: float | None = None, high: float | None = None, closed: str = "both") -> Constraint:
+    """Integers (`kind=Integral`) or finite numbers (`kind=Real`) between `low` and `high`;
+    `closed` says which ends are included: both, left, right or neither."""
+    left = closed in ("both", "left")
+    right = closed in ("both", "right")
+
+    def accepts(value: Any) -> bool:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, kind):
+            return False
+        if not math.isfinite(value):
+            return False
+        if low is not None and (value < low or (value == low and not left)):
+            return False
+        return high is None or value < high or (value == high and right)
+
+    noun = "an integer" if kind is Integral else "a finite number"
+    if low is not None and high is not None:
+        bounds = f" in {'[' if left else '('}{low:g}, {high:g}{']' if right else ')'}"
+    elif low is not None:
+        bounds = f" {'>=' if left else '>'} {low:g}"
+    elif high is not None:
+        bounds = f" {'<=' if right else '<'} {high:g}"
+    else:
+        bounds = ""
+    return Constraint(noun + bounds, accepts)
+
+
+def instance_of(*types: type, description: str) -> Constraint:
+    return Constraint(description, lambda value: isinstance(value, types))
+
+
+def _is_range(value: Any) -> bool:
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        return False
+    number = interval(Real)
+    return number.accepts(value[0]) and number.accepts(value[1]) and value[0] <= value[1]
+
+
+def _is_tokenizer(value: Any) -> bool:
+    return isinstance(value, str) or callable(getattr(value, "tokenize", None))
+
+
+BOOLEAN = instance_of(bool, np.bool_, description="True or False")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One setting: its Python type, what it accepts, its default and help. `optional` means
+    None is accepted (`none_means` says what it then does); `cli` whether the command line has
+    an option for it (named `flag`)."""
+
+    name: str
+    type: type
+    constraint: Constraint
+    default: Any
+    help: str
+    optional: bool = False
+    none_means: str | None = None
+    cli: bool = True
+    metavar: str | tuple[str, ...] | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def requirement(self) -> str:
+        return self.constraint.description + (" or None" if self.optional else "")
+
+    def check(self, value: Any) -> None:
+        if value is None and self.optional:
+            return
+        if not self.constraint.accepts(value):
+            raise ParameterError(self, value)
+
+
+class ParameterError(ValueError):
+    """A setting the table refuses; `message` names it as the caller knows it (the CLI: by flag)."""
+
+    def __init__(self, parameter: Parameter, value: Any) -> None:
+        self.parameter = parameter
+        self.value = value
+        super().__init__(self.message(parameter.name))
+
+    def message(self, name: str) -> str:
+        return f"{name} must be {self.parameter.requirement}, not {self.value!r}"
+
+
+def _table(*parameters: Parameter) -> dict[str, Parameter]:
+    return {parameter.name: parameter for parameter in parameters}
+
+
+# NeighborsScorer's constructor, in its order.
+SCORER_PARAMETERS = _table(
+    Parameter("kernel", str, instance_of(str, description="a kernel name"), "bleu",
+              "similarity kernel"),
+    Parameter("tau", float, interval(Real), None, "similarity threshold", optional=True,
+              none_means="the kernel's, from the paper"),
+    Parameter("min_neighbors", int, interval(Integral, 1), 5,
+              "a: fewest neighbours for an estimate", metavar="A"),
+    Parameter("max_fraction", float, interval(Real, 0, 1, closed="right"), 0.66,
+              "b: most neighbours, as a share of the training set", metavar="B"),
+    Parameter("device", str, instance_of(str, torch.device, description="a device name or torch.device"),
+              "auto", "auto (CUDA when present), cpu, cuda, cuda:N"),
+    Parameter("smoothing", str, instance_of(str, description="a smoothing name"), None,
+              "BLEU* smoothing", optional=True, none_means="add1"),
+    Parameter("tokenizer", str, Constraint("a tokenizer name or an object with a tokenize method", _is_tokenizer),
+              "whitespace", "a Hugging Face tokenizer name or path, or one of the built-in ones"),
+    Parameter("lowercase", bool, BOOLEAN, False, "fold case before tokenizing"),
+    Parameter("kernel_options", dict, instance_of(Mapping, description="a mapping of keyword arguments"),
+              None, "keyword arguments of the kernel (e.g. model and layer for BERTScore)",
+              optional=True, none_means="none", cli=False),
+    Parameter("memory_budget", int, interval(Integral, 1), None,
+              "tile working memory in bytes (on the command line also e.g. 512M or 2G)",
+              optional=True, none_means="from the device", metavar="SIZE"),
+    Parameter("chunk_size", int, interval(Integral, 1), None,
+              "candidates per chunk; results never depend on it", optional=True,
+              none_means="from the memory budget", cli=False),
+    Parameter("progress", bool, BOOLEAN, False, "a progress bar on stderr for long predictions", cli=False),
+    Parameter("score_range", tuple, Constraint("(low, high) with finite low <= high", _is_range), (0.0, 1.0),
+              "range every known score must lie in, as in the paper", optional=True,
+              none_means="any finite score", metavar=("LOW", "HIGH")),
+)
+# Settings of `fit`: tuning chooses tau, a and b with at least this coverage.
+FIT_PARAMETERS = _table(
+    Parameter("min_coverage", float, interval(Real, 0, 1), DEFAULT_MIN_COVERAGE,
+              "with tuning: the least coverage a choice may have", metavar="C"),
+)
+PARAMETERS = {**SCORER_PARAMETERS, **FIT_PARAMETERS}
+DEFAULTS: dict[str, Any] = {name: parameter.default for name, parameter in PARAMETERS.items()}
+
+
+def validate_parameters(values: Mapping[str, Any], table: Mapping[str, Parameter] = PARAMETERS) -> None:
+    """Raise ParameterError for the first of `values` (name -> value) its table entry refuses."""
+    for name, value in values.items():
+        table[name].check(value)
