@@ -1,0 +1,128 @@
+"""BLEU of each text against a set of references, as NLTK's `sentence_bleu(references, text)`
+computes it: clipped counts against the largest count over the references, and the brevity
+penalty of the closest reference length (the shorter one on a tie).
+
+With the k-th occurrence of an n-gram as its own feature (g, k), min(c_x(g), max_r c_r(g)) =
+sum_k [c_x(g) >= k][some reference holds (g, k)]. Self-BLEU (each text against all the others)
+then needs only, per feature, how many texts hold it: a text's own feature matches exactly when
+at least one other text holds it too, i.e. when two or more texts hold it. So the work is linear
+in the number of n-grams of the set, not quadratic in its size.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import torch
+
+from gpu_neighbors.text.ngrams import NgramFeatures
+from gpu_neighbors.text.tokenizers import Tokenizer
+from gpu_neighbors.text.vocabulary import Vocabulary
+
+SMOOTHINGS = ("none", "epsilon", "add1", "exp")
+EPSILON = 0.1  # NLTK's SmoothingFunction default epsilon for method1
+BLEU4_WEIGHTS = (0.25, 0.25, 0.25, 0.25)
+
+
+def check_weights(weights: Sequence[float]) -> tuple[float, ...]:
+    """1 to 4 non-negative weights, one per n-gram order from 1, summing to 1."""
+    values = tuple(weights)
+    if not 1 <= len(values) <= 4:
+        raise ValueError(f"weights: give 1 to 4 weights (one per n-gram order), not {len(values)}")
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"weights must be non-negative numbers, not {value!r}")
+    if abs(sum(values) - 1.0) > 1e-6:
+        raise ValueError(f"weights must sum to 1, not {sum(values):g} ({', '.join(map(str, values))})")
+    return tuple(float(value) for value in values)
+
+
+def bleu_from_counts(
+    matches: torch.Tensor,
+    totals: torch.Tensor,
+    lengths: torch.Tensor,
+    reference_lengths: torch.Tensor,
+    weights: Sequence[float],
+    smoothing: str,
+) -> torch.Tensor:
+    """BLEU per row as NLTK's `corpus_bleu` of one hypothesis: `matches` and `totals` [rows,
+    orders] are the clipped n-gram matches and max(1, number of n-grams) per order, `lengths`
+    the hypothesis lengths and `reference_lengths` the closest reference lengths [rows]."""
+    if smoothing not in SMOOTHINGS:
+        raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, not {smoothing!r}")
+    matches, totals = matches.to(torch.float64), totals.to(torch.float64)
+    zero = matches == 0
+    if smoothing == "none":  # method0: log(smallest float) for a zero precision
+        precision = torch.where(zero, sys.float_info.min, matches / totals)
+    elif smoothing == "epsilon":  # method1
+        precision = torch.where(zero, EPSILON / totals, matches / totals)
+    elif smoothing == "add1":  # method2: every order but the first
+        add = torch.ones_like(matches)
+        add[:, 0] = 0
+        precision = (matches + add) / (totals + add)
+    else:  # method3: 1 / (2^k t) for the k-th order with no match, k counted from 1
+        k = torch.cumsum(zero.to(torch.float64), dim=1)
+        precision = torch.where(zero, 1 / (2.0**k * totals), matches / totals)
+    weight = torch.tensor(weights, dtype=torch.float64, device=matches.device)
+    log_mean = (weight * torch.log(precision)).sum(dim=1)
+    lengths = lengths.to(torch.float64)
+    reference_lengths = reference_lengths.to(torch.float64)
+    brevity = torch.where(lengths > reference_lengths, 1.0,
+                          torch.exp(1 - reference_lengths / lengths.clamp(min=1)))
+    value = brevity * torch.exp(log_mean)
+    return torch.where((matches[:, 0] == 0) | (lengths == 0), 0.0, value)
+
+
+def closest_other_lengths(lengths: torch.Tensor) -> torch.Tensor:
+    """For each text, the length among the *other* texts closest to its own (the shorter one
+    on a tie), as NLTK's `closest_ref_length` picks it; needs two texts or more."""
+    values, counts = torch.unique(lengths, sorted=True, return_counts=True)
+    position = torch.searchsorted(values, lengths)
+    own_is_shared = counts[position] > 1
+    below = torch.where(position > 0, values[(position - 1).clamp(min=0)], -1)
+    above_index = (position + 1).clamp(max=values.numel() - 1)
+    above = torch.where(position + 1 < values.numel(), values[above_index], -1)
+    has_below, has_above = below >= 0, above >= 0
+    below_gap = torch.where(has_below, lengths - below, torch.iinfo(lengths.dtype).max)
+    above_gap = torch.where(has_above, above - lengths, torch.iinfo(lengths.dtype).max)
+    nearest = torch.where(below_gap <= above_gap, below, above)
+    return torch.where(own_is_shared, lengths, nearest)
+
+
+def self_bleu(
+    texts: Sequence[str],
+    tokenizer: Tokenizer,
+    weights: Sequence[float] = BLEU4_WEIGHTS,
+    smoothing: str = "none",
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """Self-BLEU of every text: its BLEU with all the other texts as references (float64 on
+    `device`), equal to NLTK `sentence_bleu(others, text, weights, smoothing)`."""
+    weights = check_weights(weights)
+    if len(texts) < 2:
+        raise ValueError(f"Self-BLEU needs at least two texts (each is scored against the others), got {len(texts)}")
+    device = torch.device(device)
+    tokens = [tokenizer.tokenize(text) for text in texts]
+    vocabulary = Vocabulary(tokens)
+    batch = vocabulary.batch(tokens, device)
+    order_count = len(weights)
+    matrices = NgramFeatures(order_count).fit(batch, len(vocabulary))
+    matches = torch.stack([_shared_features(matrix) for matrix in matrices], dim=1)
+    orders = torch.arange(1, order_count + 1, device=device)
+    totals = (batch.lengths[:, None] - orders + 1).clamp(min=1)
+    return bleu_from_counts(matches, totals, batch.lengths, closest_other_lengths(batch.lengths),
+                            weights, smoothing)
+
+
+def _shared_features(matrix: torch.Tensor) -> torch.Tensor:
+    """Per row of a binary CSR occurrence matrix [texts x features], how many of its features
+    some other row holds as well."""
+    holders = torch.zeros(matrix.shape[1], dtype=torch.int64, device=matrix.device)
+    columns = matrix.col_indices()
+    holders.index_add_(0, columns, torch.ones_like(columns))
+    shared = (holders[columns] >= 2).to(torch.int64)
+    rows = torch.repeat_interleave(
+        torch.arange(matrix.shape[0], device=matrix.device), torch.diff(matrix.crow_indices())
+    )
+    counts = torch.zeros(matrix.shape[0], dtype=torch.int64, device=matrix.device)
+    return counts.index_add_(0, rows, shared)
