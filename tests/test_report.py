@@ -2,6 +2,7 @@
 fails to load, and the character tokenizer the reproduction rests on (against NLTK)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import warnings
@@ -14,7 +15,15 @@ from nltk.translate.bleu_score import sentence_bleu
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.cli import main
 from gpu_neighbors.data import read_scored
-from gpu_neighbors.evaluation.report import KernelSpec, build_report, write_report
+from gpu_neighbors.evaluation.agreement import Agreement
+from gpu_neighbors.evaluation.report import (
+    PUBLISHED_TABLE1,
+    KernelSpec,
+    _human_gaps_text,
+    _intro,
+    build_report,
+    write_report,
+)
 
 PNGS = {"kernels.png", "scatter.png", "curve.png", "sweep_a.png", "sweep_b.png", "sweep_tau.png"}
 
@@ -63,6 +72,37 @@ def test_report_writes_every_section_and_plot(tmp_path, small_data):
     direct = NeighborsScorer(kernel="bleu", tokenizer="chars", smoothing="none", device="cpu")
     loo = direct.fit(data.texts, data.scores).leave_one_out()
     np.testing.assert_array_equal(main_kernel.default.prediction.scores, loo.scores)
+    # the page states what was computed: the device the scorers ran on, the measured MSE gap
+    assert "all kernels run on the CPU here" in text
+    published = PUBLISHED_TABLE1["summarization"]
+    mse_gap = max(abs(report.humans[name].mse - published[name][0]) for name in ("Human (best)", "Human (average)"))
+    matched = "The MSEs match to 1e-4" in text
+    assert matched == (mse_gap <= 1e-4)
+    assert matched or f"The MSEs differ by up to {mse_gap:.4f}" in text
+
+
+def test_report_claims_follow_the_computed_values(small_data):
+    data = read_scored(small_data)
+    report = build_report(data, [KernelSpec("bleu")], make_scorer=lambda spec: NeighborsScorer(device="cpu"),
+                          folds=2, runs=1, sizes=[20], resamples=0)
+    assert "all kernels run on the CPU here" in _intro(report)
+    report.kernels.append(dataclasses.replace(report.kernels[0], device="cuda:0"))
+    assert "kernels run on the CPU and `cuda:0`." in _intro(report)
+    report.kernels[:] = report.kernels[1:]
+    assert "all kernels run on `cuda:0` here" in _intro(report)
+
+    published = PUBLISHED_TABLE1["summarization"]  # MSE 0.0200 / 0.0802, rho 0.921 / 0.405
+
+    def humans(best: tuple[float, float], average: tuple[float, float]) -> dict[str, Agreement]:
+        return {name: Agreement(n=10, mse=mse, spearman=rho, pearson=rho, coverage=1.0)
+                for name, (mse, rho) in (("Human (best)", best), ("Human (average)", average))}
+
+    close = _human_gaps_text(humans((0.02005, 0.923), (0.0802, 0.411)), published)
+    assert close.startswith("The MSEs match to 1e-4; the rhos differ in the third decimal, which")
+    far = _human_gaps_text(humans((0.0300, 0.921), (0.0802, 0.605)), published)
+    assert far == "The MSEs differ by up to 0.0100; the rhos differ by up to 0.200."
+    assert _human_gaps_text(humans((0.02, 0.9212), (0.0802, 0.405)), published) == \
+        "The MSEs match to 1e-4; the rhos match to 1e-3."
 
 
 def test_report_needs_a_working_kernel(small_data):
