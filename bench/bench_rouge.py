@@ -19,10 +19,10 @@ import time
 import torch
 from rouge_score.rouge_scorer import _score_lcs
 
+from gpu_neighbors.core.tiling import MatrixReduction, TilePlan, default_memory_budget, reduce_tiles, resolve_device
 from gpu_neighbors.kernels.rouge import RougeKernel
-from huse import huse_texts
-from gpu_neighbors.scorer import TilePlan, default_memory_budget, resolve_device
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
+from huse import huse_texts
 
 def resampled_texts(count: int, rng: random.Random) -> list[str]:
     texts = huse_texts()
@@ -38,15 +38,10 @@ def time_ours(train: list[str], candidates: list[str], device: torch.device):
     plan = TilePlan.from_budget(
         default_memory_budget(device), kernel.pair_bytes(), len(train), chunk_rows=None
     )
-    rows = []
-    for first in range(0, len(candidates), plan.chunk_rows):
-        encoded = kernel.encode(candidates[first : first + plan.chunk_rows])
-        blocks = [
-            kernel.tile(encoded, block, min(block + plan.block_columns, len(train))).cpu()
-            for block in range(0, len(train), plan.block_columns)
-        ]
-        rows.append(torch.cat(blocks, dim=1))
-    scores = torch.cat(rows)
+    scores = reduce_tiles(
+        lambda first, last: kernel.encode(candidates[first:last]), kernel.tile,
+        plan.chunks(len(candidates)), plan.blocks(len(train)), MatrixReduction(len(candidates), len(train)),
+    )
     return time.perf_counter() - start, scores
 
 

@@ -6,9 +6,9 @@ and the neighbour model only reduces them, so every kernel shares this one pipel
 """
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,14 +17,16 @@ import torch
 from gpu_neighbors._version import __version__
 from gpu_neighbors.kernels import Kernel, kernel_class
 from gpu_neighbors.core.neighbours import (
+    NeighborReduction,
     NeighborStats,
     Prediction,
     Quality,
     TensorPrediction,
+    Thresholds,
     TrainingSubset,
-    estimate,
     estimate_tensors,
 )
+from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.signature import Signature
 from gpu_neighbors.core.validation import (
     DEFAULT_MIN_COVERAGE,
@@ -33,87 +35,21 @@ from gpu_neighbors.core.validation import (
     check_is_fitted,
     validate_parameters,
 )
+from gpu_neighbors.core.tiling import (
+    CPU_TILE_PAIRS,
+    MatrixReduction,
+    Reduction,
+    Result,
+    TilePlan,
+    TransientCache,
+    default_memory_budget,
+    reduce_tiles,
+    resolve_device,
+)
+from gpu_neighbors.core import tuning
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
-DEFAULT_CPU_BUDGET = 1 << 30  # bytes of tile working memory on CPU
-CUDA_BUDGET_SHARE = 0.5  # of the device's free memory
-MAX_CHUNK_ROWS = 4096
-# Fewer candidates per chunk and the fixed costs of a tile (encoding, cutting the training side
-# into a block) dominate: a large training set is cut into more blocks instead.
-MIN_CHUNK_ROWS = 1024
-# On a CPU a bigger tile is no faster (measured: 1-8 Mi pairs within noise), and past 32 MiB
-# (4 Mi float64 pairs) glibc maps fresh pages for every tile: 3 Mi pairs stay below that.
-CPU_TILE_PAIRS = 3 << 20
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """`auto` picks CUDA when present, else the CPU; anything else is taken as given."""
-    if isinstance(device, torch.device):
-        return device
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except RuntimeError as error:
-        raise ValueError(f"unknown device {device!r}: {error}") from None
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} asked for, but CUDA is not available here")
-    return resolved
-
-
-def default_memory_budget(device: torch.device) -> int:
-    """Half the free memory of a CUDA device; on the CPU 1 GiB, or a quarter of the memory
-    the host has available when that is less."""
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free * CUDA_BUDGET_SHARE)
-    available = _available_host_memory()
-    return DEFAULT_CPU_BUDGET if available is None else min(DEFAULT_CPU_BUDGET, available // 4)
-
-
-def _available_host_memory() -> int | None:
-    """MemAvailable of Linux (free memory plus what the page cache would give back), else the
-    free physical memory where the platform tells it, else None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-@dataclass(frozen=True)
-class TilePlan:
-    """How many candidates per chunk and training texts per block fit the memory budget."""
-
-    chunk_rows: int
-    block_columns: int
-
-    @classmethod
-    def from_budget(
-        cls,
-        budget: int,
-        pair_bytes: int,
-        num_train: int,
-        chunk_rows: int | None,
-        max_pairs: int | None = None,
-    ) -> TilePlan:
-        """Tiles of at most budget / pair_bytes pairs (and `max_pairs`): whole training rows
-        when they fit MIN_CHUNK_ROWS candidates, else MIN_CHUNK_ROWS candidates against
-        training blocks, so that |S| = 10^6 runs in the same budget as |S| = 10^3."""
-        pairs = max(budget // max(pair_bytes, 1), 1)
-        if max_pairs is not None:
-            pairs = min(pairs, max_pairs)
-        if chunk_rows is None:
-            chunk_rows = int(min(MAX_CHUNK_ROWS, pairs, max(pairs // max(num_train, 1), MIN_CHUNK_ROWS)))
-        block = int(min(max(num_train, 1), max(pairs // chunk_rows, 1)))
-        return cls(chunk_rows=chunk_rows, block_columns=block)
-
+REWARD_DTYPE = torch.float32
 
 class NeighborsScorer:
     """Estimate text quality as the mean known quality of a text's kernel neighbours.
@@ -191,16 +127,35 @@ class NeighborsScorer:
         self.tau_ = float(self.kernel_.default_tau if self.tau is None else self.tau)
         self.train_scores_ = quality
         self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_))
+        self._qualities: TransientCache[torch.device, Quality] = TransientCache()
+        self._streams: TransientCache[tuple[int, torch.device], torch.Generator] = TransientCache()
         self.min_neighbors_, self.max_fraction_, self.tuning_ = self.min_neighbors, self.max_fraction, None
         if tune:
-            from gpu_neighbors.core.tuning import tune_scorer
-
-            self.tuning_ = tune_scorer(self, min_coverage)
+            # One similarity pass over the training set; the tau it was fitted with joins the grid.
+            self.tuning_ = tuning.tune(self._training_pass(), min_coverage=min_coverage, default_tau=self.tau_)
             chosen = self.tuning_.thresholds
             self.tau_, self.min_neighbors_, self.max_fraction_ = chosen.tau, chosen.min_neighbors, chosen.max_fraction
         return self
 
-    def _make_kernel(self, options: dict[str, Any]) -> Kernel:
+    def fit_pairwise(
+        self, texts: Sequence[str], scores: Sequence[float] | np.ndarray
+    ) -> PairwiseSimilarities:
+        """Fit on all items and run the kernel over every pair, once: the pass that evaluation
+        protocols cut their splits from."""
+        self.fit(texts, scores)
+        if self.kernel_.depends_on_training_set:
+            warnings.warn(
+                f"the {self.kernel} kernel's similarities depend on the whole training set "
+                f"({self.signature}): splits cut from one pass see idf weights or a baseline "
+                "computed on all items, so they approximate refitting on each split",
+                stacklevel=2,
+            )
+        return self._training_pass()
+
+    def _training_pass(self) -> PairwiseSimilarities:
+        return PairwiseSimilarities(self.train_similarity(), self.train_scores_)
+
+    def _make_kernel(self, options: dict[str, Any]) -> Kernel[Any]:
         cls = kernel_class(self.kernel)
         tokenizer = make_tokenizer(self.tokenizer, self.lowercase)
         try:
@@ -222,25 +177,54 @@ class NeighborsScorer:
         return self.predict_tensors(candidates).numpy()
 
     def predict_tensors(
-        self, candidates: Sequence[str], subset: TrainingSubset | None = None
+        self,
+        candidates: Sequence[str] | torch.Tensor,
+        subset: TrainingSubset | None = None,
+        attention_mask: torch.Tensor | None = None,
     ) -> TensorPrediction:
-        """`predict` with the estimates left on the scorer's device; `subset` keeps only some
-        training texts as possible neighbours (subsampled rewards)."""
+        """`predict` with the estimates left on the device: texts on the scorer's, token ids
+        [batch, length] on theirs (as `predict_ids`). `subset` keeps only some training texts as
+        possible neighbours (subsampled rewards)."""
         self._check_fitted()
-        candidates = _validate_texts(candidates, "candidates", allow_empty=True)
-        num_train = self.num_train if subset is None else subset.size
-        stats = self._stats(candidates, leave_one_out=False, subset=subset)
-        return estimate_tensors(stats, self._quality, num_train, self.min_neighbors_, self.max_fraction_)
+        if isinstance(candidates, torch.Tensor):
+            return self._predict_ids(candidates, attention_mask, subset)
+        if attention_mask is not None:
+            raise ValueError("attention_mask goes with token ids, not with texts")
+        texts = _validate_texts(candidates, "candidates", allow_empty=True)
+        stats = self._neighbor_stats(
+            lambda first, last: self.kernel_.encode(texts[first:last]), len(texts), subset=subset
+        )
+        return self._estimate(stats, self._quality, subset)
 
     def predict_ids(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> TensorPrediction:
         """Estimates for token ids [batch, length] straight from a model, without decoding:
         tensors on the ids' device, equal to `predict` on the decoded texts (bleu kernel with
-        the model's Hugging Face tokenizer; see `token_ids.py`)."""
-        from gpu_neighbors.training.ids import predict_ids
+        the model's Hugging Face tokenizer; see `kernels/bleu.py`). No host synchronisation
+        after the first call on a device."""
+        self._check_fitted()
+        return self._predict_ids(input_ids, attention_mask, None)
 
-        return predict_ids(self, input_ids, attention_mask)
+    def _predict_ids(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, subset: TrainingSubset | None
+    ) -> TensorPrediction:
+        self.kernel_.check_ids()
+        _validate_ids(input_ids, attention_mask)
+        device = input_ids.device
+        plan = self._plan()
+        budget = self.memory_budget or default_memory_budget(device)
+        plan = replace(plan, chunk_rows=max(1, min(plan.chunk_rows, budget // self.kernel_.id_row_bytes())))
+        quality = self._quality_on(device)
+
+        def encode(first: int, last: int) -> Any:
+            mask = None if attention_mask is None else attention_mask[first:last]
+            return self.kernel_.encode_ids(input_ids[first:last], mask)
+
+        stats = self._neighbor_stats(
+            encode, input_ids.shape[0], subset=subset, plan=plan, quality=quality, progress=False
+        )
+        return self._estimate(stats, quality, subset)
 
     def reward(
         self,
@@ -250,38 +234,65 @@ class NeighborsScorer:
         seed: int = 0,
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """float32 RL rewards for token ids or texts: undefined estimates become `undefined`
-        (default: the training mean); `subsample` scores each call against a fresh seeded
-        random fraction of the training set, against reward hacking (see `reward.py`)."""
-        from gpu_neighbors.training.reward import reward
+        """float32 RL rewards [batch] for token ids (on their device) or texts (on the scorer's).
 
-        return reward(self, inputs, undefined, subsample, seed, attention_mask)
+        A reward must exist for every sample, so undefined estimates become `undefined`
+        (default: the training mean, which neither rewards nor punishes what the scorer cannot
+        judge). Against reward hacking the paper advises a large training set subsampled at every
+        evaluation, so a policy cannot learn the n-grams of a few good texts: `subsample` scores
+        each call against a fresh random fraction of the training set (`draw_subset`)."""
+        self._check_fitted()
+        fill = float(np.mean(self.train_scores_)) if undefined is None else _finite(undefined, "undefined")
+        device = inputs.device if isinstance(inputs, torch.Tensor) else self.device_
+        subset = None if subsample is None else self.draw_subset(subsample, seed, device)
+        prediction = self.predict_tensors(inputs, subset, attention_mask)
+        return torch.where(prediction.covered, prediction.scores, fill).to(REWARD_DTYPE)
+
+    def draw_subset(self, fraction: float, seed: int, device: torch.device) -> TrainingSubset:
+        """A fresh random subset of round(fraction * |S|) training texts, drawn on `device`.
+
+        Texts outside it are masked out of the fitted neighbour model and the b |S| bound uses
+        its size, so nothing is refitted. Subsets come from one random stream per (seed, device)
+        kept by this scorer until it is refitted: the k-th call with a seed draws the same subset
+        in every run."""
+        self._check_fitted()
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+            raise ValueError(f"subsample must be a fraction in (0, 1], not {fraction!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an integer, not {seed!r}")
+        size = round(fraction * self.num_train)
+        if size < self.min_neighbors_:
+            raise ValueError(
+                f"subsample={fraction} keeps {size} of {self.num_train} training texts, fewer than "
+                f"min_neighbors={self.min_neighbors_}: no estimate could ever be defined"
+            )
+        key = (seed, device)
+        if key not in self._streams:
+            self._streams[key] = torch.Generator(device=device).manual_seed(seed)
+        chosen = torch.randperm(self.num_train, generator=self._streams[key], device=device)[:size]
+        mask = torch.zeros(self.num_train, dtype=torch.bool, device=device).index_fill_(0, chosen, True)
+        return TrainingSubset(mask=mask, size=size)
 
     def leave_one_out(self) -> Prediction:
         """Each training text scored by all the others (the paper's protocol): the training set
         against itself with the diagonal masked, not |S| refits."""
         self._check_fitted()
-        return self._predict_stats(self._stats(None, leave_one_out=True), self.num_train - 1)
+        stats = self._neighbor_stats(self.kernel_.encode_train, self.num_train, leave_one_out=True)
+        return estimate_tensors(
+            stats, self._quality, self.num_train - 1, self.min_neighbors_, self.max_fraction_
+        ).numpy()
 
     def similarity(self, candidates: Sequence[str]) -> torch.Tensor:
         """All kernel similarities [len(candidates), |S|], float64 on the CPU."""
         self._check_fitted()
-        return self._similarity(_validate_texts(candidates, "candidates", allow_empty=True))
+        texts = _validate_texts(candidates, "candidates", allow_empty=True)
+        return self._similarity(lambda first, last: self.kernel_.encode(texts[first:last]), len(texts))
 
     def train_similarity(self) -> torch.Tensor:
         """The training set against itself [|S|, |S|], float64 on the CPU, diagonal included:
         one pass from which sweeps over tau, a and b (leave-one-out) need no kernel work."""
         self._check_fitted()
-        return self._similarity(None)
-
-    def _similarity(self, candidates: Sequence[str] | None) -> torch.Tensor:
-        rows = []
-        for encoded, _, _ in self._chunks(candidates):
-            blocks = [tile.cpu() for _, tile in self._tiles(encoded)]
-            rows.append(torch.cat(blocks, dim=1))
-        if not rows:
-            return torch.zeros((0, self.num_train), dtype=torch.float64)
-        return torch.cat(rows, dim=0)
+        return self._similarity(self.kernel_.encode_train, self.num_train)
 
     @property
     def num_train(self) -> int:
@@ -297,8 +308,11 @@ class NeighborsScorer:
             self.max_fraction_, self.num_train, __version__,
         )
 
-    def _predict_stats(self, stats: NeighborStats, num_train: int) -> Prediction:
-        return estimate(stats, self._quality, num_train, self.min_neighbors_, self.max_fraction_)
+    @property
+    def thresholds(self) -> Thresholds:
+        """The tau, a and b this scorer predicts with (tuned ones when it was tuned)."""
+        self._check_fitted()
+        return Thresholds(self.tau_, self.min_neighbors_, self.max_fraction_)
 
     # -- tiling --------------------------------------------------------------------------
 
@@ -309,59 +323,61 @@ class NeighborsScorer:
             budget, self.kernel_.pair_bytes(), self.num_train, self.chunk_size, max_pairs
         )
 
-    def _chunks(
-        self, candidates: Sequence[str] | None
-    ) -> Iterator[tuple[Any, int, int]]:
-        """(encoded chunk, first row, row count); `None` means the training set itself."""
-        total = self.num_train if candidates is None else len(candidates)
-        rows = self._plan().chunk_rows
-        with _progress_bar(total, self.progress) as bar:
-            for first in range(0, total, rows):
-                last = min(first + rows, total)
-                if candidates is None:
-                    encoded = self.kernel_.encode_train(first, last)
-                else:
-                    encoded = self.kernel_.encode(candidates[first:last])
-                yield encoded, first, last - first
-                bar.update(last - first)
-
-    def _tiles(self, encoded: Any) -> Iterator[tuple[int, torch.Tensor]]:
-        block = self._plan().block_columns
-        for start in range(0, self.num_train, block):
-            stop = min(start + block, self.num_train)
-            yield start, self.kernel_.tile(encoded, start, stop)
-
-    def _stats(
+    def _neighbor_stats(
         self,
-        candidates: Sequence[str] | None,
-        leave_one_out: bool,
+        encode: Callable[[int, int], Any],
+        rows: int,
+        *,
+        leave_one_out: bool = False,
         subset: TrainingSubset | None = None,
+        plan: TilePlan | None = None,
+        quality: Quality | None = None,
+        progress: bool = True,
     ) -> NeighborStats:
-        """Neighbour statistics per candidate; `subset` keeps only some training texts as
-        possible neighbours (subsampled rewards)."""
-        total = self.num_train if candidates is None else len(candidates)
-        stats = NeighborStats.zeros(total, self.device_)
-        for encoded, first, count in self._chunks(candidates):
-            chunk = NeighborStats.zeros(count, self.device_)
-            for start, tile in self._tiles(encoded):
-                excluded = None
-                if leave_one_out:
-                    rows = torch.arange(first, first + count, device=self.device_)
-                    columns = torch.arange(start, start + tile.shape[1], device=self.device_)
-                    excluded = rows[:, None] == columns[None, :]
-                stop = start + tile.shape[1]
-                if subset is not None:
-                    outside = ~subset.mask[None, start:stop]
-                    excluded = outside if excluded is None else excluded | outside
-                chunk.add_tile(tile, self._quality.block(start, stop), self.tau_, excluded)
-            stats.assign(first, chunk)
-        return stats
+        """The tile loop with the neighbour reduction over candidate rows 0..rows-1."""
+        reduction = NeighborReduction(
+            rows, quality or self._quality, self.tau_, leave_one_out=leave_one_out, subset=subset
+        )
+        return self._reduce(encode, rows, plan or self._plan(), reduction, progress)
+
+    def _similarity(self, encode: Callable[[int, int], Any], rows: int) -> torch.Tensor:
+        return self._reduce(encode, rows, self._plan(), MatrixReduction(rows, self.num_train))
+
+    def _reduce(
+        self,
+        encode: Callable[[int, int], Any],
+        rows: int,
+        plan: TilePlan,
+        reduction: Reduction[Result],
+        progress: bool = True,
+    ) -> Result:
+        """One pass of the tile loop; a progress bar where `progress` and the scorer's setting
+        both ask for one (never on the id path of training loops)."""
+        chunks, blocks = plan.chunks(rows), plan.blocks(self.num_train)
+        if not (progress and self.progress):
+            return reduce_tiles(encode, self.kernel_.tile, chunks, blocks, reduction)
+        with _progress_bar(rows) as bar:
+            return reduce_tiles(encode, self.kernel_.tile, chunks, blocks, reduction, bar.update)
+
+    def _quality_on(self, device: torch.device) -> Quality:
+        """The training q on `device` (token ids may live elsewhere than the scorer)."""
+        if device == self.device_:
+            return self._quality
+        if device not in self._qualities:
+            self._qualities[device] = self._quality.to(device)
+        return self._qualities[device]
+
+    def _estimate(
+        self, stats: NeighborStats, quality: Quality, subset: TrainingSubset | None
+    ) -> TensorPrediction:
+        num_train = self.num_train if subset is None else subset.size
+        return estimate_tensors(stats, quality, num_train, self.min_neighbors_, self.max_fraction_)
 
 
-def _progress_bar(total: int, enabled: bool):
+def _progress_bar(total: int) -> Any:
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, disable=not enabled, unit="text", dynamic_ncols=True, leave=False)
+    return tqdm(total=total, unit="text", dynamic_ncols=True, leave=False)
 
 
 def _validate_texts(texts: Sequence[str], what: str, allow_empty: bool = False) -> list[str]:
@@ -374,6 +390,35 @@ def _validate_texts(texts: Sequence[str], what: str, allow_empty: bool = False) 
     if not texts and not allow_empty:
         raise ValueError(f"{what}: empty training set; give at least one scored text")
     return texts
+
+
+def _validate_ids(input_ids: object, attention_mask: object) -> None:
+    """Shape and dtype checks only (host metadata), so validation never waits on the device."""
+    if not isinstance(input_ids, torch.Tensor):
+        raise TypeError(f"input_ids must be a torch.Tensor, not {type(input_ids).__name__}")
+    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+        raise TypeError(f"input_ids must hold integer token ids, not {input_ids.dtype}")
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be [batch, length], got shape {tuple(input_ids.shape)}")
+    if attention_mask is None:
+        return
+    if not isinstance(attention_mask, torch.Tensor):
+        raise TypeError(f"attention_mask must be a torch.Tensor, not {type(attention_mask).__name__}")
+    if attention_mask.shape != input_ids.shape:
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)}, input_ids "
+            f"{tuple(input_ids.shape)}: they must match"
+        )
+    if attention_mask.device != input_ids.device:
+        raise ValueError(
+            f"attention_mask is on {attention_mask.device}, input_ids on {input_ids.device}"
+        )
+
+
+def _finite(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number or None, not {value!r}")
+    return float(value)
 
 
 class ScoreError(ValueError):

@@ -243,11 +243,9 @@ def test_settings_record_what_changes_the_numbers(plain_kernel):
 
 
 def test_training_set_dependence_is_declared(train):
-    from gpu_neighbors.core.pairwise import PairwiseSimilarities
-
     assert not make_kernel(train).depends_on_training_set
     assert make_kernel(train, idf=True).depends_on_training_set
     assert make_kernel(train, rescale=True).depends_on_training_set  # baseline estimated from train
     scorer = NeighborsScorer(kernel="bertscore", kernel_options={"model": MODEL_PATH, "layer": LAYER, "idf": True})
     with pytest.warns(UserWarning, match="depend on the whole training set"):
-        PairwiseSimilarities.compute(scorer, train[:12], np.linspace(0, 1, 12))
+        scorer.fit_pairwise(train[:12], np.linspace(0, 1, 12))

@@ -12,6 +12,7 @@ from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels.bleu import SMOOTHINGS, BleuKernel
 from gpu_neighbors.text.tokenizers import Sacrebleu13aTokenizer, WhitespaceTokenizer
+from parity import assert_matches_reference
 
 NLTK_METHOD = {"none": "method0", "epsilon": "method1", "add1": "method2", "exp": "method3"}
 WEIGHTS = (0, 1 / 3, 1 / 3, 1 / 3)
@@ -24,24 +25,15 @@ def nltk_bleu_star(candidate: list[str], reference: list[str], smoothing: str) -
         return sentence_bleu([reference], candidate, weights=WEIGHTS, smoothing_function=method)
 
 
-def all_pairs(kernel: BleuKernel, candidates: list[str], blocks: list[int]) -> torch.Tensor:
-    encoded = kernel.encode(candidates)
-    edges = [0, *blocks, kernel.num_train]
-    return torch.cat([kernel.tile(encoded, a, b) for a, b in zip(edges, edges[1:])], dim=1)
-
-
 @pytest.mark.parametrize("smoothing", SMOOTHINGS)
 def test_matches_nltk_on_real_and_adversarial_text(huse_texts, smoothing):
     train = huse_texts[:50] + ADVERSARIAL_TEXTS
     candidates = huse_texts[120:150] + ADVERSARIAL_TEXTS + huse_texts[:5]
     kernel = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing=smoothing)
     kernel.fit(train)
-    ours = all_pairs(kernel, candidates, blocks=[17, 40]).numpy()
-    reference = np.array(
-        [[nltk_bleu_star(c.split(), s.split(), smoothing) for s in train] for c in candidates]
+    _, reference = assert_matches_reference(
+        kernel, candidates, train, lambda c, s: nltk_bleu_star(c.split(), s.split(), smoothing), 1e-9, [17, 40]
     )
-    assert ours.dtype == np.float64
-    np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-9)
     assert (reference > 0.05).sum() >= 10, "the test must exercise non-trivial overlaps"
 
 
@@ -51,12 +43,10 @@ def test_13a_tokenizer_matches_nltk_on_its_tokens():
     tokenizer = Sacrebleu13aTokenizer()
     kernel = BleuKernel(tokenizer=tokenizer, device=torch.device("cpu"), smoothing="add1")
     kernel.fit(train)
-    ours = all_pairs(kernel, candidates, blocks=[]).numpy()
-    reference = [
-        [nltk_bleu_star(tokenizer.tokenize(c), tokenizer.tokenize(s), "add1") for s in train]
-        for c in candidates
-    ]
-    np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-9)
+    assert_matches_reference(
+        kernel, candidates, train,
+        lambda c, s: nltk_bleu_star(tokenizer.tokenize(c), tokenizer.tokenize(s), "add1"), 1e-9,
+    )
 
 
 def test_repeated_ngrams_are_clipped():

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from gpu_neighbors import NeighborsScorer
-from gpu_neighbors.training.reward import draw_subset
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 from minilm import MODEL_PATH
 
@@ -65,7 +64,7 @@ def test_a_subsample_scores_like_a_scorer_fitted_on_that_subset(tokenizer, huse_
     train, quality = huse_texts[:TRAIN_SIZE], np.asarray(huse_scores[:TRAIN_SIZE])
     scorer, twin = (fitted(tokenizer, huse_texts, huse_scores) for _ in range(2))
     for _ in range(3):  # three calls, three fresh subsets
-        keep = draw_subset(twin, 0.4, 11, torch.device("cpu")).mask.numpy()
+        keep = twin.draw_subset(0.4, 11, torch.device("cpu")).mask.numpy()
         assert keep.sum() == round(0.4 * TRAIN_SIZE)
         subset = NeighborsScorer(tokenizer=tokenizer, device="cpu").fit(
             [text for text, kept in zip(train, keep) if kept], quality[keep]
@@ -83,7 +82,7 @@ def test_subsets_are_fresh_per_call_and_reproducible_per_seed(tokenizer, huse_te
     for call in calls:
         assert torch.equal(call, again.reward(candidates, subsample=0.5, seed=1))
     assert not torch.equal(calls[0], again.reward(candidates, subsample=0.5, seed=2))
-    masks = [draw_subset(first, 0.5, 3, torch.device("cpu")).mask for _ in range(2)]
+    masks = [first.draw_subset(0.5, 3, torch.device("cpu")).mask for _ in range(2)]
     assert not torch.equal(masks[0], masks[1])
     assert torch.equal(first.reward(candidates, subsample=1.0), first.reward(candidates))
 

@@ -14,6 +14,7 @@ from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels.rouge import BITS_PER_WORD, RougeKernel, add_words, popcount
 from gpu_neighbors.text.tokenizers import Sacrebleu13aTokenizer, WhitespaceTokenizer
+from parity import all_pairs, assert_matches_reference, assert_tiling_invariant, reference_matrix
 
 CPU = torch.device("cpu")
 WORD_MODULUS = 1 << BITS_PER_WORD
@@ -36,28 +37,20 @@ def fitted(train: list[str], tokenizer=None) -> RougeKernel:
     return kernel
 
 
-def all_pairs(kernel: RougeKernel, candidates: list[str], blocks: list[int]) -> torch.Tensor:
-    encoded = kernel.encode(candidates)
-    edges = [0, *blocks, kernel.num_train]
-    return torch.cat([kernel.tile(encoded, a, b) for a, b in zip(edges, edges[1:])], dim=1)
+def rouge_score(kernel: RougeKernel):
+    """rouge-score's F-measure with the training text as target, on our tokenizer's tokens."""
+    tokenize = kernel.tokenizer.tokenize
+    return lambda candidate, text: _score_lcs(tokenize(text), tokenize(candidate)).fmeasure
 
 
 def rouge_score_matrix(kernel: RougeKernel, candidates: list[str], train: list[str]) -> np.ndarray:
-    """rouge-score's F-measure with the training text as target, on our tokenizer's tokens."""
-    tokenize = kernel.tokenizer.tokenize
-    return np.array(
-        [[_score_lcs(tokenize(s), tokenize(c)).fmeasure for s in train] for c in candidates],
-        dtype=np.float64,
-    )
+    return reference_matrix(rouge_score(kernel), candidates, train)
 
 
 def test_matches_rouge_score_on_real_text(huse_texts):
     train, candidates = huse_texts[:60], huse_texts[100:160]
     kernel = fitted(train)
-    ours = all_pairs(kernel, candidates, blocks=[23]).numpy()
-    reference = rouge_score_matrix(kernel, candidates, train)
-    assert ours.dtype == np.float64
-    np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-12)
+    _, reference = assert_matches_reference(kernel, candidates, train, rouge_score(kernel), 1e-12, [23])
     assert (reference > 0.3).sum() >= 20, "the test must exercise non-trivial overlaps"
 
 
@@ -74,9 +67,7 @@ def test_matches_rouge_score_on_adversarial_text(huse_texts):
     train = huse_texts[:20] + ADVERSARIAL_TEXTS + long_train
     candidates = huse_texts[:5] + ADVERSARIAL_TEXTS + long_candidates + extra
     kernel = fitted(train)
-    ours = all_pairs(kernel, candidates, blocks=[7, 30, 41]).numpy()
-    reference = rouge_score_matrix(kernel, candidates, train)
-    np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-12)
+    _, reference = assert_matches_reference(kernel, candidates, train, rouge_score(kernel), 1e-12, [7, 30, 41])
     # F = 2 LCS / (len(x) + len(s)): the long pairs must have LCSs longer than one word.
     sizes = np.add.outer([len(text.split()) for text in long_candidates], AROUND_WORD_EDGES)
     lcs = reference[-len(extra) - len(long_candidates) : -len(extra), -len(long_train) :] * sizes / 2
@@ -88,8 +79,7 @@ def test_other_tokenizer_and_training_texts_as_candidates(huse_texts):
     train = ["Hello, world! It's 3.5 km.", "The U.S.A. is big; really big.", ""] + huse_texts[:10]
     kernel = fitted(train, Sacrebleu13aTokenizer())
     reference = rouge_score_matrix(kernel, train, train)
-    ours = torch.cat([kernel.tile(kernel.encode_train(a, b), 0, kernel.num_train) for a, b in
-                      [(0, 4), (4, 5), (5, 5), (5, len(train))]])
+    ours = all_pairs(kernel, None, chunks=[4, 5, 5])
     np.testing.assert_allclose(ours.numpy(), reference, rtol=0, atol=1e-12)
     assert kernel.settings()["tok"] == "13a"
 
@@ -99,13 +89,12 @@ def test_tiles_concatenate_to_the_same_matrix(huse_texts):
     train = huse_texts[:40] + long_texts(vocabulary, AROUND_WORD_EDGES, seed=3) + ADVERSARIAL_TEXTS
     candidates = huse_texts[40:70] + long_texts(vocabulary, PAST_WORD_EDGES, seed=4) + ADVERSARIAL_TEXTS
     kernel = fitted(train)
-    whole = all_pairs(kernel, candidates, blocks=[])
+    block_cuts = ([1], [5, 6, 49], list(range(3, len(train), 3)), [45, 46, 47, 48])
+    chunk_cuts = [list(range(chunk, len(candidates), chunk)) for chunk in (3, 17)]
+    whole = assert_tiling_invariant(
+        kernel, candidates, [(blocks, []) for blocks in block_cuts] + [([9, 50], chunks) for chunks in chunk_cuts]
+    )
     assert whole.shape == (len(candidates), len(train)) and whole.device == CPU
-    for blocks in ([1], [5, 6, 49], list(range(3, len(train), 3)), [45, 46, 47, 48]):
-        assert torch.equal(all_pairs(kernel, candidates, blocks), whole)
-    for chunk in (3, 17):
-        parts = [all_pairs(kernel, candidates[i : i + chunk], [9, 50]) for i in range(0, len(candidates), chunk)]
-        assert torch.equal(torch.cat(parts), whole)
     assert kernel.tile(kernel.encode([]), 0, len(train)).shape == (0, len(train))
     assert kernel.tile(kernel.encode(candidates), 3, 3).shape == (len(candidates), 0)
 

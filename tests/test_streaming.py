@@ -265,7 +265,7 @@ def test_kill_9_then_resume_gives_the_bytes_of_an_uninterrupted_run(tmp_path, tr
 def test_training_set_is_tiled_too_with_the_same_results(tmp_path, train_file, candidates, capsys):
     """A budget far below one tile of whole training rows: the scorer cuts the training set into
     blocks (with at least MIN_CHUNK_ROWS candidates a chunk when it can), and no byte changes."""
-    from gpu_neighbors.scorer import MIN_CHUNK_ROWS, TilePlan
+    from gpu_neighbors.core.tiling import MIN_CHUNK_ROWS, TilePlan
 
     plan = TilePlan.from_budget(1 << 30, 88, num_train=1_000_000, chunk_rows=None)
     assert plan.chunk_rows == MIN_CHUNK_ROWS and plan.chunk_rows * plan.block_columns <= (1 << 30) // 88
@@ -279,12 +279,12 @@ def test_training_set_is_tiled_too_with_the_same_results(tmp_path, train_file, c
 def test_default_budget_follows_the_hosts_available_memory(monkeypatch):
     import torch
 
-    from gpu_neighbors import scorer
+    from gpu_neighbors.core import tiling
 
     cpu = torch.device("cpu")
-    monkeypatch.setattr(scorer, "_available_host_memory", lambda: 400 << 20)
-    assert scorer.default_memory_budget(cpu) == 100 << 20
-    monkeypatch.setattr(scorer, "_available_host_memory", lambda: 64 << 30)
-    assert scorer.default_memory_budget(cpu) == scorer.DEFAULT_CPU_BUDGET
-    monkeypatch.setattr(scorer, "_available_host_memory", lambda: None)
-    assert scorer.default_memory_budget(cpu) == scorer.DEFAULT_CPU_BUDGET
+    monkeypatch.setattr(tiling, "_available_host_memory", lambda: 400 << 20)
+    assert tiling.default_memory_budget(cpu) == 100 << 20
+    monkeypatch.setattr(tiling, "_available_host_memory", lambda: 64 << 30)
+    assert tiling.default_memory_budget(cpu) == tiling.DEFAULT_CPU_BUDGET
+    monkeypatch.setattr(tiling, "_available_host_memory", lambda: None)
+    assert tiling.default_memory_budget(cpu) == tiling.DEFAULT_CPU_BUDGET

@@ -223,7 +223,7 @@ class TextOnlyKernel(Kernel):
     def _fit(self, texts):
         pass
 
-    def encode(self, texts):
+    def _encode(self, texts):
         return texts
 
     def tile(self, encoded, start, stop):

@@ -67,7 +67,7 @@ def exhaustive(matrix, scores, grid_taus, a_values, b_values, min_coverage):
 
 def test_tune_equals_an_exhaustive_search_on_real_text(huse_texts, huse_scores):
     texts, scores = huse_texts[:30], np.asarray(huse_scores[:30])
-    sims = PairwiseSimilarities.compute(NeighborsScorer(device="cpu"), texts, scores)
+    sims = NeighborsScorer(device="cpu").fit_pairwise(texts, scores)
     matrix = sims.matrix.numpy()
     grid = TuningGrid(taus=(0.02, 0.06, 0.1, 0.14), min_neighbors=(1, 2, 4), max_fractions=(0.3, 0.6, 1.0))
     choices = set()
@@ -107,7 +107,7 @@ def test_fit_with_tune_predicts_with_the_chosen_thresholds(huse_texts, huse_scor
 
 def test_nested_tuning_never_sees_the_test_items(huse_texts, huse_scores):
     texts, scores = huse_texts[:24], np.asarray(huse_scores[:24])
-    sims = PairwiseSimilarities.compute(NeighborsScorer(device="cpu"), texts, scores)
+    sims = NeighborsScorer(device="cpu").fit_pairwise(texts, scores)
     thresholds = Thresholds(0.08, 5, 0.66)
     result = cross_validate(sims, thresholds, folds=4, seed=3, tune_thresholds=True, min_coverage=0.5, resamples=0)
     for fold in result.folds:
@@ -123,7 +123,7 @@ def test_nested_tuning_never_sees_the_test_items(huse_texts, huse_scores):
         # and the fold equals a scorer tuned by fit() on the training fold alone
         train = np.setdiff1d(np.arange(24), fold.test)
         refit = NeighborsScorer(device="cpu").fit([texts[i] for i in train], scores[train], tune=True, min_coverage=0.5)
-        assert Thresholds.of(refit) == fold.thresholds
+        assert refit.thresholds == fold.thresholds
         direct = refit.predict([texts[i] for i in fold.test])
         np.testing.assert_array_equal(result.prediction.scores[fold.test], direct.scores)
 

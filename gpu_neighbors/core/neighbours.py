@@ -1,7 +1,7 @@
 """The neighbour model shared by every kernel.
 
 A similarity tile [candidates, training block] is reduced at once to per-candidate sufficient
-statistics (count, sum q, sum q^2 of the neighbours) and freed; statistics of training blocks
+statistics (count, sum q, sum q^2 of the neighbours; `NeighborReduction`) and freed; statistics of training blocks
 add up, so nothing of size [C x |S|] is ever kept. The a/b rule then turns the statistics into
 estimates. The model never knows which kernel made the tiles.
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from gpu_neighbors.core.tiling import Tile
 
 LIMB_BITS = 26  # a float64 matmul sums up to 2^27 such limbs exactly
 MANTISSA_BITS = 52
@@ -63,6 +64,29 @@ class Quality:
     def block(self, start: int, stop: int) -> Quality:
         return Quality(self.values.block(start, stop), self.squares.block(start, stop))
 
+    def to(self, device: torch.device) -> Quality:
+        """The same limbs on `device` (a copy, so the same bits)."""
+        return Quality(
+            FixedPoint(self.values.high.to(device), self.values.low.to(device), self.values.shift),
+            FixedPoint(self.squares.high.to(device), self.squares.low.to(device), self.squares.shift),
+        )
+
+    @property
+    def device(self) -> torch.device:
+        return self.values.high.device
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The three settings of the neighbour model: tau, a (min_neighbors), b (max_fraction)."""
+
+    tau: float
+    min_neighbors: int
+    max_fraction: float
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"tau": self.tau, "min_neighbors": self.min_neighbors, "max_fraction": self.max_fraction}
+
 
 @dataclass(frozen=True)
 class TrainingSubset:
@@ -94,10 +118,11 @@ class NeighborStats:
         quality: Quality,
         tau: float,
         excluded: torch.Tensor | None = None,
+        first: int = 0,
     ) -> None:
-        """Add the neighbours found in `tile` (similarities >= tau). `quality` holds q of the
-        tile's training texts; `excluded` is a boolean mask of pairs that must not count
-        (leave-one-out: a text is not its own neighbour)."""
+        """Add the neighbours found in `tile` (similarities >= tau) to rows first.. .
+        `quality` holds q of the tile's training texts; `excluded` is a boolean mask of pairs
+        that must not count (leave-one-out: a text is not its own neighbour)."""
         is_neighbor = tile >= tau
         if excluded is not None:
             is_neighbor &= ~excluded
@@ -106,16 +131,50 @@ class NeighborStats:
         columns = [torch.ones_like(quality.values.high), quality.values.high, quality.values.low,
                    quality.squares.high, quality.squares.low]
         sums = (is_neighbor.to(torch.float64) @ torch.stack(columns, dim=1)).to(torch.int64)
-        self.count += sums[:, 0]
-        self.total += sums[:, 1:3]
-        self.total_sq += sums[:, 3:5]
+        rows = slice(first, first + sums.shape[0])
+        self.count[rows] += sums[:, 0]
+        self.total[rows] += sums[:, 1:3]
+        self.total_sq[rows] += sums[:, 3:5]
 
-    def assign(self, first: int, chunk: NeighborStats) -> None:
-        """Store a chunk's statistics at rows first.. (chunks are reduced separately)."""
-        rows = slice(first, first + chunk.count.numel())
-        self.count[rows] = chunk.count
-        self.total[rows] = chunk.total
-        self.total_sq[rows] = chunk.total_sq
+
+class NeighborReduction:
+    """Neighbour statistics of candidate rows 0..rows-1, tile by tile (the scorer's reduction).
+
+    leave_one_out: the candidates are the training set itself, and row i is not a neighbour of
+    itself (the tile's offsets say which pairs are the diagonal). subset: only those training
+    texts can be neighbours (subsampled rewards). Statistics are exact integers, so neither the
+    tiling nor the order of tiles changes a bit."""
+
+    def __init__(
+        self,
+        rows: int,
+        quality: Quality,
+        tau: float,
+        *,
+        leave_one_out: bool = False,
+        subset: TrainingSubset | None = None,
+    ) -> None:
+        self.stats = NeighborStats.zeros(rows, quality.device)
+        self.quality = quality
+        self.tau = tau
+        self.leave_one_out = leave_one_out
+        self.subset = subset
+
+    def add(self, tile: Tile) -> None:
+        rows, columns = tile.values.shape
+        start, stop = tile.column, tile.column + columns
+        excluded = None
+        if self.leave_one_out and tile.row < stop and start < tile.row + rows:
+            device = tile.values.device
+            candidate = torch.arange(tile.row, tile.row + rows, device=device)
+            excluded = candidate[:, None] == torch.arange(start, stop, device=device)[None, :]
+        if self.subset is not None:
+            outside = ~self.subset.mask[None, start:stop]
+            excluded = outside if excluded is None else excluded | outside
+        self.stats.add_tile(tile.values, self.quality.block(start, stop), self.tau, excluded, tile.row)
+
+    def result(self) -> NeighborStats:
+        return self.stats
 
 
 @dataclass(frozen=True)
@@ -159,9 +218,13 @@ class TensorPrediction:
 
 
 def is_covered(
-    count: torch.Tensor, num_train: int, min_neighbors: int, max_fraction: float
+    count: torch.Tensor,
+    num_train: int,
+    min_neighbors: int | torch.Tensor,
+    max_fraction: float | torch.Tensor,
 ) -> torch.Tensor:
-    """The paper's rule: an estimate exists when a <= |N(x)| <= b |S|."""
+    """The paper's rule: an estimate exists when a <= |N(x)| <= b |S| (a and b may be columns
+    of a grid, as tuning asks for every (a, b) at once)."""
     return (count >= min_neighbors) & (count <= max_fraction * num_train)
 
 

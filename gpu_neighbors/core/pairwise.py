@@ -6,39 +6,17 @@ once and each split reads a sub-matrix. The neighbour model (`neighbours.py`) th
 sub-matrices exactly as the scorer runs it on tiles, with the training side's q encoded as a
 refit on that side would encode it: results equal refitting a scorer on the split.
 
-The pass holds an [n x n] float64 matrix, so it is meant for evaluation sets (n up to ~10^4).
+The pass holds an [n x n] float64 matrix, so it is meant for evaluation sets (n up to ~10^4);
+`NeighborsScorer.fit_pairwise` makes one.
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from gpu_neighbors.core.neighbours import NeighborStats, Prediction, Quality, estimate
-
-if TYPE_CHECKING:
-    from gpu_neighbors.scorer import NeighborsScorer
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """The three settings of the neighbour model: tau, a (min_neighbors), b (max_fraction)."""
-
-    tau: float
-    min_neighbors: int
-    max_fraction: float
-
-    def as_dict(self) -> dict[str, float | int]:
-        return {"tau": self.tau, "min_neighbors": self.min_neighbors, "max_fraction": self.max_fraction}
-
-    @classmethod
-    def of(cls, scorer: NeighborsScorer) -> Thresholds:
-        """The thresholds a fitted scorer predicts with (tuned ones when it was tuned)."""
-        return cls(scorer.tau_, scorer.min_neighbors_, scorer.max_fraction_)
+from gpu_neighbors.core.neighbours import NeighborStats, Prediction, Quality, Thresholds, estimate
 
 
 class PairwiseSimilarities:
@@ -51,21 +29,6 @@ class PairwiseSimilarities:
             raise ValueError(f"need a square similarity matrix, got shape {tuple(self.matrix.shape)}")
         if self.scores.shape != (self.matrix.shape[0],):
             raise ValueError(f"{self.matrix.shape[0]} items but {self.scores.size} scores")
-
-    @classmethod
-    def compute(
-        cls, scorer: NeighborsScorer, texts: Sequence[str], scores: Sequence[float] | np.ndarray
-    ) -> PairwiseSimilarities:
-        """Fit `scorer` on all items and run its kernel over every pair, once."""
-        scorer.fit(texts, scores)
-        if scorer.kernel_.depends_on_training_set:
-            warnings.warn(
-                f"the {scorer.kernel} kernel's similarities depend on the whole training set "
-                f"({scorer.signature}): splits cut from one pass see idf weights or a baseline "
-                "computed on all items, so they approximate refitting on each split",
-                stacklevel=2,
-            )
-        return cls(scorer.train_similarity(), scorer.train_scores_)
 
     def __len__(self) -> int:
         return int(self.scores.size)

@@ -9,17 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from gpu_neighbors.core.correlation import spearman_rows
-from gpu_neighbors.core.neighbours import is_covered
-from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
-
-if TYPE_CHECKING:
-    from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.core.neighbours import Thresholds, is_covered
+from gpu_neighbors.core.pairwise import PairwiseSimilarities
 
 DEFAULT_MIN_COVERAGE = 0.8
 # A coarse grid on purpose: every extra setting is another chance to fit the noise of a
@@ -110,7 +106,7 @@ def tune(
     a_values, b_values = grid.pairs()
     truth = similarities.scores[items]
     taus = grid.tau_values(similarities.off_diagonal(items), default_tau)
-    rows = []  # (tau, a, b, rho, coverage) in grid order
+    rows: list[tuple[float, int, float, float, float]] = []  # (tau, a, b, rho, coverage), grid order
     for tau in taus:
         stats = similarities.stats(items, items, float(tau))
         prediction = similarities.estimate(stats, items, items.size - 1, Thresholds(float(tau), 1, 1.0))
@@ -153,9 +149,3 @@ def _choose(rows: list[tuple[float, int, float, float, float]], min_coverage: fl
         settings_tried=len(rows),
     )
 
-
-def tune_scorer(scorer: NeighborsScorer, min_coverage: float, grid: TuningGrid | None = None) -> TuningResult:
-    """Tune a fitted scorer on its own training set (one similarity pass over it); the tau it
-    was fitted with joins the tau grid."""
-    similarities = PairwiseSimilarities(scorer.train_similarity(), scorer.train_scores_)
-    return tune(similarities, grid=grid, min_coverage=min_coverage, default_tau=scorer.tau_)

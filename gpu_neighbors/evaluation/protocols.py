@@ -160,7 +160,7 @@ def cross_task(
     return CrossTask(
         prediction,
         agreement(prediction, test_scores, resamples=resamples),
-        Thresholds.of(scorer),
+        scorer.thresholds,
         scorer.tuning_,
     )
 

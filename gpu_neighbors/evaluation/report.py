@@ -170,11 +170,11 @@ def build_report(
     for spec in specs:
         try:
             scorer = make_scorer(spec)
-            similarities = PairwiseSimilarities.compute(scorer, data.texts, data.scores)
+            similarities = scorer.fit_pairwise(data.texts, data.scores)
         except Exception as error:  # any kernel failure becomes a note in the report
             report.failures[spec.label] = f"{type(error).__name__}: {error}"
             continue
-        thresholds = Thresholds.of(scorer)
+        thresholds = scorer.thresholds
         report.kernels.append(
             KernelResult(
                 spec, scorer.signature, similarities, thresholds,
@@ -224,8 +224,8 @@ def implementation_scan(
             spec = KernelSpec("bleu", {"tokenizer": tokenizer, "smoothing": smoothing, "tau": PAPER_THRESHOLDS["bleu"]})
             scorer = make_scorer(spec)
             scorer.min_neighbors, scorer.max_fraction = 5, 0.66  # the paper's, whatever the factory's
-            similarities = PairwiseSimilarities.compute(scorer, data.texts, data.scores)
-            result = cross_validate(similarities, Thresholds.of(scorer), folds=None, resamples=resamples).agreement
+            similarities = scorer.fit_pairwise(data.texts, data.scores)
+            result = cross_validate(similarities, scorer.thresholds, folds=None, resamples=resamples).agreement
             rows.append({"tokenizer": tokenizer, "smoothing": smoothing, **result.as_dict()})
             if (tokenizer, smoothing) == ("whitespace", "add1"):
                 sharing = (similarities.matrix.numpy() > 0).sum(axis=1) - 1  # minus the item itself

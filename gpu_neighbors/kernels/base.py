@@ -3,56 +3,105 @@
 A kernel caches its view of the training set once (`fit`), turns a chunk of candidates into its
 own representation (`encode`), and returns the similarity of those candidates to a contiguous
 block of training texts (`tile`) as a float64 tensor on the scorer's device. Chunking, memory
-budgets, thresholds, aggregation and leave-one-out all live outside, in the scorer and the
-neighbour model, so every kernel gets them for free.
+budgets, thresholds, aggregation and leave-one-out all live outside, in the tile loop
+(`core.tiling`) and the neighbour model, so every kernel gets them for free.
+
+`fit` and the `encode*` methods are template methods: they check fitted state here, once, and
+delegate to what a kernel writes (`_fit`, `_encode`, optionally `_encode_train` and
+`_encode_ids`). What a kernel needs and supports is declared as class facts.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 import torch
 
+from gpu_neighbors.core.validation import NotFittedError
 from gpu_neighbors.text.tokenizers import Tokenizer
 
+Encoded = TypeVar("Encoded")
 
-class Kernel(ABC):
-    """Similarity k(candidate, training text) in [0, 1] for all pairs, tile by tile."""
+
+class Kernel(ABC, Generic[Encoded]):
+    """Similarity k(candidate, training text) in [0, 1] for all pairs, tile by tile; `Encoded`
+    is the kernel's representation of a chunk of candidates."""
 
     name: ClassVar[str]
     default_tau: ClassVar[float]
+    # False where the kernel brings its own tokenizer (BERTScore's model), so the scorer's
+    # tokenizer changes no number and stays out of the signature.
+    uses_tokenizer: ClassVar[bool] = True
+    # True where `encode_ids` scores token ids straight from a model (no decode, no host sync).
+    supports_ids: ClassVar[bool] = False
 
     def __init__(self, *, tokenizer: Tokenizer, device: torch.device) -> None:
         self.tokenizer = tokenizer
         self.device = device
         self.train_texts: list[str] = []
+        self._fitted = False
 
     def fit(self, texts: Sequence[str]) -> None:
         """Encode the training set once; a later call replaces it."""
         self.train_texts = list(texts)
+        self._fitted = False
         self._fit(self.train_texts)
+        self._fitted = True
 
-    @abstractmethod
-    def _fit(self, texts: list[str]) -> None:
-        """Build and cache the training-side representation (on `self.device`)."""
+    def encode(self, texts: Sequence[str]) -> Encoded:
+        """Candidate-side representation of a chunk of texts, reused for every training block."""
+        self._check_fitted()
+        return self._encode(texts)
+
+    def encode_train(self, start: int, stop: int) -> Encoded:
+        """`encode` of training texts start..stop-1 (leave-one-out)."""
+        self._check_fitted()
+        return self._encode_train(start, stop)
+
+    def encode_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> Encoded:
+        """`encode` of token ids [rows, length] (with their mask) on their own device, for
+        kernels that `supports_ids`; `tile` then runs on that device too."""
+        self._check_fitted()
+        self.check_ids()
+        return self._encode_ids(input_ids, attention_mask)
+
+    def check_ids(self) -> None:
+        """Refuse token ids unless this kernel can score them as the text they stand for."""
+        if not self.supports_ids:
+            raise ValueError(
+                f"predict_ids supports the bleu kernel; the {self.name!r} kernel takes texts: "
+                "decode the ids and call predict"
+            )
 
     @property
     def num_train(self) -> int:
         return len(self.train_texts)
 
     @abstractmethod
-    def encode(self, texts: Sequence[str]) -> Any:
-        """Candidate-side representation of a chunk of texts, reused for every training block."""
-
-    def encode_train(self, start: int, stop: int) -> Any:
-        """`encode` of training texts start..stop-1 (leave-one-out); override to reuse the cache."""
-        return self.encode(self.train_texts[start:stop])
+    def _fit(self, texts: list[str]) -> None:
+        """Build and cache the training-side representation (on `self.device`)."""
 
     @abstractmethod
-    def tile(self, encoded: Any, start: int, stop: int) -> torch.Tensor:
-        """Similarities [len(chunk), stop - start], float64 on `self.device`, against training
-        texts start..stop-1."""
+    def _encode(self, texts: Sequence[str]) -> Encoded:
+        """`encode` after the fitted check."""
+
+    def _encode_train(self, start: int, stop: int) -> Encoded:
+        """Override to reuse the training cache."""
+        return self._encode(self.train_texts[start:stop])
+
+    def _encode_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> Encoded:
+        raise NotImplementedError(f"{type(self).__name__} declares supports_ids but has no _encode_ids")
+
+    def id_row_bytes(self) -> int:
+        """Memory budget that `encode_ids` takes per candidate row; chunks of ids are sized
+        from it (only for kernels that `supports_ids`)."""
+        raise NotImplementedError(f"the {self.name} kernel takes texts, not ids")
+
+    @abstractmethod
+    def tile(self, encoded: Encoded, start: int, stop: int) -> torch.Tensor:
+        """Similarities [len(chunk), stop - start], float64 on the chunk's device, against
+        training texts start..stop-1."""
 
     @abstractmethod
     def pair_bytes(self) -> int:
@@ -62,9 +111,14 @@ class Kernel(ABC):
     @property
     def depends_on_training_set(self) -> bool:
         """Whether k(x, s) changes with the rest of the training set (e.g. idf weights), so
-        that a sub-matrix of one all-pairs pass is not exactly what a refit on a split gives."""
+        that a sub-matrix of one all-pairs pass is not exactly what a refit on a split gives.
+        A property, not a class fact: for BERTScore it depends on the options."""
         return False
 
     def settings(self) -> dict[str, str]:
         """Every setting that changes the numbers, for the scorer's signature."""
-        return {"tok": self.tokenizer.signature}
+        return {"tok": self.tokenizer.signature} if self.uses_tokenizer else {}
+
+    def _check_fitted(self) -> None:
+        if not self._fitted:
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call fit(texts) first")

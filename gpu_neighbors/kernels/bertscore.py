@@ -93,7 +93,7 @@ class TokenEmbeddings:
         return self.vectors[index], weights
 
 
-class BertScoreKernel(Kernel):
+class BertScoreKernel(Kernel[TokenEmbeddings]):
     """BERTScore F1 of candidate vs training text, optionally idf-weighted and rescaled.
 
     model: Hugging Face name (already in the local cache) or local folder.
@@ -107,6 +107,7 @@ class BertScoreKernel(Kernel):
 
     name = "bertscore"
     default_tau = 0.10
+    uses_tokenizer = False
 
     def __init__(
         self,
@@ -161,10 +162,10 @@ class BertScoreKernel(Kernel):
             sample = min(self.num_train, BASELINE_SAMPLE)
             self.baseline_source = f"estimated:sample={sample},seed={BASELINE_SEED}"
 
-    def encode(self, texts: Sequence[str]) -> TokenEmbeddings:
+    def _encode(self, texts: Sequence[str]) -> TokenEmbeddings:
         return self._embed(self._token_ids(texts))
 
-    def encode_train(self, start: int, stop: int) -> TokenEmbeddings:
+    def _encode_train(self, start: int, stop: int) -> TokenEmbeddings:
         return self._train.select(torch.arange(start, stop))
 
     def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
@@ -201,8 +202,8 @@ class BertScoreKernel(Kernel):
         vectors, weights = [], []
         offsets = torch.zeros(len(sequences), dtype=torch.int64)
         filled = 0
-        for batch in length_groups(distinct_lengths, ENCODE_TOKENS, self.batch_size):
-            batch = batch.tolist()
+        for group in length_groups(distinct_lengths, ENCODE_TOKENS, self.batch_size):
+            batch = group.tolist()
             for k, (vector, weight) in zip(batch, self._forward([sequences[k] for k in batch])):
                 offsets[k] = filled
                 filled += vector.shape[0]
@@ -272,6 +273,7 @@ class BertScoreKernel(Kernel):
 
     def settings(self) -> dict[str, str]:
         settings = {
+            **super().settings(),
             "model": self.model_name,
             "layer": str(self.layer),
             "idf": "yes" if self.idf else "no",

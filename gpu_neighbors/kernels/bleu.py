@@ -12,17 +12,44 @@ and BLEU* = 0 when x is empty or shares no unigram with s. A zero m_n is smoothe
     exp     (method3) P_n = 1 / (2^k t_n) for the k-th order with m_n = 0
 Per order, one sparse product of the candidates' occurrence features with the training set's
 gives every clipped count of a tile at once (see `ngrams.py`).
+
+Token ids straight from a model's `generate` take a second path beside that one
+(`encode_ids`): when the scorer's tokenizer is the model's Hugging Face tokenizer, the ids
+already are the tokens. A device table maps them to training vocabulary ids, and the tile is a
+dense product with no host synchronisation: no `.item()`, boolean-mask indexing, `nonzero`,
+`unique`, `bincount` or sparse-sparse product. Those ops size their output from device data,
+which the ragged text path (`NgramFeatures.transform`, CSR building, CSR x CSR products) does
+freely; here every tensor has a shape known on the host:
+  * tokens stay a padded [rows, length] matrix; dropped tokens are moved to the end of their
+    row by a stable sort instead of being removed;
+  * n-gram and occurrence-feature ids are looked up position by position (-1 = none), with
+    `ngrams.lookup_sorted` and `ngrams.occurrence_rank`, both sort/search only;
+  * clipped matches per order are one sparse x dense product: the training CSR block
+    [texts, F_n] times a dense 0/1 matrix [F_n, rows] of the candidates' features.
+The first call per device builds the tables (one pass over the tokenizer's vocabulary, with
+syncs), and the first use of a training block moves it there; later calls reuse both, until a
+refit makes a new kernel.
+
+The id path equals the text path on `tokenizer.batch_decode(ids, skip_special_tokens=True)`
+whenever re-tokenizing the decoded text gives the same tokens back, which holds for ids that
+came from tokenizing text. Padding (attention mask 0), special tokens, negative ids and ids past
+the tokenizer's vocabulary are dropped, as that decode drops them. Ids a model samples freely
+can form non-canonical segmentations that decode -> tokenize changes (WordPiece: a leading
+"##ing", or "un" + "##able" where the tokenizer would pick "unable"); the id path scores the
+tokens the model produced, the text path the re-segmented ones. See docs/training_loop.md.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
-from gpu_neighbors.text.ngrams import NgramFeatures
-from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary
+from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
+from gpu_neighbors.text.ngrams import NgramFeatures, OrderTable, lookup_sorted, occurrence_rank
+from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, Tokenizer
+from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary
 
 SMOOTHINGS = ("none", "epsilon", "add1", "exp")
 EPSILON = 0.1  # NLTK's SmoothingFunction default epsilon for method1
@@ -38,6 +65,9 @@ UNMATCHED_NUMERATORS = {
     "add1": (1.0, 1.0, 1.0),
     "exp": (1 / 8, 1 / 4, 1 / 2),
 }
+DROPPED = -2  # id-table value of ids that decode would drop (special tokens, vocabulary holes)
+FEATURE_BYTES = 4  # one float32 entry of the dense candidate-feature matrix of the id path
+FEATURE_SHARE = 2  # at most 1/FEATURE_SHARE of the memory budget goes to those features
 
 
 @dataclass(frozen=True)
@@ -51,15 +81,94 @@ class EncodedBleu:
         return int(self.lengths.numel())
 
 
-class BleuKernel(Kernel):
+@dataclass(frozen=True)
+class TrainingBlock:
+    """Training texts of one block on the ids' device: occurrence matrices per order (CSR) and
+    lengths."""
+
+    features: list[torch.Tensor]
+    lengths: torch.Tensor
+
+
+@dataclass
+class IdTables:
+    """What the id path needs from the fitted kernel, on one device."""
+
+    lookup: torch.Tensor  # int64 [tokenizer size]: vocabulary id, -1 unseen in training, DROPPED
+    tables: list[OrderTable]
+    vocab_size: int
+    feature_widths: list[int]  # columns of the training matrices per order
+    unmatched_numerators: torch.Tensor  # float64 [3]: UNMATCHED_NUMERATORS of the smoothing
+    blocks: dict[tuple[int, int], TrainingBlock] = field(default_factory=dict)
+
+    def tokens(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Vocabulary ids [rows, length] with kept tokens first in each row (-1 = unseen in
+        training), and the number kept per row."""
+        in_range = (input_ids >= 0) & (input_ids < self.lookup.numel())
+        mapped = self.lookup[input_ids.clamp(0, self.lookup.numel() - 1)]
+        kept = in_range & (mapped != DROPPED)
+        if attention_mask is not None:
+            kept &= attention_mask != 0
+        order = torch.argsort((~kept).to(torch.uint8), dim=1, stable=True)
+        return torch.gather(mapped, 1, order), kept.sum(dim=1)
+
+    def candidate_features(self, tokens: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
+        """Per order, the dense 0/1 matrix [F_n, rows] of the rows' occurrence features that the
+        training set has (the transpose of `NgramFeatures.transform`'s matrices)."""
+        rows, width = tokens.shape
+        device = tokens.device
+        position = torch.arange(width, device=device)
+        row_index = torch.arange(rows, device=device)[:, None].expand(rows, width)
+        unique_sentinel = -1 - torch.arange(rows * width, device=device).view(rows, width)
+        matrices = []
+        grams = tokens
+        for order, (table, columns) in enumerate(zip(self.tables, self.feature_widths), start=1):
+            inside = position[None, :] + order <= lengths[:, None]
+            if order == 1:
+                keys, valid = tokens, inside & (tokens >= 0)
+            else:
+                last = torch.full_like(tokens, -1)
+                last[:, : width - order + 1] = tokens[:, order - 1 :]
+                keys = grams * self.vocab_size + last
+                valid = inside & (grams >= 0) & (last >= 0)
+            grams = torch.where(valid, lookup_sorted(table.gram_keys, keys), -1)
+            known = grams >= 0
+            groups = torch.where(known, row_index * table.gram_keys.numel() + grams, unique_sentinel)
+            rank = occurrence_rank(groups.reshape(-1)).view(rows, width)
+            feature = lookup_sorted(table.feature_keys, grams * table.max_rank + rank)
+            feature = torch.where(known & (rank < table.max_rank) & (feature >= 0), feature, columns)
+            dense = torch.zeros((columns + 1, rows), dtype=torch.float32, device=device)
+            dense.index_put_((feature, row_index), torch.ones_like(feature, dtype=torch.float32))
+            matrices.append(dense[:columns])
+        return matrices
+
+
+@dataclass(frozen=True)
+class EncodedIds:
+    """A chunk of token-id rows: dense occurrence features per order [F_n, rows], lengths, and
+    the tables of their device."""
+
+    features: list[torch.Tensor]
+    lengths: torch.Tensor  # float64 [rows]
+    tables: IdTables
+
+    def __len__(self) -> int:
+        return int(self.lengths.numel())
+
+
+class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
     name = "bleu"
     default_tau = 0.08
+    supports_ids = True
 
-    def __init__(self, *, tokenizer, device, smoothing: str = "add1") -> None:
+    def __init__(self, *, tokenizer: Tokenizer, device: torch.device, smoothing: str = "add1") -> None:
         super().__init__(tokenizer=tokenizer, device=device)
         if smoothing not in SMOOTHINGS:
             raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, not {smoothing!r}")
         self.smoothing = smoothing
+        self._id_tables: TransientCache[torch.device, IdTables] = TransientCache()
 
     def _fit(self, texts: list[str]) -> None:
         # Token strings as Python lists take ~0.7 GB per million texts: tokenize in slices,
@@ -77,8 +186,9 @@ class BleuKernel(Kernel):
         self.ngrams = NgramFeatures(MAX_ORDER)
         self._train = self.ngrams.fit(batch, len(self.vocabulary))
         self._train_lengths = batch.lengths.to(torch.float64)
+        self._id_tables.clear()
 
-    def encode(self, texts: Sequence[str]) -> EncodedBleu:
+    def _encode(self, texts: Sequence[str]) -> EncodedBleu:
         return self.encode_batch(self.encode_tokens(texts))
 
     def encode_tokens(self, texts: Sequence[str]) -> TokenBatch:
@@ -90,7 +200,9 @@ class BleuKernel(Kernel):
         features = [matrix.to_sparse_coo() for matrix in self.ngrams.transform(batch)]
         return EncodedBleu(features, batch.lengths.to(torch.float64))
 
-    def tile(self, encoded: EncodedBleu, start: int, stop: int) -> torch.Tensor:
+    def tile(self, encoded: EncodedBleu | EncodedIds, start: int, stop: int) -> torch.Tensor:
+        if isinstance(encoded, EncodedIds):
+            return self._dense_tile(encoded, start, stop)
         # COO products: torch 2.13's CSR x CSR product on the CPU (MKL) leaks about the size of
         # its result on every call, which a stream of millions of tiles cannot afford.
         matches = (
@@ -108,6 +220,76 @@ class BleuKernel(Kernel):
 
     def settings(self) -> dict[str, str]:
         return {**super().settings(), "smooth": self.smoothing}
+
+    # -- the token-id path -----------------------------------------------------------------
+
+    def check_ids(self) -> None:
+        """Ids make sense only where this kernel's tokens are the ids' tokenizer's tokens."""
+        if not isinstance(self.tokenizer, HuggingFaceTokenizer):
+            raise ValueError(
+                f"predict_ids needs a Hugging Face tokenizer (the one that made the ids); this scorer "
+                f"tokenizes with {self.tokenizer.signature!r}"
+            )
+        if self.tokenizer.lowercase:
+            raise ValueError(
+                "predict_ids cannot apply lowercase=True: it folds case in the text before "
+                "tokenizing, and ids have no text; use an uncased tokenizer instead"
+            )
+
+    def _encode_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> EncodedIds:
+        tables = self._tables_on(input_ids.device)
+        tokens, lengths = tables.tokens(input_ids.long(), attention_mask)
+        return EncodedIds(tables.candidate_features(tokens, lengths), lengths.to(torch.float64), tables)
+
+    def id_row_bytes(self) -> int:
+        return FEATURE_SHARE * FEATURE_BYTES * sum(matrix.shape[1] + 1 for matrix in self._train)
+
+    def _dense_tile(self, encoded: EncodedIds, start: int, stop: int) -> torch.Tensor:
+        block = self._block_on(encoded.tables, start, stop)
+        matches = [(train @ candidates).t() for train, candidates in zip(block.features, encoded.features)]
+        return dense_bleu_star(
+            matches, encoded.lengths, block.lengths, self.smoothing, encoded.tables.unmatched_numerators
+        )
+
+    def _block_on(self, tables: IdTables, start: int, stop: int) -> TrainingBlock:
+        """Training texts start..stop-1 on the tables' device, moved there on first use."""
+        block = tables.blocks.get((start, stop))
+        if block is None:
+            device = tables.lookup.device
+            block = tables.blocks[start, stop] = TrainingBlock(
+                [row_block(matrix, start, stop).to(device) for matrix in self._train],
+                self._train_lengths[start:stop].to(device),
+            )
+        return block
+
+    def _tables_on(self, device: torch.device) -> IdTables:
+        """The id tables on `device`, built on first use (with host syncs, once)."""
+        if device not in self._id_tables:
+            assert isinstance(self.tokenizer, HuggingFaceTokenizer)  # check_ids ran
+            hf = self.tokenizer.hf
+            size = len(hf)
+            names = hf.convert_ids_to_tokens(list(range(size)))
+            vocabulary_ids = self.vocabulary.batch(
+                [[name] if isinstance(name, str) else [] for name in names], torch.device("cpu")
+            )
+            lookup = torch.full((size,), DROPPED, dtype=torch.int64)
+            present = vocabulary_ids.lengths == 1
+            lookup[present] = vocabulary_ids.ids
+            special = torch.tensor(sorted(set(hf.all_special_ids)), dtype=torch.int64)
+            lookup[special[special < size]] = DROPPED
+            self._id_tables[device] = IdTables(
+                lookup=lookup.to(device),
+                tables=[
+                    OrderTable(t.gram_keys.to(device), t.feature_keys.to(device), t.max_rank)
+                    for t in self.ngrams.tables
+                ],
+                vocab_size=self.ngrams.vocab_size,
+                feature_widths=[matrix.shape[1] for matrix in self._train],
+                unmatched_numerators=torch.tensor(
+                    UNMATCHED_NUMERATORS[self.smoothing], dtype=torch.float64, device=device
+                ),
+            )
+        return self._id_tables[device]
 
 
 def row_block(matrix: torch.Tensor, start: int, stop: int) -> torch.Tensor:
@@ -180,6 +362,26 @@ def shared_order_factor(counts: torch.Tensor, order: int, smoothing: str) -> tor
     """What sharing order n >= 2 with m_n = `counts` multiplies a pair's BLEU* by."""
     add_one = 1.0 if smoothing == "add1" else 0.0
     return ((counts.to(torch.float64) + add_one) / UNMATCHED_NUMERATORS[smoothing][order - 2]) ** (1 / 3)
+
+
+def dense_bleu_star(
+    matches: list[torch.Tensor],
+    candidate_lengths: torch.Tensor,
+    train_lengths: torch.Tensor,
+    smoothing: str,
+    unmatched_numerators: torch.Tensor,
+) -> torch.Tensor:
+    """`bleu_star` for dense match counts m_1..m_4 [rows x cols]: the same factorisation over
+    orders, elementwise in the same operation order (so the same bits), with masks where the
+    sparse form skips pairs, so no shape depends on the data. `unmatched_numerators` is
+    UNMATCHED_NUMERATORS[smoothing] already on the device."""
+    unigram_only = unigram_only_bleu(candidate_lengths, train_lengths, unmatched_numerators, smoothing)
+    score = torch.where(matches[0] > 0, unigram_only, 0.0)
+    for order, counts in enumerate(matches[1:], start=2):
+        score = torch.where(counts > 0, score * shared_order_factor(counts, order, smoothing), score)
+    if smoothing == "none":
+        score = torch.where(matches[-1] > 0, score, 0.0)
+    return score
 
 
 def _stored_entries(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

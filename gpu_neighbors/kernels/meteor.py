@@ -69,7 +69,7 @@ class Lexicon:
         of the WordNet synsets of the stem (empty without WordNet)."""
         related = self._synonyms_of.get(stem)
         if related is None:
-            names = set()
+            names: set[int] = set()
             if self._wordnet is not None:
                 for synset in self._wordnet.synsets(self._strings[stem]):
                     names.update(
@@ -128,6 +128,8 @@ def align(hyp: TextIndex, ref: TextIndex) -> tuple[int, int]:
     hyp_left: dict[int, tuple[int, ...]] = {}
     ref_left: dict[int, list[int]] = {}
     shared = hyp.stems & ref.stems
+    hyp_free: Sequence[int]
+    ref_free: Sequence[int]
     for stem in shared:
         if stem in hyp.mixed or stem in ref.mixed:
             hyp_free, ref_free = _exact_stage(hyp, ref, stem, pairs)
@@ -215,7 +217,7 @@ class MeteorBatch:
         return len(self.texts)
 
 
-class MeteorKernel(Kernel):
+class MeteorKernel(Kernel[MeteorBatch]):
     """METEOR of each candidate (hypothesis) against each training text (reference), as NLTK's
     `single_meteor_score` with its Porter stemmer and WordNet; `synonyms=False` (or no WordNet
     on the machine) leaves out the synonym stage."""
@@ -243,7 +245,7 @@ class MeteorKernel(Kernel):
         self.alpha, self.beta, self.gamma = float(alpha), float(beta), float(gamma)
         self.wordnet = load_wordnet() if synonyms else None
         self.lexicon = Lexicon(self.wordnet)
-        self._train: list[TextIndex] | None = None
+        self._train: list[TextIndex] = []
 
     def _fit(self, texts: list[str]) -> None:
         self._train = self._index(texts)
@@ -259,23 +261,17 @@ class MeteorKernel(Kernel):
         ).reshape(-1, 2).t()
         self._train_width = len(self.lexicon)
 
-    def _fitted(self) -> list[TextIndex]:
-        if self._train is None:
-            raise RuntimeError("MeteorKernel used before fit")
-        return self._train
-
     def _index(self, texts: Sequence[str]) -> list[TextIndex]:
         return [
             TextIndex.build(*self.lexicon.words_and_stems(self.tokenizer.tokenize(text)), self.lexicon)
             for text in texts
         ]
 
-    def encode(self, texts: Sequence[str]) -> MeteorBatch:
-        self._fitted()
+    def _encode(self, texts: Sequence[str]) -> MeteorBatch:
         return self._batch(self._index(texts))
 
-    def encode_train(self, start: int, stop: int) -> MeteorBatch:
-        return self._batch(self._fitted()[start:stop])
+    def _encode_train(self, start: int, stop: int) -> MeteorBatch:
+        return self._batch(self._train[start:stop])
 
     def _batch(self, texts: list[TextIndex]) -> MeteorBatch:
         """Candidate side of the pair filter, limited to the strings known when the training set
@@ -291,7 +287,7 @@ class MeteorKernel(Kernel):
         return MeteorBatch(texts, _binary_sparse(indices.reshape(2, -1), (width, len(texts))))
 
     def tile(self, encoded: MeteorBatch, start: int, stop: int) -> torch.Tensor:
-        train = self._fitted()
+        train = self._train
         tile = torch.zeros(len(encoded), stop - start, dtype=torch.float64, device=self.device)
         pairs = self._alignable_pairs(encoded, start, stop)
         if pairs.numel() == 0:

@@ -86,7 +86,7 @@ def popcount(x: torch.Tensor) -> torch.Tensor:
     return x.bitwise_and_(0x7F)
 
 
-class RougeKernel(Kernel):
+class RougeKernel(Kernel[PaddedTokens]):
     """ROUGE-L F1 between token sequences (rouge-score's `_score_lcs(target=s, prediction=x)`)."""
 
     name = "rouge"
@@ -117,11 +117,11 @@ class RougeKernel(Kernel):
         )
         self._posting_masks = masks.view(postings, self._words)
 
-    def encode(self, texts: Sequence[str]) -> PaddedTokens:
+    def _encode(self, texts: Sequence[str]) -> PaddedTokens:
         token_lists = [self.tokenizer.tokenize(text) for text in texts]
         return pad_tokens(self.vocabulary.batch(token_lists, self.device))
 
-    def encode_train(self, start: int, stop: int) -> PaddedTokens:
+    def _encode_train(self, start: int, stop: int) -> PaddedTokens:
         first = int(self._train.offsets[start]) if start < self.num_train else 0
         lengths = self._train.lengths[start:stop]
         ids = self._train.ids[first : first + int(lengths.sum())]

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,7 +96,7 @@ def build_nltk_corpus(dictionary: Path, data_root: Path) -> Path:
         if source.is_file() and not (
             target.is_file() and target.stat().st_size == source.stat().st_size
         ):
-            _atomic_write(target, lambda path, source=source: shutil.copyfile(source, path))
+            _atomic_write(target, partial(shutil.copyfile, source))
     lexnames = corpus / "lexnames"
     if not lexnames.is_file() or lexnames.read_text() != lexnames_text():
         _atomic_write(lexnames, lambda path: Path(path).write_text(lexnames_text()))
@@ -137,15 +137,20 @@ def load_wordnet() -> WordNetCorpusReader | None:
     dictionary = find_dictionary()
     if dictionary is None:
         searched = ", ".join(str(folder) for folder in dictionary_folders())
-        return _without_wordnet(f"no WordNet in NLTK's data or in {searched}")
+        _without_wordnet(f"no WordNet in NLTK's data or in {searched}")
+        return None
     data_root = cache_data_root()
     try:
         build_nltk_corpus(dictionary, data_root)
     except OSError as error:
-        return _without_wordnet(f"cannot set up WordNet from {dictionary} in {data_root}: {error}")
+        _without_wordnet(f"cannot set up WordNet from {dictionary} in {data_root}: {error}")
+        return None
     if str(data_root) not in nltk.data.path:
         nltk.data.path.append(str(data_root))
-    return _nltk_wordnet() or _without_wordnet(f"NLTK cannot read the WordNet in {data_root}")
+    reader = _nltk_wordnet()
+    if reader is None:
+        _without_wordnet(f"NLTK cannot read the WordNet in {data_root}")
+    return reader
 
 
 def _without_wordnet(reason: str) -> None:

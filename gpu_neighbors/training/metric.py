@@ -12,7 +12,6 @@ from typing import Any
 import torch
 
 from gpu_neighbors.scorer import NeighborsScorer
-from gpu_neighbors.training.ids import predict_tensors
 
 try:
     from torchmetrics import Metric
@@ -50,7 +49,7 @@ class NeighborsQuality(Metric):
     def update(
         self, inputs: torch.Tensor | Sequence[str], attention_mask: torch.Tensor | None = None
     ) -> None:
-        prediction = predict_tensors(self.scorer, inputs, attention_mask)
+        prediction = self.scorer.predict_tensors(inputs, attention_mask=attention_mask)
         device = self.total.device
         covered_scores = torch.where(prediction.covered, prediction.scores, 0.0)
         self.quality_sum += covered_scores.sum().to(device, self.quality_sum.dtype)

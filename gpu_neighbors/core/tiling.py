@@ -1,0 +1,173 @@
+"""The one tile loop: for each chunk of candidates, for each block of the training set, one
+similarity tile, handed at once to a reduction.
+
+The device and the memory budget size the tiles (`TilePlan`); a kernel makes them; a
+`Reduction` turns each into something small (neighbour statistics, the whole matrix, ...) and
+never knows which kernel made it. Every pass over candidates x training texts runs here, so a
+new reduction never copies the loop.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import torch
+
+DEFAULT_CPU_BUDGET = 1 << 30  # bytes of tile working memory on CPU
+CUDA_BUDGET_SHARE = 0.5  # of the device's free memory
+MAX_CHUNK_ROWS = 4096
+# Fewer candidates per chunk and the fixed costs of a tile (encoding, cutting the training side
+# into a block) dominate: a large training set is cut into more blocks instead.
+MIN_CHUNK_ROWS = 1024
+# On a CPU a bigger tile is no faster (measured: 1-8 Mi pairs within noise), and past 32 MiB
+# (4 Mi float64 pairs) glibc maps fresh pages for every tile: 3 Mi pairs stay below that.
+CPU_TILE_PAIRS = 3 << 20
+
+Span = tuple[int, int]  # rows or columns start..stop-1
+Encoded = TypeVar("Encoded")
+Result = TypeVar("Result", covariant=True)
+Key = TypeVar("Key")
+Value = TypeVar("Value")
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """`auto` picks CUDA when present, else the CPU; anything else is taken as given."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as error:
+        raise ValueError(f"unknown device {device!r}: {error}") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but CUDA is not available here")
+    return resolved
+
+
+def default_memory_budget(device: torch.device) -> int:
+    """Half the free memory of a CUDA device; on the CPU 1 GiB, or a quarter of the memory
+    the host has available when that is less."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free * CUDA_BUDGET_SHARE)
+    available = _available_host_memory()
+    return DEFAULT_CPU_BUDGET if available is None else min(DEFAULT_CPU_BUDGET, available // 4)
+
+
+def _available_host_memory() -> int | None:
+    """MemAvailable of Linux (free memory plus what the page cache would give back), else the
+    free physical memory where the platform tells it, else None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def spans(total: int, width: int) -> list[Span]:
+    """0..total-1 cut into consecutive spans of `width` (the last one shorter)."""
+    return [(start, min(start + width, total)) for start in range(0, total, width)]
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """How many candidates per chunk and training texts per block fit the memory budget."""
+
+    chunk_rows: int
+    block_columns: int
+
+    @classmethod
+    def from_budget(
+        cls,
+        budget: int,
+        pair_bytes: int,
+        num_train: int,
+        chunk_rows: int | None,
+        max_pairs: int | None = None,
+    ) -> TilePlan:
+        """Tiles of at most budget / pair_bytes pairs (and `max_pairs`): whole training rows
+        when they fit MIN_CHUNK_ROWS candidates, else MIN_CHUNK_ROWS candidates against
+        training blocks, so that |S| = 10^6 runs in the same budget as |S| = 10^3."""
+        pairs = max(budget // max(pair_bytes, 1), 1)
+        if max_pairs is not None:
+            pairs = min(pairs, max_pairs)
+        if chunk_rows is None:
+            chunk_rows = int(min(MAX_CHUNK_ROWS, pairs, max(pairs // max(num_train, 1), MIN_CHUNK_ROWS)))
+        block = int(min(max(num_train, 1), max(pairs // chunk_rows, 1)))
+        return cls(chunk_rows=chunk_rows, block_columns=block)
+
+    def chunks(self, rows: int) -> list[Span]:
+        return spans(rows, self.chunk_rows)
+
+    def blocks(self, columns: int) -> list[Span]:
+        return spans(columns, self.block_columns)
+
+
+@dataclass(frozen=True)
+class Tile:
+    """Similarities of candidate rows row.. against training columns column.., [rows, cols]."""
+
+    values: torch.Tensor
+    row: int
+    column: int
+
+
+class Reduction(Protocol[Result]):
+    """What a pass makes of its tiles: `add` each one as it comes (in any order), then
+    `result`."""
+
+    def add(self, tile: Tile) -> None: ...
+
+    def result(self) -> Result: ...
+
+
+def reduce_tiles(
+    encode: Callable[[int, int], Encoded],
+    tile: Callable[[Encoded, int, int], torch.Tensor],
+    chunks: Iterable[Span],
+    blocks: Sequence[Span],
+    reduction: Reduction[Result],
+    on_chunk: Callable[[int], Any] | None = None,
+) -> Result:
+    """The tile loop. `encode(first, last)` prepares candidate rows first..last-1 once per
+    chunk; `tile(encoded, start, stop)` gives their similarities to training texts
+    start..stop-1; `on_chunk(rows)` follows each chunk (progress bars)."""
+    for first, last in chunks:
+        encoded = encode(first, last)
+        for start, stop in blocks:
+            reduction.add(Tile(tile(encoded, start, stop), first, start))
+        if on_chunk is not None:
+            on_chunk(last - first)
+    return reduction.result()
+
+
+class MatrixReduction:
+    """Collects every tile into one float64 matrix on the CPU: for passes that keep all pairs
+    (evaluation sets, parity tests), never for streams of candidates."""
+
+    def __init__(self, rows: int, columns: int) -> None:
+        self.matrix = torch.zeros((rows, columns), dtype=torch.float64)
+
+    def add(self, tile: Tile) -> None:
+        rows, columns = tile.values.shape
+        self.matrix[tile.row : tile.row + rows, tile.column : tile.column + columns] = tile.values.cpu()
+
+    def result(self) -> torch.Tensor:
+        return self.matrix
+
+
+class TransientCache(dict[Key, Value]):
+    """Derived state built on first use (tables per device, random streams): pickles as empty,
+    so a fitted object moved to another device or process rebuilds it there."""
+
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        return (type(self), ())
