@@ -25,6 +25,7 @@ from gpu_neighbors.kernels.bertscore import (
 )
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 from minilm import MODEL_LAYERS, MODEL_PATH
+from parity import all_pairs, assert_tiling_invariant
 
 # A middle layer: the top layer of all-MiniLM-L6-v2 is trained for sentence embeddings, and its
 # token cosines make P + R close to 0 for some pairs, where F = 2PR/(P+R) is ill-conditioned.
@@ -38,10 +39,6 @@ def make_kernel(train: list[str], **options) -> BertScoreKernel:
     kernel = BertScoreKernel(tokenizer=WhitespaceTokenizer(), device=CPU, model=MODEL_PATH, layer=LAYER, **options)
     kernel.fit(train)
     return kernel
-
-
-def all_pairs(kernel: BertScoreKernel, candidates: list[str]) -> torch.Tensor:
-    return kernel.tile(kernel.encode(candidates), 0, kernel.num_train)
 
 
 _REFERENCE_CACHE: dict = {}
@@ -159,16 +156,12 @@ def test_adversarial_texts_match_bert_score(idf, huse_texts, bert_score_empty_te
 def test_tiles_do_not_depend_on_chunks_or_blocks(train, candidates, plain_kernel):
     """Equal up to float32 rounding: texts encoded in other batches, and token cosines computed
     in products of other shapes, may differ in the last bits."""
-    full = all_pairs(plain_kernel, candidates)
+    full = assert_tiling_invariant(
+        plain_kernel, candidates, [(list(range(block, 30, block)), []) for block in (1, 4, 13)], atol=1e-6
+    )
     for rows in (1, 7):
-        chunked = torch.cat(
-            [all_pairs(plain_kernel, candidates[first : first + rows]) for first in range(0, 14, rows)]
-        )
+        chunked = all_pairs(plain_kernel, candidates[:14], chunks=range(rows, 14, rows))
         assert torch.allclose(chunked, full[:14], rtol=0, atol=1e-6)
-    encoded = plain_kernel.encode(candidates)
-    for block in (1, 4, 13):
-        blocks = [plain_kernel.tile(encoded, start, min(start + block, 30)) for start in range(0, 30, block)]
-        assert torch.allclose(torch.cat(blocks, dim=1), full, rtol=0, atol=1e-6)
     own = plain_kernel.tile(plain_kernel.encode_train(5, 17), 0, 30)
     assert torch.allclose(own, all_pairs(plain_kernel, train[5:17]), rtol=0, atol=1e-6)
     assert torch.allclose(own[torch.arange(12), torch.arange(5, 17)], torch.ones(12, dtype=torch.float64))

@@ -19,6 +19,7 @@ from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels.meteor import MeteorKernel
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
+from parity import all_pairs, assert_tiling_invariant, reference_matrix
 
 CPU = torch.device("cpu")
 
@@ -66,18 +67,9 @@ def wordnet():
 
 
 def nltk_scores(candidates, train, wordnet, **options) -> np.ndarray:
-    return np.array(
-        [
-            [single_meteor_score(s.split(), c.split(), wordnet=wordnet, **options) for s in train]
-            for c in candidates
-        ]
+    return reference_matrix(
+        lambda c, s: single_meteor_score(s.split(), c.split(), wordnet=wordnet, **options), candidates, train
     )
-
-
-def all_pairs(kernel: MeteorKernel, candidates: list[str], blocks: list[int]) -> torch.Tensor:
-    encoded = kernel.encode(candidates)
-    edges = [0, *blocks, kernel.num_train]
-    return torch.cat([kernel.tile(encoded, a, b) for a, b in zip(edges, edges[1:])], dim=1)
 
 
 def fitted(train: list[str], **options) -> MeteorKernel:
@@ -163,11 +155,10 @@ def test_tiles_and_chunks_do_not_change_the_numbers(huse_texts):
     train = huse_texts[:60] + METEOR_TEXTS
     candidates = huse_texts[100:140] + METEOR_TEXTS + ["", "car"]
     kernel = fitted(train)
-    whole = all_pairs(kernel, candidates, blocks=[])
+    whole = assert_tiling_invariant(
+        kernel, candidates, [([1, 2, 30, 75], []), ([20], list(range(7, len(candidates), 7)))]
+    )
     assert whole.shape == (len(candidates), len(train)) and whole.device == CPU
-    assert torch.equal(whole, all_pairs(kernel, candidates, blocks=[1, 2, 30, 75]))
-    chunked = torch.cat([all_pairs(kernel, candidates[i : i + 7], blocks=[20]) for i in range(0, len(candidates), 7)])
-    assert torch.equal(whole, chunked)
     own = kernel.tile(kernel.encode_train(10, 40), 0, kernel.num_train)
     assert torch.equal(own, all_pairs(kernel, train[10:40], blocks=[]))
     assert kernel.tile(kernel.encode([]), 0, kernel.num_train).shape == (0, len(train))
