@@ -1,8 +1,10 @@
 """NeighborsScorer: the BLEU Neighbors estimator (fit on scored texts, predict unscored ones).
 
 Parameters live in the constructor and are validated at `fit`, as scikit-learn estimators do.
-The scorer owns tau, a, b, the device and the tiling; the kernel only makes similarity tiles
-and the neighbour model only reduces them, so every kernel shares this one pipeline.
+The scorer owns tau, a, b and the device; every pass (predict, leave-one-out, similarities,
+token ids, rewards) is one run of the core tile loop (`core.tiling.reduce_tiles`) with a kernel
+making the tiles and a reduction (`core.neighbours.NeighborReduction`, `MatrixReduction`)
+consuming them, so every kernel shares this one pipeline.
 """
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ import torch
 from gpu_neighbors.core.correlation import spearman_rows
 from gpu_neighbors.core.neighbours import Thresholds, is_covered
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
+from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE
 
-DEFAULT_MIN_COVERAGE = 0.8
 # A coarse grid on purpose: every extra setting is another chance to fit the noise of a
 # 200-item inner leave-one-out. In nested leave-one-out on the HUSE summarization data this grid
 # beat a fine one (a in 1..40 by 1-5, b in 0.1..1 by 0.1) for every kernel: rho 0.29 against
