@@ -41,14 +41,16 @@ class Constraint:
     accepts: Callable[[Any], bool]
 
 
-def interval(kind: type, low: float | None = None, high: float | None = None, closed: str = "both") -> Constraint:
-    """Integers (`kind=Integral`) or finite numbers (`kind=Real`) between `low` and `high`;
-    `closed` says which ends are included: both, left, right or neither."""
+def interval(
+    low: float | None = None, high: float | None = None, closed: str = "both", *, integer: bool = False
+) -> Constraint:
+    """Finite numbers (or integers) between `low` and `high`; `closed` says which ends are
+    included: both, left, right or neither."""
     left = closed in ("both", "left")
     right = closed in ("both", "right")
 
     def accepts(value: Any) -> bool:
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, kind):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral if integer else Real):
             return False
         if not math.isfinite(value):
             return False
@@ -56,7 +58,7 @@ def interval(kind: type, low: float | None = None, high: float | None = None, cl
             return False
         return high is None or value < high or (value == high and right)
 
-    noun = "an integer" if kind is Integral else "a finite number"
+    noun = "an integer" if integer else "a finite number"
     if low is not None and high is not None:
         bounds = f" in {'[' if left else '('}{low:g}, {high:g}{']' if right else ')'}"
     elif low is not None:
@@ -75,7 +77,7 @@ def instance_of(*types: type, description: str) -> Constraint:
 def _is_range(value: Any) -> bool:
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         return False
-    number = interval(Real)
+    number = interval()
     return number.accepts(value[0]) and number.accepts(value[1]) and value[0] <= value[1]
 
 
@@ -137,26 +139,26 @@ def _table(*parameters: Parameter) -> dict[str, Parameter]:
 SCORER_PARAMETERS = _table(
     Parameter("kernel", str, instance_of(str, description="a kernel name"), "bleu",
               "similarity kernel"),
-    Parameter("tau", float, interval(Real), None, "similarity threshold", optional=True,
+    Parameter("tau", float, interval(), None, "similarity threshold", optional=True,
               none_means="the kernel's, from the paper"),
-    Parameter("min_neighbors", int, interval(Integral, 1), 5,
+    Parameter("min_neighbors", int, interval(1, integer=True), 5,
               "a: fewest neighbours for an estimate", metavar="A"),
-    Parameter("max_fraction", float, interval(Real, 0, 1, closed="right"), 0.66,
+    Parameter("max_fraction", float, interval(0, 1, closed="right"), 0.66,
               "b: most neighbours, as a share of the training set", metavar="B"),
     Parameter("device", str, instance_of(str, torch.device, description="a device name or torch.device"),
               "auto", "auto (CUDA when present), cpu, cuda, cuda:N"),
     Parameter("smoothing", str, instance_of(str, description="a smoothing name"), None,
               "BLEU* smoothing", optional=True, none_means="add1"),
     Parameter("tokenizer", str, Constraint("a tokenizer name or an object with a tokenize method", _is_tokenizer),
-              "whitespace", "a Hugging Face tokenizer name or path, or one of the built-in ones"),
+              "whitespace", "a built-in tokenizer, or a Hugging Face tokenizer name or path"),
     Parameter("lowercase", bool, BOOLEAN, False, "fold case before tokenizing"),
     Parameter("kernel_options", dict, instance_of(Mapping, description="a mapping of keyword arguments"),
               None, "keyword arguments of the kernel (e.g. model and layer for BERTScore)",
               optional=True, none_means="none", cli=False),
-    Parameter("memory_budget", int, interval(Integral, 1), None,
-              "tile working memory in bytes (on the command line also e.g. 512M or 2G)",
+    Parameter("memory_budget", int, interval(1, integer=True), None,
+              "tile working memory in bytes",
               optional=True, none_means="from the device", metavar="SIZE"),
-    Parameter("chunk_size", int, interval(Integral, 1), None,
+    Parameter("chunk_size", int, interval(1, integer=True), None,
               "candidates per chunk; results never depend on it", optional=True,
               none_means="from the memory budget", cli=False),
     Parameter("progress", bool, BOOLEAN, False, "a progress bar on stderr for long predictions", cli=False),
@@ -166,7 +168,7 @@ SCORER_PARAMETERS = _table(
 )
 # Settings of `fit`: tuning chooses tau, a and b with at least this coverage.
 FIT_PARAMETERS = _table(
-    Parameter("min_coverage", float, interval(Real, 0, 1), DEFAULT_MIN_COVERAGE,
+    Parameter("min_coverage", float, interval(0, 1), DEFAULT_MIN_COVERAGE,
               "with tuning: the least coverage a choice may have", metavar="C"),
 )
 PARAMETERS = {**SCORER_PARAMETERS, **FIT_PARAMETERS}

@@ -36,7 +36,7 @@ from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.evaluation.tables import cell, markdown_table
 from gpu_neighbors.core.tuning import tune
 
-SPEC_OPTIONS = {"tokenizer": str, "smoothing": str, "tau": float, "lowercase": lambda text: text == "true"}
+SPEC_OPTIONS: dict[str, Callable[[str], Any]] = {"tokenizer": str, "smoothing": str, "tau": float, "lowercase": lambda text: text == "true"}
 
 # BLEU Neighbors paper, Table 1: (MSE, Spearman rho, coverage), leave-one-out, a = 5, b = 0.66,
 # tau = 0.08 (BLEU*), 0.06 (ROUGE), 0.18 (METEOR), 0.10 (BERTScore).

@@ -1,0 +1,214 @@
+"""The handlers of the `gpu-neighbors` commands: each reads its files, builds the scorer the
+options describe (`options.scorer_from_args`) and prints or writes the results."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from gpu_neighbors.cli.options import bertscore_options, scorer_from_args
+from gpu_neighbors.core.neighbours import Thresholds
+from gpu_neighbors.core.pairwise import PairwiseSimilarities
+from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
+from gpu_neighbors.data import InputError, ScoredData, read_scored
+from gpu_neighbors.evaluation import tables
+from gpu_neighbors.evaluation.agreement import agreement
+from gpu_neighbors.evaluation.protocols import PARAMETERS as SWEPT, cross_task, cross_validate, learning_curve, sweep
+from gpu_neighbors.kernels import KERNEL_NAMES
+from gpu_neighbors.scorer import NeighborsScorer, ScoreError
+from gpu_neighbors.scoring.streaming import score_file
+
+
+def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str,
+                tune: bool = False, min_coverage: float = DEFAULT_MIN_COVERAGE) -> NeighborsScorer:
+    """`scorer.fit` on data read from `path`, naming the file line of a score it refuses."""
+    try:
+        return scorer.fit(data.texts, data.scores, tune=tune, min_coverage=min_coverage)
+    except ScoreError as error:
+        flag = None if error.setting is None else PARAMETERS[error.setting].flag
+        raise InputError(error.explain(flag), path=path, line=data.lines[error.index], field=score_field) from None
+
+
+def command_score(args: argparse.Namespace) -> int:
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
+    score_batches = None
+    if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
+        from gpu_neighbors.scoring.distributed import RayBatchScorer
+
+        score_batches = RayBatchScorer(address=args.ray_address)
+    scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field, args.tune, args.min_coverage)
+    summary = score_file(
+        scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
+        skip_bad=args.skip_bad, rejects=args.rejects, batch_size=args.batch_size,
+        progress=not args.quiet, header={"train": str(args.train)}, score_batches=score_batches,
+    )
+    if not args.quiet:
+        resumed = f" ({summary.rows - summary.scored} from before)" if args.resume else ""
+        print(f"scored {summary.rows} candidates{resumed} -> {args.output} in {summary.seconds:.2f} s, "
+              f"{summary.texts_per_second:,.0f} texts/s, {summary.pairs_per_second:,.0f} pairs/s "
+              f"({scorer.signature})", file=sys.stderr)
+        if summary.rejected:
+            print(f"skipped {summary.rejected} bad records -> {args.rejects}", file=sys.stderr)
+    return 0
+
+
+def command_evaluate(args: argparse.Namespace) -> int:
+    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field)
+    scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field)
+    if args.tune:  # nested: each left-out text's thresholds are tuned on the other texts only
+        nested = cross_validate(_pass_of(scorer), scorer.thresholds, folds=None,
+                                tune_thresholds=True, min_coverage=args.min_coverage)
+        result, chosen = nested.agreement, nested.as_dict()["thresholds"]
+    else:
+        result, chosen = agreement(scorer.leave_one_out(), data.scores), None
+    row = {"kernel": args.kernel, **result.as_dict()}
+    if args.json:
+        print(tables.to_json(row if chosen is None else {**row, "tuned_thresholds": chosen}))
+    else:
+        tuned = f", thresholds tuned per text (min coverage {args.min_coverage})" if args.tune else ""
+        print(f"leave-one-out on {args.data} ({scorer.signature}{tuned})")
+        for key, value in row.items():
+            print(f"  {key:<14} {value:.4f}" if isinstance(value, float) else f"  {key:<14} {value}")
+        for choice in chosen or []:
+            print(f"  chosen in {choice['folds']} folds: tau={choice['tau']:.4g} a={choice['min_neighbors']} "
+                  f"b={choice['max_fraction']:g}")
+    return 0
+
+
+# -- evaluation studio: protocols on one similarity pass (protocols.py), the report (report.py) --
+
+
+def _pass_of(scorer: NeighborsScorer) -> PairwiseSimilarities:
+    """The one all-pairs similarity pass of a fitted scorer's training set."""
+    return PairwiseSimilarities(scorer.train_similarity(), scorer.train_scores_)
+
+
+def _studio_pass(args: argparse.Namespace) -> tuple[PairwiseSimilarities, Thresholds, str]:
+    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field)
+    scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field)
+    return _pass_of(scorer), scorer.thresholds, str(scorer.signature)
+
+
+def _emit(args: argparse.Namespace, title: str, rows: list[dict[str, Any]], **details: Any) -> None:
+    if args.json:
+        print(tables.to_json({"title": title, **details, "rows": rows}))
+        return
+    print(f"{title}\n")
+    for key, value in details.items():
+        print(f"- {key}: {tables.cell(value) if not isinstance(value, (dict, list)) else tables.to_json(value)}")
+    print()
+    print(tables.markdown_table(rows))
+
+
+def command_crossval(args: argparse.Namespace) -> int:
+    similarities, thresholds, signature = _studio_pass(args)
+    result = cross_validate(similarities, thresholds, folds=args.folds, seed=args.seed,
+                            tune_thresholds=args.tune, min_coverage=args.min_coverage)
+    summary = result.as_dict()
+    chosen = summary.pop("thresholds")
+    name = "leave-one-out" if args.folds is None else f"{args.folds}-fold cross-validation (seed {args.seed})"
+    _emit(args, f"{name} on {args.data}", [summary], signature=signature, thresholds_used=chosen)
+    return 0
+
+
+def command_cross_task(args: argparse.Namespace) -> int:
+    train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
+    test = read_scored(args.test, text_field=args.text_field, score_field=args.score_field)
+    result = cross_task(scorer_from_args(args), train.texts, train.scores, test.texts, test.scores,
+                        tune_thresholds=args.tune, min_coverage=args.min_coverage)
+    row = result.as_dict()
+    tuning = row.pop("tuning")
+    _emit(args, f"trained on {args.train}, tested on {args.test}", [row], tuning=tuning)
+    return 0
+
+
+def command_curve(args: argparse.Namespace) -> int:
+    similarities, thresholds, signature = _studio_pass(args)
+    sizes = None if args.sizes is None else [int(size) for size in args.sizes]
+    points = learning_curve(similarities, thresholds, sizes=sizes, runs=args.runs, seed=args.seed)
+    _emit(args, f"training-size curve on {args.data} ({args.runs} subsets per size, seed {args.seed})",
+          [point.as_dict() for point in points], signature=signature)
+    return 0
+
+
+def command_sweep(args: argparse.Namespace) -> int:
+    similarities, thresholds, signature = _studio_pass(args)
+    parameters = SWEPT if args.parameter == "all" else (args.parameter,)
+    if args.values is not None and len(parameters) > 1:
+        raise ValueError("--values needs one --parameter (tau, a or b)")
+    rows = [point.as_dict() for parameter in parameters
+            for point in sweep(similarities, thresholds, parameter, args.values)]
+    _emit(args, f"leave-one-out sweep on {args.data}", rows, signature=signature)
+    return 0
+
+
+def command_report(args: argparse.Namespace) -> int:
+    from gpu_neighbors.evaluation.report import KernelSpec, build_report, write_report
+
+    specs = [KernelSpec.parse(text) for text in args.kernels.split(",") if text.strip()]
+    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field,
+                       keep_fields=("judgments", "source"))
+
+    def make_scorer(spec: KernelSpec) -> NeighborsScorer:
+        options = {**vars(args), "kernel": spec.kernel, "tau": None, **spec.options}
+        if spec.kernel != "bleu":
+            options["smoothing"] = None
+        if spec.kernel != "bertscore":
+            options.update(model=None, layer=None, idf=False, rescale=False)
+        return scorer_from_args(argparse.Namespace(**options))
+
+    report = build_report(data, specs, make_scorer=make_scorer, name=str(args.data), folds=args.folds,
+                          runs=args.runs, seed=args.seed, min_coverage=args.min_coverage,
+                          resamples=args.resamples, paper=args.paper,
+                          command=shlex.join(["gpu-neighbors", *args.argv]),
+                          sizes=None if args.sizes is None else [int(size) for size in args.sizes])
+    page = write_report(report, args.out, page=args.page, paper=args.paper)
+    print(f"report -> {page}", file=sys.stderr)
+    return 0
+
+
+def _kernel_taus(pairs: Sequence[str]) -> dict[str, float]:
+    taus = {}
+    for pair in pairs:
+        kernel, _, value = pair.partition("=")
+        try:
+            taus[kernel.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"--tau takes KERNEL=VALUE, e.g. rouge=0.06, not {pair!r}") from None
+    return taus
+
+
+def command_compare(args: argparse.Namespace) -> int:
+    from gpu_neighbors.evaluation.compare import compare_kernels, comparison_table
+
+    kernels = [name.strip() for name in args.kernels.split(",") if name.strip()]
+    unknown = [name for name in kernels if name not in KERNEL_NAMES]
+    if unknown or not kernels:
+        raise ValueError(f"--kernels takes a comma list of {', '.join(KERNEL_NAMES)}; got {args.kernels!r}")
+    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field,
+                       keep_fields=(args.judgments_field,))
+    judgments = None
+    if data.extra and all(args.judgments_field in extra for extra in data.extra):
+        judgments = [{"score": score, "judgments": extra[args.judgments_field]}
+                     for score, extra in zip(data.scores, data.extra)]
+    kernel_options = {"bertscore": bertscore_options(args)}
+    if args.smoothing:
+        kernel_options["bleu"] = {"smoothing": args.smoothing}
+    rows = compare_kernels(
+        data.texts, data.scores, kernels, taus=_kernel_taus(args.kernel_taus), kernel_options=kernel_options,
+        judgments=judgments, min_neighbors=args.min_neighbors, max_fraction=args.max_fraction,
+        device=args.device, tokenizer=args.tokenizer, lowercase=args.lowercase,
+        memory_budget=args.memory_budget, score_range=tuple(args.score_range),
+    )
+    if args.json:
+        print(tables.to_json([row.as_dict() for row in rows]))
+    else:
+        print(f"leave-one-out on {args.data} (a={args.min_neighbors}, b={args.max_fraction})\n")
+        print(comparison_table(rows))
+    return 0

@@ -1,0 +1,164 @@
+"""Command-line options made from the parameter table (`core.validation`): each setting's flag,
+type, default and help come from there, so the CLI cannot drift from the library. The
+registries say which values exist (kernels, smoothings, built-in tokenizers)."""
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import Any
+
+from gpu_neighbors.core.validation import PARAMETERS, SCORER_PARAMETERS, Parameter
+from gpu_neighbors.kernels import KERNEL_NAMES
+from gpu_neighbors.kernels.bleu import SMOOTHINGS
+from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.text.tokenizers import BUILT_IN_TOKENIZERS
+
+# Settings whose values are a closed set: argparse refuses anything else.
+CHOICES: dict[str, tuple[str, ...]] = {"kernel": KERNEL_NAMES, "smoothing": SMOOTHINGS}
+# Settings that also take any other name: the help lists the built-in ones.
+BUILT_IN: dict[str, tuple[str, ...]] = {"tokenizer": tuple(BUILT_IN_TOKENIZERS)}
+# Settings one command or another leaves out (compare takes its own --kernels and --tau).
+ONE_KERNEL = ("kernel", "tau")
+DATA_OPTIONS = ("score_range",)
+TUNING_OPTIONS = ("min_coverage",)
+MODEL_OPTIONS = tuple(
+    name for name, parameter in SCORER_PARAMETERS.items() if parameter.cli and name not in DATA_OPTIONS
+)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
+    return value
+
+
+def parse_size(text: str) -> int:
+    """Bytes, or a size with a unit: 512M, 2G."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    try:
+        if text[-1:].upper() in units:
+            return int(float(text[:-1]) * units[text[-1].upper()])
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 2G)") from None
+
+
+def number_list(text: str) -> list[float]:
+    """`1,2,5` or `start:stop:step` (stop included)."""
+    try:
+        if ":" in text:
+            start, stop, step = (float(part) for part in text.split(":"))
+            if step <= 0:
+                raise ValueError
+            count = int(math.floor((stop - start) / step + 1e-9)) + 1
+            return [round(start + index * step, 10) for index in range(max(count, 0))]
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list (1,2,5) or range (start:stop:step): {text!r}") from None
+
+
+def folds(text: str) -> int | None:
+    if text == "loo":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--folds takes a number of folds or 'loo', not {text!r}") from None
+
+
+# Settings the command line spells its own way: the parser, and what the help adds.
+SPELLINGS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "memory_budget": (parse_size, "or a size such as 512M or 2G"),
+}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple):
+        return " ".join(_shown(part) for part in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def option_help(parameter: Parameter) -> str:
+    """The table's help, the built-in names where the set is open, and the default."""
+    text = parameter.help
+    if parameter.name in BUILT_IN:
+        text += f"; built-in: {', '.join(BUILT_IN[parameter.name])}"
+    if parameter.name in SPELLINGS:
+        text += f", {SPELLINGS[parameter.name][1]}"
+    if parameter.type is bool:
+        return text
+    default = parameter.none_means if parameter.default is None else _shown(parameter.default)
+    return f"{text} (default: {default})"
+
+
+def add_parameter(group: Any, name: str) -> None:
+    """The option of table entry `name`: `--min-neighbors A` for min_neighbors."""
+    parameter = PARAMETERS[name]
+    parse = SPELLINGS[name][0] if name in SPELLINGS else float if parameter.type is tuple else parameter.type
+    if parameter.type is bool:
+        group.add_argument(parameter.flag, action="store_true", default=parameter.default,
+                           help=option_help(parameter))
+        return
+    group.add_argument(
+        parameter.flag,
+        type=parse,
+        nargs=2 if parameter.type is tuple else None,
+        default=parameter.default,
+        choices=CHOICES.get(name),
+        metavar=parameter.metavar,
+        help=option_help(parameter),
+    )
+
+
+def add_model_options(parser: argparse.ArgumentParser, one_kernel: bool = True) -> None:
+    """Options that define the estimator; shared by every command that builds one (`compare`,
+    which runs several kernels, takes its own --kernels and --tau)."""
+    group = parser.add_argument_group("model")
+    for name in MODEL_OPTIONS:
+        if one_kernel or name not in ONE_KERNEL:
+            add_parameter(group, name)
+    group.add_argument("--model", default=None, help="BERTScore: model name or local path")
+    group.add_argument("--layer", type=int, default=None, help="BERTScore: hidden layer to use")
+    group.add_argument("--idf", action="store_true", help="BERTScore: idf weights from the training set")
+    group.add_argument("--rescale", action=argparse.BooleanOptionalAction, default=None,
+                       help="BERTScore: rescale F with a baseline (default on: the paper's tau is on that scale)")
+
+
+def add_data_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--text-field", default="text", help="field holding the text (JSONL/CSV/TSV)")
+    parser.add_argument("--score-field", default="score", help="field holding the known quality")
+    for name in DATA_OPTIONS:
+        add_parameter(parser, name)
+
+
+def add_tuning_options(parser: argparse.ArgumentParser, tune: bool = True) -> None:
+    group = parser.add_argument_group("tuning")
+    if tune:
+        group.add_argument("--tune", action="store_true",
+                           help="choose tau, a and b on the training data (inner leave-one-out over a grid)")
+    for name in TUNING_OPTIONS:
+        add_parameter(group, name)
+
+
+def bertscore_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The BERTScore kernel's options given on the command line (unset ones keep its defaults)."""
+    options = {"model": args.model, "layer": args.layer, "idf": args.idf, "rescale": args.rescale}
+    return {key: value for key, value in options.items() if value is not None}
+
+
+def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> NeighborsScorer:
+    """The scorer the options describe: every table setting the command line has, by name."""
+    options: dict[str, Any] = {}
+    if args.kernel == "bertscore":
+        options = bertscore_options(args)
+    elif args.model or args.layer is not None or args.idf or args.rescale:
+        raise ValueError("--model, --layer, --idf and --rescale apply to --kernel bertscore only")
+    settings = {name: getattr(args, name) for name in (*MODEL_OPTIONS, *DATA_OPTIONS)}
+    if settings["score_range"] is not None:
+        settings["score_range"] = tuple(settings["score_range"])
+    return NeighborsScorer(**settings, kernel_options=options, progress=progress)

@@ -1,0 +1,125 @@
+"""`build_parser`: the commands of `gpu-neighbors` and their options (see `options.py`)."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from gpu_neighbors._version import __version__
+from gpu_neighbors.cli import commands
+from gpu_neighbors.cli.options import (
+    add_data_options,
+    add_model_options,
+    add_tuning_options,
+    folds,
+    number_list,
+    positive_int,
+)
+from gpu_neighbors.evaluation.protocols import PARAMETERS as SWEPT
+from gpu_neighbors.kernels import KERNEL_NAMES
+from gpu_neighbors.scoring.streaming import DEFAULT_BATCH_SIZE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpu-neighbors",
+        description="Estimate text quality without references: BLEU Neighbors and other kernels.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+
+    score = subparsers.add_parser("score", help="score candidates against a scored training set")
+    score.add_argument("--train", required=True, help="scored texts: JSONL, CSV or TSV (optionally .gz)")
+    score.add_argument("--candidates", required=True, help="texts to score: JSONL, CSV, TSV, Parquet or plain text")
+    score.add_argument("--output", required=True, help="results, JSONL, one line per candidate in input order")
+    score.add_argument("--resume", action="store_true", help="continue an interrupted run from what is on disk")
+    score.add_argument("--skip-bad", action="store_true", help="skip bad candidate lines instead of stopping")
+    score.add_argument("--rejects", default=None, help="with --skip-bad: where bad lines go (default OUTPUT.rejects.jsonl)")
+    score.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, metavar="N",
+                       help=f"candidates scored and made durable per step ({DEFAULT_BATCH_SIZE})")
+    score.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                       help="CPU threads for torch (default: torch's, one per core; on a busy "
+                            "machine 1 is often faster, see docs/benchmarks.md)")
+    score.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    score.add_argument("--ray", action="store_true", help="score on Ray actors, one GPU each where there are GPUs (needs the [ray] extra)")
+    score.add_argument("--ray-address", default=None, metavar="ADDR", help="Ray cluster to join (auto, or ray://host:10001); implies --ray; default: a local Ray")
+    add_data_options(score)
+    add_model_options(score)
+    add_tuning_options(score)
+    score.set_defaults(handler=commands.command_score)
+
+    evaluate = subparsers.add_parser("evaluate", help="leave-one-out agreement on scored data")
+    evaluate.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
+    evaluate.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    add_data_options(evaluate)
+    add_model_options(evaluate)
+    add_tuning_options(evaluate)
+    evaluate.set_defaults(handler=commands.command_evaluate)
+
+    compare = subparsers.add_parser("compare", help="leave-one-out for several kernels, one row each")
+    compare.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
+    compare.add_argument("--kernels", default=",".join(KERNEL_NAMES), help="comma list (default: all)")
+    compare.add_argument("--tau", dest="kernel_taus", action="append", default=[], metavar="KERNEL=VALUE",
+                         help="a kernel's threshold instead of its default; repeatable")
+    compare.add_argument("--judgments-field", default="judgments",
+                         help="per-annotator judgments, for the Human (best)/(average) rows")
+    output = compare.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="a JSON list of rows")
+    output.add_argument("--markdown", action="store_true", help="a markdown table (the default)")
+    add_data_options(compare)
+    add_model_options(compare, one_kernel=False)
+    compare.set_defaults(handler=commands.command_compare)
+    add_studio_commands(subparsers)
+    return parser
+
+
+def add_studio_commands(subparsers: Any) -> None:
+    """crossval, cross-task, curve, sweep and report (see protocols.py and report.py)."""
+    def studio(name: str, help_text: str, data: bool = True, one_kernel: bool = True) -> argparse.ArgumentParser:
+        parser = subparsers.add_parser(name, help=help_text)
+        if data:
+            parser.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
+        if one_kernel:
+            parser.add_argument("--json", action="store_true", help="JSON instead of a markdown table")
+        add_data_options(parser)
+        add_model_options(parser, one_kernel=one_kernel)
+        return parser
+
+    crossval = studio("crossval", "k-fold or leave-one-out cross-validation, optionally with nested tuning")
+    crossval.add_argument("--folds", type=folds, default=10, metavar="K", help="number of folds, or loo (10)")
+    crossval.add_argument("--seed", type=int, default=0, help="seed of the fold shuffle (0)")
+    add_tuning_options(crossval)
+    crossval.set_defaults(handler=commands.command_crossval)
+
+    task = studio("cross-task", "fit on one file, score another (the paper's Table 2)", data=False)
+    task.add_argument("--train", required=True, help="scored training texts")
+    task.add_argument("--test", required=True, help="scored test texts")
+    add_tuning_options(task)
+    task.set_defaults(handler=commands.command_cross_task)
+
+    curve = studio("curve", "training-size curve: leave-one-out in random subsets (the paper's Figure 4)")
+    curve.add_argument("--sizes", type=number_list, default=None, help="subset sizes, e.g. 25,50,100 or 25:200:25")
+    curve.add_argument("--runs", type=positive_int, default=20, help="random subsets per size (20)")
+    curve.add_argument("--seed", type=int, default=0, help="seed of the subset draws (0)")
+    curve.set_defaults(handler=commands.command_curve)
+
+    sweep_parser = studio("sweep", "leave-one-out as tau, a or b varies (the paper's Figures 2 and 3)")
+    sweep_parser.add_argument("--parameter", choices=(*SWEPT, "all"), default="all")
+    sweep_parser.add_argument("--values", type=number_list, default=None,
+                              help="values to try, e.g. 1,5,10 or 0.02:0.2:0.02 (default: a grid per parameter)")
+    sweep_parser.set_defaults(handler=commands.command_sweep)
+
+    report = studio("report", "markdown report with PNG plots: kernels, tuning, sweeps, curve", one_kernel=False)
+    report.add_argument("--out", required=True, help="folder for the PNGs (and report.md unless --page)")
+    report.add_argument("--page", default=None, help="where the markdown goes (default OUT/report.md)")
+    report.add_argument("--kernels", default="bleu",
+                        help="comma list of kernels, each optionally with settings, e.g. "
+                             "bleu:tokenizer=chars:smoothing=none,rouge (default bleu)")
+    report.add_argument("--paper", choices=("summarization", "dialogue", "generation"), default=None,
+                        help="also set the paper's published figures for this task beside ours")
+    report.add_argument("--folds", type=int, default=10, help="k of the k-fold comparison (10)")
+    report.add_argument("--runs", type=positive_int, default=20, help="random subsets per size (20)")
+    report.add_argument("--sizes", type=number_list, default=None, help="subset sizes of the curve")
+    report.add_argument("--seed", type=int, default=0)
+    report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per rho (1000)")
+    add_tuning_options(report, tune=False)
+    report.set_defaults(handler=commands.command_report)

@@ -1,0 +1,153 @@
+"""The parameter table: what it refuses (booleans as numbers, out-of-range values), that the
+constructor and the CLI are made from it, the Signature's line, and the not-fitted error."""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import re
+
+import pytest
+
+from gpu_neighbors import NeighborsScorer, __version__
+from gpu_neighbors.cli import main
+from gpu_neighbors.cli.parser import build_parser
+from gpu_neighbors.core.signature import Signature
+from gpu_neighbors.core.validation import (
+    PARAMETERS,
+    SCORER_PARAMETERS,
+    NotFittedError,
+    ParameterError,
+    check_is_fitted,
+    validate_parameters,
+)
+
+TRAIN = ["the cat sat on the mat", "the cat sat on the mat today", "stocks fell sharply"]
+QUALITY = [0.2, 0.4, 0.9]
+NUMERIC = [name for name, parameter in PARAMETERS.items() if parameter.type in (int, float)]
+# Settings the command line leaves to the library (BERTScore's kernel_options have their own flags).
+LIBRARY_ONLY = {"kernel_options", "chunk_size", "progress"}
+
+
+def fit(**settings):
+    min_coverage = settings.pop("min_coverage", PARAMETERS["min_coverage"].default)
+    return NeighborsScorer(device="cpu", **settings).fit(TRAIN, QUALITY, min_coverage=min_coverage)
+
+
+def test_every_numeric_setting_refuses_booleans():
+    assert set(NUMERIC) == {"tau", "min_neighbors", "max_fraction", "memory_budget", "chunk_size", "min_coverage"}
+    for name in NUMERIC:
+        for flag in (True, False):
+            with pytest.raises(ParameterError, match=rf"^{name} must be .*, not {flag}$"):
+                fit(**{name: flag})
+
+
+@pytest.mark.parametrize(
+    ("name", "refused", "accepted"),
+    [
+        ("tau", [float("nan"), float("inf"), "0.1"], [0, 0.08, -1.0]),
+        ("min_neighbors", [0, -1, 2.0], [1, 5]),
+        ("max_fraction", [0, 0.0, 1.01, float("nan")], [1, 0.66, 1e-9]),
+        ("memory_budget", [0, 1.5, "1G"], [1, 1 << 20]),
+        ("chunk_size", [0, 3.0], [1, 64]),
+        ("min_coverage", [-0.01, 1.01, float("nan")], [0, 0.8, 1.0]),
+        ("score_range", [(2, 1), (0, float("inf")), (0,), "01"], [(1, 5), [0.0, 1.0], (3, 3)]),
+        ("kernel", [3, None], ["bleu"]),
+        ("lowercase", [1, "yes", None], [True, False]),
+        ("progress", [0], [True]),
+        ("device", [0], ["cpu"]),
+        ("tokenizer", [3, None], ["chars"]),
+        ("kernel_options", [[("idf", True)]], [{}, None]),
+    ],
+)
+def test_ranges_and_types_are_enforced(name, refused, accepted):
+    for value in refused:
+        with pytest.raises(ParameterError, match=re.escape(f"{name} must be {PARAMETERS[name].requirement}, not")):
+            validate_parameters({name: value})
+    for value in accepted:
+        validate_parameters({name: value})
+
+
+def test_bad_setting_is_refused_at_fit_not_in_the_constructor():
+    scorer = NeighborsScorer(max_fraction=True, device="cpu")  # scikit-learn style: stored as given
+    assert scorer.get_params()["max_fraction"] is True
+    with pytest.raises(ValueError, match="max_fraction must be a finite number in"):
+        scorer.fit(TRAIN, QUALITY)
+
+
+def test_the_constructor_is_the_table():
+    parameters = list(inspect.signature(NeighborsScorer.__init__).parameters.values())[1:]
+    assert [(p.name, p.default) for p in parameters] == [(p.name, p.default) for p in SCORER_PARAMETERS.values()]
+    assert inspect.signature(NeighborsScorer.fit).parameters["min_coverage"].default == PARAMETERS["min_coverage"].default
+    for parameter in PARAMETERS.values():
+        parameter.check(parameter.default)
+
+
+def _options(command: str) -> dict[str, argparse.Action]:
+    parser = build_parser()
+    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return {flag: action for action in subparsers.choices[command]._actions for flag in action.option_strings}
+
+
+def test_cli_options_come_from_the_table():
+    """A setting added to the table without an option fails here (or must be declared library-only)."""
+    assert {name for name, parameter in PARAMETERS.items() if not parameter.cli} == LIBRARY_ONLY
+    for command in ("score", "evaluate", "crossval"):
+        options = _options(command)
+        for parameter in PARAMETERS.values():
+            if not parameter.cli:
+                assert parameter.flag not in options
+                continue
+            action = options[parameter.flag]
+            assert action.dest == parameter.name and action.default == parameter.default
+            assert parameter.help in action.help
+            if parameter.type is not bool:  # a flag's default is off
+                shown = parameter.none_means if parameter.default is None else None
+                assert "(default: " in action.help and (shown is None or f"(default: {shown})" in action.help)
+    assert "(default: 0.66)" in _options("score")["--max-fraction"].help
+    assert "(default: 0 1)" in _options("score")["--score-range"].help
+    assert _options("report")["--min-coverage"].default == PARAMETERS["min_coverage"].default
+    assert "--kernel" not in _options("compare") and _options("compare")["--tau"].dest == "kernel_taus"
+
+
+def test_tokenizer_help_lists_every_built_in_tokenizer():
+    text = _options("score")["--tokenizer"].help
+    assert all(name in text for name in ("whitespace", "13a", "chars", "Hugging Face"))
+
+
+def test_cli_errors_name_flags(tmp_path, capsys):
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "score": s}) + "\n" for t, s in zip(TRAIN, QUALITY)))
+    for arguments, flag in [(["--min-neighbors", "0"], "--min-neighbors"), (["--score-range", "2", "1"], "--score-range"),
+                            (["--max-fraction", "1.5"], "--max-fraction"), (["--min-coverage", "2"], "--min-coverage")]:
+        assert main(["evaluate", "--data", str(data), *arguments]) == 2
+        message = capsys.readouterr().err
+        assert message.startswith(f"gpu-neighbors: error: {flag} must be ")
+        assert PARAMETERS[flag[2:].replace("-", "_")].name not in message
+    data.write_text(json.dumps({"text": "a b", "score": 3}) + "\n")
+    assert main(["evaluate", "--data", str(data)]) == 2
+    assert capsys.readouterr().err.rstrip().endswith("or set --score-range")
+
+
+def test_signature_prints_the_old_line():
+    signature = Signature("bleu", (("tok", "13a+lc"), ("smooth", "exp")), 0.1, 5, 0.66, 7, "0.1.0")
+    assert str(signature) == "kernel:bleu|tok:13a+lc|smooth:exp|tau:0.1|a:5|b:0.66|n:7|version:0.1.0"
+    scorer = fit(tau=0.1, smoothing="exp", tokenizer="13a", lowercase=True)
+    assert scorer.signature == Signature("bleu", (("tok", "13a+lc"), ("smooth", "exp")), 0.1, 5, 0.66, 3, __version__)
+    old = "|".join(f"{key}:{value}" for key, value in {
+        "kernel": "bleu", **scorer.kernel_.settings(), "tau": f"{scorer.tau_:g}", "a": str(scorer.min_neighbors_),
+        "b": f"{scorer.max_fraction_:g}", "n": str(scorer.num_train), "version": __version__}.items())
+    assert str(scorer.signature) == old
+
+
+def test_not_fitted_error():
+    scorer = NeighborsScorer()
+    assert issubclass(NotFittedError, ValueError) and issubclass(NotFittedError, AttributeError)
+    assert issubclass(NotFittedError, RuntimeError)  # what unfitted calls raised before
+    with pytest.raises(NotFittedError, match="this NeighborsScorer is not fitted yet"):
+        check_is_fitted(scorer)
+    for call in (lambda: scorer.predict(["a"]), scorer.leave_one_out, lambda: scorer.signature):
+        with pytest.raises(NotFittedError):
+            call()
+    assert not hasattr(scorer, "num_train")  # an AttributeError, as scikit-learn's
+    check_is_fitted(fit())
