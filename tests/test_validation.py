@@ -151,3 +151,13 @@ def test_not_fitted_error():
             call()
     assert not hasattr(scorer, "num_train")  # an AttributeError, as scikit-learn's
     check_is_fitted(fit())
+
+
+def test_public_surface():
+    import gpu_neighbors
+
+    assert {"NeighborsScorer", "NotFittedError", "check_is_fitted", "InputError", "Signature"} <= set(gpu_neighbors.__all__)
+    assert gpu_neighbors.NotFittedError is NotFittedError and gpu_neighbors.check_is_fitted is check_is_fitted
+    for name in gpu_neighbors.__all__:
+        if name != "NeighborsQuality":  # loads torchmetrics, an optional extra
+            getattr(gpu_neighbors, name)

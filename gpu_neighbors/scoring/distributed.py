@@ -18,6 +18,7 @@ import torch
 
 from gpu_neighbors.data import Candidate
 from gpu_neighbors.core.neighbours import Prediction
+from gpu_neighbors.core.validation import check_is_fitted
 from gpu_neighbors.scorer import NeighborsScorer
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def import_ray():
 
 def serialize_scorer(scorer: NeighborsScorer) -> bytes:
     """The fitted scorer as bytes that `load_scorer` can map onto any device."""
-    scorer._check_fitted()
+    check_is_fitted(scorer)
     buffer = io.BytesIO()
     torch.save(scorer, buffer)
     return buffer.getvalue()
