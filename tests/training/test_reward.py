@@ -108,7 +108,7 @@ def test_clear_errors(tokenizer, huse_texts, huse_scores, candidates):
 def test_the_training_loop_example_runs():
     """examples/training_loop.py end to end, two steps of each phase: rewards and the metric on
     the ids a transformers model generates."""
-    path = Path(__file__).resolve().parents[1] / "examples" / "training_loop.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "training_loop.py"
     spec = importlib.util.spec_from_file_location("training_loop_example", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
