@@ -105,6 +105,21 @@ class TilePlan:
         block = int(min(max(num_train, 1), max(pairs // chunk_rows, 1)))
         return cls(chunk_rows=chunk_rows, block_columns=block)
 
+    @classmethod
+    def for_device(
+        cls,
+        device: torch.device,
+        pair_bytes: int,
+        num_train: int,
+        memory_budget: int | None = None,
+        chunk_rows: int | None = None,
+    ) -> TilePlan:
+        """`from_budget` with the device's budget (unless `memory_budget` is given) and, on the
+        CPU, at most CPU_TILE_PAIRS pairs a tile."""
+        budget = memory_budget or default_memory_budget(device)
+        max_pairs = CPU_TILE_PAIRS if device.type == "cpu" else None
+        return cls.from_budget(budget, pair_bytes, num_train, chunk_rows, max_pairs)
+
     def chunks(self, rows: int) -> list[Span]:
         return spans(rows, self.chunk_rows)
 

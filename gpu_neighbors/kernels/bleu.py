@@ -13,6 +13,11 @@ and BLEU* = 0 when x is empty or shares no unigram with s. A zero m_n is smoothe
 Per order, one sparse product of the candidates' occurrence features with the training set's
 gives every clipped count of a tile at once (see `ngrams.py`).
 
+Other `weights` (1 to 4 orders from 1, e.g. BLEU-4's (1/4, 1/4, 1/4, 1/4)) take a general
+path on the same stored counts: NLTK's formula (`bleu_sets.bleu_from_counts`) per pair sharing a
+unigram, equal to `sentence_bleu([s], x, weights, smoothing_function)` under every smoothing
+(`none` then keeps NLTK's tiny value, not 0). BLEU* keeps its factorised path below.
+
 Token ids straight from a model's `generate` take a second path beside that one
 (`encode_ids`): when the scorer's tokenizer is the model's Hugging Face tokenizer, the ids
 already are the tokens. A device table maps them to training vocabulary ids, and the tile is a
@@ -47,6 +52,7 @@ import torch
 
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
+from gpu_neighbors.kernels.bleu_sets import bleu_from_counts, check_weights
 from gpu_neighbors.text.ngrams import NgramFeatures, OrderTable, lookup_sorted, occurrence_rank
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, Tokenizer
 from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary
@@ -54,6 +60,9 @@ from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary
 SMOOTHINGS = ("none", "epsilon", "add1", "exp")
 EPSILON = 0.1  # NLTK's SmoothingFunction default epsilon for method1
 MAX_ORDER = 4
+# BLEU*: BLEU-4 without the unigram precision, the paper's kernel and the default; any other
+# weights take the general path (`weighted_bleu`).
+BLEU_STAR_WEIGHTS = (0.0, 1 / 3, 1 / 3, 1 / 3)
 FIT_SLICE = 65_536  # training texts tokenized at a time
 # What sharing order n = 2, 3, 4 divides out of a pair's product of smoothed numerators. Their
 # product is the pair's numerator product with m_2 = m_3 = m_4 = 0. For `exp` the zeros are
@@ -99,6 +108,7 @@ class IdTables:
     vocab_size: int
     feature_widths: list[int]  # columns of the training matrices per order
     unmatched_numerators: torch.Tensor  # float64 [3]: UNMATCHED_NUMERATORS of the smoothing
+    weights: torch.Tensor  # float64 [orders]: the kernel's weights
     blocks: dict[tuple[int, int], TrainingBlock] = field(default_factory=dict)
 
     def tokens(
@@ -163,11 +173,19 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
     default_tau = 0.08
     supports_ids = True
 
-    def __init__(self, *, tokenizer: Tokenizer, device: torch.device, smoothing: str = "add1") -> None:
+    def __init__(
+        self,
+        *,
+        tokenizer: Tokenizer,
+        device: torch.device,
+        smoothing: str = "add1",
+        weights: Sequence[float] = BLEU_STAR_WEIGHTS,
+    ) -> None:
         super().__init__(tokenizer=tokenizer, device=device)
         if smoothing not in SMOOTHINGS:
             raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, not {smoothing!r}")
         self.smoothing = smoothing
+        self.weights = check_weights(weights)
         self._id_tables: TransientCache[torch.device, IdTables] = TransientCache()
 
     def _fit(self, texts: list[str]) -> None:
@@ -207,19 +225,25 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         # its result on every call, which a stream of millions of tiles cannot afford.
         matches = (
             torch.sparse.mm(features, row_block(train, start, stop).t().to_sparse_coo())
-            for features, train in zip(encoded.features, self._train)
+            for features, train in zip(encoded.features[: len(self.weights)], self._train)
         )
+        if self.weights != BLEU_STAR_WEIGHTS:
+            return weighted_bleu(matches, encoded.lengths, self._train_lengths[start:stop], self.weights,
+                                 self.smoothing)
         return bleu_star(matches, encoded.lengths, self._train_lengths[start:stop], self.smoothing)
 
     def pair_bytes(self) -> int:
         # Worst case, every pair shares every order and every candidate length differs: the
         # float64 tile and its by-length table, one sparse product at a time (its COO result,
         # two int64 indices and a float32 count, after a CSR one inside the product), and per
-        # stored pair its table row and about two float64 temporaries.
-        return 2 * 8 + (12 + 20) + 8 + 2 * 8
+        # stored pair its table row and about two float64 temporaries. Other weights keep, per
+        # pair sharing a unigram, its indices and about six float64 temporaries per order.
+        general = 0 if self.weights == BLEU_STAR_WEIGHTS else 8 * (2 + 6 * len(self.weights))
+        return 2 * 8 + (12 + 20) + 8 + 2 * 8 + general
 
     def settings(self) -> dict[str, str]:
-        return {**super().settings(), "smooth": self.smoothing}
+        weights = {} if self.weights == BLEU_STAR_WEIGHTS else {"weights": ",".join(map(str, self.weights))}
+        return {**super().settings(), "smooth": self.smoothing, **weights}
 
     # -- the token-id path -----------------------------------------------------------------
 
@@ -247,6 +271,9 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
     def _dense_tile(self, encoded: EncodedIds, start: int, stop: int) -> torch.Tensor:
         block = self._block_on(encoded.tables, start, stop)
         matches = [(train @ candidates).t() for train, candidates in zip(block.features, encoded.features)]
+        if self.weights != BLEU_STAR_WEIGHTS:
+            return dense_weighted_bleu(matches, encoded.lengths, block.lengths, encoded.tables.weights,
+                                       self.smoothing)
         return dense_bleu_star(
             matches, encoded.lengths, block.lengths, self.smoothing, encoded.tables.unmatched_numerators
         )
@@ -288,6 +315,7 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
                 unmatched_numerators=torch.tensor(
                     UNMATCHED_NUMERATORS[self.smoothing], dtype=torch.float64, device=device
                 ),
+                weights=torch.tensor(self.weights, dtype=torch.float64, device=device),
             )
         return self._id_tables[device]
 
@@ -382,6 +410,55 @@ def dense_bleu_star(
     if smoothing == "none":
         score = torch.where(matches[-1] > 0, score, 0.0)
     return score
+
+
+def weighted_bleu(
+    matches: Iterable[torch.Tensor],
+    candidate_lengths: torch.Tensor,
+    train_lengths: torch.Tensor,
+    weights: Sequence[float],
+    smoothing: str,
+) -> torch.Tensor:
+    """BLEU with any 1-4 `weights` [rows x cols] (float64) from sparse COO clipped match counts
+    m_1..m_K [rows x cols], as NLTK `sentence_bleu([s], x, weights, smoothing_function)`: NLTK's
+    formula (`bleu_sets.bleu_from_counts`) on the pairs that share a unigram; the others are 0
+    under every smoothing. A shared n-gram contains shared unigrams, so every higher order's
+    stored pairs are among the unigram ones."""
+    matches = iter(matches)
+    rows, cols, unigrams = _stored_entries(next(matches))
+    width = len(train_lengths)
+    pairs = rows * width + cols  # sorted: coalesced COO entries are in (row, column) order
+    counts = [unigrams]
+    for product in matches:
+        order_rows, order_cols, order_counts = _stored_entries(product)
+        column = torch.zeros_like(unigrams)
+        column[torch.searchsorted(pairs, order_rows * width + order_cols)] = order_counts
+        counts.append(column)
+    lengths = candidate_lengths[rows]
+    orders = torch.arange(1, len(counts) + 1, dtype=torch.float64, device=lengths.device)
+    totals = (lengths[:, None] - orders + 1).clamp(min=1)
+    values = bleu_from_counts(torch.stack(counts, dim=1), totals, lengths, train_lengths[cols], weights, smoothing)
+    score = torch.zeros((len(candidate_lengths), width), dtype=torch.float64, device=lengths.device)
+    score[rows, cols] = values
+    return score
+
+
+def dense_weighted_bleu(
+    matches: list[torch.Tensor],
+    candidate_lengths: torch.Tensor,
+    train_lengths: torch.Tensor,
+    weights: torch.Tensor,
+    smoothing: str,
+) -> torch.Tensor:
+    """`weighted_bleu` for dense match counts [rows x cols] per order, every pair at once (no
+    shape depends on the data); `weights` already on the device."""
+    rows, cols = matches[0].shape
+    counts = torch.stack([order.reshape(-1) for order in matches[: weights.numel()]], dim=1)
+    lengths = candidate_lengths[:, None].expand(rows, cols).reshape(-1)
+    orders = torch.arange(1, weights.numel() + 1, dtype=torch.float64, device=lengths.device)
+    totals = (lengths[:, None] - orders + 1).clamp(min=1)
+    references = train_lengths[None, :].expand(rows, cols).reshape(-1)
+    return bleu_from_counts(counts, totals, lengths, references, weights, smoothing).view(rows, cols)
 
 
 def _stored_entries(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -42,12 +42,13 @@ def bleu_from_counts(
     totals: torch.Tensor,
     lengths: torch.Tensor,
     reference_lengths: torch.Tensor,
-    weights: Sequence[float],
+    weights: Sequence[float] | torch.Tensor,
     smoothing: str,
 ) -> torch.Tensor:
     """BLEU per row as NLTK's `corpus_bleu` of one hypothesis: `matches` and `totals` [rows,
     orders] are the clipped n-gram matches and max(1, number of n-grams) per order, `lengths`
-    the hypothesis lengths and `reference_lengths` the closest reference lengths [rows]."""
+    the hypothesis lengths and `reference_lengths` the closest reference lengths [rows];
+    `weights` may already be a tensor on the device (no copy then)."""
     if smoothing not in SMOOTHINGS:
         raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, not {smoothing!r}")
     matches, totals = matches.to(torch.float64), totals.to(torch.float64)
@@ -63,7 +64,7 @@ def bleu_from_counts(
     else:  # method3: 1 / (2^k t) for the k-th order with no match, k counted from 1
         k = torch.cumsum(zero.to(torch.float64), dim=1)
         precision = torch.where(zero, 1 / (2.0**k * totals), matches / totals)
-    weight = torch.tensor(weights, dtype=torch.float64, device=matches.device)
+    weight = torch.as_tensor(weights, dtype=torch.float64, device=matches.device)
     log_mean = (weight * torch.log(precision)).sum(dim=1)
     lengths = lengths.to(torch.float64)
     reference_lengths = reference_lengths.to(torch.float64)
