@@ -11,6 +11,7 @@ from typing import Any
 from gpu_neighbors.cli.options import bertscore_options, scorer_from_args
 from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
+from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
 from gpu_neighbors.evaluation import tables
@@ -32,10 +33,11 @@ def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_fiel
 
 
 def command_score(args: argparse.Namespace) -> int:
-    if args.threads:
+    threads = args.threads or default_threads(args.device)
+    if threads:
         import torch
 
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(threads)
     train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
@@ -56,6 +58,13 @@ def command_score(args: argparse.Namespace) -> int:
         if summary.rejected:
             print(f"skipped {summary.rejected} bad records -> {args.rejects}", file=sys.stderr)
     return 0
+
+
+def default_threads(device: str) -> int | None:
+    """torch threads when --threads is not given: one on the CPU, where torch's default (one
+    per core) spins waiting OpenMP threads that, on a machine busy with other work, made
+    `predict` 2-10x slower than one thread (bench/bench_threads.py); torch's own on a GPU."""
+    return 1 if resolve_device(device).type == "cpu" else None
 
 
 def command_evaluate(args: argparse.Namespace) -> int:

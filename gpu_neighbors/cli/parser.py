@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, metavar="N",
                        help=f"candidates scored and made durable per step ({DEFAULT_BATCH_SIZE})")
     score.add_argument("--threads", type=positive_int, default=None, metavar="N",
-                       help="CPU threads for torch (default: torch's, one per core; on a busy "
-                            "machine 1 is often faster, see docs/benchmarks.md)")
+                       help="CPU threads for torch (default on the CPU: 1, never slower than "
+                            "torch's one per core on a busy machine, see README; on a GPU: torch's)")
     score.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     score.add_argument("--ray", action="store_true", help="score on Ray actors, one GPU each where there are GPUs (needs the [ray] extra)")
     score.add_argument("--ray-address", default=None, metavar="ADDR", help="Ray cluster to join (auto, or ray://host:10001); implies --ray; default: a local Ray")

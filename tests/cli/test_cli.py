@@ -107,3 +107,15 @@ def test_out_of_range_score_names_the_line(tmp_path, capsys):
     message = capsys.readouterr().err
     assert "train.jsonl:2" in message and "score" in message and "outside the score range [0, 1]" in message
     assert main(["evaluate", "--data", str(train), "--score-range", "0", "5", "--min-neighbors", "1", "--json"]) == 0
+
+
+def test_score_takes_one_thread_on_the_cpu_unless_told():
+    """torch's default (one thread per core) spins on a busy machine: `score` takes one on the
+    CPU unless --threads raises it (bench/bench_threads.py)."""
+    import torch
+
+    from gpu_neighbors.cli.commands import default_threads
+
+    assert default_threads("cpu") == 1
+    if not torch.cuda.is_available():
+        assert default_threads("auto") == 1
