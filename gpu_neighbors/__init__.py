@@ -1,37 +1,65 @@
 """gpu-neighbors: reference-less quality estimation by nearest neighbours under a text kernel.
 
 The public surface is `__all__`; every other name is importable but private by convention.
+Names load on first use (PEP 562), so `import gpu_neighbors` is cheap: the command line can
+start, and answer Ctrl-C, before torch and transformers load; torchmetrics and the all-pairs
+jobs stay optional until used.
 """
-from typing import Any
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from gpu_neighbors._version import __version__
-from gpu_neighbors.core.neighbours import Prediction
-from gpu_neighbors.core.signature import Signature
-from gpu_neighbors.core.validation import NotFittedError, ParameterError, check_is_fitted
-from gpu_neighbors.data.errors import InputError
-from gpu_neighbors.kernels import KERNEL_NAMES
-from gpu_neighbors.scorer import NeighborsScorer, ScoreError
-from gpu_neighbors.text.tokenizers import (
-    CharacterTokenizer,
-    HuggingFaceTokenizer,
-    Sacrebleu13aTokenizer,
-    Tokenizer,
-    WhitespaceTokenizer,
-    make_tokenizer,
-)
 
-__all__ = [
-    "KERNEL_NAMES", "CharacterTokenizer", "HuggingFaceTokenizer", "InputError", "NeighborsQuality",
-    "NeighborsScorer", "NotFittedError", "ParameterError", "Prediction", "Sacrebleu13aTokenizer",
-    "ScoreError", "Signature", "Tokenizer", "WhitespaceTokenizer", "__version__", "check_is_fitted",
-    "make_tokenizer",
-]
+_PUBLIC = {
+    "CharacterTokenizer": "gpu_neighbors.text.tokenizers",
+    "HuggingFaceTokenizer": "gpu_neighbors.text.tokenizers",
+    "InputError": "gpu_neighbors.data.errors",
+    "KERNEL_NAMES": "gpu_neighbors.kernels",
+    "NeighborsQuality": "gpu_neighbors.training.metric",
+    "NeighborsScorer": "gpu_neighbors.scorer",
+    "NotFittedError": "gpu_neighbors.core.validation",
+    "ParameterError": "gpu_neighbors.core.validation",
+    "Prediction": "gpu_neighbors.core.neighbours",
+    "Sacrebleu13aTokenizer": "gpu_neighbors.text.tokenizers",
+    "ScoreError": "gpu_neighbors.scorer",
+    "Signature": "gpu_neighbors.core.signature",
+    "Tokenizer": "gpu_neighbors.text.tokenizers",
+    "WhitespaceTokenizer": "gpu_neighbors.text.tokenizers",
+    "check_is_fitted": "gpu_neighbors.core.validation",
+    "make_tokenizer": "gpu_neighbors.text.tokenizers",
+    "self_bleu": "gpu_neighbors.allpairs.self_bleu",
+}
+
+__all__ = sorted([*_PUBLIC, "__version__"])
+
+if TYPE_CHECKING:
+    from gpu_neighbors.allpairs.self_bleu import self_bleu
+    from gpu_neighbors.core.neighbours import Prediction
+    from gpu_neighbors.core.signature import Signature
+    from gpu_neighbors.core.validation import NotFittedError, ParameterError, check_is_fitted
+    from gpu_neighbors.data.errors import InputError
+    from gpu_neighbors.kernels import KERNEL_NAMES
+    from gpu_neighbors.scorer import NeighborsScorer, ScoreError
+    from gpu_neighbors.text.tokenizers import (
+        CharacterTokenizer,
+        HuggingFaceTokenizer,
+        Sacrebleu13aTokenizer,
+        Tokenizer,
+        WhitespaceTokenizer,
+        make_tokenizer,
+    )
+    from gpu_neighbors.training.metric import NeighborsQuality
 
 
 def __getattr__(name: str) -> Any:
-    """`NeighborsQuality` loads on first use, so torchmetrics stays an optional extra."""
-    if name == "NeighborsQuality":
-        from gpu_neighbors.training.metric import NeighborsQuality
+    if name not in _PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        return NeighborsQuality
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})

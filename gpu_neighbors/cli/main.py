@@ -1,19 +1,20 @@
-"""`main`: parse the command line, run the command, turn refusals into one-line errors."""
+"""`run`: parse the command line, run the command, turn refusals into one-line errors."""
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 
+from gpu_neighbors.cli import INTERRUPTED
 from gpu_neighbors.cli.parser import build_parser
 from gpu_neighbors.core.validation import PARAMETERS, ParameterError, validate_parameters
 from gpu_neighbors.data import InputError
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def run(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the report records how it was made
-    if getattr(args, "skip_bad", False) and args.rejects is None:
+    if getattr(args, "skip_bad", False) and args.rejects is None and args.output != "-":
         args.rejects = f"{args.output}.rejects.jsonl"
     try:
         # every option named like a setting was made from the table: refuse bad values by flag
@@ -22,13 +23,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ParameterError as error:  # named by its flag, as the user wrote it
         print(f"gpu-neighbors: error: {error.message(error.parameter.flag)}", file=sys.stderr)
         return 2
-    except (InputError, ValueError, FileNotFoundError, ImportError) as error:
+    except (InputError, ValueError, ImportError) as error:
         print(f"gpu-neighbors: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # unwritable output, read-only or full disk, ...: the OS's reason
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"gpu-neighbors: error: {where}{error.strerror or error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
-        print("gpu-neighbors: interrupted; rerun with --resume to continue", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        resume = " (rerun with --resume to continue)" if getattr(args, "output", None) not in (None, "-") else ""
+        print(f"gpu-neighbors: interrupted{resume}", file=sys.stderr)
+        return INTERRUPTED

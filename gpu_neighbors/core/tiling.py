@@ -42,6 +42,8 @@ def resolve_device(device: str | torch.device) -> torch.device:
         resolved = torch.device(device)
     except RuntimeError as error:
         raise ValueError(f"unknown device {device!r}: {error}") from None
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"device {device!r} cannot score: use auto, cpu, cuda or cuda:N")
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} asked for, but CUDA is not available here")
     return resolved

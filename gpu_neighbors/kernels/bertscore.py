@@ -101,7 +101,7 @@ class BertScoreKernel(Kernel[TokenEmbeddings]):
     idf: weight tokens by idf over the training set. rescale: baseline rescaling (see module);
     on by default, because the paper's tau = 0.10 is a threshold on rescaled F.
     baseline_path: a LAYER,P,R,F baseline file; lang: language of bert-score's shipped files.
-    batch_size: texts per forward pass, at most.
+    batch_size: texts per forward pass, at most. allow_download: the model may come from the hub.
     The scorer's tokenizer is not used: the model brings its own.
     """
 
@@ -121,6 +121,7 @@ class BertScoreKernel(Kernel[TokenEmbeddings]):
         baseline_path: str | None = None,
         lang: str = "en",
         batch_size: int = 64,
+        allow_download: bool = False,
     ) -> None:
         super().__init__(tokenizer=tokenizer, device=device)
         for option, value in (("idf", idf), ("rescale", rescale)):
@@ -136,7 +137,7 @@ class BertScoreKernel(Kernel[TokenEmbeddings]):
         self.rescale = rescale
         self.batch_size = batch_size
         self.match_dtype = torch.float16 if self.device.type == "cuda" else torch.float32
-        self.hf_tokenizer, self.model, self.max_length = load_model(self.model_name, self.layer)
+        self.hf_tokenizer, self.model, self.max_length = load_model(self.model_name, self.layer, allow_download)
         self.model.to(self.device)
         self._special_ids = [
             i for i in (self.hf_tokenizer.cls_token_id, self.hf_tokenizer.sep_token_id) if i is not None
@@ -361,6 +362,9 @@ def default_layer(model: str) -> int:
     except ImportError:
         model2layers = {}
     if model not in model2layers:
+        if not Path(model).is_dir():  # say what is missing first: the model, not its layer
+            raise ValueError(f"cannot load BERTScore model {model!r}: no such folder, and not a "
+                             "model bert-score knows; give a local folder (with --layer)")
         raise ValueError(
             f"no default layer for BERTScore model {model!r}: bert-score tunes layers only for "
             "models it names; pass kernel_options={'layer': N} (N = number of layers kept)"
@@ -368,19 +372,21 @@ def default_layer(model: str) -> int:
     return model2layers[model]
 
 
-def load_model(name: str, layer: int):
+def load_model(name: str, layer: int, allow_download: bool = False):
     """Tokenizer, model cut to its first `layer` layers (eval mode), and the token limit.
-    Only local folders and the Hugging Face cache: nothing is downloaded."""
+    Only local folders and the Hugging Face cache unless `allow_download`; code that a folder
+    ships is never run."""
     from transformers import AutoModel, AutoTokenizer
 
+    where = {"local_files_only": not allow_download, "trust_remote_code": False}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
-        model = AutoModel.from_pretrained(name, local_files_only=True)
-    except OSError as error:
+        tokenizer = AutoTokenizer.from_pretrained(name, **where)
+        model = AutoModel.from_pretrained(name, **where)
+    except (OSError, ValueError) as error:
         raise ValueError(
             f"cannot load BERTScore model {name!r}: give a local folder or a model already in the "
-            f"Hugging Face cache ({error})"
-        ) from error
+            f"Hugging Face cache, or a hub name with --allow-download ({error})"
+        ) from None
     model.eval()
     if hasattr(model, "encoder") and hasattr(model, "decoder"):
         model = model.encoder
