@@ -1,0 +1,64 @@
+"""What the all-pairs jobs share: a kernel fitted with the scorer's settings (the parameter table
+checks them), and runs of the one tile loop over a block of rows against a block of columns."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from gpu_neighbors.core.tiling import Reduction, Result, Span, TilePlan, reduce_tiles
+from gpu_neighbors.kernels import Kernel
+from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.text.tokenizers import Tokenizer
+
+Settings = Mapping[str, Any]
+
+
+def kernel_settings(
+    kernel: str,
+    *,
+    smoothing: str | None,
+    weights: Sequence[float] | None,
+    tokenizer: str | Tokenizer,
+    lowercase: bool,
+    kernel_options: Mapping[str, Any] | None,
+    device: str,
+    memory_budget: int | None,
+) -> NeighborsScorer:
+    """The settings as an unfitted scorer: `make_kernel` validates and builds from them."""
+    return NeighborsScorer(kernel=kernel, smoothing=smoothing, weights=tuple(weights) if weights else None,
+                           tokenizer=tokenizer, lowercase=lowercase, kernel_options=kernel_options,
+                           device=device, memory_budget=memory_budget)
+
+
+def check_texts(texts: Sequence[str], what: str, at_least: int = 1) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError(f"{what} must be a sequence of strings, not one string")
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{what}[{index}] is {type(text).__name__}, not str")
+    if len(texts) < at_least:
+        raise ValueError(f"{what}: {len(texts)} text{'s' if len(texts) != 1 else ''}; need at least {at_least}")
+    return texts
+
+
+def fitted_kernel(settings: NeighborsScorer, texts: list[str]) -> Kernel[Any]:
+    kernel = settings.make_kernel()
+    kernel.fit(texts)
+    return kernel
+
+
+def run_block(
+    kernel: Kernel[Any],
+    encode: Callable[[int, int], Any],
+    rows: Span,
+    columns: Span,
+    reduction: Reduction[Result],
+    memory_budget: int | None,
+) -> Result:
+    """The tile loop over candidate rows rows[0]..rows[1]-1 against the fitted texts
+    columns[0]..columns[1]-1, in tiles sized for the kernel and the device."""
+    plan = TilePlan.for_device(kernel.device, kernel.pair_bytes(), columns[1] - columns[0], memory_budget)
+    chunks = [(rows[0] + first, rows[0] + last) for first, last in plan.chunks(rows[1] - rows[0])]
+    blocks = [(columns[0] + first, columns[0] + last) for first, last in plan.blocks(columns[1] - columns[0])]
+    return reduce_tiles(encode, kernel.tile, chunks, blocks, reduction)
