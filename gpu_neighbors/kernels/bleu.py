@@ -77,6 +77,7 @@ UNMATCHED_NUMERATORS = {
 DROPPED = -2  # id-table value of ids that decode would drop (special tokens, vocabulary holes)
 FEATURE_BYTES = 4  # one float32 entry of the dense candidate-feature matrix of the id path
 FEATURE_SHARE = 2  # at most 1/FEATURE_SHARE of the memory budget goes to those features
+WORD_SLICE_BYTES = 1 << 25  # dense candidate-word matrix of the shared-word join, per slice
 
 
 @dataclass(frozen=True)
@@ -221,16 +222,29 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
     def tile(self, encoded: EncodedBleu | EncodedIds, start: int, stop: int) -> torch.Tensor:
         if isinstance(encoded, EncodedIds):
             return self._dense_tile(encoded, start, stop)
+        if self.weights == BLEU_STAR_WEIGHTS:
+            return self._bleu_star_tile(encoded, start, stop)
         # COO products: torch 2.13's CSR x CSR product on the CPU (MKL) leaks about the size of
         # its result on every call, which a stream of millions of tiles cannot afford.
         matches = (
             torch.sparse.mm(features, row_block(train, start, stop).t().to_sparse_coo())
             for features, train in zip(encoded.features[: len(self.weights)], self._train)
         )
-        if self.weights != BLEU_STAR_WEIGHTS:
-            return weighted_bleu(matches, encoded.lengths, self._train_lengths[start:stop], self.weights,
-                                 self.smoothing)
-        return bleu_star(matches, encoded.lengths, self._train_lengths[start:stop], self.smoothing)
+        return weighted_bleu(matches, encoded.lengths, self._train_lengths[start:stop], self.weights,
+                             self.smoothing)
+
+    def _bleu_star_tile(self, encoded: EncodedBleu, start: int, stop: int) -> torch.Tensor:
+        """BLEU*: unigrams only as the shared-word join, counted products for orders 2-4 (a
+        pair that shares a bigram shares a word, so they touch only pairs the join keeps)."""
+        table = self.ngrams.tables[0]
+        shared = shared_words(
+            encoded.features[0], row_block(self._train[0], start, stop), table.feature_keys % table.max_rank == 0
+        )
+        matches = (
+            torch.sparse.mm(features, row_block(train, start, stop).t().to_sparse_coo())
+            for features, train in zip(encoded.features[1:], self._train[1:])
+        )
+        return bleu_star(shared, matches, encoded.lengths, self._train_lengths[start:stop], self.smoothing)
 
     def pair_bytes(self) -> int:
         # Worst case, every pair shares every order and every candidate length differs: the
@@ -333,32 +347,70 @@ def row_block(matrix: torch.Tensor, start: int, stop: int) -> torch.Tensor:
     )
 
 
+def shared_words(candidates: torch.Tensor, train: torch.Tensor, first_occurrence: torch.Tensor) -> torch.Tensor:
+    """Bool [rows x cols]: which candidate x training pairs share a word, as a join on the words alone (no match counts): the candidates' distinct words form a sparse
+    0/1 matrix over the chunk's own vocabulary, the training block's words a dense one over the
+    same words (in slices of at most WORD_SLICE_BYTES), and one sparse x dense matmul per slice
+    gives a dense result. `candidates`: unigram occurrence features, COO [rows x F_1]; `train`:
+    the block's, CSR [cols x F_1]; `first_occurrence`: bool [F_1], the features (g, 1) that
+    say "holds word g"."""
+    num_rows, num_cols = candidates.shape[0], train.shape[0]
+    device = first_occurrence.device
+    rows, features = candidates.coalesce().indices()
+    keep = first_occurrence[features]
+    rows, features = rows[keep], features[keep]
+    words, word_of = torch.unique(features, sorted=True, return_inverse=True)
+    crow = train.crow_indices()
+    train_rows = torch.repeat_interleave(torch.arange(num_cols, device=device), crow[1:] - crow[:-1])
+    train_words = lookup_sorted(words, train.col_indices())  # -1: not a word of the chunk
+    found = train_words >= 0
+    train_rows, train_words = train_rows[found], train_words[found]
+    shared = None
+    width = max(WORD_SLICE_BYTES // (4 * max(num_cols, 1)), 1)
+    for first in range(0, max(words.numel(), 1), width):
+        last = min(first + width, words.numel())
+        dense = torch.zeros((last - first, num_cols), dtype=torch.float32, device=device)
+        inside = (train_words >= first) & (train_words < last)
+        dense[train_words[inside] - first, train_rows[inside]] = 1.0
+        inside = (word_of >= first) & (word_of < last)
+        sparse = torch.sparse_coo_tensor(
+            torch.stack([rows[inside], word_of[inside] - first]),
+            torch.ones(int(inside.sum()), dtype=torch.float32, device=device),
+            (num_rows, last - first),
+            check_invariants=False,
+        )
+        counts = torch.sparse.mm(sparse, dense)
+        shared = counts if shared is None else shared.add_(counts)
+    assert shared is not None
+    return shared > 0
+
+
 def bleu_star(
+    shared: torch.Tensor,
     matches: Iterable[torch.Tensor],
     candidate_lengths: torch.Tensor,
     train_lengths: torch.Tensor,
     smoothing: str,
 ) -> torch.Tensor:
-    """BLEU* [rows x cols] (float64) from sparse COO clipped match counts m_1..m_4 [rows x cols].
+    """BLEU* [rows x cols] (float64) from which pairs share a word (`shared`, bool [rows x
+    cols], from `shared_words`) and sparse COO clipped match counts m_2..m_4 [rows x cols].
 
-    Only pairs that share an n-gram are touched, so the work follows the overlap, not the tile.
     A shared n-gram contains shared (n-1)-grams, so the orders a pair does not share are always
-    its last ones, and every smoothing factorises over orders: a pair sharing a unigram starts
-    from its value with m_2 = m_3 = m_4 = 0, and each higher order n it shares multiplies that
-    by (smoothed numerator of m_n / UNMATCHED_NUMERATORS[n])^(1/3). Under `none` only the pairs
+    its last ones, and every smoothing factorises over orders: a pair sharing a word starts from
+    its value with m_2 = m_3 = m_4 = 0, which depends on the two lengths alone, and each higher
+    order n it shares multiplies that by (smoothed numerator of m_n / UNMATCHED_NUMERATORS[n])^(1/3);
+    only the pairs sharing a bigram are touched past the first step. Under `none` only the pairs
     sharing a 4-gram keep a value.
     """
-    matches = iter(matches)
     device = candidate_lengths.device
-    # A pair sharing unigrams only has a value that depends on the two lengths alone: tabulate
-    # it for the distinct candidate lengths of the chunk against every training text.
+    # Tabulate the unigram-only value for the distinct candidate lengths of the chunk against
+    # every training text, then spread it over the tile where a word is shared.
     lengths, length_index = torch.unique(candidate_lengths, return_inverse=True)
     numerators = torch.tensor(UNMATCHED_NUMERATORS[smoothing], dtype=torch.float64, device=device)
     by_length = unigram_only_bleu(lengths, train_lengths, numerators, smoothing)
-    score = torch.zeros((len(candidate_lengths), len(train_lengths)), dtype=torch.float64, device=device)
-    rows, cols, _ = _stored_entries(next(matches))
-    score.index_put_((rows, cols), by_length[length_index[rows], cols])
+    score = by_length[length_index].masked_fill_(~shared, 0.0)
     del by_length
+    rows = cols = torch.empty(0, dtype=torch.int64, device=device)
     for order, product in enumerate(matches, start=2):
         rows, cols, counts = _stored_entries(product)
         score.index_put_((rows, cols), score[rows, cols] * shared_order_factor(counts, order, smoothing))
