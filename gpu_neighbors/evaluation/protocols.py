@@ -93,8 +93,7 @@ def cross_validate(
 ) -> CrossValidation:
     """Score each fold's test items from the other folds. With `tune_thresholds`, tau/a/b are
     chosen by inner leave-one-out on each training fold alone (`thresholds.tau` joins the tau
-    grid; `thresholds.estimator` says which estimator is tuned, `grid` its p and k); otherwise
-    `thresholds` are used throughout. `folds=None` is leave-one-out."""
+    grid); otherwise `thresholds` are used throughout. `folds=None` is leave-one-out."""
     num_items = len(similarities)
     everything = np.arange(num_items)
     if folds is None and not tune_thresholds:
@@ -114,8 +113,7 @@ def cross_validate(
         tuning = None
         used = thresholds
         if tune_thresholds:
-            tuning = tune(similarities, train, grid=grid, min_coverage=min_coverage, default_tau=thresholds.tau,
-                          estimator=thresholds.estimator, base=thresholds)
+            tuning = tune(similarities, train, grid=grid, min_coverage=min_coverage, default_tau=thresholds.tau)
             used = tuning.thresholds
         part = similarities.predict(test, train, used)
         scores[test], neighbours[test], spread[test], covered[test] = (
@@ -152,18 +150,17 @@ def cross_task(
     test_texts: Sequence[str],
     test_scores: Sequence[float] | np.ndarray,
     *,
-    tune_thresholds: bool | None = None,
+    tune_thresholds: bool = False,
     min_coverage: float = DEFAULT_MIN_COVERAGE,
     resamples: int = RESAMPLES,
 ) -> CrossTask:
-    """Fit on the training task only (tuning, as asked or as the scorer's `thresholds` say,
-    sees only it), score the test task."""
+    """Fit on the training task only (tuning, if asked, sees only it), score the test task."""
     scorer.fit(train_texts, train_scores, tune=tune_thresholds, min_coverage=min_coverage)
     prediction = scorer.predict(test_texts)
     return CrossTask(
         prediction,
         agreement(prediction, test_scores, resamples=resamples),
-        scorer.thresholds_,
+        scorer.thresholds,
         scorer.tuning_,
     )
 
