@@ -57,7 +57,11 @@ class ResultWriter:
             return
         _check_output_path(self.path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except FileExistsError as error:
+                raise InputError(f"cannot create its folder: {error.filename} is a file",
+                                 path=self.path) from None
             self._lock = _exclusive_lock(self.lock_path, self.path)
             if resume:
                 self._done, self._bytes = self._recover()
