@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from gpu_neighbors._version import __version__
-from gpu_neighbors.kernels import Kernel, kernel_class
+from gpu_neighbors.kernels import KERNEL_NAMES, Kernel, kernel_class
+from gpu_neighbors.core.correlation import spearman_rows
 from gpu_neighbors.core.neighbours import (
     NeighborReduction,
-    NeighborStats,
     Prediction,
     Quality,
     TensorPrediction,
@@ -29,10 +29,13 @@ from gpu_neighbors.core.neighbours import (
     estimate_tensors,
 )
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
+from gpu_neighbors.core.topk import Both, TopK, TopKReduction, estimate_topk
 from gpu_neighbors.core.signature import Signature
 from gpu_neighbors.core.validation import (
     DEFAULT_MIN_COVERAGE,
+    DEFAULT_TOP_K,
     DEFAULTS,
+    MIN_TUNING_TEXTS,
     SCORER_PARAMETERS,
     check_is_fitted,
     validate_parameters,
@@ -51,6 +54,11 @@ from gpu_neighbors.core import tuning
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
 REWARD_DTYPE = torch.float32
+AUTO_KERNEL = "auto"
+BLEU_ONLY = ("smoothing", "weights")  # settings only the bleu kernel takes
+PAPER_MIN_NEIGHBORS, PAPER_MAX_FRACTION = 5, 0.66  # the paper's a and b
+DEFAULT_POWER = 1.0  # p of similarity weighting when it is not tuned
+MAX_TUNING_TEXTS = 10_000  # tuning holds an [n x n] float64 matrix: 800 MB at this size
 
 class NeighborsScorer:
     """Estimate text quality as the mean known quality of a text's kernel neighbours.
@@ -58,11 +66,22 @@ class NeighborsScorer:
     kernel: "bleu" (BLEU*), "rouge" (ROUGE-L F), "meteor" or "bertscore".
     tau: similarity threshold; None takes the kernel's default from the paper.
     min_neighbors (a) and max_fraction (b): an estimate exists when a <= |N(x)| <= b |S|.
+    thresholds: "auto" tunes tau, a and b (and p, k) by leave-one-out on the training set when
+        it has at least 50 texts and none of them is given (else the paper's, with a warning
+        below 50 texts); "tuned" always; "paper" never: the paper's settings, exactly.
+    estimator: "threshold" (the paper's rule) or "topk" (similarity-weighted mean q of the
+        top_k most similar training texts; defined whenever any training text is similar).
+    weighting: "uniform" (plain mean) or "similarity" (weights k(x, s)^power); None: uniform
+        for threshold, similarity for topk. power, top_k: None tunes them (else 1 and 50).
+    kernels: with kernel="auto", the kernels to choose from (with their estimator settings) by
+        inner leave-one-out on the training set; kernel_options is then keyed by kernel name.
     device: "auto" (CUDA when present), "cpu", "cuda", "cuda:1", ...
     smoothing: BLEU* smoothing ("none", "epsilon", "add1", "exp"); None for the default, add1.
     weights: bleu kernel weights per n-gram order from 1 (1 to 4, summing to 1), e.g. BLEU-4's
         (0.25, 0.25, 0.25, 0.25); None for BLEU*'s (0, 1/3, 1/3, 1/3).
     tokenizer: "whitespace", "13a", "chars", or a Hugging Face tokenizer name or path.
+    allow_download: let a Hugging Face tokenizer or model come from the hub (else only local
+        folders and the cache); a folder's own code never runs either way.
     kernel_options: keyword arguments of the kernel (e.g. model/layer for BERTScore).
     memory_budget: bytes of tile working memory; None sizes it from the device.
     chunk_size: candidates per chunk; None derives it from the budget. Results never depend on it.
@@ -75,13 +94,20 @@ class NeighborsScorer:
         self,
         kernel: str = DEFAULTS["kernel"],
         tau: float | None = DEFAULTS["tau"],
-        min_neighbors: int = DEFAULTS["min_neighbors"],
-        max_fraction: float = DEFAULTS["max_fraction"],
+        min_neighbors: int | None = DEFAULTS["min_neighbors"],
+        max_fraction: float | None = DEFAULTS["max_fraction"],
+        thresholds: str = DEFAULTS["thresholds"],
+        estimator: str = DEFAULTS["estimator"],
+        weighting: str | None = DEFAULTS["weighting"],
+        power: float | None = DEFAULTS["power"],
+        top_k: int | None = DEFAULTS["top_k"],
+        kernels: Sequence[str] = DEFAULTS["kernels"],
         device: str | torch.device = DEFAULTS["device"],
         smoothing: str | None = DEFAULTS["smoothing"],
         weights: Sequence[float] | None = DEFAULTS["weights"],
         tokenizer: str | Tokenizer = DEFAULTS["tokenizer"],
         lowercase: bool = DEFAULTS["lowercase"],
+        allow_download: bool = DEFAULTS["allow_download"],
         kernel_options: Mapping[str, Any] | None = DEFAULTS["kernel_options"],
         memory_budget: int | None = DEFAULTS["memory_budget"],
         chunk_size: int | None = DEFAULTS["chunk_size"],
@@ -92,11 +118,18 @@ class NeighborsScorer:
         self.tau = tau
         self.min_neighbors = min_neighbors
         self.max_fraction = max_fraction
+        self.thresholds = thresholds
+        self.estimator = estimator
+        self.weighting = weighting
+        self.power = power
+        self.top_k = top_k
+        self.kernels = kernels
         self.device = device
         self.smoothing = smoothing
         self.weights = weights
         self.tokenizer = tokenizer
         self.lowercase = lowercase
+        self.allow_download = allow_download
         self.kernel_options = kernel_options
         self.memory_budget = memory_budget
         self.chunk_size = chunk_size
@@ -109,18 +142,23 @@ class NeighborsScorer:
         self,
         texts: Sequence[str],
         scores: Sequence[float] | np.ndarray,
-        tune: bool = False,
+        tune: bool | None = None,
         min_coverage: float = DEFAULT_MIN_COVERAGE,
     ) -> NeighborsScorer:
         """Validate the training set and encode it once with the kernel; returns self.
 
-        tune: choose tau, a and b on this training set alone (inner leave-one-out over a grid,
-        highest Spearman with coverage >= min_coverage; see `tuning.py`). The values used are
-        `tau_`, `min_neighbors_` and `max_fraction_`; `tuning_` says how they were chosen.
+        tune: choose tau, a and b (and p, or k and p for topk) on this training set alone
+        (inner leave-one-out over a grid, highest Spearman with coverage >= min_coverage; see
+        `tuning.py`); None follows `thresholds`, True and False force it. The values used are
+        `thresholds_` (`tau_`, `min_neighbors_`, `max_fraction_`, `power_`, `top_k_`);
+        `tuning_` says how they were chosen. With kernel="auto", `selection_` holds each
+        kernel's inner leave-one-out rho and the best one is kept.
         """
         validate_parameters({**self.get_params(), "min_coverage": min_coverage})
         texts = _validate_texts(texts, "training texts")
         quality = _validate_scores(scores, len(texts), self.score_range)
+        if self.kernel == AUTO_KERNEL:
+            return self._fit_auto(texts, quality, tune, min_coverage)
         self.device_ = resolve_device(self.device)
         self.kernel_ = self.make_kernel()
         self.kernel_.fit(texts)
@@ -129,20 +167,142 @@ class NeighborsScorer:
         self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_))
         self._qualities: TransientCache[torch.device, Quality] = TransientCache()
         self._streams: TransientCache[tuple[int, torch.device], torch.Generator] = TransientCache()
-        self.min_neighbors_, self.max_fraction_, self.tuning_ = self.min_neighbors, self.max_fraction, None
-        if tune:
+        weighted = self._weighting() == "similarity"
+        self._use(Thresholds(
+            self.tau_,
+            PAPER_MIN_NEIGHBORS if self.min_neighbors is None else self.min_neighbors,
+            PAPER_MAX_FRACTION if self.max_fraction is None else self.max_fraction,
+            (DEFAULT_POWER if self.power is None else float(self.power)) if weighted else 0.0,
+            self.estimator,
+            min(self.top_k or DEFAULT_TOP_K, len(texts)) if self.estimator == "topk" else None,
+        ))
+        self.tuning_: tuning.TuningResult | None = None
+        self.selection_: dict[str, float] | None = None
+        if self._tunes(len(texts), tune):
             # One similarity pass over the training set; the tau it was fitted with joins the grid.
-            self.tuning_ = tuning.tune(self._training_pass(), min_coverage=min_coverage, default_tau=self.tau_)
-            chosen = self.tuning_.thresholds
-            self.tau_, self.min_neighbors_, self.max_fraction_ = chosen.tau, chosen.min_neighbors, chosen.max_fraction
+            self.tuning_ = tuning.tune(
+                self._tuning_pass(texts), grid=self.tuning_grid(), min_coverage=min_coverage,
+                default_tau=self.tau_, estimator=self.estimator, base=self.thresholds_,
+            )
+            self._use(self.tuning_.thresholds)
         return self
+
+    def tuning_grid(self) -> tuning.TuningGrid:
+        """What tuning searches for these settings: p only under similarity weighting (and
+        only when not given), k only for topk (and only when not given)."""
+        if self._weighting() == "uniform":
+            powers: tuple[float, ...] = tuning.UNIFORM_POWERS
+        else:
+            powers = tuning.SIMILARITY_POWERS if self.power is None else (float(self.power),)
+        top_ks = tuning.DEFAULT_TOP_KS if self.top_k is None else (self.top_k,)
+        return tuning.TuningGrid(powers=powers, top_ks=top_ks)
+
+    def _weighting(self) -> str:
+        if self.weighting is not None:
+            return self.weighting
+        return "uniform" if self.estimator == "threshold" else "similarity"
+
+    def _tunes(self, num_texts: int, tune: bool | None) -> bool:
+        """Whether `fit` tunes: as forced by `tune`, else as `thresholds` says (auto: when no
+        setting the estimator uses was given and the training set is big enough)."""
+        if tune is not None:
+            return tune
+        if self.tunes(num_texts):
+            return True
+        if self.thresholds == "auto" and not self._given() and num_texts < MIN_TUNING_TEXTS:
+            warnings.warn(
+                f"{num_texts} training texts are fewer than {MIN_TUNING_TEXTS}: too few to tune the "
+                f"thresholds on, so the paper's are used ({self.signature})",
+                stacklevel=3,
+            )
+        return False
+
+    def tunes(self, num_texts: int) -> bool:
+        """Whether `fit` on `num_texts` texts tunes by default: `thresholds="tuned"`, or "auto"
+        with no setting the estimator uses given and at least MIN_TUNING_TEXTS texts.
+        Protocols that fit one pass use it to tune inside each training split instead."""
+        if self.thresholds != "auto":
+            return self.thresholds == "tuned"
+        return not self._given() and num_texts >= MIN_TUNING_TEXTS
+
+    def _given(self) -> bool:
+        """Whether a setting the estimator uses was given (then `auto` keeps the settings)."""
+        given = [self.power] + (
+            [self.top_k] if self.estimator == "topk" else [self.tau, self.min_neighbors, self.max_fraction]
+        )
+        return any(value is not None for value in given)
+
+    def _tuning_pass(self, texts: list[str]) -> PairwiseSimilarities:
+        """The training set's one similarity pass for tuning; above MAX_TUNING_TEXTS texts, that
+        of a seeded random sample of that many, fitted alone (its [n x n] matrix must fit in
+        memory)."""
+        if self.num_train <= MAX_TUNING_TEXTS:
+            return self._training_pass()
+        warnings.warn(
+            f"tuning on a random sample of {MAX_TUNING_TEXTS} of the {self.num_train} training texts "
+            "(a and b are chosen for a training set of that size)",
+            stacklevel=3,
+        )
+        sample = np.sort(np.random.default_rng(0).choice(self.num_train, MAX_TUNING_TEXTS, replace=False))
+        clone = NeighborsScorer(**{**self.get_params(), "thresholds": "paper"})
+        clone.fit([texts[index] for index in sample], self.train_scores_[sample], tune=False)
+        return clone._training_pass()
+
+    def _use(self, chosen: Thresholds) -> None:
+        self.tau_, self.min_neighbors_, self.max_fraction_ = chosen.tau, chosen.min_neighbors, chosen.max_fraction
+        self.power_, self.estimator_, self.top_k_ = chosen.power, chosen.estimator, chosen.top_k
+
+    def _fit_auto(
+        self, texts: list[str], quality: np.ndarray, tune: bool | None, min_coverage: float
+    ) -> NeighborsScorer:
+        """kernel="auto": fit a scorer per kernel of `kernels` (each tuned as `fit` would), keep
+        the one whose inner leave-one-out rho on this training set is highest (ties: the first)."""
+        unknown = [name for name in self.kernels if name not in KERNEL_NAMES]
+        if unknown:
+            raise ValueError(
+                f"kernels: unknown kernel {', '.join(map(repr, unknown))}; choose from {', '.join(KERNEL_NAMES)}"
+            )
+        options = dict(self.kernel_options or {})
+        stray = sorted(set(options) - set(self.kernels))
+        if stray:
+            raise ValueError(
+                f"with kernel='auto', kernel_options maps kernel names to their options; {stray} "
+                f"are not among kernels={tuple(self.kernels)}"
+            )
+        params = self.get_params()
+        selection: dict[str, float] = {}
+        best: NeighborsScorer | None = None
+        for name in dict.fromkeys(self.kernels):
+            settings = {**params, "kernel": name, "kernel_options": options.get(name)}
+            if name != "bleu":
+                settings.update({option: None for option in BLEU_ONLY if option in settings})
+            candidate = NeighborsScorer(**settings).fit(texts, quality, tune=tune, min_coverage=min_coverage)
+            selection[name] = candidate.inner_spearman()
+            if best is None or selection[name] > selection[best.kernel]:
+                best = candidate
+        assert best is not None  # kernels is never empty (validated)
+        self.__dict__.update({key: value for key, value in vars(best).items() if key.endswith("_") or key.startswith("_")})
+        self.selection_ = selection
+        return self
+
+    def inner_spearman(self) -> float:
+        """rho of this fitted scorer on its own training set by leave-one-out: the tuning's
+        inner figure when it was tuned, else leave-one-out at its settings (-inf if undefined)."""
+        self._check_fitted()
+        if self.tuning_ is not None:
+            rho = self.tuning_.spearman
+        else:
+            prediction = self.leave_one_out()
+            rho = float(spearman_rows(np.where(prediction.covered, prediction.scores, np.nan), self.train_scores_)[0])
+        return rho if np.isfinite(rho) else -np.inf
 
     def fit_pairwise(
         self, texts: Sequence[str], scores: Sequence[float] | np.ndarray
     ) -> PairwiseSimilarities:
-        """Fit on all items and run the kernel over every pair, once: the pass that evaluation
-        protocols cut their splits from."""
-        self.fit(texts, scores)
+        """Fit on all items (never tuned: protocols tune inside their splits, see `tunes`) and
+        run the kernel over every pair, once: the pass that evaluation protocols cut their
+        splits from."""
+        self.fit(texts, scores, tune=False)
         if self.kernel_.depends_on_training_set:
             warnings.warn(
                 f"the {self.kernel} kernel's similarities depend on the whole training set "
@@ -167,7 +327,9 @@ class NeighborsScorer:
                     raise ValueError(f"{name} applies to the bleu kernel only, not {self.kernel!r}")
                 options[name] = value
         cls = kernel_class(self.kernel)
-        tokenizer = make_tokenizer(self.tokenizer, self.lowercase)
+        if self.kernel == "bertscore" and self.allow_download:
+            options.setdefault("allow_download", True)
+        tokenizer = make_tokenizer(self.tokenizer, self.lowercase, self.allow_download)
         try:
             return cls(tokenizer=tokenizer, device=resolve_device(self.device), **options)
         except TypeError as error:
@@ -182,9 +344,23 @@ class NeighborsScorer:
 
     # -- prediction ----------------------------------------------------------------------
 
-    def predict(self, candidates: Sequence[str]) -> Prediction:
-        """Estimates for `candidates`, in order; undefined (NaN) where the a/b rule says so."""
-        return self.predict_tensors(candidates).numpy()
+    def predict(self, candidates: Sequence[str], return_neighbors: int | None = None) -> Prediction:
+        """Estimates for `candidates`, in order; undefined (NaN) where the a/b rule says so.
+        return_neighbors=k: also the k most similar training texts of each candidate (index,
+        similarity, known score; all of them when k exceeds the training set), from the same
+        pass, in `Prediction.neighbors`."""
+        if return_neighbors is None:
+            return self.predict_tensors(candidates).numpy()
+        self._check_fitted()
+        if isinstance(return_neighbors, bool) or not isinstance(return_neighbors, int) or return_neighbors < 1:
+            raise ValueError(f"return_neighbors must be a positive integer or None, not {return_neighbors!r}")
+        texts = _validate_texts(candidates, "candidates", allow_empty=True)
+        prediction, top = self._pass(
+            lambda first, last: self.kernel_.encode(texts[first:last]), len(texts),
+            neighbors=min(return_neighbors, self.num_train),
+        )
+        assert top is not None  # asked for
+        return replace(prediction.numpy(), neighbors=top.neighbors(self._quality.raw))
 
     def predict_tensors(
         self,
@@ -201,10 +377,7 @@ class NeighborsScorer:
         if attention_mask is not None:
             raise ValueError("attention_mask goes with token ids, not with texts")
         texts = _validate_texts(candidates, "candidates", allow_empty=True)
-        stats = self._neighbor_stats(
-            lambda first, last: self.kernel_.encode(texts[first:last]), len(texts), subset=subset
-        )
-        return self._estimate(stats, self._quality, subset)
+        return self._pass(lambda first, last: self.kernel_.encode(texts[first:last]), len(texts), subset=subset)[0]
 
     def predict_ids(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
@@ -231,10 +404,7 @@ class NeighborsScorer:
             mask = None if attention_mask is None else attention_mask[first:last]
             return self.kernel_.encode_ids(input_ids[first:last], mask)
 
-        stats = self._neighbor_stats(
-            encode, input_ids.shape[0], subset=subset, plan=plan, quality=quality, progress=False
-        )
-        return self._estimate(stats, quality, subset)
+        return self._pass(encode, input_ids.shape[0], subset=subset, plan=plan, quality=quality, progress=False)[0]
 
     def reward(
         self,
@@ -271,10 +441,11 @@ class NeighborsScorer:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an integer, not {seed!r}")
         size = round(fraction * self.num_train)
-        if size < self.min_neighbors_:
+        fewest = self.min_neighbors_ if self.estimator_ == "threshold" else 1
+        if size < fewest:
             raise ValueError(
                 f"subsample={fraction} keeps {size} of {self.num_train} training texts, fewer than "
-                f"min_neighbors={self.min_neighbors_}: no estimate could ever be defined"
+                f"{'min_neighbors=' if self.estimator_ == 'threshold' else ''}{fewest}: no estimate could ever be defined"
             )
         key = (seed, device)
         if key not in self._streams:
@@ -287,10 +458,7 @@ class NeighborsScorer:
         """Each training text scored by all the others (the paper's protocol): the training set
         against itself with the diagonal masked, not |S| refits."""
         self._check_fitted()
-        stats = self._neighbor_stats(self.kernel_.encode_train, self.num_train, leave_one_out=True)
-        return estimate_tensors(
-            stats, self._quality, self.num_train - 1, self.min_neighbors_, self.max_fraction_
-        ).numpy()
+        return self._pass(self.kernel_.encode_train, self.num_train, leave_one_out=True)[0].numpy()
 
     def similarity(self, candidates: Sequence[str]) -> torch.Tensor:
         """All kernel similarities [len(candidates), |S|], float64 on the CPU."""
@@ -314,15 +482,20 @@ class NeighborsScorer:
         """Every setting that changes the numbers; `str()` gives the line stored beside outputs."""
         self._check_fitted()
         return Signature(
-            self.kernel, tuple(self.kernel_.settings().items()), self.tau_, self.min_neighbors_,
-            self.max_fraction_, self.num_train, __version__,
+            self.kernel_.name, tuple(self.kernel_.settings().items()), self.tau_, self.min_neighbors_,
+            self.max_fraction_, self.num_train, __version__, estimator=self.estimator_, power=self.power_,
+            top_k=self.top_k_, tuned=self.tuning_ is not None,
+            selection=None if self.selection_ is None else tuple(self.selection_.items()),
         )
 
     @property
-    def thresholds(self) -> Thresholds:
-        """The tau, a and b this scorer predicts with (tuned ones when it was tuned)."""
+    def thresholds_(self) -> Thresholds:
+        """The settings this scorer predicts with (tuned ones when it was tuned): tau, a, b,
+        the weight power p, the estimator and its k."""
         self._check_fitted()
-        return Thresholds(self.tau_, self.min_neighbors_, self.max_fraction_)
+        return Thresholds(
+            self.tau_, self.min_neighbors_, self.max_fraction_, self.power_, self.estimator_, self.top_k_
+        )
 
     # -- tiling --------------------------------------------------------------------------
 
@@ -331,7 +504,7 @@ class NeighborsScorer:
             self.device_, self.kernel_.pair_bytes(), self.num_train, self.memory_budget, self.chunk_size
         )
 
-    def _neighbor_stats(
+    def _pass(
         self,
         encode: Callable[[int, int], Any],
         rows: int,
@@ -341,12 +514,31 @@ class NeighborsScorer:
         plan: TilePlan | None = None,
         quality: Quality | None = None,
         progress: bool = True,
-    ) -> NeighborStats:
-        """The tile loop with the neighbour reduction over candidate rows 0..rows-1."""
-        reduction = NeighborReduction(
-            rows, quality or self._quality, self.tau_, leave_one_out=leave_one_out, subset=subset
+        neighbors: int = 0,
+    ) -> tuple[TensorPrediction, TopK | None]:
+        """The tile loop over candidate rows 0..rows-1 with the estimator's reduction (neighbour
+        statistics, or a running top-k), and with `neighbors` > 0 the top `neighbors` training
+        texts of each row from the same tiles."""
+        quality = quality or self._quality
+        plan = plan or self._plan()
+
+        def ranking(k: int) -> TopKReduction:
+            return TopKReduction(rows, k, quality.device, leave_one_out=leave_one_out, subset=subset)
+
+        if self.estimator_ == "topk":
+            k = int(self.top_k_ or 1)
+            top = self._reduce(encode, rows, plan, ranking(max(k, neighbors)), progress)
+            return estimate_topk(top, quality.raw, k, self.power_), top.first(neighbors) if neighbors else None
+        counts = NeighborReduction(
+            rows, quality, self.tau_, leave_one_out=leave_one_out, subset=subset, power=self.power_
         )
-        return self._reduce(encode, rows, plan or self._plan(), reduction, progress)
+        shown = None
+        if neighbors:
+            stats, shown = self._reduce(encode, rows, plan, Both(counts, ranking(neighbors)), progress)
+        else:
+            stats = self._reduce(encode, rows, plan, counts, progress)
+        num_train = (self.num_train if subset is None else subset.size) - int(leave_one_out)
+        return estimate_tensors(stats, quality, num_train, self.min_neighbors_, self.max_fraction_), shown
 
     def _similarity(self, encode: Callable[[int, int], Any], rows: int) -> torch.Tensor:
         return self._reduce(encode, rows, self._plan(), MatrixReduction(rows, self.num_train))
@@ -374,12 +566,6 @@ class NeighborsScorer:
         if device not in self._qualities:
             self._qualities[device] = self._quality.to(device)
         return self._qualities[device]
-
-    def _estimate(
-        self, stats: NeighborStats, quality: Quality, subset: TrainingSubset | None
-    ) -> TensorPrediction:
-        num_train = self.num_train if subset is None else subset.size
-        return estimate_tensors(stats, quality, num_train, self.min_neighbors_, self.max_fraction_)
 
 
 def _progress_bar(total: int) -> Any:

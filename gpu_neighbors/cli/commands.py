@@ -14,16 +14,30 @@ from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
+from gpu_neighbors.data.paths import check_distinct
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.agreement import agreement
-from gpu_neighbors.evaluation.protocols import PARAMETERS as SWEPT, cross_task, cross_validate, learning_curve, sweep
+from gpu_neighbors.evaluation.protocols import (
+    PARAMETERS as SWEPT,
+    cross_task,
+    cross_validate,
+    fold_indices,
+    learning_curve,
+    sweep,
+)
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.scorer import NeighborsScorer, ScoreError
 from gpu_neighbors.scoring.streaming import score_file
 
 
+def read_data(args: argparse.Namespace, path: str, keep_fields: Sequence[str] = ()) -> ScoredData:
+    """A scored file as the data options say (fields, TSV quoting, the cap on text length)."""
+    return read_scored(path, text_field=args.text_field, score_field=args.score_field,
+                       keep_fields=keep_fields, quoting=args.quoting, max_chars=args.max_chars)
+
+
 def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str,
-                tune: bool = False, min_coverage: float = DEFAULT_MIN_COVERAGE) -> NeighborsScorer:
+                tune: bool | None = None, min_coverage: float = DEFAULT_MIN_COVERAGE) -> NeighborsScorer:
     """`scorer.fit` on data read from `path`, naming the file line of a score it refuses."""
     try:
         return scorer.fit(data.texts, data.scores, tune=tune, min_coverage=min_coverage)
@@ -38,17 +52,26 @@ def command_score(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(threads)
-    train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
+    check_distinct({"--train": args.train, "--candidates": args.candidates},
+                   {"--output": args.output, "--rejects": args.rejects})
+    train = read_data(args, args.train)
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
         from gpu_neighbors.scoring.distributed import RayBatchScorer
 
         score_batches = RayBatchScorer(address=args.ray_address)
+    if args.explain and score_batches is not None:
+        raise ValueError("--explain needs the one-process scorer: leave out --ray")
+    if args.explain_text and not args.explain:
+        raise ValueError("--explain-text goes with --explain K")
     scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field, args.tune, args.min_coverage)
     summary = score_file(
         scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
         skip_bad=args.skip_bad, rejects=args.rejects, batch_size=args.batch_size,
-        progress=not args.quiet, header={"train": str(args.train)}, score_batches=score_batches,
+        progress=not args.quiet, header={"train": str(args.train), "train_content_sha256": train.digest()},
+        score_batches=score_batches, explain=args.explain,
+        train_texts=train.texts if args.explain_text else None, overwrite=args.overwrite,
+        file_format=args.format, quoting=args.quoting, max_chars=args.max_chars,
     )
     if not args.quiet:
         resumed = f" ({summary.rows - summary.scored} from before)" if args.resume else ""
@@ -68,11 +91,12 @@ def default_threads(device: str) -> int | None:
 
 
 def command_evaluate(args: argparse.Namespace) -> int:
-    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field)
-    scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field)
-    if args.tune:  # nested: each left-out text's thresholds are tuned on the other texts only
-        nested = cross_validate(_pass_of(scorer), scorer.thresholds, folds=None,
-                                tune_thresholds=True, min_coverage=args.min_coverage)
+    data = read_data(args, args.data)
+    scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
+    tuned = args.tune or scorer.tunes(len(data.texts) - 1)
+    if tuned:  # nested: each left-out text's thresholds are tuned on the other texts only
+        nested = cross_validate(_pass_of(scorer), scorer.thresholds_, folds=None, tune_thresholds=True,
+                                min_coverage=args.min_coverage, grid=scorer.tuning_grid())
         result, chosen = nested.agreement, nested.as_dict()["thresholds"]
     else:
         result, chosen = agreement(scorer.leave_one_out(), data.scores), None
@@ -80,8 +104,8 @@ def command_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(tables.to_json(row if chosen is None else {**row, "tuned_thresholds": chosen}))
     else:
-        tuned = f", thresholds tuned per text (min coverage {args.min_coverage})" if args.tune else ""
-        print(f"leave-one-out on {args.data} ({scorer.signature}{tuned})")
+        note = f", thresholds tuned per text (min coverage {args.min_coverage})" if tuned else ""
+        print(f"leave-one-out on {args.data} ({scorer.signature}{note})")
         for key, value in row.items():
             print(f"  {key:<14} {value:.4f}" if isinstance(value, float) else f"  {key:<14} {value}")
         for choice in chosen or []:
@@ -99,9 +123,15 @@ def _pass_of(scorer: NeighborsScorer) -> PairwiseSimilarities:
 
 
 def _studio_pass(args: argparse.Namespace) -> tuple[PairwiseSimilarities, Thresholds, str]:
-    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field)
-    scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field)
-    return _pass_of(scorer), scorer.thresholds, str(scorer.signature)
+    similarities, scorer, _ = _studio_scorer(args)
+    return similarities, scorer.thresholds_, str(scorer.signature)
+
+
+def _studio_scorer(args: argparse.Namespace) -> tuple[PairwiseSimilarities, NeighborsScorer, ScoredData]:
+    """The one pass of the data and its scorer, fitted untuned (protocols tune inside splits)."""
+    data = read_data(args, args.data)
+    scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
+    return _pass_of(scorer), scorer, data
 
 
 def _emit(args: argparse.Namespace, title: str, rows: list[dict[str, Any]], **details: Any) -> None:
@@ -116,19 +146,38 @@ def _emit(args: argparse.Namespace, title: str, rows: list[dict[str, Any]], **de
 
 
 def command_crossval(args: argparse.Namespace) -> int:
-    similarities, thresholds, signature = _studio_pass(args)
+    similarities, scorer, data = _studio_scorer(args)
+    thresholds, signature = scorer.thresholds_, str(scorer.signature)
+    folds = len(similarities) if args.folds is None else args.folds
+    tuned = args.tune or scorer.tunes(len(similarities) - len(similarities) // folds)
     result = cross_validate(similarities, thresholds, folds=args.folds, seed=args.seed,
-                            tune_thresholds=args.tune, min_coverage=args.min_coverage)
-    summary = result.as_dict()
+                            tune_thresholds=tuned, min_coverage=args.min_coverage, grid=scorer.tuning_grid())
+    summary = {"model": "neighbours", **result.as_dict()}
     chosen = summary.pop("thresholds")
     name = "leave-one-out" if args.folds is None else f"{args.folds}-fold cross-validation (seed {args.seed})"
-    _emit(args, f"{name} on {args.data}", [summary], signature=signature, thresholds_used=chosen)
+    rows = [summary, *_baselines(args, data.texts, similarities.scores,
+                                 fold_indices(len(similarities), args.folds, args.seed))]
+    _emit(args, f"{name} on {args.data}", rows, signature=signature, thresholds_used=chosen)
     return 0
 
 
+def _baselines(args: argparse.Namespace, texts: Sequence[str], scores: Any, folds: list[Any]) -> list[dict[str, Any]]:
+    """Rows of the supervised baselines on the same folds (`evaluation.baselines`): TF-IDF +
+    ridge, and embedding + ridge when a BERTScore --model is given; a note without scikit-learn."""
+    from gpu_neighbors.evaluation import baselines
+
+    if not baselines.available():
+        print("(baselines left out: pip install 'gpu-neighbors[baselines]' for the TF-IDF + ridge row)",
+              file=sys.stderr)
+        return []
+    rows = baselines.baseline_rows(texts, scores, folds, model=args.model, layer=args.layer,
+                                   device="cpu" if args.device == "auto" else args.device)
+    return [{"model": row.name, **row.agreement.as_dict()} for row in rows]
+
+
 def command_cross_task(args: argparse.Namespace) -> int:
-    train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
-    test = read_scored(args.test, text_field=args.text_field, score_field=args.score_field)
+    train = read_data(args, args.train)
+    test = read_data(args, args.test)
     result = cross_task(scorer_from_args(args), train.texts, train.scores, test.texts, test.scores,
                         tune_thresholds=args.tune, min_coverage=args.min_coverage)
     row = result.as_dict()
@@ -161,8 +210,7 @@ def command_report(args: argparse.Namespace) -> int:
     from gpu_neighbors.evaluation.report import KernelSpec, build_report, write_report
 
     specs = [KernelSpec.parse(text) for text in args.kernels.split(",") if text.strip()]
-    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field,
-                       keep_fields=("judgments", "source"))
+    data = read_data(args, args.data, keep_fields=("judgments", "source"))
 
     def make_scorer(spec: KernelSpec) -> NeighborsScorer:
         options = {**vars(args), "kernel": spec.kernel, "tau": None, **spec.options}
@@ -200,8 +248,7 @@ def command_compare(args: argparse.Namespace) -> int:
     unknown = [name for name in kernels if name not in KERNEL_NAMES]
     if unknown or not kernels:
         raise ValueError(f"--kernels takes a comma list of {', '.join(KERNEL_NAMES)}; got {args.kernels!r}")
-    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field,
-                       keep_fields=(args.judgments_field,))
+    data = read_data(args, args.data, keep_fields=(args.judgments_field,))
     judgments = None
     if data.extra and all(args.judgments_field in extra for extra in data.extra):
         judgments = [{"score": score, "judgments": extra[args.judgments_field]}
@@ -215,9 +262,13 @@ def command_compare(args: argparse.Namespace) -> int:
         device=args.device, tokenizer=args.tokenizer, lowercase=args.lowercase,
         memory_budget=args.memory_budget, score_range=tuple(args.score_range),
     )
+    baseline = _baselines(args, data.texts, data.scores, fold_indices(len(data.texts), None))
     if args.json:
-        print(tables.to_json([row.as_dict() for row in rows]))
+        print(tables.to_json([row.as_dict() for row in rows] + baseline))
     else:
-        print(f"leave-one-out on {args.data} (a={args.min_neighbors}, b={args.max_fraction})\n")
-        print(comparison_table(rows))
+        a = 5 if args.min_neighbors is None else args.min_neighbors
+        b = 0.66 if args.max_fraction is None else args.max_fraction
+        print(f"leave-one-out on {args.data} (the paper's protocol and settings: a={a}, b={b}, "
+              "each kernel's tau; baselines on the same folds)\n")
+        print(comparison_table(rows, baseline))
     return 0

@@ -8,18 +8,30 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from gpu_neighbors.core.validation import PARAMETERS, SCORER_PARAMETERS, Parameter
+from gpu_neighbors.core.validation import (
+    ESTIMATOR_NAMES,
+    PARAMETERS,
+    SCORER_PARAMETERS,
+    THRESHOLD_MODES,
+    WEIGHTINGS,
+    Parameter,
+)
+from gpu_neighbors.data.formats import QUOTINGS
+from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.kernels.bleu import SMOOTHINGS
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import BUILT_IN_TOKENIZERS
 
 # Settings whose values are a closed set: argparse refuses anything else.
-CHOICES: dict[str, tuple[str, ...]] = {"kernel": KERNEL_NAMES, "smoothing": SMOOTHINGS}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "kernel": (*KERNEL_NAMES, "auto"), "smoothing": SMOOTHINGS, "thresholds": THRESHOLD_MODES,
+    "estimator": ESTIMATOR_NAMES, "weighting": WEIGHTINGS,
+}
 # Settings that also take any other name: the help lists the built-in ones.
 BUILT_IN: dict[str, tuple[str, ...]] = {"tokenizer": tuple(BUILT_IN_TOKENIZERS)}
 # Settings one command or another leaves out (compare takes its own --kernels and --tau).
-ONE_KERNEL = ("kernel", "tau")
+ONE_KERNEL = ("kernel", "tau", "kernels")
 DATA_OPTIONS = ("score_range",)
 TUNING_OPTIONS = ("min_coverage",)
 MODEL_OPTIONS = tuple(
@@ -80,7 +92,16 @@ def weight_list(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"not a comma list of weights (e.g. 0.25,0.25,0.25,0.25): {text!r}") from None
 
 
+def name_list(text: str) -> tuple[str, ...]:
+    """`bleu,rouge,bertscore`: names, comma-separated (the scorer says which it does not know)."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"not a comma list of names: {text!r}")
+    return names
+
+
 SPELLINGS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "kernels": (name_list, "comma-separated"),
     "memory_budget": (parse_size, "or a size such as 512M or 2G"),
     "weights": (weight_list, "comma-separated"),
 }
@@ -131,6 +152,9 @@ def add_model_options(parser: argparse.ArgumentParser, one_kernel: bool = True) 
     for name in MODEL_OPTIONS:
         if one_kernel or name not in ONE_KERNEL:
             add_parameter(group, name)
+    group.add_argument("--paper-thresholds", dest="thresholds", action="store_const", const="paper",
+                       help="the paper's settings (tau, a 5, b 0.66, plain mean), never tuned: "
+                            "same as --thresholds paper")
     group.add_argument("--model", default=None, help="BERTScore: model name or local path")
     group.add_argument("--layer", type=int, default=None, help="BERTScore: hidden layer to use")
     group.add_argument("--idf", action="store_true", help="BERTScore: idf weights from the training set")
@@ -141,6 +165,11 @@ def add_model_options(parser: argparse.ArgumentParser, one_kernel: bool = True) 
 def add_data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-field", default="text", help="field holding the text (JSONL/CSV/TSV)")
     parser.add_argument("--score-field", default="score", help="field holding the known quality")
+    parser.add_argument("--quoting", choices=QUOTINGS, default="none",
+                        help="TSV quote rules: none (a quote is an ordinary character) or csv "
+                             "(fields quoted as in CSV); CSV files always follow RFC 4180 (default: none)")
+    parser.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS, metavar="N",
+                        help=f"refuse texts longer than N characters (default: {DEFAULT_MAX_CHARS:,})")
     for name in DATA_OPTIONS:
         add_parameter(parser, name)
 
@@ -148,8 +177,10 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
 def add_tuning_options(parser: argparse.ArgumentParser, tune: bool = True) -> None:
     group = parser.add_argument_group("tuning")
     if tune:
-        group.add_argument("--tune", action="store_true",
-                           help="choose tau, a and b on the training data (inner leave-one-out over a grid)")
+        group.add_argument("--tune", action="store_const", const=True, default=None,
+                           help="always choose tau, a and b (and p, k) on the training data (inner "
+                                "leave-one-out over a grid); by default they are tuned when the training "
+                                "data has 50 texts or more and no threshold is given (--thresholds)")
     for name in TUNING_OPTIONS:
         add_parameter(group, name)
 
@@ -165,9 +196,13 @@ def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> Neighb
     options: dict[str, Any] = {}
     if args.kernel == "bertscore":
         options = bertscore_options(args)
+    elif args.kernel == "auto" and "bertscore" in args.kernels:
+        options = {"bertscore": bertscore_options(args)}
     elif args.model or args.layer is not None or args.idf or args.rescale:
         raise ValueError("--model, --layer, --idf and --rescale apply to --kernel bertscore only")
     settings = {name: getattr(args, name) for name in (*MODEL_OPTIONS, *DATA_OPTIONS)}
+    if args.kernel != "auto":  # the candidate list means nothing then (report's --kernels is its own)
+        settings.pop("kernels")
     if settings["score_range"] is not None:
         settings["score_range"] = tuple(settings["score_range"])
     return NeighborsScorer(**settings, kernel_options=options, progress=progress)

@@ -14,6 +14,7 @@ from gpu_neighbors.cli.options import (
     number_list,
     positive_int,
 )
+from gpu_neighbors.data.formats import FORMATS
 from gpu_neighbors.evaluation.protocols import PARAMETERS as SWEPT
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.scoring.streaming import DEFAULT_BATCH_SIZE
@@ -29,8 +30,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     score = subparsers.add_parser("score", help="score candidates against a scored training set")
     score.add_argument("--train", required=True, help="scored texts: JSONL, CSV or TSV (optionally .gz)")
-    score.add_argument("--candidates", required=True, help="texts to score: JSONL, CSV, TSV, Parquet or plain text")
-    score.add_argument("--output", required=True, help="results, JSONL, one line per candidate in input order")
+    score.add_argument("--candidates", required=True,
+                       help="texts to score: JSONL, CSV, TSV, Parquet or plain text; - for standard input")
+    score.add_argument("--format", choices=FORMATS, default=None,
+                       help="format of --candidates (default: from its extension; a pipe or - is "
+                            "sniffed: JSONL when it starts with {, else plain text)")
+    score.add_argument("--output", required=True,
+                       help="results, JSONL, one line per candidate in input order; - for standard "
+                            "output (then no --resume)")
+    score.add_argument("--overwrite", action="store_true",
+                       help="replace an existing finished --output (only once the new run completes)")
     score.add_argument("--resume", action="store_true", help="continue an interrupted run from what is on disk")
     score.add_argument("--skip-bad", action="store_true", help="skip bad candidate lines instead of stopping")
     score.add_argument("--rejects", default=None, help="with --skip-bad: where bad lines go (default OUTPUT.rejects.jsonl)")
@@ -42,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     score.add_argument("--ray", action="store_true", help="score on Ray actors, one GPU each where there are GPUs (needs the [ray] extra)")
     score.add_argument("--ray-address", default=None, metavar="ADDR", help="Ray cluster to join (auto, or ray://host:10001); implies --ray; default: a local Ray")
+    score.add_argument("--explain", type=positive_int, default=0, metavar="K",
+                       help="write each candidate's K most similar training texts into its line "
+                            "(\"neighbors\": index, similarity, score)")
+    score.add_argument("--explain-text", action="store_true",
+                       help="with --explain: the neighbours' texts too")
     add_data_options(score)
     add_model_options(score)
     add_tuning_options(score)

@@ -7,7 +7,10 @@ estimates. The model never knows which kernel made the tiles.
 
 Sums are exact integers (q in fixed point, split into two 26-bit limbs), so they do not depend
 on how the training set is cut into blocks or in which order blocks arrive: the same inputs
-give bit-identical estimates for every chunk size and device.
+give bit-identical estimates for every chunk size and device. Similarity-weighted sums stay
+exact the same way: a weight k(x, s)^p is quantised to a whole number of 2^-20 units and q is
+cut into four 13-bit limbs, so every product and every sum of up to 2^19 of them is an integer
+a float64 matmul holds exactly.
 """
 from __future__ import annotations
 
@@ -21,6 +24,31 @@ from gpu_neighbors.core.tiling import Tile
 
 LIMB_BITS = 26  # a float64 matmul sums up to 2^27 such limbs exactly
 MANTISSA_BITS = 52
+# Weighted sums: weights in units of 2^-WEIGHT_BITS times limbs of WEIGHTED_LIMB_BITS bits make
+# products below 2^33, and a matmul over at most WEIGHTED_COLUMNS of them stays below 2^52.
+WEIGHT_BITS = 20
+WEIGHTED_LIMB_BITS = 13
+WEIGHTED_COLUMNS = 1 << 19
+
+
+def quantised_weights(similarity: torch.Tensor, power: float) -> torch.Tensor:
+    """Neighbour weights k^p (k clamped to [0, 1]) as whole numbers of 2^-20 units, at least
+    one, in float64: integers, so sums of their products with q limbs are exact. p = 0 is the
+    plain mean (every weight one unit)."""
+    if power == 0:
+        return torch.ones_like(similarity, dtype=torch.float64)
+    weights = similarity.to(torch.float64).clamp(0.0, 1.0).pow(power)
+    return torch.round(weights * 2.0**WEIGHT_BITS).clamp(min=1.0)
+
+
+def decode_limbs(limb_sums: torch.Tensor, bits: int, shift: int) -> torch.Tensor:
+    """float64 value of exact limb sums [rows, limbs] (most significant first), rounded in one
+    fixed sequence of operations, so equal sums give equal bits."""
+    sums = limb_sums.to(torch.float64)
+    total = sums[:, 0]
+    for limb in range(1, sums.shape[1]):
+        total = total * 2.0**bits + sums[:, limb]
+    return total * 2.0**-shift
 
 
 @dataclass(frozen=True)
@@ -46,29 +74,57 @@ class FixedPoint:
 
     def decode(self, limb_sums: torch.Tensor) -> torch.Tensor:
         """float64 values of limb sums, rounded once (deterministically)."""
-        sums = limb_sums.to(torch.float64)
-        return (sums[:, 0] * 2.0**LIMB_BITS + sums[:, 1]) * 2.0**-self.shift
+        return decode_limbs(limb_sums, LIMB_BITS, self.shift)
+
+    def fine_limbs(self) -> torch.Tensor:
+        """The same integers cut into MANTISSA_BITS / WEIGHTED_LIMB_BITS limbs of 13 bits
+        [n, 4] (float64, most significant first), for exact weighted sums."""
+        fixed = self.high.to(torch.int64) * 2**LIMB_BITS + self.low.to(torch.int64)
+        limbs = []
+        for _ in range(MANTISSA_BITS // WEIGHTED_LIMB_BITS - 1):
+            upper = torch.div(fixed, 2**WEIGHTED_LIMB_BITS, rounding_mode="floor")
+            limbs.append(fixed - upper * 2**WEIGHTED_LIMB_BITS)
+            fixed = upper
+        limbs.append(fixed)
+        return torch.stack(limbs[::-1], dim=1).to(torch.float64)
 
 
 @dataclass(frozen=True)
 class Quality:
-    """The training set's q, and q^2, ready for exact neighbour sums."""
+    """The training set's q, and q^2, ready for exact neighbour sums: `columns` [n, 5] (a one,
+    the limbs of q, the limbs of q^2) for counts and plain sums, `weighted_columns` [n, 9] (a
+    one, q and q^2 in 13-bit limbs) for similarity-weighted sums, and `raw` q in float64."""
 
     values: FixedPoint
     squares: FixedPoint
+    columns: torch.Tensor
+    weighted_columns: torch.Tensor
+    raw: torch.Tensor
 
     @classmethod
     def encode(cls, quality: torch.Tensor) -> Quality:
-        return cls(FixedPoint.encode(quality), FixedPoint.encode(quality * quality))
+        quality = quality.to(torch.float64)
+        return cls.of(FixedPoint.encode(quality), FixedPoint.encode(quality * quality), quality)
+
+    @classmethod
+    def of(cls, values: FixedPoint, squares: FixedPoint, raw: torch.Tensor) -> Quality:
+        ones = torch.ones_like(values.high)
+        columns = torch.stack([ones, values.high, values.low, squares.high, squares.low], dim=1)
+        weighted = torch.cat([ones[:, None], values.fine_limbs(), squares.fine_limbs()], dim=1)
+        return cls(values, squares, columns, weighted, raw)
 
     def block(self, start: int, stop: int) -> Quality:
-        return Quality(self.values.block(start, stop), self.squares.block(start, stop))
+        return Quality(
+            self.values.block(start, stop), self.squares.block(start, stop), self.columns[start:stop],
+            self.weighted_columns[start:stop], self.raw[start:stop],
+        )
 
     def to(self, device: torch.device) -> Quality:
         """The same limbs on `device` (a copy, so the same bits)."""
-        return Quality(
+        return Quality.of(
             FixedPoint(self.values.high.to(device), self.values.low.to(device), self.values.shift),
             FixedPoint(self.squares.high.to(device), self.squares.low.to(device), self.squares.shift),
+            self.raw.to(device),
         )
 
     @property
@@ -76,16 +132,39 @@ class Quality:
         return self.values.high.device
 
 
+ESTIMATORS = ("threshold", "topk")
+
+
 @dataclass(frozen=True)
 class Thresholds:
-    """The three settings of the neighbour model: tau, a (min_neighbors), b (max_fraction)."""
+    """The settings of the neighbour model: tau, a (min_neighbors), b (max_fraction) of the
+    paper's threshold rule; the weight power p (0: the plain mean); and which estimator uses
+    them: "threshold" (the paper's rule) or "topk" (the weighted mean of the top_k most similar
+    training texts, which ignores tau, a and b)."""
 
     tau: float
     min_neighbors: int
     max_fraction: float
+    power: float = 0.0
+    estimator: str = "threshold"
+    top_k: int | None = None
 
-    def as_dict(self) -> dict[str, float | int]:
-        return {"tau": self.tau, "min_neighbors": self.min_neighbors, "max_fraction": self.max_fraction}
+    def __post_init__(self) -> None:
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, not {self.estimator!r}")
+        if self.estimator == "topk" and (self.top_k is None or self.top_k < 1):
+            raise ValueError(f"the topk estimator needs top_k >= 1, not {self.top_k!r}")
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        """tau, a and b; p, the estimator and k only where they differ from the paper's model."""
+        settings: dict[str, float | int | str] = {
+            "tau": self.tau, "min_neighbors": self.min_neighbors, "max_fraction": self.max_fraction
+        }
+        if self.power:
+            settings["power"] = self.power
+        if self.estimator != "threshold":
+            settings.update(estimator=self.estimator, top_k=int(self.top_k or 0))
+        return settings
 
 
 @dataclass(frozen=True)
@@ -99,18 +178,31 @@ class TrainingSubset:
 
 @dataclass
 class NeighborStats:
-    """Per-candidate neighbour count and exact limb sums of q and q^2; additive across blocks."""
+    """Per-candidate neighbour count and exact limb sums of q and q^2; additive across blocks.
+
+    Weighted (power > 0): `weight` holds the sum of the quantised weights and the totals are
+    sums of weight x q in 13-bit limbs; unweighted, `weight` is None and the totals are plain
+    sums in 26-bit limbs."""
 
     count: torch.Tensor  # int64 [rows]
-    total: torch.Tensor  # int64 [rows, 2], limbs of sum q
-    total_sq: torch.Tensor  # int64 [rows, 2], limbs of sum q^2
+    total: torch.Tensor  # int64 [rows, limbs], limbs of sum (w) q
+    total_sq: torch.Tensor  # int64 [rows, limbs], limbs of sum (w) q^2
+    weight: torch.Tensor | None = None  # int64 [rows], sum of weights in 2^-20 units
+    power: float = 0.0
 
     @classmethod
-    def zeros(cls, rows: int, device: torch.device) -> NeighborStats:
-        def limbs() -> torch.Tensor:
-            return torch.zeros((rows, 2), dtype=torch.int64, device=device)
+    def zeros(cls, rows: int, device: torch.device, power: float = 0.0) -> NeighborStats:
+        width = 2 if power == 0 else MANTISSA_BITS // WEIGHTED_LIMB_BITS
 
-        return cls(torch.zeros(rows, dtype=torch.int64, device=device), limbs(), limbs())
+        def zeros(*shape: int) -> torch.Tensor:
+            return torch.zeros(shape, dtype=torch.int64, device=device)
+
+        return cls(zeros(rows), zeros(rows, width), zeros(rows, width),
+                   None if power == 0 else zeros(rows), float(power))
+
+    @property
+    def limb_bits(self) -> int:
+        return LIMB_BITS if self.weight is None else WEIGHTED_LIMB_BITS
 
     def add_tile(
         self,
@@ -126,15 +218,24 @@ class NeighborStats:
         is_neighbor = tile >= tau
         if excluded is not None:
             is_neighbor &= ~excluded
-        # One pass over the tile for everything: a column of ones counts the neighbours
-        # (exactly, as the limbs), so the tile is read once by a single matmul.
-        columns = [torch.ones_like(quality.values.high), quality.values.high, quality.values.low,
-                   quality.squares.high, quality.squares.low]
-        sums = (is_neighbor.to(torch.float64) @ torch.stack(columns, dim=1)).to(torch.int64)
-        rows = slice(first, first + sums.shape[0])
-        self.count[rows] += sums[:, 0]
-        self.total[rows] += sums[:, 1:3]
-        self.total_sq[rows] += sums[:, 3:5]
+        rows = slice(first, first + tile.shape[0])
+        if self.weight is None:
+            # One pass over the tile for everything: a column of ones counts the neighbours
+            # (exactly, as the limbs), so the tile is read once by a single matmul.
+            sums = (is_neighbor.to(torch.float64) @ quality.columns).to(torch.int64)
+            self.count[rows] += sums[:, 0]
+            self.total[rows] += sums[:, 1:3]
+            self.total_sq[rows] += sums[:, 3:5]
+            return
+        weights = torch.where(is_neighbor, quantised_weights(tile, self.power), 0.0)
+        width = self.total.shape[1]
+        self.count[rows] += is_neighbor.sum(dim=1)
+        for start in range(0, tile.shape[1], WEIGHTED_COLUMNS):
+            part = slice(start, start + WEIGHTED_COLUMNS)
+            sums = (weights[:, part] @ quality.weighted_columns[part]).to(torch.int64)
+            self.weight[rows] += sums[:, 0]
+            self.total[rows] += sums[:, 1 : 1 + width]
+            self.total_sq[rows] += sums[:, 1 + width :]
 
 
 class NeighborReduction:
@@ -153,28 +254,58 @@ class NeighborReduction:
         *,
         leave_one_out: bool = False,
         subset: TrainingSubset | None = None,
+        power: float = 0.0,
     ) -> None:
-        self.stats = NeighborStats.zeros(rows, quality.device)
+        self.stats = NeighborStats.zeros(rows, quality.device, power)
         self.quality = quality
         self.tau = tau
         self.leave_one_out = leave_one_out
         self.subset = subset
 
     def add(self, tile: Tile) -> None:
-        rows, columns = tile.values.shape
-        start, stop = tile.column, tile.column + columns
-        excluded = None
-        if self.leave_one_out and tile.row < stop and start < tile.row + rows:
-            device = tile.values.device
-            candidate = torch.arange(tile.row, tile.row + rows, device=device)
-            excluded = candidate[:, None] == torch.arange(start, stop, device=device)[None, :]
-        if self.subset is not None:
-            outside = ~self.subset.mask[None, start:stop]
-            excluded = outside if excluded is None else excluded | outside
+        start, stop = tile.column, tile.column + tile.values.shape[1]
+        excluded = excluded_pairs(tile, self.leave_one_out, self.subset)
         self.stats.add_tile(tile.values, self.quality.block(start, stop), self.tau, excluded, tile.row)
 
     def result(self) -> NeighborStats:
         return self.stats
+
+
+def excluded_pairs(tile: Tile, leave_one_out: bool, subset: TrainingSubset | None) -> torch.Tensor | None:
+    """Pairs of `tile` that may not be neighbours (bool [rows, columns]), None when all may:
+    leave-one-out, a text and itself (the tile's offsets say which pairs are the diagonal);
+    with a subset, training texts outside it."""
+    rows, columns = tile.values.shape
+    start, stop = tile.column, tile.column + columns
+    excluded = None
+    if leave_one_out and tile.row < stop and start < tile.row + rows:
+        device = tile.values.device
+        candidate = torch.arange(tile.row, tile.row + rows, device=device)
+        excluded = candidate[:, None] == torch.arange(start, stop, device=device)[None, :]
+    if subset is not None:
+        outside = ~subset.mask[None, start:stop].expand(rows, columns)
+        excluded = outside if excluded is None else excluded | outside
+    return excluded
+
+
+@dataclass(frozen=True)
+class Neighbors:
+    """The k most similar training texts of each candidate, most similar first (ties: lower
+    training index first): index -1 and NaN similarity and score where fewer than k exist."""
+
+    index: np.ndarray  # int64 [candidates, k]
+    similarity: np.ndarray  # float64 [candidates, k]
+    score: np.ndarray  # float64 [candidates, k], the training texts' known q
+
+    def rows(self, candidate: int) -> list[dict[str, float | int]]:
+        """One candidate's neighbours as records {index, similarity, score}."""
+        valid = self.index[candidate] >= 0
+        return [
+            {"index": int(index), "similarity": float(similarity), "score": float(score)}
+            for index, similarity, score in zip(
+                self.index[candidate][valid], self.similarity[candidate][valid], self.score[candidate][valid]
+            )
+        ]
 
 
 @dataclass(frozen=True)
@@ -185,6 +316,8 @@ class Prediction:
     num_neighbors: np.ndarray  # int64
     std: np.ndarray  # float64, spread of the neighbours' q; NaN where undefined
     covered: np.ndarray  # bool
+    estimator: str = "threshold"  # which estimator made the estimates: threshold or topk
+    neighbors: Neighbors | None = None  # with predict(return_neighbors=k)
 
     @property
     def coverage(self) -> float:
@@ -204,6 +337,8 @@ class TensorPrediction:
     num_neighbors: torch.Tensor  # int64
     std: torch.Tensor  # float64, NaN where undefined
     covered: torch.Tensor  # bool
+    estimator: str = "threshold"
+    neighbors: Neighbors | None = None
 
     def numpy(self) -> Prediction:
         return Prediction(
@@ -211,6 +346,8 @@ class TensorPrediction:
             num_neighbors=self.num_neighbors.cpu().numpy(),
             std=self.std.cpu().numpy(),
             covered=self.covered.cpu().numpy(),
+            estimator=self.estimator,
+            neighbors=self.neighbors,
         )
 
     def __len__(self) -> int:
@@ -247,11 +384,14 @@ def estimate_tensors(
     min_neighbors: int,
     max_fraction: float,
 ) -> TensorPrediction:
-    """`estimate` without leaving the device (no host copy, no sync)."""
+    """`estimate` without leaving the device (no host copy, no sync). Weighted statistics give
+    the weighted mean and the weighted spread."""
     covered = is_covered(stats.count, num_train, min_neighbors, max_fraction)
-    count = stats.count.to(torch.float64).clamp(min=1)
-    mean = quality.values.decode(stats.total) / count
-    variance = (quality.squares.decode(stats.total_sq) / count - mean * mean).clamp(min=0)
+    denominator = (stats.count if stats.weight is None else stats.weight).to(torch.float64).clamp(min=1)
+    bits = stats.limb_bits
+    mean = decode_limbs(stats.total, bits, quality.values.shift) / denominator
+    second = decode_limbs(stats.total_sq, bits, quality.squares.shift) / denominator
+    variance = (second - mean * mean).clamp(min=0)
     nan = torch.full_like(mean, float("nan"))
     return TensorPrediction(
         scores=torch.where(covered, mean, nan),

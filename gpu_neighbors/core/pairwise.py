@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core.neighbours import NeighborStats, Prediction, Quality, Thresholds, estimate
+from gpu_neighbors.core.topk import TopK, estimate_topk, rank_rows
 
 
 class PairwiseSimilarities:
@@ -33,15 +34,23 @@ class PairwiseSimilarities:
     def __len__(self) -> int:
         return int(self.scores.size)
 
-    def stats(self, rows: np.ndarray, columns: np.ndarray, tau: float) -> NeighborStats:
-        """Neighbour statistics of items `rows` among items `columns`; an item is never its
-        own neighbour."""
+    def stats(self, rows: np.ndarray, columns: np.ndarray, tau: float, power: float = 0.0) -> NeighborStats:
+        """Neighbour statistics of items `rows` among items `columns` (weighted by k^power when
+        power > 0); an item is never its own neighbour."""
         rows, columns = _indices(rows), _indices(columns)
         tile = self.matrix[np.ix_(rows, columns)]
         excluded = torch.as_tensor(rows[:, None] == columns[None, :])
-        result = NeighborStats.zeros(rows.size, torch.device("cpu"))
+        result = NeighborStats.zeros(rows.size, torch.device("cpu"), power)
         result.add_tile(tile, self.quality(columns), tau, excluded if excluded.any() else None)
         return result
+
+    def top(self, rows: np.ndarray, columns: np.ndarray, k: int) -> TopK:
+        """The k most similar of items `columns` for each of items `rows` (indices are positions
+        in `columns`), an item never its own neighbour: the scorer's `TopKReduction` order."""
+        rows, columns = _indices(rows), _indices(columns)
+        tile = self.matrix[np.ix_(rows, columns)].clone()
+        tile[torch.as_tensor(rows[:, None] == columns[None, :])] = -torch.inf
+        return rank_rows(tile, min(k, columns.size))
 
     def quality(self, columns: np.ndarray) -> Quality:
         """q of a training side, encoded as a scorer fitted on just those items encodes it."""
@@ -51,14 +60,25 @@ class PairwiseSimilarities:
         """Each of `items` scored by the other `items` (a scorer fitted on `items`, then its
         leave_one_out)."""
         items = _indices(items)
-        return self.estimate(self.stats(items, items, thresholds.tau), items, items.size - 1, thresholds)
+        return self._predict(items, items, items.size - 1, thresholds)
 
     def predict(self, test: np.ndarray, train: np.ndarray, thresholds: Thresholds) -> Prediction:
         """Items `test` scored against items `train` (a scorer fitted on `train`, then predict)."""
         test, train = _indices(test), _indices(train)
         if np.intersect1d(test, train).size:
             raise ValueError("test and training items overlap; use leave_one_out for that")
-        return self.estimate(self.stats(test, train, thresholds.tau), train, train.size, thresholds)
+        return self._predict(test, train, train.size, thresholds)
+
+    def _predict(self, test: np.ndarray, train: np.ndarray, num_train: int, thresholds: Thresholds) -> Prediction:
+        if thresholds.estimator == "topk":
+            k = int(thresholds.top_k or 1)
+            return self.estimate_top(self.top(test, train, k), train, k, thresholds.power)
+        stats = self.stats(test, train, thresholds.tau, thresholds.power)
+        return self.estimate(stats, train, num_train, thresholds)
+
+    def estimate_top(self, top: TopK, train: np.ndarray, k: int, power: float) -> Prediction:
+        """The top-k estimate from `top` (positions in `train`), reused across k and p."""
+        return estimate_topk(top, torch.as_tensor(self.scores[_indices(train)]), k, power).numpy()
 
     def estimate(
         self, stats: NeighborStats, train: np.ndarray, num_train: int, thresholds: Thresholds

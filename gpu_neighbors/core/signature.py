@@ -19,18 +19,28 @@ class Signature:
     max_fraction: float
     num_train: int
     version: str
+    estimator: str = "threshold"
+    power: float = 0.0
+    top_k: int | None = None
+    tuned: bool = False
+    selection: tuple[tuple[str, float], ...] | None = None  # kernel="auto": inner rho per kernel
 
     def fields(self) -> dict[str, str]:
-        """The settings as printed, in order; a and b are the paper's names."""
-        return {
-            "kernel": self.kernel,
-            **dict(self.kernel_settings),
-            "tau": f"{self.tau:g}",
-            "a": str(self.min_neighbors),
-            "b": f"{self.max_fraction:g}",
-            "n": str(self.num_train),
-            "version": self.version,
-        }
+        """The settings as printed, in order; a and b are the paper's names. The estimator, p, k,
+        whether the settings were tuned and the automatic kernel choice appear where used."""
+        fields = {"kernel": self.kernel, **dict(self.kernel_settings)}
+        if self.estimator == "topk":
+            fields.update(estimator="topk", k=str(self.top_k))
+        else:
+            fields.update(tau=f"{self.tau:g}", a=str(self.min_neighbors), b=f"{self.max_fraction:g}")
+        if self.power:
+            fields["p"] = f"{self.power:g}"
+        if self.tuned:
+            fields["tuned"] = "loo"
+        if self.selection is not None:
+            fields["auto"] = ",".join(f"{name}={rho:.3f}" for name, rho in self.selection)
+        fields.update(n=str(self.num_train), version=self.version)
+        return fields
 
     def __str__(self) -> str:
         return "|".join(f"{key}:{value}" for key, value in self.fields().items())

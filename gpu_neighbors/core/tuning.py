@@ -1,9 +1,11 @@
-"""Choose tau, a and b on a training set alone: inner leave-one-out over a grid.
+"""Choose tau, a and b (and the weight power p, or k of the top-k estimator) on a training set
+alone: inner leave-one-out over a grid.
 
 The paper picked tau = 0.08, a = 5, b = 0.66 by maximising Spearman's rho subject to a floor
 on coverage (40% there); this does the same search automatically for any data set and kernel.
-Every grid point is scored from one similarity pass: per tau the neighbour statistics are
-computed once, and all (a, b) pairs are ranked together (`correlation.spearman_rows`).
+Every grid point is scored from one similarity pass: per (tau, p) the neighbour statistics are
+computed once, and all (a, b) pairs are ranked together (`correlation.spearman_rows`); the
+top-k estimator ranks the training set once and reads every (k, p) from that ranking.
 """
 from __future__ import annotations
 
@@ -28,6 +30,12 @@ DEFAULT_MAX_FRACTIONS = (1.0, 0.66, 0.4, 0.2)
 # Neighbour shares (of all pairs) that the data-driven tau grid aims at: from a handful of
 # neighbours per item to most of the set.
 TAU_SHARES = tuple(np.geomspace(0.005, 0.8, 20))
+# Weight powers p of similarity weighting (k^p); 0 is the plain mean.
+SIMILARITY_POWERS = (1.0, 2.0, 4.0, 8.0)
+UNIFORM_POWERS = (0.0,)
+# k of the top-k estimator: from the nearest text to a thousand, capped at |S| - 1 in tuning.
+MAX_TOP_K = 1000
+DEFAULT_TOP_KS = (1, 2, 3, 5, 10, 20, 30, 50, 100, 200, 300, 500, 1000)
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,13 @@ class TuningGrid:
     taus: Sequence[float] | None = None
     min_neighbors: Sequence[int] = DEFAULT_MIN_NEIGHBORS
     max_fractions: Sequence[float] = DEFAULT_MAX_FRACTIONS
+    powers: Sequence[float] = UNIFORM_POWERS
+    top_ks: Sequence[int] = DEFAULT_TOP_KS
+
+    def k_values(self, num_train: int) -> list[int]:
+        """The grid's k that a training set of `num_train` texts can fill (at least one)."""
+        values = sorted({int(k) for k in self.top_ks if 1 <= k <= min(num_train, MAX_TOP_K)})
+        return values or [max(1, min(num_train, MAX_TOP_K))]
 
     def tau_values(self, similarities: np.ndarray, default_tau: float | None) -> np.ndarray:
         if self.taus is not None:
@@ -76,7 +91,7 @@ class TuningResult:
     feasible: bool
     settings_tried: int
 
-    def as_dict(self) -> dict[str, float | int | bool]:
+    def as_dict(self) -> dict[str, float | int | bool | str]:
         return {
             **self.thresholds.as_dict(),
             "inner_spearman": self.spearman,
@@ -94,29 +109,66 @@ def tune(
     grid: TuningGrid | None = None,
     min_coverage: float = DEFAULT_MIN_COVERAGE,
     default_tau: float | None = None,
+    estimator: str = "threshold",
+    base: Thresholds | None = None,
 ) -> TuningResult:
     """Best grid point for the training items `items` (all when None), judged by leave-one-out
-    among those items only: the highest rho with coverage >= min_coverage."""
+    among those items only: the highest rho with coverage >= min_coverage. `estimator="topk"`
+    searches k and p instead of tau, a, b and p (its tau, a and b stay those of `base`)."""
     if not 0.0 <= min_coverage <= 1.0:
         raise ValueError(f"min_coverage must be in [0, 1], not {min_coverage!r}")
     grid = grid or TuningGrid()
     items = np.arange(len(similarities)) if items is None else np.asarray(items, dtype=np.int64)
     if items.size < 3:
         raise ValueError(f"tuning needs at least 3 training items, got {items.size}")
-    a_values, b_values = grid.pairs()
+    if items.size != len(similarities) or np.any(items != np.arange(items.size)):
+        # one copy of the training block, so no grid point copies it again
+        similarities = PairwiseSimilarities(similarities.matrix[np.ix_(items, items)], similarities.scores[items])
+        items = np.arange(items.size)
     truth = similarities.scores[items]
+    if estimator == "topk":
+        return _tune_topk(similarities, items, truth, grid, min_coverage, base)
+    a_values, b_values = grid.pairs()
     taus = grid.tau_values(similarities.off_diagonal(items), default_tau)
-    rows: list[tuple[float, int, float, float, float]] = []  # (tau, a, b, rho, coverage), grid order
+    rows: list[tuple[Thresholds, float, float]] = []  # (setting, rho, coverage), grid order
     for tau in taus:
-        stats = similarities.stats(items, items, float(tau))
-        prediction = similarities.estimate(stats, items, items.size - 1, Thresholds(float(tau), 1, 1.0))
-        means = np.where(prediction.num_neighbors > 0, prediction.scores, np.nan)
-        covered = is_covered(
-            stats.count[None, :], items.size - 1,
-            torch.as_tensor(a_values)[:, None], torch.as_tensor(b_values)[:, None],
-        ).numpy()
-        rho, coverage = _score_masks(covered, means, truth)
-        rows.extend(zip([float(tau)] * a_values.size, a_values, b_values, rho, coverage))
+        for power in grid.powers:
+            stats = similarities.stats(items, items, float(tau), float(power))
+            prediction = similarities.estimate(
+                stats, items, items.size - 1, Thresholds(float(tau), 1, 1.0, float(power))
+            )
+            means = np.where(prediction.num_neighbors > 0, prediction.scores, np.nan)
+            covered = is_covered(
+                stats.count[None, :], items.size - 1,
+                torch.as_tensor(a_values)[:, None], torch.as_tensor(b_values)[:, None],
+            ).numpy()
+            rho, coverage = _score_masks(covered, means, truth)
+            rows.extend(
+                (Thresholds(float(tau), int(a), float(b), float(power)), float(r), float(c))
+                for a, b, r, c in zip(a_values, b_values, rho, coverage)
+            )
+    return _choose(rows, min_coverage)
+
+
+def _tune_topk(
+    similarities: PairwiseSimilarities,
+    items: np.ndarray,
+    truth: np.ndarray,
+    grid: TuningGrid,
+    min_coverage: float,
+    base: Thresholds | None,
+) -> TuningResult:
+    """Every (p, k) of the grid from one ranking of the training set (leave-one-out)."""
+    base = base or Thresholds(0.0, 1, 1.0)
+    ks = grid.k_values(items.size - 1)
+    top = similarities.top(items, items, max(ks))
+    rows: list[tuple[Thresholds, float, float]] = []
+    for power in grid.powers:
+        predictions = [similarities.estimate_top(top, items, k, float(power)) for k in ks]
+        rho = spearman_rows(np.stack([prediction.scores for prediction in predictions]), truth)
+        for k, r, prediction in zip(ks, rho, predictions):
+            setting = Thresholds(base.tau, base.min_neighbors, base.max_fraction, float(power), "topk", k)
+            rows.append((setting, float(r), prediction.coverage))
     return _choose(rows, min_coverage)
 
 
@@ -129,8 +181,8 @@ def _score_masks(covered: np.ndarray, means: np.ndarray, truth: np.ndarray) -> t
     return rho[inverse.ravel()], covered.mean(axis=1)
 
 
-def _choose(rows: list[tuple[float, int, float, float, float]], min_coverage: float) -> TuningResult:
-    table = np.array([(rho, coverage) for *_, rho, coverage in rows], dtype=np.float64)
+def _choose(rows: list[tuple[Thresholds, float, float]], min_coverage: float) -> TuningResult:
+    table = np.array([(rho, coverage) for _, rho, coverage in rows], dtype=np.float64)
     rho = np.where(np.isfinite(table[:, 0]), table[:, 0], -np.inf)
     feasible = (table[:, 1] >= min_coverage) & np.isfinite(table[:, 0])
     order = np.arange(len(rows))
@@ -139,13 +191,12 @@ def _choose(rows: list[tuple[float, int, float, float, float]], min_coverage: fl
         best = np.lexsort((order, -table[:, 1], -rho, ~feasible))[0]
     else:
         best = np.lexsort((order, -rho, -table[:, 1]))[0]
-    tau, a, b, spearman, coverage = rows[best]
+    thresholds, spearman, coverage = rows[best]
     return TuningResult(
-        thresholds=Thresholds(float(tau), int(a), float(b)),
+        thresholds=thresholds,
         spearman=float(spearman),
         coverage=float(coverage),
         min_coverage=min_coverage,
         feasible=bool(feasible.any()),
         settings_tried=len(rows),
     )
-

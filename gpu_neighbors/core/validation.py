@@ -18,6 +18,15 @@ import numpy as np
 import torch
 
 DEFAULT_MIN_COVERAGE = 0.8
+# Tuned by default from this many training texts; below, the paper's thresholds and a warning.
+MIN_TUNING_TEXTS = 50
+THRESHOLD_MODES = ("auto", "tuned", "paper")
+ESTIMATOR_NAMES = ("threshold", "topk")
+WEIGHTINGS = ("uniform", "similarity")
+DEFAULT_AUTO_KERNELS = ("bleu", "rouge", "bertscore")
+DEFAULT_TOP_K = 50
+MAX_TOP_K = 1000
+MAX_POWER = 64
 
 
 class NotFittedError(ValueError, AttributeError, RuntimeError):
@@ -88,11 +97,22 @@ def _is_weights(value: Any) -> bool:
     return all(non_negative.accepts(weight) for weight in value) and abs(math.fsum(value) - 1) <= 1e-6
 
 
+def _is_names(value: Any) -> bool:
+    return (
+        isinstance(value, (tuple, list)) and len(value) > 0
+        and all(isinstance(name, str) and name for name in value)
+    )
+
+
 def _is_tokenizer(value: Any) -> bool:
     return isinstance(value, str) or callable(getattr(value, "tokenize", None))
 
 
 BOOLEAN = instance_of(bool, np.bool_, description="True or False")
+
+
+def one_of(*values: str) -> Constraint:
+    return Constraint("one of " + ", ".join(values), lambda value: isinstance(value, str) and value in values)
 
 
 @dataclass(frozen=True)
@@ -148,10 +168,30 @@ SCORER_PARAMETERS = _table(
               "similarity kernel"),
     Parameter("tau", float, interval(), None, "similarity threshold", optional=True,
               none_means="the kernel's, from the paper"),
-    Parameter("min_neighbors", int, interval(1, integer=True), 5,
-              "a: fewest neighbours for an estimate", metavar="A"),
-    Parameter("max_fraction", float, interval(0, 1, closed="right"), 0.66,
-              "b: most neighbours, as a share of the training set", metavar="B"),
+    Parameter("min_neighbors", int, interval(1, integer=True), None,
+              "a: fewest neighbours for an estimate", optional=True,
+              none_means="tuned, else the paper's 5", metavar="A"),
+    Parameter("max_fraction", float, interval(0, 1, closed="right"), None,
+              "b: most neighbours, as a share of the training set", optional=True,
+              none_means="tuned, else the paper's 0.66", metavar="B"),
+    Parameter("thresholds", str, one_of(*THRESHOLD_MODES), "auto",
+              "auto: tune tau, a, b (and p, k) by leave-one-out on the training set when it has "
+              f">= {MIN_TUNING_TEXTS} texts and none is given, else the paper's; tuned: always; "
+              "paper: the paper's settings", metavar="MODE"),
+    Parameter("estimator", str, one_of(*ESTIMATOR_NAMES), "threshold",
+              "threshold: mean q of the neighbours within tau (the paper's rule); topk: weighted "
+              "mean q of the k most similar training texts"),
+    Parameter("weighting", str, one_of(*WEIGHTINGS), None,
+              "uniform: plain mean; similarity: weights k(x, s)^p", optional=True,
+              none_means="uniform for threshold, similarity for topk"),
+    Parameter("power", float, interval(0, MAX_POWER), None, "p of similarity weighting k^p",
+              optional=True, none_means="tuned, else 1", metavar="P"),
+    Parameter("top_k", int, interval(1, MAX_TOP_K, integer=True), None,
+              "k of the topk estimator (capped at the training set's size)", optional=True,
+              none_means=f"tuned, else {DEFAULT_TOP_K}", metavar="K"),
+    Parameter("kernels", tuple, Constraint("a non-empty list of kernel names", _is_names), DEFAULT_AUTO_KERNELS,
+              "with kernel auto: the kernels to choose from by inner leave-one-out on the training set",
+              metavar="K1,K2,..."),
     Parameter("device", str, instance_of(str, torch.device, description="a device name or torch.device"),
               "auto", "auto (CUDA when present), cpu, cuda, cuda:N"),
     Parameter("smoothing", str, instance_of(str, description="a smoothing name"), None,
@@ -163,6 +203,9 @@ SCORER_PARAMETERS = _table(
     Parameter("tokenizer", str, Constraint("a tokenizer name or an object with a tokenize method", _is_tokenizer),
               "whitespace", "a built-in tokenizer, or a Hugging Face tokenizer name or path"),
     Parameter("lowercase", bool, BOOLEAN, False, "fold case before tokenizing"),
+    Parameter("allow_download", bool, BOOLEAN, False,
+              "let a Hugging Face tokenizer or BERTScore model come from the hub; without it only "
+              "local folders and the Hugging Face cache are read (a folder's own code never runs)"),
     Parameter("kernel_options", dict, instance_of(Mapping, description="a mapping of keyword arguments"),
               None, "keyword arguments of the kernel (e.g. model and layer for BERTScore)",
               optional=True, none_means="none", cli=False),

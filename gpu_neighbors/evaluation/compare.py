@@ -50,6 +50,7 @@ def compare_kernels(
     for kernel in kernels:
         scorer = NeighborsScorer(
             kernel=kernel,
+            thresholds="paper",  # the paper's Table 1: its settings, never tuned on all items
             tau=taus.get(kernel),
             kernel_options=(kernel_options or {}).get(kernel),
             **scorer_options,
@@ -64,6 +65,7 @@ def compare_kernels(
 COLUMNS = ("model", "tau", "mse", "spearman", "spearman_low", "spearman_high", "spearman_p", "coverage", "n", "seconds")
 
 
-def comparison_table(rows: Sequence[ComparisonRow]) -> str:
-    """The rows as a markdown table (rho with its bootstrap 95% interval and p-value)."""
-    return markdown_table([row.as_dict() for row in rows], COLUMNS)
+def comparison_table(rows: Sequence[ComparisonRow], extra: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The rows (and `extra` rows as dicts: baselines) as a markdown table (rho with its
+    bootstrap 95% interval and p-value)."""
+    return markdown_table([row.as_dict() for row in rows] + [dict(row) for row in extra], COLUMNS)

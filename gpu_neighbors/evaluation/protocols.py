@@ -93,7 +93,8 @@ def cross_validate(
 ) -> CrossValidation:
     """Score each fold's test items from the other folds. With `tune_thresholds`, tau/a/b are
     chosen by inner leave-one-out on each training fold alone (`thresholds.tau` joins the tau
-    grid); otherwise `thresholds` are used throughout. `folds=None` is leave-one-out."""
+    grid; `thresholds.estimator` says which estimator is tuned, `grid` its p and k); otherwise
+    `thresholds` are used throughout. `folds=None` is leave-one-out."""
     num_items = len(similarities)
     everything = np.arange(num_items)
     if folds is None and not tune_thresholds:
@@ -113,7 +114,8 @@ def cross_validate(
         tuning = None
         used = thresholds
         if tune_thresholds:
-            tuning = tune(similarities, train, grid=grid, min_coverage=min_coverage, default_tau=thresholds.tau)
+            tuning = tune(similarities, train, grid=grid, min_coverage=min_coverage, default_tau=thresholds.tau,
+                          estimator=thresholds.estimator, base=thresholds)
             used = tuning.thresholds
         part = similarities.predict(test, train, used)
         scores[test], neighbours[test], spread[test], covered[test] = (
@@ -150,17 +152,18 @@ def cross_task(
     test_texts: Sequence[str],
     test_scores: Sequence[float] | np.ndarray,
     *,
-    tune_thresholds: bool = False,
+    tune_thresholds: bool | None = None,
     min_coverage: float = DEFAULT_MIN_COVERAGE,
     resamples: int = RESAMPLES,
 ) -> CrossTask:
-    """Fit on the training task only (tuning, if asked, sees only it), score the test task."""
+    """Fit on the training task only (tuning, as asked or as the scorer's `thresholds` say,
+    sees only it), score the test task."""
     scorer.fit(train_texts, train_scores, tune=tune_thresholds, min_coverage=min_coverage)
     prediction = scorer.predict(test_texts)
     return CrossTask(
         prediction,
         agreement(prediction, test_scores, resamples=resamples),
-        scorer.thresholds,
+        scorer.thresholds_,
         scorer.tuning_,
     )
 

@@ -174,7 +174,7 @@ def build_report(
         except Exception as error:  # any kernel failure becomes a note in the report
             report.failures[spec.label] = f"{type(error).__name__}: {error}"
             continue
-        thresholds = scorer.thresholds
+        thresholds = scorer.thresholds_
         report.kernels.append(
             KernelResult(
                 spec, scorer.signature, similarities, thresholds,
@@ -225,7 +225,7 @@ def implementation_scan(
             scorer = make_scorer(spec)
             scorer.min_neighbors, scorer.max_fraction = 5, 0.66  # the paper's, whatever the factory's
             similarities = scorer.fit_pairwise(data.texts, data.scores)
-            result = cross_validate(similarities, scorer.thresholds, folds=None, resamples=resamples).agreement
+            result = cross_validate(similarities, scorer.thresholds_, folds=None, resamples=resamples).agreement
             rows.append({"tokenizer": tokenizer, "smoothing": smoothing, **result.as_dict()})
             if (tokenizer, smoothing) == ("whitespace", "add1"):
                 sharing = (similarities.matrix.numpy() > 0).sum(axis=1) - 1  # minus the item itself

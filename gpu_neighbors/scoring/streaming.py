@@ -72,6 +72,8 @@ def score_file(
     file_format: str | None = None,
     quoting: str = "none",
     max_chars: int = DEFAULT_MAX_CHARS,
+    explain: int = 0,
+    train_texts: list[str] | None = None,
 ) -> RunSummary:
     """Scores every candidate of `candidates` with a fitted `scorer` into JSONL `output`.
 
@@ -81,6 +83,8 @@ def score_file(
     `skip_bad` goes to `rejects`. `header` adds settings that must match on resume.
     `score_batches` scores the batches elsewhere (e.g. on a Ray cluster); default: this process.
     `overwrite` allows replacing a finished output (only once the new run completes).
+    `explain` > 0 adds each candidate's most similar training texts to its row ("neighbors":
+    [{index, similarity, score}], with "text" when `train_texts` are given).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
@@ -92,6 +96,7 @@ def score_file(
         "text_field": text_field,
         "skip_bad": skip_bad,  # rejected records take no index, so skipping shifts every row
         **(header or {}),
+        **({"explain": explain} if explain else {}),
     }
     started = time.perf_counter()
     with ResultWriter(output, resume=resume, header=settings, overwrite=overwrite) as writer:
@@ -103,10 +108,11 @@ def score_file(
                              enabled=progress) as bar:
             batches = _pending_batches(stream, batch_size, already, consumed, expected, candidates)
             pending = _read_ahead(batches, READ_AHEAD)
-            for batch, prediction in (score_batches or score_each)(scorer, pending):
+            score = score_batches or (score_each if not explain else _explaining(explain))
+            for batch, prediction in score(scorer, pending):
                 for candidate in batch:
                     _digest_text(consumed, candidate.text)
-                writer.write_many(_rows(batch, prediction),
+                writer.write_many(_rows(batch, prediction, train_texts),
                                   checkpoint={CANDIDATES_DIGEST: consumed.hexdigest()})
                 bar.update(batch[-1].index + 1 + stream.rejected - bar.n)
     return RunSummary(
@@ -131,6 +137,15 @@ def score_each(
     """The one-process batch scorer: each batch in turn, in this process."""
     for batch in batches:
         yield batch, scorer.predict([candidate.text for candidate in batch])
+
+
+def _explaining(neighbors: int) -> BatchScorer:
+    """`score_each` that also asks for each candidate's `neighbors` most similar training texts."""
+    def score(scorer: NeighborsScorer, batches: Iterable[list[Candidate]]) -> Iterator[tuple[list[Candidate], Prediction]]:
+        for batch in batches:
+            yield batch, scorer.predict([candidate.text for candidate in batch], return_neighbors=neighbors)
+
+    return score
 
 
 CANDIDATES_DIGEST = "candidates_sha256"  # of the texts written so far, in the progress record
@@ -212,13 +227,22 @@ def _read_ahead(batches: Iterator[list[Candidate]], depth: int) -> Iterator[list
         reader.join()
 
 
-def _rows(batch: list[Candidate], prediction: Prediction) -> Iterator[dict[str, Any]]:
+def _rows(
+    batch: list[Candidate], prediction: Prediction, train_texts: list[str] | None = None
+) -> Iterator[dict[str, Any]]:
     scores, counts, spreads = prediction.scores.tolist(), prediction.num_neighbors.tolist(), prediction.std.tolist()
-    for candidate, score, count, spread in zip(batch, scores, counts, spreads):
-        yield {
+    for position, (candidate, score, count, spread) in enumerate(zip(batch, scores, counts, spreads)):
+        row = {
             "index": candidate.index,
             "text": candidate.text,
             "score": None if score != score else score,
             "num_neighbors": count,
             "std": None if spread != spread else spread,
+            "estimator": prediction.estimator,
         }
+        if prediction.neighbors is not None:
+            row["neighbors"] = [
+                {**neighbor, "text": train_texts[int(neighbor["index"])]} if train_texts is not None else neighbor
+                for neighbor in prediction.neighbors.rows(position)
+            ]
+        yield row

@@ -31,7 +31,7 @@ def test_score_writes_one_line_per_candidate_in_order(tmp_path, train_file, huse
     rows = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
     assert [row["index"] for row in rows] == list(range(len(texts)))
     assert [row["text"] for row in rows] == texts
-    assert set(rows[0]) == {"index", "text", "score", "num_neighbors", "std"}
+    assert set(rows[0]) == {"index", "text", "score", "num_neighbors", "std", "estimator"}
     expected = NeighborsScorer().fit(huse_texts[:120], huse_scores[:120]).predict(texts)
     for row, score, count in zip(rows, expected.scores, expected.num_neighbors):
         assert row["num_neighbors"] == count
@@ -40,9 +40,9 @@ def test_score_writes_one_line_per_candidate_in_order(tmp_path, train_file, huse
 
 
 def test_evaluate_json_matches_the_library(tmp_path, train_file, huse_texts, huse_scores, capsys):
-    assert main(["evaluate", "--data", str(train_file), "--json", "--smoothing", "add1"]) == 0
+    assert main(["evaluate", "--data", str(train_file), "--json", "--smoothing", "add1", "--paper-thresholds"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    prediction = NeighborsScorer(smoothing="add1").fit(huse_texts[:120], huse_scores[:120]).leave_one_out()
+    prediction = NeighborsScorer(smoothing="add1", thresholds="paper").fit(huse_texts[:120], huse_scores[:120]).leave_one_out()
     expected = agreement(prediction, huse_scores[:120])
     assert printed["kernel"] == "bleu" and printed["n"] == 120
     for key in ("mse", "spearman", "pearson", "coverage"):

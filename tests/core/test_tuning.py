@@ -92,7 +92,7 @@ def test_fit_with_tune_predicts_with_the_chosen_thresholds(huse_texts, huse_scor
     tuned = NeighborsScorer(device="cpu").fit(texts, scores, tune=True, min_coverage=0.5)
     chosen = tuned.tuning_.thresholds
     assert (tuned.tau_, tuned.min_neighbors_, tuned.max_fraction_) == (chosen.tau, chosen.min_neighbors, chosen.max_fraction)
-    assert (tuned.tau, tuned.min_neighbors, tuned.max_fraction) == (None, 5, 0.66)  # constructor untouched
+    assert (tuned.tau, tuned.min_neighbors, tuned.max_fraction) == (None, None, None)  # constructor untouched
     assert tuned.tuning_.coverage >= 0.5
     fixed = NeighborsScorer(
         tau=chosen.tau, min_neighbors=chosen.min_neighbors, max_fraction=chosen.max_fraction, device="cpu"
@@ -101,7 +101,7 @@ def test_fit_with_tune_predicts_with_the_chosen_thresholds(huse_texts, huse_scor
     np.testing.assert_array_equal(tuned.predict(candidates).scores, fixed.predict(candidates).scores)
     np.testing.assert_array_equal(tuned.leave_one_out().scores, fixed.leave_one_out().scores)
     assert f"a:{chosen.min_neighbors}|" in str(tuned.signature)
-    refit = tuned.fit(texts, scores)  # without tune: back to the constructor's thresholds
+    refit = tuned.fit(texts, scores, tune=False)  # without tune: back to the paper's thresholds
     assert (refit.tau_, refit.min_neighbors_, refit.max_fraction_, refit.tuning_) == (0.08, 5, 0.66, None)
 
 
@@ -123,7 +123,7 @@ def test_nested_tuning_never_sees_the_test_items(huse_texts, huse_scores):
         # and the fold equals a scorer tuned by fit() on the training fold alone
         train = np.setdiff1d(np.arange(24), fold.test)
         refit = NeighborsScorer(device="cpu").fit([texts[i] for i in train], scores[train], tune=True, min_coverage=0.5)
-        assert refit.thresholds == fold.thresholds
+        assert refit.thresholds_ == fold.thresholds
         direct = refit.predict([texts[i] for i in fold.test])
         np.testing.assert_array_equal(result.prediction.scores[fold.test], direct.scores)
 

@@ -35,7 +35,8 @@ def fit(**settings):
 
 
 def test_every_numeric_setting_refuses_booleans():
-    assert set(NUMERIC) == {"tau", "min_neighbors", "max_fraction", "memory_budget", "chunk_size", "min_coverage"}
+    assert set(NUMERIC) == {"tau", "min_neighbors", "max_fraction", "power", "top_k", "memory_budget", "chunk_size",
+                            "min_coverage"}
     for name in NUMERIC:
         for flag in (True, False):
             with pytest.raises(ParameterError, match=rf"^{name} must be .*, not {flag}$"):
@@ -104,7 +105,7 @@ def test_cli_options_come_from_the_table():
             if parameter.type is not bool:  # a flag's default is off
                 shown = parameter.none_means if parameter.default is None else None
                 assert "(default: " in action.help and (shown is None or f"(default: {shown})" in action.help)
-    assert "(default: 0.66)" in _options("score")["--max-fraction"].help
+    assert "(default: tuned, else the paper's 0.66)" in _options("score")["--max-fraction"].help
     assert "(default: 0 1)" in _options("score")["--score-range"].help
     assert _options("report")["--min-coverage"].default == PARAMETERS["min_coverage"].default
     assert "--kernel" not in _options("compare") and _options("compare")["--tau"].dest == "kernel_taus"

@@ -184,7 +184,7 @@ SETTINGS = dict(tau=0.12, min_neighbors=1, max_fraction=0.5, device="cpu")
 def real(huse_texts, huse_scores):
     texts, scores = huse_texts[:40], np.asarray(huse_scores[:40])
     scorer = NeighborsScorer(**SETTINGS)
-    return texts, scores, scorer.fit_pairwise(texts, scores), scorer.thresholds
+    return texts, scores, scorer.fit_pairwise(texts, scores), scorer.thresholds_
 
 
 def test_leave_one_out_pass_equals_the_scorer(real):

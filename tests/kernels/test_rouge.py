@@ -172,7 +172,7 @@ def test_scorer_results_do_not_depend_on_chunk_size(huse_texts, huse_scores, lea
 
 
 def test_scorer_similarity_is_rouge_score(huse_texts, huse_scores):
-    scorer = NeighborsScorer(kernel="rouge", device="cpu", chunk_size=11, memory_budget=30_000)
+    scorer = NeighborsScorer(kernel="rouge", device="cpu", chunk_size=11, memory_budget=30_000, thresholds="paper")
     scorer.fit(huse_texts[:50], huse_scores[:50])
     assert scorer.tau_ == 0.06 and "tok:whitespace" in str(scorer.signature)
     reference = rouge_score_matrix(scorer.kernel_, huse_texts[150:], huse_texts[:50])

@@ -26,7 +26,7 @@ def candidates(huse_texts) -> list[str]:
 
 
 def fitted(tokenizer, huse_texts, huse_scores) -> NeighborsScorer:
-    return NeighborsScorer(tokenizer=tokenizer, device="cpu").fit(
+    return NeighborsScorer(tokenizer=tokenizer, device="cpu", thresholds="paper").fit(
         huse_texts[:TRAIN_SIZE], huse_scores[:TRAIN_SIZE]
     )
 
@@ -66,7 +66,7 @@ def test_a_subsample_scores_like_a_scorer_fitted_on_that_subset(tokenizer, huse_
     for _ in range(3):  # three calls, three fresh subsets
         keep = twin.draw_subset(0.4, 11, torch.device("cpu")).mask.numpy()
         assert keep.sum() == round(0.4 * TRAIN_SIZE)
-        subset = NeighborsScorer(tokenizer=tokenizer, device="cpu").fit(
+        subset = NeighborsScorer(tokenizer=tokenizer, device="cpu", thresholds="paper").fit(
             [text for text, kept in zip(train, keep) if kept], quality[keep]
         )
         prediction = subset.predict(candidates)

@@ -1,0 +1,149 @@
+"""The k most similar training texts of each candidate, as a running reduction of the one tile
+loop, and the top-k estimator built on them.
+
+Each tile is merged at once into a [rows, k] buffer of the best similarities so far and their
+training indices, ordered by similarity (highest first) and, on equal similarity, by training
+index (lowest first). That order is a total order on (similarity, index), so the buffer after
+the last tile is the same whatever the chunk size, block size or order of tiles.
+
+The top-k estimate is the similarity-weighted mean of q over the k most similar training texts
+(weights k(x, s)^p quantised as for weighted neighbours; p = 0 is the plain mean), counting
+only texts with a positive similarity: it exists for every candidate with any similar training
+text. The sum runs over the k selected texts in their fixed order, so it is deterministic too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import torch
+
+from gpu_neighbors.core.neighbours import (
+    Neighbors,
+    TensorPrediction,
+    TrainingSubset,
+    excluded_pairs,
+    quantised_weights,
+)
+from gpu_neighbors.core.tiling import Reduction, Tile
+
+NO_INDEX = -1
+First = TypeVar("First")
+Second = TypeVar("Second")
+
+
+@dataclass
+class TopK:
+    """Best similarities [rows, k] (float64, -inf where none) and their training indices
+    (int64, NO_INDEX where none), best first."""
+
+    similarity: torch.Tensor
+    index: torch.Tensor
+
+    def first(self, k: int) -> TopK:
+        return TopK(self.similarity[:, :k], self.index[:, :k])
+
+    def neighbors(self, quality: torch.Tensor) -> Neighbors:
+        """As numpy records for the host: index, similarity and the training texts' q."""
+        valid = self.index >= 0
+        index = torch.where(valid, self.index, NO_INDEX)
+        score = torch.where(valid, quality[self.index.clamp(min=0)], float("nan"))
+        similarity = torch.where(valid, self.similarity, float("nan"))
+        return Neighbors(index.cpu().numpy(), similarity.cpu().numpy(), score.cpu().numpy())
+
+
+def merge_top(similarity: torch.Tensor, index: torch.Tensor, k: int) -> TopK:
+    """The first k of each row of (similarity, index) [rows, n] in the order similarity
+    descending, index ascending: two stable sorts, the second one by similarity."""
+    by_index = torch.sort(index, dim=1, stable=True)
+    similarity = torch.gather(similarity, 1, by_index.indices)
+    by_similarity = torch.sort(similarity, dim=1, descending=True, stable=True)
+    order = by_similarity.indices[:, :k]
+    return TopK(by_similarity.values[:, :k], torch.gather(by_index.values, 1, order))
+
+
+def rank_rows(similarity: torch.Tensor, k: int) -> TopK:
+    """The top k of each row of a whole matrix [rows, n] (columns are training indices 0..n-1)
+    with the reduction's order; -inf entries are no neighbours."""
+    index = torch.arange(similarity.shape[1], dtype=torch.int64).expand_as(similarity)
+    top = merge_top(similarity.to(torch.float64), index, k)
+    top.index = torch.where(torch.isinf(top.similarity), NO_INDEX, top.index)
+    return top
+
+
+class TopKReduction:
+    """The k most similar training texts of candidate rows 0..rows-1, tile by tile.
+    leave_one_out and subset exclude pairs as `NeighborReduction` does."""
+
+    def __init__(
+        self,
+        rows: int,
+        k: int,
+        device: torch.device,
+        *,
+        leave_one_out: bool = False,
+        subset: TrainingSubset | None = None,
+    ) -> None:
+        self.k = k
+        self.top = TopK(
+            torch.full((rows, k), -torch.inf, dtype=torch.float64, device=device),
+            torch.full((rows, k), torch.iinfo(torch.int64).max, dtype=torch.int64, device=device),
+        )
+        self.leave_one_out = leave_one_out
+        self.subset = subset
+
+    def add(self, tile: Tile) -> None:
+        rows, columns = tile.values.shape
+        similarity = tile.values.to(torch.float64)
+        excluded = excluded_pairs(tile, self.leave_one_out, self.subset)
+        if excluded is not None:
+            similarity = similarity.masked_fill(excluded, -torch.inf)
+        index = torch.arange(tile.column, tile.column + columns, device=similarity.device).expand(rows, columns)
+        part = slice(tile.row, tile.row + rows)
+        merged = merge_top(
+            torch.cat([self.top.similarity[part], similarity], dim=1),
+            torch.cat([self.top.index[part], index], dim=1),
+            self.k,
+        )
+        self.top.similarity[part], self.top.index[part] = merged.similarity, merged.index
+
+    def result(self) -> TopK:
+        excluded = torch.isinf(self.top.similarity)
+        return TopK(self.top.similarity, self.top.index.masked_fill(excluded, NO_INDEX))
+
+
+class Both(Generic[First, Second]):
+    """Two reductions fed the same tiles (an estimate and the neighbours shown with it)."""
+
+    def __init__(self, first: Reduction[First], second: Reduction[Second]) -> None:
+        self.first, self.second = first, second
+
+    def add(self, tile: Tile) -> None:
+        self.first.add(tile)
+        self.second.add(tile)
+
+    def result(self) -> tuple[First, Second]:
+        return self.first.result(), self.second.result()
+
+
+def estimate_topk(top: TopK, quality: torch.Tensor, k: int, power: float) -> TensorPrediction:
+    """Similarity-weighted mean (and spread) of q over the first k of `top` with a positive
+    similarity; undefined (NaN) where there is none. `quality` is q of the training set (float64,
+    on the device of `top`)."""
+    top = top.first(k)
+    positive = (top.index >= 0) & (top.similarity > 0)
+    weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)
+    q = torch.where(positive, quality[top.index.clamp(min=0)], 0.0)
+    total = weights.sum(dim=1)
+    defined = total > 0
+    denominator = total.clamp(min=1.0)
+    mean = (weights * q).sum(dim=1) / denominator
+    variance = ((weights * q * q).sum(dim=1) / denominator - mean * mean).clamp(min=0)
+    nan = torch.full_like(mean, float("nan"))
+    return TensorPrediction(
+        scores=torch.where(defined, mean, nan),
+        num_neighbors=positive.sum(dim=1),
+        std=torch.where(defined, variance.sqrt(), nan),
+        covered=defined,
+        estimator="topk",
+    )

@@ -1,0 +1,198 @@
+"""Issue 13: weighted neighbours, the top-k estimator, neighbours shown, tuned by default and the
+automatic kernel choice, each against a brute-force reference on small data."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.core.neighbours import WEIGHT_BITS, Thresholds
+from gpu_neighbors.core.pairwise import PairwiseSimilarities
+from gpu_neighbors.core.tuning import TuningGrid, tune
+from gpu_neighbors.core.validation import ParameterError
+
+TEXTS = [
+    "the cat sat on the mat", "the cat sat on a mat", "a dog sat on the mat", "the dog ran in the park",
+    "a cat ran in the park", "the bird sang in the tree", "a bird sang on the mat", "the cat sang a song",
+    "dogs and cats sat together", "the park was green and quiet", "a quiet cat in a green park",
+    "the mat was red", "birds sat in the tree", "the dog sang", "cats ran", "a red mat on the floor",
+]
+SCORES = np.linspace(0.05, 0.95, len(TEXTS))[np.random.default_rng(3).permutation(len(TEXTS))]
+
+
+def quantised(similarity: np.ndarray, power: float) -> np.ndarray:
+    if power == 0:
+        return np.ones_like(similarity)
+    return np.maximum(np.round(np.clip(similarity, 0, 1) ** power * 2.0**WEIGHT_BITS), 1)
+
+
+def brute_threshold(matrix: np.ndarray, tau: float, a: int, b: float, power: float, num_train: int) -> np.ndarray:
+    """Weighted mean of q over neighbours, row by row, with Python floats."""
+    out = []
+    for row in matrix:
+        chosen = [j for j, value in enumerate(row) if value >= tau]
+        if not a <= len(chosen) <= b * num_train:
+            out.append(np.nan)
+            continue
+        weights = quantised(row[chosen], power)
+        out.append(float(np.dot(weights, SCORES[chosen]) / weights.sum()))
+    return np.array(out)
+
+
+def brute_topk(matrix: np.ndarray, k: int, power: float) -> tuple[np.ndarray, list[list[int]]]:
+    """Sort each row by (similarity desc, index asc), keep k, weighted mean over positive ones."""
+    out, tops = [], []
+    for row in matrix:
+        order = sorted(range(len(row)), key=lambda j: (-row[j], j))[:k]
+        tops.append(order)
+        chosen = [j for j in order if row[j] > 0]
+        if not chosen:
+            out.append(np.nan)
+            continue
+        weights = quantised(row[chosen], power)
+        out.append(float(np.dot(weights, SCORES[chosen]) / weights.sum()))
+    return np.array(out), tops
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    scorer = NeighborsScorer(device="cpu", thresholds="paper", weighting="similarity", power=2.0, tau=0.05)
+    scorer.fit(TEXTS[:10], SCORES[:10])
+    return scorer, scorer.similarity(TEXTS[10:]).numpy()
+
+
+def test_weighted_threshold_matches_brute_force(fitted):
+    scorer, matrix = fitted
+    prediction = scorer.predict(TEXTS[10:])
+    expected = brute_threshold(matrix, 0.05, 5, 0.66, 2.0, 10)
+    np.testing.assert_allclose(prediction.scores, expected, rtol=1e-12, equal_nan=True)
+    assert prediction.estimator == "threshold"
+
+
+def test_topk_matches_brute_force_and_neighbours_are_the_top(fitted):
+    scorer, matrix = fitted
+    top = NeighborsScorer(device="cpu", estimator="topk", top_k=3, power=1.0).fit(TEXTS[:10], SCORES[:10])
+    prediction = top.predict(TEXTS[10:], return_neighbors=4)
+    expected, order = brute_topk(matrix, 3, 1.0)
+    np.testing.assert_allclose(prediction.scores, expected, rtol=1e-12, equal_nan=True)
+    assert prediction.estimator == "topk"
+    _, order4 = brute_topk(matrix, 4, 1.0)
+    assert prediction.neighbors is not None
+    assert prediction.neighbors.index.tolist() == order4
+    np.testing.assert_array_equal(prediction.neighbors.score, SCORES[:10][np.array(order4)])
+
+
+def test_ties_go_to_the_lower_training_index():
+    scorer = NeighborsScorer(device="cpu", estimator="topk", top_k=2, power=0.0)
+    scorer.fit(["a b c", "x y z", "a b c", "a b c"], [0.1, 0.2, 0.3, 0.4])
+    prediction = scorer.predict(["a b c"], return_neighbors=2)
+    assert prediction.neighbors is not None
+    assert prediction.neighbors.index.tolist() == [[0, 2]]
+    assert prediction.scores[0] == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("settings", [
+    {"weighting": "similarity", "power": 3.0, "tau": 0.02, "min_neighbors": 1},
+    {"estimator": "topk", "top_k": 5, "power": 2.0},
+])
+def test_bit_identical_for_every_chunk_block_and_order(settings):
+    reference = NeighborsScorer(device="cpu", **settings).fit(TEXTS, SCORES).leave_one_out()
+    for chunk, budget in [(1, 8 * 64 * 3), (3, 8 * 64 * 5), (7, 1 << 20)]:
+        other = NeighborsScorer(device="cpu", chunk_size=chunk, memory_budget=budget, **settings)
+        result = other.fit(TEXTS, SCORES).leave_one_out()
+        assert result.scores.tobytes() == reference.scores.tobytes()
+        assert result.std.tobytes() == reference.std.tobytes()
+    # candidates in another order: each row's estimate is the same bits
+    order = np.random.default_rng(0).permutation(len(TEXTS))
+    scorer = NeighborsScorer(device="cpu", chunk_size=2, **settings).fit(TEXTS, SCORES)
+    direct = scorer.predict(TEXTS)
+    shuffled = scorer.predict([TEXTS[i] for i in order])
+    assert shuffled.scores.tobytes() == direct.scores[order].tobytes()
+
+
+def test_weighted_sums_do_not_depend_on_block_order():
+    """The reduction itself: tiles in reverse order give the same limb sums."""
+    from gpu_neighbors.core.neighbours import NeighborReduction, Quality
+    from gpu_neighbors.core.tiling import Tile
+
+    rng = np.random.default_rng(1)
+    matrix = torch.as_tensor(rng.random((6, 40)))
+    quality = Quality.encode(torch.as_tensor(rng.random(40)))
+    sums = []
+    for blocks in ([(0, 40)], [(0, 13), (13, 29), (29, 40)], [(29, 40), (0, 13), (13, 29)]):
+        reduction = NeighborReduction(6, quality, 0.3, power=1.7)
+        for start, stop in blocks:
+            reduction.add(Tile(matrix[:, start:stop], 0, start))
+        stats = reduction.result()
+        sums.append((stats.total.tolist(), stats.total_sq.tolist(), stats.weight.tolist()))
+    assert sums[0] == sums[1] == sums[2]
+
+
+def test_return_neighbors_larger_than_the_training_set_returns_all():
+    scorer = NeighborsScorer(device="cpu", thresholds="paper").fit(TEXTS[:6], SCORES[:6])
+    prediction = scorer.predict(["the cat"], return_neighbors=50)
+    assert prediction.neighbors is not None and prediction.neighbors.index.shape == (1, 6)
+    assert sorted(prediction.neighbors.index[0].tolist()) == list(range(6))
+    with pytest.raises(ValueError, match="return_neighbors"):
+        scorer.predict(["x"], return_neighbors=0)
+
+
+def test_tuning_finds_the_setting_solvable_by_hand():
+    """Two clusters: within a cluster similarity 0.9, across 0.1, and q is the cluster's level
+    plus noise; only tau above 0.1 gives neighbours of the same cluster, so rho is highest there."""
+    rng = np.random.default_rng(0)
+    labels = np.repeat([0, 1], 10)
+    matrix = np.where(labels[:, None] == labels[None, :], 0.9, 0.1)
+    scores = 0.3 + 0.4 * labels + rng.normal(0, 0.01, 20)
+    result = tune(PairwiseSimilarities(matrix, scores), grid=TuningGrid(taus=[0.05, 0.5], min_neighbors=[1],
+                                                                       max_fractions=[1.0]))
+    assert result.thresholds.tau == 0.5 and result.coverage == 1.0
+    top = tune(PairwiseSimilarities(matrix, scores), estimator="topk",
+               grid=TuningGrid(top_ks=[9, 19], powers=[0.0]))
+    assert top.thresholds.top_k == 9  # the own cluster; 19 mixes both clusters equally
+
+
+def test_tuned_by_default_from_50_texts_and_paper_below(huse_texts, huse_scores):
+    tuned = NeighborsScorer(device="cpu").fit(huse_texts[:60], huse_scores[:60])
+    assert tuned.tuning_ is not None and "tuned:loo" in str(tuned.signature)
+    paper = NeighborsScorer(device="cpu", thresholds="paper").fit(huse_texts[:60], huse_scores[:60])
+    assert paper.tuning_ is None and paper.thresholds_ == Thresholds(0.08, 5, 0.66)
+    given = NeighborsScorer(device="cpu", tau=0.08).fit(huse_texts[:60], huse_scores[:60])
+    assert given.tuning_ is None
+    with pytest.warns(UserWarning, match="fewer than 50"):
+        small = NeighborsScorer(device="cpu").fit(huse_texts[:49], huse_scores[:49])
+    assert small.thresholds_ == Thresholds(0.08, 5, 0.66)
+
+
+def test_auto_kernel_picks_the_best_inner_rho_and_signs_it(huse_texts, huse_scores):
+    scorer = NeighborsScorer(device="cpu", kernel="auto", kernels=("bleu", "rouge"), estimator="topk")
+    scorer.fit(huse_texts[:80], huse_scores[:80])
+    assert scorer.selection_ is not None and set(scorer.selection_) == {"bleu", "rouge"}
+    best = max(scorer.selection_, key=lambda name: scorer.selection_[name])
+    assert scorer.kernel_.name == best
+    assert f"kernel:{best}" in str(scorer.signature) and "auto:bleu=" in str(scorer.signature)
+    assert scorer.predict(huse_texts[80:90]).coverage == 1.0
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"estimator": "knn"}, "estimator must be one of threshold, topk"),
+    ({"weighting": "cosine"}, "weighting must be one of uniform, similarity"),
+    ({"power": -1.0}, "power must be"),
+    ({"power": True}, "power must be"),
+    ({"top_k": 0}, "top_k must be"),
+    ({"top_k": 1001}, "top_k must be"),
+    ({"kernels": ()}, "kernels must be a non-empty list"),
+    ({"kernels": "bleu"}, "kernels must be a non-empty list"),
+    ({"thresholds": "universal"}, "thresholds must be one of auto, tuned, paper"),
+])
+def test_bad_settings_are_refused_through_the_table(settings, message):
+    with pytest.raises(ParameterError, match=message):
+        NeighborsScorer(device="cpu", **settings).fit(TEXTS, SCORES)
+
+
+def test_unknown_kernel_in_the_list_is_named():
+    with pytest.raises(ValueError, match="unknown kernel 'blue'"):
+        NeighborsScorer(device="cpu", kernel="auto", kernels=("bleu", "blue")).fit(TEXTS, SCORES)
