@@ -109,6 +109,11 @@ class Kernel(ABC, Generic[Encoded]):
         scorer sizes tiles from it and its memory budget."""
 
     @property
+    def bounded(self) -> bool:
+        """Whether every similarity lies in [0, 1], so a threshold outside it means nothing."""
+        return True
+
+    @property
     def depends_on_training_set(self) -> bool:
         """Whether k(x, s) changes with the rest of the training set (e.g. idf weights), so
         that a sub-matrix of one all-pairs pass is not exactly what a refit on a split gives.

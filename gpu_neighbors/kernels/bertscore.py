@@ -269,6 +269,10 @@ class BertScoreKernel(Kernel[TokenEmbeddings]):
         return float(scores[off_diagonal].mean())
 
     @property
+    def bounded(self) -> bool:
+        return not self.rescale  # rescaled F can fall below 0
+
+    @property
     def depends_on_training_set(self) -> bool:
         return self.idf or self.baseline_source.startswith("estimated")
 
