@@ -14,8 +14,8 @@ rescale_with_baseline=...)` F for a candidate x and a training text s (with idf,
   has no weight (an empty or whitespace-only text);
 - rescaling maps F to (F - b) / (1 - b) with the baseline b of the model and layer.
 
-Each distinct text is encoded once (length-sorted batches; float16 autocast on CUDA, float32 on
-the CPU) and its unit token embeddings and weights are kept; the training side is cached at
+Each distinct text is encoded once (length-sorted batches; by default float16 autocast on CUDA
+and float32 on the CPU, or the `precision` asked for) and its unit token embeddings and weights are kept; the training side is cached at
 `fit`. A tile is computed in sub-tiles of similar-length texts sized by a fixed token budget:
 one matrix product of all candidate tokens with all training tokens of the sub-tile, then a max
 over each text's token positions. A shorter text is padded with copies of its own first token
@@ -52,6 +52,7 @@ import torch
 from gpu_neighbors.text.tokenizers import Tokenizer
 from gpu_neighbors.kernels.base import Kernel
 
+PRECISIONS = ("float32", "float16", "bfloat16")
 DEFAULT_MODEL = "roberta-large"  # bert-score's model for lang="en"
 ENCODE_TOKENS = 1 << 14  # padded tokens per forward pass, at most
 PADDING_LIMIT = 1.5  # padded tokens of a group, at most, per real token
@@ -102,6 +103,8 @@ class BertScoreKernel(Kernel[TokenEmbeddings]):
     on by default, because the paper's tau = 0.10 is a threshold on rescaled F.
     baseline_path: a LAYER,P,R,F baseline file; lang: language of bert-score's shipped files.
     batch_size: texts per forward pass, at most. allow_download: the model may come from the hub.
+    precision: "float32", "float16" or "bfloat16" for the forward pass and the matching; None:
+    float16 on CUDA, float32 on the CPU.
     The scorer's tokenizer is not used: the model brings its own.
     """
 
@@ -122,6 +125,7 @@ class BertScoreKernel(Kernel[TokenEmbeddings]):
         lang: str = "en",
         batch_size: int = 64,
         allow_download: bool = False,
+        precision: str | None = None,
     ) -> None:
         super().__init__(tokenizer=tokenizer, device=device)
         for option, value in (("idf", idf), ("rescale", rescale)):
@@ -136,7 +140,11 @@ class BertScoreKernel(Kernel[TokenEmbeddings]):
         self.idf = idf
         self.rescale = rescale
         self.batch_size = batch_size
-        self.match_dtype = torch.float16 if self.device.type == "cuda" else torch.float32
+        if precision is None:
+            precision = "float16" if self.device.type == "cuda" else "float32"
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        self.match_dtype: torch.dtype = getattr(torch, precision)
         self.hf_tokenizer, self.model, self.max_length = load_model(self.model_name, self.layer, allow_download)
         self.model.to(self.device)
         self._special_ids = [
@@ -232,7 +240,7 @@ class BertScoreKernel(Kernel[TokenEmbeddings]):
         total = token_weight.sum(dim=1, keepdim=True)
         token_weight = torch.where(total > 0, token_weight / total, 0.0).to(self.device)
         with torch.inference_mode(), torch.autocast(
-            self.device.type, dtype=torch.float16, enabled=self.device.type == "cuda"
+            self.device.type, dtype=self.match_dtype, enabled=self.match_dtype != torch.float32
         ):
             hidden = self.model(ids.to(self.device), attention_mask=mask.to(self.device))[0].float()
         hidden = hidden / hidden.norm(dim=-1, keepdim=True)
