@@ -1,10 +1,57 @@
-"""Shared fixtures: the real HUSE summarization data and adversarial texts."""
+"""Shared fixtures: the real HUSE summarization data and adversarial texts; the test device.
+
+GPU_NEIGHBORS_TEST_DEVICE=cuda runs every scorer and kernel the tests build on that device:
+"cpu" and "auto" given to them resolve to it. Tests about the CPU itself carry the `cpu_only`
+mark and skip themselves there.
+"""
 from __future__ import annotations
 
+import importlib
 import json
+import os
+import pkgutil
 from pathlib import Path
 
 import pytest
+import torch
+
+TEST_DEVICE = os.environ.get("GPU_NEIGHBORS_TEST_DEVICE", "cpu")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "cpu_only: checks the CPU path itself; skipped on another test device")
+    if TEST_DEVICE != "cpu":
+        _resolve_to_test_device()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if TEST_DEVICE == "cpu":
+        return
+    skip = pytest.mark.skip(reason=f"checks the CPU path; the test device is {TEST_DEVICE}")
+    for item in items:
+        if "cpu_only" in item.keywords:
+            item.add_marker(skip)
+
+
+def _resolve_to_test_device() -> None:
+    """Point every module's `resolve_device` at one that maps "cpu" and "auto" to TEST_DEVICE."""
+    import gpu_neighbors
+    from gpu_neighbors.core import tiling
+
+    original = tiling.resolve_device
+
+    def resolve(device: str | torch.device) -> torch.device:
+        if str(device) in ("cpu", "auto"):
+            device = TEST_DEVICE
+        return original(device)
+
+    for module in pkgutil.walk_packages(gpu_neighbors.__path__, "gpu_neighbors."):
+        try:
+            loaded = importlib.import_module(module.name)
+        except ImportError:  # an optional extra that is not installed
+            continue
+        if getattr(loaded, "resolve_device", None) is original:
+            setattr(loaded, "resolve_device", resolve)
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "huse_summarization.jsonl"
 
