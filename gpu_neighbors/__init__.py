@@ -29,12 +29,16 @@ _PUBLIC = {
     "WhitespaceTokenizer": "gpu_neighbors.text.tokenizers",
     "check_is_fitted": "gpu_neighbors.core.validation",
     "make_tokenizer": "gpu_neighbors.text.tokenizers",
+    "mbr": "gpu_neighbors.allpairs.mbr",
+    "pairs": "gpu_neighbors.allpairs.pairs",
     "self_bleu": "gpu_neighbors.allpairs.self_bleu",
 }
 
 __all__ = sorted([*_PUBLIC, "__version__"])
 
 if TYPE_CHECKING:
+    from gpu_neighbors.allpairs.mbr import mbr
+    from gpu_neighbors.allpairs.pairs import pairs
     from gpu_neighbors.allpairs.self_bleu import self_bleu
     from gpu_neighbors.core.neighbours import Prediction
     from gpu_neighbors.core.signature import Signature

@@ -6,6 +6,7 @@ from typing import Any
 
 from gpu_neighbors._version import __version__
 from gpu_neighbors.cli import commands
+from gpu_neighbors.cli.allpairs import add_allpairs_commands
 from gpu_neighbors.cli.options import (
     add_data_options,
     add_model_options,
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(compare, one_kernel=False)
     compare.set_defaults(handler=commands.command_compare)
     add_studio_commands(subparsers)
+    add_allpairs_commands(subparsers)
     return parser
 
 

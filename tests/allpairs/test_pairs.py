@@ -1,0 +1,86 @@
+"""pairs against brute force: the .npy matrix against scorer.similarity, top-k and threshold
+pairs against a selection from the full matrix; tiles cut small so pairs cross tile edges."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from allpairs_cases import SMALL, full_matrix, texts  # noqa: F401  (texts is a fixture)
+from gpu_neighbors.allpairs.pairs import pairs
+
+pq = pytest.importorskip("pyarrow.parquet")
+
+
+def test_pairs_npy_equals_similarity(texts, tmp_path):
+    candidates, train = texts[:37], texts[37:]
+    result = pairs(candidates, train, output=tmp_path / "m.npy", device="cpu", memory_budget=SMALL,
+                   weights=(0.5, 0.5))
+    matrix = np.load(result.path, mmap_mode="r")
+    assert matrix.dtype == np.float32 and matrix.shape == (37, len(train))
+    np.testing.assert_array_equal(matrix, full_matrix(candidates, train, weights=(0.5, 0.5)).astype(np.float32))
+    itself = np.load(pairs(texts, output=tmp_path / "s.npy", device="cpu", memory_budget=SMALL).path)
+    np.testing.assert_array_equal(itself, full_matrix(texts, texts).astype(np.float32))
+
+
+def brute_force_top(matrix: np.ndarray, k: int | None, threshold: float | None, itself: bool) -> list[tuple]:
+    rows = []
+    for row in range(matrix.shape[0]):
+        # similarity descending, then column ascending: the order the job promises
+        order = sorted(range(matrix.shape[1]), key=lambda column: (-matrix[row, column], column))
+        order = [c for c in order if not (itself and c == row) and (threshold is None or matrix[row, c] >= threshold)]
+        rows += [(row, c, matrix[row, c], rank + 1) for rank, c in enumerate(order[:k])]
+    return rows
+
+
+@pytest.mark.parametrize("k, threshold", [(3, None), (5, 0.1), (400, 0.2)])
+@pytest.mark.parametrize("itself", [True, False])
+def test_pairs_top_k_equals_brute_force(texts, tmp_path, k, threshold, itself):
+    candidates, train = texts[:40], None if itself else texts[40:]
+    output = tmp_path / "top.parquet"
+    result = pairs(candidates, train, output=output, top_k=k, min_similarity=threshold, device="cpu",
+                   memory_budget=SMALL)
+    table = pq.read_table(output).to_pydict()
+    got = list(zip(table["candidate"], table["train"], table["similarity"], table["rank"]))
+    expected = brute_force_top(full_matrix(candidates, train or candidates), k, threshold, itself)
+    assert [(r, c, rank) for r, c, _, rank in got] == [(r, c, rank) for r, c, _, rank in expected]
+    np.testing.assert_allclose([g[2] for g in got], [e[2] for e in expected], rtol=0, atol=1e-15)
+    assert result.pairs == len(expected)
+
+
+@pytest.mark.parametrize("itself", [True, False])
+def test_pairs_threshold_equals_brute_force(texts, tmp_path, itself):
+    candidates, train = texts[:40], None if itself else texts[40:]
+    output = tmp_path / "above.parquet"
+    result = pairs(candidates, train, output=output, min_similarity=0.1, device="cpu", memory_budget=SMALL)
+    table = pq.read_table(output).to_pandas().sort_values(["candidate", "train"])
+    matrix = full_matrix(candidates, train or candidates)
+    keep = matrix >= 0.1
+    if itself:
+        np.fill_diagonal(keep, False)
+    rows, columns = np.nonzero(keep)
+    assert result.pairs == len(rows)
+    np.testing.assert_array_equal(table["candidate"], rows)
+    np.testing.assert_array_equal(table["train"], columns)
+    np.testing.assert_allclose(table["similarity"], matrix[rows, columns], rtol=0, atol=1e-15)
+
+
+def test_pairs_bad_input(tmp_path):
+    existing = tmp_path / "m.npy"
+    existing.write_bytes(b"")
+    with pytest.raises(FileExistsError, match="exists"):
+        pairs(["a b", "c d"], output=existing, device="cpu")
+    pairs(["a b", "c d"], output=existing, overwrite=True, device="cpu")
+    assert np.load(existing).shape == (2, 2)
+    for kwargs, message in [
+        ({"output": tmp_path / "m.csv"}, "give a .npy"),
+        ({"output": tmp_path / "x.npy", "top_k": 3}, "a .npy output holds every pair"),
+        ({"output": tmp_path / "x.parquet"}, "needs top_k or min_similarity"),
+        ({"output": tmp_path / "x.parquet", "top_k": 0}, "top_k must be a positive integer"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            pairs(["a b", "c d"], device="cpu", **kwargs)
+    with pytest.raises(ValueError, match="1 text against itself"):
+        pairs(["a b"], output=tmp_path / "y.npy", device="cpu")
+    with pytest.raises(ValueError, match="candidates: 0 texts"):
+        pairs([], ["a"], output=tmp_path / "y.npy", device="cpu")
+    assert not list(tmp_path.glob("*.partial"))
