@@ -2,7 +2,8 @@
 
 Each kernel against its peer library (bench_bleu, bench_rouge, bench_meteor, bench_bertscore:
 their `measure()` with its defaults), then the scale benchmark (bench_scale: 10^6 candidates
-through the CLI, scaling in C and |S|, peak memory). The machine (CPU, cores, memory, GPU,
+through the CLI, scaling in C and |S|, peak memory), then the all-pairs jobs (bench_allpairs:
+Self-BLEU, MBR against mbrs, pairs to .npy). The machine (CPU, cores, memory, GPU,
 torch, load average before and after, as the machine may be shared) is recorded beside the
 figures. On a CUDA machine the benchmarks measure the GPU path (their device is "auto"); a
 benchmark that cannot run is reported as such, with the reason, and the others still run.
@@ -215,6 +216,18 @@ def scale_section(result: dict | None, error: str | None, figures: Path, output:
     return lines
 
 
+def allpairs_section(quick: bool) -> list[str]:
+    """Self-BLEU, MBR and pairs (bench_allpairs), or why they did not run."""
+    print("== bench_allpairs", file=sys.stderr, flush=True)
+    try:
+        import bench_allpairs
+
+        return bench_allpairs.section(bench_allpairs.measure(**(bench_allpairs.QUICK if quick else {})))
+    except Exception as error:
+        traceback.print_exc()
+        return ["## All-pairs jobs", "", f"Not run. bench_allpairs failed: {type(error).__name__}: {error}", ""]
+
+
 def _link(path: Path, output: Path) -> str:
     return os.path.relpath(path, output.resolve().parent)
 
@@ -275,6 +288,7 @@ def main() -> None:
     ]
     lines += kernel_section(kernels, args.figures, args.output)
     lines += scale_section(scale, scale_error, args.figures, args.output)
+    lines += allpairs_section(args.quick)
     if info["gpu"] == "none":
         lines += ["## GPU", "",
                   "No CUDA device here: every figure above is the CPU path. An estimate of GPU "
