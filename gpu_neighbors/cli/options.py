@@ -16,8 +16,6 @@ from gpu_neighbors.core.validation import (
     WEIGHTINGS,
     Parameter,
 )
-from gpu_neighbors.data.formats import QUOTINGS
-from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.kernels.bleu import SMOOTHINGS
 from gpu_neighbors.scorer import NeighborsScorer
@@ -165,11 +163,6 @@ def add_model_options(parser: argparse.ArgumentParser, one_kernel: bool = True) 
 def add_data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-field", default="text", help="field holding the text (JSONL/CSV/TSV)")
     parser.add_argument("--score-field", default="score", help="field holding the known quality")
-    parser.add_argument("--quoting", choices=QUOTINGS, default="none",
-                        help="TSV quote rules: none (a quote is an ordinary character) or csv "
-                             "(fields quoted as in CSV); CSV files always follow RFC 4180 (default: none)")
-    parser.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS, metavar="N",
-                        help=f"refuse texts longer than N characters (default: {DEFAULT_MAX_CHARS:,})")
     for name in DATA_OPTIONS:
         add_parameter(parser, name)
 
@@ -200,9 +193,9 @@ def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> Neighb
         options = {"bertscore": bertscore_options(args)}
     elif args.model or args.layer is not None or args.idf or args.rescale:
         raise ValueError("--model, --layer, --idf and --rescale apply to --kernel bertscore only")
-    settings = {name: getattr(args, name) for name in (*MODEL_OPTIONS, *DATA_OPTIONS)}
-    if args.kernel != "auto":  # the candidate list means nothing then (report's --kernels is its own)
-        settings.pop("kernels")
+    settings = {name: getattr(args, name) for name in (*MODEL_OPTIONS, *DATA_OPTIONS) if hasattr(args, name)}
+    if args.kernel != "auto":  # the candidate list means nothing then
+        settings.pop("kernels", None)
     if settings["score_range"] is not None:
         settings["score_range"] = tuple(settings["score_range"])
     return NeighborsScorer(**settings, kernel_options=options, progress=progress)

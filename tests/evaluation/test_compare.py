@@ -37,7 +37,7 @@ def test_cli_adds_human_rows_from_judgments(tmp_path, huse_records, capsys):
     data.write_text("".join(json.dumps(r) + "\n" for r in huse_records[:60]), encoding="utf-8")
     assert main(["compare", "--data", str(data), "--kernels", "bleu,rouge", "--tau", "rouge=0.1", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [row["model"] for row in rows] == ["Human (best)", "Human (average)", "bleu", "rouge"]
+    assert [row["model"] for row in rows] == ["Human (best)", "Human (average)", "bleu", "rouge", "TF-IDF + ridge"]
     assert rows[3]["tau"] == 0.1 and rows[0]["coverage"] == 1.0 and rows[0]["tau"] is None
     assert 0 < rows[0]["mse"] < rows[1]["mse"]  # the best annotator beats the average one
     assert main(["compare", "--data", str(data), "--kernels", "bleu,cider"]) == 2

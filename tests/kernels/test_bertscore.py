@@ -172,6 +172,7 @@ def test_scorer_predictions_identical_for_any_chunk_size(huse_texts, huse_scores
         kernel="bertscore",
         kernel_options={"model": MODEL_PATH, "layer": LAYER, "rescale": True},
         device="cpu",
+        thresholds="paper",
     ).fit(huse_texts[:80], huse_scores[:80])
     assert scorer.tau_ == 0.10 and f"model:{MODEL_PATH}|layer:4" in str(scorer.signature)
     candidates = huse_texts[185:]
