@@ -37,6 +37,7 @@ from gpu_neighbors.core.validation import (
     DEFAULTS,
     MIN_TUNING_TEXTS,
     SCORER_PARAMETERS,
+    ParameterError,
     check_is_fitted,
     validate_parameters,
 )
@@ -162,6 +163,7 @@ class NeighborsScorer:
         self.device_ = resolve_device(self.device)
         self.kernel_ = self.make_kernel()
         self.kernel_.fit(texts)
+        self._check_against_training_set(texts)
         self.tau_ = float(self.kernel_.default_tau if self.tau is None else self.tau)
         self.train_scores_ = quality
         self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_))
@@ -186,6 +188,30 @@ class NeighborsScorer:
             )
             self._use(self.tuning_.thresholds)
         return self
+
+    def _check_against_training_set(self, texts: list[str]) -> None:
+        """Refuse settings that cannot work on this training set and the fitted kernel, and warn
+        about duplicate texts (each copy is the other's neighbour, so leave-one-out flatters)."""
+        if self.tau is not None and self.kernel_.bounded and not 0 <= self.tau <= 1:
+            requirement = f"in [0, 1] for the {self.kernel} kernel (its similarities lie there)"
+            raise ParameterError(SCORER_PARAMETERS["tau"], self.tau, requirement)
+        needed = PAPER_MIN_NEIGHBORS if self.min_neighbors is None else self.min_neighbors
+        if self.estimator == "threshold" and needed > len(texts):
+            if self.min_neighbors is not None:
+                requirement = (f"at most the {len(texts)} training texts, or no text could ever "
+                               "have enough neighbours for an estimate")
+                raise ParameterError(SCORER_PARAMETERS["min_neighbors"], needed, requirement)
+            warnings.warn(f"{len(texts)} training texts are fewer than the {needed} neighbours an "
+                          "estimate needs (min_neighbors): every estimate will be undefined",
+                          stacklevel=3)
+        duplicates = len(texts) - len(set(texts))
+        if duplicates:
+            warnings.warn(
+                f"{duplicates} of the {len(texts)} training texts repeat another one: in "
+                "leave-one-out (evaluate, crossval, tuning) each copy is the other's nearest "
+                "neighbour, which flatters coverage and agreement; deduplicate the training set",
+                stacklevel=3,
+            )
 
     def tuning_grid(self) -> tuning.TuningGrid:
         """What tuning searches for these settings: p only under similarity weighting (and

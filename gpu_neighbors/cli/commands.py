@@ -14,6 +14,7 @@ from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
+from gpu_neighbors.data.paths import check_distinct
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.agreement import agreement
 from gpu_neighbors.evaluation.protocols import (
@@ -27,6 +28,12 @@ from gpu_neighbors.evaluation.protocols import (
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.scorer import NeighborsScorer, ScoreError
 from gpu_neighbors.scoring.streaming import score_file
+
+
+def read_data(args: argparse.Namespace, path: str, keep_fields: Sequence[str] = ()) -> ScoredData:
+    """A scored file as the data options say (fields, TSV quoting, the cap on text length)."""
+    return read_scored(path, text_field=args.text_field, score_field=args.score_field,
+                       keep_fields=keep_fields, quoting=args.quoting, max_chars=args.max_chars)
 
 
 def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str,
@@ -45,7 +52,9 @@ def command_score(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(threads)
-    train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
+    check_distinct({"--train": args.train, "--candidates": args.candidates},
+                   {"--output": args.output, "--rejects": args.rejects})
+    train = read_data(args, args.train)
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
         from gpu_neighbors.scoring.distributed import RayBatchScorer
@@ -59,8 +68,10 @@ def command_score(args: argparse.Namespace) -> int:
     summary = score_file(
         scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
         skip_bad=args.skip_bad, rejects=args.rejects, batch_size=args.batch_size,
-        progress=not args.quiet, header={"train": str(args.train)}, score_batches=score_batches,
-        explain=args.explain, train_texts=train.texts if args.explain_text else None,
+        progress=not args.quiet, header={"train": str(args.train), "train_content_sha256": train.digest()},
+        score_batches=score_batches, explain=args.explain,
+        train_texts=train.texts if args.explain_text else None, overwrite=args.overwrite,
+        file_format=args.format, quoting=args.quoting, max_chars=args.max_chars,
     )
     if not args.quiet:
         resumed = f" ({summary.rows - summary.scored} from before)" if args.resume else ""
@@ -80,7 +91,7 @@ def default_threads(device: str) -> int | None:
 
 
 def command_evaluate(args: argparse.Namespace) -> int:
-    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field)
+    data = read_data(args, args.data)
     scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
     tuned = args.tune or scorer.tunes(len(data.texts) - 1)
     if tuned:  # nested: each left-out text's thresholds are tuned on the other texts only
@@ -118,7 +129,7 @@ def _studio_pass(args: argparse.Namespace) -> tuple[PairwiseSimilarities, Thresh
 
 def _studio_scorer(args: argparse.Namespace) -> tuple[PairwiseSimilarities, NeighborsScorer, ScoredData]:
     """The one pass of the data and its scorer, fitted untuned (protocols tune inside splits)."""
-    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field)
+    data = read_data(args, args.data)
     scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
     return _pass_of(scorer), scorer, data
 
@@ -165,8 +176,8 @@ def _baselines(args: argparse.Namespace, texts: Sequence[str], scores: Any, fold
 
 
 def command_cross_task(args: argparse.Namespace) -> int:
-    train = read_scored(args.train, text_field=args.text_field, score_field=args.score_field)
-    test = read_scored(args.test, text_field=args.text_field, score_field=args.score_field)
+    train = read_data(args, args.train)
+    test = read_data(args, args.test)
     result = cross_task(scorer_from_args(args), train.texts, train.scores, test.texts, test.scores,
                         tune_thresholds=args.tune, min_coverage=args.min_coverage)
     row = result.as_dict()
@@ -199,8 +210,7 @@ def command_report(args: argparse.Namespace) -> int:
     from gpu_neighbors.evaluation.report import KernelSpec, build_report, write_report
 
     specs = [KernelSpec.parse(text) for text in args.kernel_specs.split(",") if text.strip()]
-    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field,
-                       keep_fields=("judgments", "source"))
+    data = read_data(args, args.data, keep_fields=("judgments", "source"))
 
     def make_scorer(spec: KernelSpec) -> NeighborsScorer:
         options = {**vars(args), "kernel": spec.kernel, "tau": None, **spec.options}
@@ -238,8 +248,7 @@ def command_compare(args: argparse.Namespace) -> int:
     unknown = [name for name in kernels if name not in KERNEL_NAMES]
     if unknown or not kernels:
         raise ValueError(f"--kernels takes a comma list of {', '.join(KERNEL_NAMES)}; got {args.kernel_list!r}")
-    data = read_scored(args.data, text_field=args.text_field, score_field=args.score_field,
-                       keep_fields=(args.judgments_field,))
+    data = read_data(args, args.data, keep_fields=(args.judgments_field,))
     judgments = None
     if data.extra and all(args.judgments_field in extra for extra in data.extra):
         judgments = [{"score": score, "judgments": extra[args.judgments_field]}

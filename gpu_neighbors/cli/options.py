@@ -16,6 +16,8 @@ from gpu_neighbors.core.validation import (
     WEIGHTINGS,
     Parameter,
 )
+from gpu_neighbors.data.formats import QUOTINGS
+from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.kernels.bleu import SMOOTHINGS
 from gpu_neighbors.scorer import NeighborsScorer
@@ -163,6 +165,11 @@ def add_model_options(parser: argparse.ArgumentParser, one_kernel: bool = True) 
 def add_data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-field", default="text", help="field holding the text (JSONL/CSV/TSV)")
     parser.add_argument("--score-field", default="score", help="field holding the known quality")
+    parser.add_argument("--quoting", choices=QUOTINGS, default="none",
+                        help="TSV quote rules: none (a quote is an ordinary character) or csv "
+                             "(fields quoted as in CSV); CSV files always follow RFC 4180 (default: none)")
+    parser.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS, metavar="N",
+                        help=f"refuse texts longer than N characters (default: {DEFAULT_MAX_CHARS:,})")
     for name in DATA_OPTIONS:
         add_parameter(parser, name)
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from gpu_neighbors._version import __version__
 from gpu_neighbors.cli import commands
+from gpu_neighbors.cli.allpairs import add_allpairs_commands
 from gpu_neighbors.cli.options import (
     add_data_options,
     add_model_options,
@@ -14,6 +15,7 @@ from gpu_neighbors.cli.options import (
     number_list,
     positive_int,
 )
+from gpu_neighbors.data.formats import FORMATS
 from gpu_neighbors.evaluation.protocols import PARAMETERS as SWEPT
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.scoring.streaming import DEFAULT_BATCH_SIZE
@@ -29,8 +31,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     score = subparsers.add_parser("score", help="score candidates against a scored training set")
     score.add_argument("--train", required=True, help="scored texts: JSONL, CSV or TSV (optionally .gz)")
-    score.add_argument("--candidates", required=True, help="texts to score: JSONL, CSV, TSV, Parquet or plain text")
-    score.add_argument("--output", required=True, help="results, JSONL, one line per candidate in input order")
+    score.add_argument("--candidates", required=True,
+                       help="texts to score: JSONL, CSV, TSV, Parquet or plain text; - for standard input")
+    score.add_argument("--format", choices=FORMATS, default=None,
+                       help="format of --candidates (default: from its extension; a pipe or - is "
+                            "sniffed: JSONL when it starts with {, else plain text)")
+    score.add_argument("--output", required=True,
+                       help="results, JSONL, one line per candidate in input order; - for standard "
+                            "output (then no --resume)")
+    score.add_argument("--overwrite", action="store_true",
+                       help="replace an existing finished --output (only once the new run completes)")
     score.add_argument("--resume", action="store_true", help="continue an interrupted run from what is on disk")
     score.add_argument("--skip-bad", action="store_true", help="skip bad candidate lines instead of stopping")
     score.add_argument("--rejects", default=None, help="with --skip-bad: where bad lines go (default OUTPUT.rejects.jsonl)")
@@ -74,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(compare, one_kernel=False)
     compare.set_defaults(handler=commands.command_compare)
     add_studio_commands(subparsers)
+    add_allpairs_commands(subparsers)
     return parser
 
 

@@ -149,13 +149,14 @@ class Parameter:
 class ParameterError(ValueError):
     """A setting the table refuses; `message` names it as the caller knows it (the CLI: by flag)."""
 
-    def __init__(self, parameter: Parameter, value: Any) -> None:
+    def __init__(self, parameter: Parameter, value: Any, requirement: str | None = None) -> None:
         self.parameter = parameter
         self.value = value
+        self.requirement = requirement or parameter.requirement  # narrower, given the data
         super().__init__(self.message(parameter.name))
 
     def message(self, name: str) -> str:
-        return f"{name} must be {self.parameter.requirement}, not {self.value!r}"
+        return f"{name} must be {self.requirement}, not {self.value!r}"
 
 
 def _table(*parameters: Parameter) -> dict[str, Parameter]:

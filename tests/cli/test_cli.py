@@ -109,6 +109,7 @@ def test_out_of_range_score_names_the_line(tmp_path, capsys):
     assert main(["evaluate", "--data", str(train), "--score-range", "0", "5", "--min-neighbors", "1", "--json"]) == 0
 
 
+@pytest.mark.cpu_only
 def test_score_takes_one_thread_on_the_cpu_unless_told():
     """torch's default (one thread per core) spins on a busy machine: `score` takes one on the
     CPU unless --threads raises it (bench/bench_threads.py)."""

@@ -237,3 +237,30 @@ def test_help_lists_every_tokenizer_and_default(capsys):
     for name in ("whitespace", "13a", "chars"):
         assert name in shown
     assert "--overwrite" in shown and "--max-chars" in shown and "default: 100,000" in shown
+
+
+# ---------------------------------------------------------------- 7: settings that cannot work
+
+
+@pytest.mark.parametrize("tau", ["-0.5", "1.5"])
+def test_a_threshold_outside_a_bounded_kernel_s_range_is_refused(tmp_path, files, capsys, tau):
+    train, candidates = files
+    assert main(score(train, candidates, tmp_path / "out.jsonl", "--tau", tau)) == 2
+    assert f"--tau must be in [0, 1] for the bleu kernel (its similarities lie there), not {float(tau)}" in capsys.readouterr().err
+
+
+def test_more_neighbours_than_training_texts_is_refused_or_warned(tmp_path, files, capsys, huse_records):
+    _, candidates = files
+    tiny = write_jsonl(tmp_path / "tiny.jsonl", [{"text": r["text"], "score": r["score"]} for r in huse_records[:3]])
+    assert main(score(tiny, candidates, tmp_path / "out.jsonl", "--min-neighbors", "4")) == 2
+    assert "--min-neighbors must be at most the 3 training texts" in capsys.readouterr().err
+    with pytest.warns(UserWarning, match="3 training texts are fewer than the 5 neighbours an estimate needs"):
+        assert main(score(tiny, candidates, tmp_path / "out.jsonl")) == 0
+
+
+def test_duplicate_training_texts_are_warned_about(huse_texts, huse_scores):
+    from gpu_neighbors import NeighborsScorer
+
+    texts, scores = huse_texts[:60] + huse_texts[:4], huse_scores[:60] + huse_scores[:4]
+    with pytest.warns(UserWarning, match="4 of the 64 training texts repeat another one"):
+        NeighborsScorer(device="cpu", thresholds="paper").fit(texts, scores)
