@@ -8,7 +8,7 @@ bash "$root/scripts/setup.sh"
 cd "$root"
 mkdir -p out
 .venv/bin/gpu-neighbors score --train examples/train.jsonl --candidates examples/candidates.txt \
-    --output out/example_scores.jsonl --tau 0.2
+    --output out/example_scores.jsonl --tau 0.2 --overwrite
 echo "--- out/example_scores.jsonl"
 cat out/example_scores.jsonl
 echo "--- leave-one-out on examples/train.jsonl"
