@@ -46,6 +46,14 @@ MBRS_PYTHON = os.environ.get("MBRS_PYTHON", "/tmp/mbrs-venv/bin/python")
 WORKER = Path(__file__).resolve().parent / "mbrs_worker.py"
 
 
+def _one_thread() -> None:
+    """Ours on one torch thread, as the peers run (one core): torch's default two threads spin
+    and run about 10x slower on a busy two-core machine (bench_threads.py)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def _fastest(repeats: int, run) -> tuple[float, object]:
     best, result = float("inf"), None
     for _ in range(repeats):
@@ -57,6 +65,7 @@ def _fastest(repeats: int, run) -> tuple[float, object]:
 
 def measure_self_bleu(sizes=SIZES, nltk_sample: int = 20, repeats: int = 3, device: str = "auto",
                       seed: int = 0) -> list[dict]:
+    _one_thread()
     from fast_bleu import SelfBLEU
     from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
@@ -92,6 +101,7 @@ def measure_self_bleu(sizes=SIZES, nltk_sample: int = 20, repeats: int = 3, devi
 
 def measure_mbr(groups: int = 1_000, group_size: int = 64, mbrs_groups: int = 100, device: str = "auto",
                 seed: int = 0, repeats: int = 3) -> dict:
+    _one_thread()
     texts = spliced_texts(groups * group_size, random.Random(seed))
     labels = [index // group_size for index in range(len(texts))]
     ours, result = _fastest(repeats, lambda: mbr(texts, labels, weights=WEIGHTS, smoothing="exp", tokenizer="13a",
