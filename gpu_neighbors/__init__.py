@@ -60,9 +60,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     if name not in _PUBLIC:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_PUBLIC[name]), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+    return getattr(import_module(_PUBLIC[name]), name)
 
 
 def __dir__() -> list[str]:

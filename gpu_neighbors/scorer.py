@@ -39,6 +39,7 @@ from gpu_neighbors.core.validation import (
     SCORER_PARAMETERS,
     ParameterError,
     check_is_fitted,
+    check_texts,
     validate_parameters,
 )
 from gpu_neighbors.core.tiling import (
@@ -601,12 +602,7 @@ def _progress_bar(total: int) -> Any:
 
 
 def _validate_texts(texts: Sequence[str], what: str, allow_empty: bool = False) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError(f"{what} must be a sequence of strings, not one string")
-    texts = list(texts)
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"{what}[{index}] is {type(text).__name__}, not str")
+    texts = check_texts(texts, what)
     if not texts and not allow_empty:
         raise ValueError(f"{what}: empty training set; give at least one scored text")
     return texts

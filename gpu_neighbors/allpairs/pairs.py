@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from gpu_neighbors.allpairs.passes import check_texts, fitted_kernel, kernel_settings, run_block
+from gpu_neighbors.allpairs.passes import fitted_kernel, kernel_settings, run_block
+from gpu_neighbors.core.validation import check_texts
 from gpu_neighbors.core.reductions import MaskBelow, NpyReduction, PairsAboveReduction
 from gpu_neighbors.core.topk import TopKReduction
 from gpu_neighbors.text.tokenizers import Tokenizer

@@ -30,18 +30,6 @@ def kernel_settings(
                            device=device, memory_budget=memory_budget)
 
 
-def check_texts(texts: Sequence[str], what: str, at_least: int = 1) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError(f"{what} must be a sequence of strings, not one string")
-    texts = list(texts)
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"{what}[{index}] is {type(text).__name__}, not str")
-    if len(texts) < at_least:
-        raise ValueError(f"{what}: {len(texts)} text{'s' if len(texts) != 1 else ''}; need at least {at_least}")
-    return texts
-
-
 def fitted_kernel(settings: NeighborsScorer, texts: list[str]) -> Kernel[Any]:
     kernel = settings.make_kernel()
     kernel.fit(texts)

@@ -9,7 +9,7 @@ text) to say: this layer sits below them, so it checks only the type of those se
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -234,3 +234,17 @@ def validate_parameters(values: Mapping[str, Any], table: Mapping[str, Parameter
     """Raise ParameterError for the first of `values` (name -> value) its table entry refuses."""
     for name, value in values.items():
         table[name].check(value)
+
+
+def check_texts(texts: Sequence[str], what: str, at_least: int = 0) -> list[str]:
+    """`texts` as a list of strings, naming the first that is not one; one string alone is a
+    mistake, not a sequence of characters."""
+    if isinstance(texts, str):
+        raise TypeError(f"{what} must be a sequence of strings, not one string")
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{what}[{index}] is {type(text).__name__}, not str")
+    if len(texts) < at_least:
+        raise ValueError(f"{what}: {len(texts)} text{'s' if len(texts) != 1 else ''}; need at least {at_least}")
+    return texts
