@@ -60,7 +60,7 @@ AUTO_KERNEL = "auto"
 BLEU_ONLY = ("smoothing", "weights")  # settings only the bleu kernel takes
 PAPER_MIN_NEIGHBORS, PAPER_MAX_FRACTION = 5, 0.66  # the paper's a and b
 DEFAULT_POWER = 1.0  # p of similarity weighting when it is not tuned
-MAX_TUNING_TEXTS = 10_000  # tuning holds an [n x n] float64 matrix: 800 MB at this size
+MAX_TUNING_TEXTS = 4_000  # tuning holds an [n x n] float64 matrix (128 MB here) and its per-tau copies
 
 class NeighborsScorer:
     """Estimate text quality as the mean known quality of a text's kernel neighbours.
