@@ -12,8 +12,9 @@ MBR: 1,000 groups of 64 spliced texts, BLEU-4 with 13a tokens and exp smoothing 
 metric is sacrebleu's sentence BLEU with these settings; sacrebleu also gives a pair that shares
 no word a small smoothed score where NLTK, and so ours, give 0, and uses the effective order on
 texts under 4 tokens). mbrs cannot import beside transformers 5 in the project's environment, so
-it runs in its own (`MBRS_PYTHON`, default /tmp/mbrs-venv/bin/python: python3.11 -m venv, pip
-install torch mbrs 'setuptools<81', as torchmetrics still imports pkg_resources), on the first
+it runs in its own (`MBRS_PYTHON`, default bench/.mbrs-venv/bin/python, ignored by git: made by
+`python3.11 -m venv bench/.mbrs-venv` and its pip installing torch==2.13.0, mbrs and
+'setuptools<81', as torchmetrics still imports pkg_resources), on the first
 `mbrs_groups` groups (extrapolated per group); selections are compared on those groups.
 
 pairs: 20,000 x 20,000 BLEU* to a float32 .npy in a child process (the command line, one torch
@@ -41,7 +42,7 @@ from huse import spliced_texts
 
 SIZES = (2_000, 20_000, 100_000)
 WEIGHTS = (0.25, 0.25, 0.25, 0.25)
-MBRS_PYTHON = os.environ.get("MBRS_PYTHON", "/tmp/mbrs-venv/bin/python")
+MBRS_PYTHON = os.environ.get("MBRS_PYTHON", str(Path(__file__).resolve().parent / ".mbrs-venv" / "bin" / "python"))
 WORKER = Path(__file__).resolve().parent / "mbrs_worker.py"
 
 
