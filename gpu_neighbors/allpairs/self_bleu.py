@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core.tiling import resolve_device
+from gpu_neighbors.core.validation import check_texts
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, check_weights
 from gpu_neighbors.kernels.bleu_sets import self_bleu as self_bleu_scores
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
@@ -48,8 +49,7 @@ def self_bleu(
 ) -> SelfBleu:
     """Self-BLEU of `texts` (each against all the others). `sample` reports a seeded random
     sample of that many texts, still each against all the others."""
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of strings, not one string")
+    texts = check_texts(texts, "texts")
     weights = check_weights(weights)
     if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
         raise ValueError(f"sample must be a positive number of texts, not {sample!r}")

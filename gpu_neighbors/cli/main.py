@@ -8,13 +8,14 @@ from gpu_neighbors.cli import INTERRUPTED
 from gpu_neighbors.cli.parser import build_parser
 from gpu_neighbors.core.validation import PARAMETERS, ParameterError, validate_parameters
 from gpu_neighbors.data import InputError
+from gpu_neighbors.data.errors import STANDARD_STREAM
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the report records how it was made
-    if getattr(args, "skip_bad", False) and args.rejects is None and args.output != "-":
+    if getattr(args, "skip_bad", False) and args.rejects is None and args.output != STANDARD_STREAM:
         args.rejects = f"{args.output}.rejects.jsonl"
     try:
         # every option named like a setting was made from the table: refuse bad values by flag
@@ -31,6 +32,6 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(f"gpu-neighbors: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        resume = " (rerun with --resume to continue)" if getattr(args, "output", None) not in (None, "-") else ""
+        resume = " (rerun with --resume to continue)" if getattr(args, "output", None) not in (None, STANDARD_STREAM) else ""
         print(f"gpu-neighbors: interrupted{resume}", file=sys.stderr)
         return INTERRUPTED

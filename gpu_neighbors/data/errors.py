@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 PathLike = str | os.PathLike
+STANDARD_STREAM = "-"  # as an input, standard input; as an output, standard output
 
 
 class InputError(ValueError):

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
-from gpu_neighbors.data.errors import InputError, PathLike, preview
+from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike, preview
 
 FORMATS = ("jsonl", "csv", "tsv", "text", "parquet")
 _FORMAT_BY_SUFFIX = {
@@ -39,7 +39,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 JSON_WHITESPACE = " \t\r\n"
 COUNT_CHUNK_BYTES = 1 << 20
 _CSV_FIELD_LIMIT = 2**31 - 1  # fits a C long everywhere; the default 128 KiB breaks long texts
-STDIN = "-"
 QUOTINGS = ("none", "csv")  # quote rules of TSV files: none (the default) or CSV's
 _SNIFF_BYTES = 4096
 
@@ -85,13 +84,13 @@ def sniff_format(stream: IO[bytes]) -> str:
 
 def is_regular(path: PathLike) -> bool:
     """A regular file (after symlinks) can be opened again; `-`, pipes and devices cannot."""
-    return str(path) != STDIN and Path(path).is_file()
+    return str(path) != STANDARD_STREAM and Path(path).is_file()
 
 
 def check_readable(path: PathLike) -> None:
     """Fails the clear way for a missing, unreadable or directory input, without opening (and
     so consuming) a pipe."""
-    if str(path) == STDIN:
+    if str(path) == STANDARD_STREAM:
         return
     try:
         mode = os.stat(path).st_mode
@@ -110,7 +109,7 @@ def open_input(path: PathLike) -> Iterator[IO[bytes]]:
     """The bytes of `path` (or standard input for `-`), gunzipped when they start with gzip's
     magic bytes; the check peeks into the stream's buffer, so a pipe loses nothing."""
     check_readable(path)
-    if str(path) == STDIN:
+    if str(path) == STANDARD_STREAM:
         buffered = cast(io.BufferedReader, sys.stdin.buffer)
     else:
         try:

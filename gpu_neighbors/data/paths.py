@@ -4,9 +4,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from gpu_neighbors.data.errors import InputError, PathLike
-
-STANDARD_STREAM = "-"
+from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike
 
 
 def check_distinct(inputs: Mapping[str, PathLike | None], outputs: Mapping[str, PathLike | None]) -> None:

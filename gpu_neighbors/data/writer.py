@@ -10,11 +10,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from gpu_neighbors.data.errors import InputError, PathLike, preview
+from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike, preview
 from gpu_neighbors.data.formats import COUNT_CHUNK_BYTES
 
 _MISSING = object()
-STDOUT = "-"
 
 
 class ResultWriter:
@@ -45,7 +44,7 @@ class ResultWriter:
         self._done = self._bytes = 0
         self._closed = False
         self._lock: IO[bytes] | None = None
-        self.to_stdout = str(path) == STDOUT
+        self.to_stdout = str(path) == STANDARD_STREAM
         self.path = Path(path)
         self.partial_path = Path(f"{path}.partial")
         self.meta_path = Path(f"{path}.meta.json")
