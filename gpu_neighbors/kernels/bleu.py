@@ -54,7 +54,7 @@ from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.bleu_sets import bleu_from_counts, check_weights
 from gpu_neighbors.text.ngrams import NgramFeatures, OrderTable, lookup_sorted, occurrence_rank
-from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, Tokenizer
+from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, TokenizedTexts, Tokenizer
 from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary
 
 SMOOTHINGS = ("none", "epsilon", "add1", "exp")
@@ -190,13 +190,14 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         self._id_tables: TransientCache[torch.device, IdTables] = TransientCache()
 
     def _fit(self, texts: list[str]) -> None:
-        # Token strings as Python lists take ~0.7 GB per million texts: tokenize in slices,
-        # once for the vocabulary and once for the ids, and keep only the ids.
-        self.vocabulary = Vocabulary(self.tokenizer.tokenize(text) for text in texts)
-        slices = [
-            self.encode_tokens(texts[first : first + FIT_SLICE])
-            for first in range(0, len(texts), FIT_SLICE)
-        ]
+        # Token strings as Python lists take ~0.7 GB per million texts: tokenize in slices and
+        # keep only the ids (a slice's tokens join the vocabulary before its ids are looked up).
+        self.vocabulary = Vocabulary()
+        slices = []
+        for first in range(0, len(texts), FIT_SLICE):
+            tokenized = self.tokenizer.tokenize_many(texts[first : first + FIT_SLICE])
+            self.vocabulary.add(tokenized)
+            slices.append(self.vocabulary.batch(tokenized, self.device))
         batch = TokenBatch(
             ids=torch.cat([part.ids for part in slices]),
             lengths=torch.cat([part.lengths for part in slices]),
@@ -212,7 +213,7 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
 
     def encode_tokens(self, texts: Sequence[str]) -> TokenBatch:
         """Token ids of `texts` in this kernel's vocabulary."""
-        return self.vocabulary.batch([self.tokenizer.tokenize(text) for text in texts], self.device)
+        return self.vocabulary.batch(self.tokenizer.tokenize_many(texts), self.device)
 
     def encode_batch(self, batch: TokenBatch) -> EncodedBleu:
         """Encode candidates that are already token ids in this kernel's vocabulary."""
@@ -311,7 +312,8 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
             size = len(hf)
             names = hf.convert_ids_to_tokens(list(range(size)))
             vocabulary_ids = self.vocabulary.batch(
-                [[name] if isinstance(name, str) else [] for name in names], torch.device("cpu")
+                TokenizedTexts.from_lists([[name] if isinstance(name, str) else [] for name in names]),
+                torch.device("cpu"),
             )
             lookup = torch.full((size,), DROPPED, dtype=torch.int64)
             present = vocabulary_ids.lengths == 1

@@ -103,9 +103,9 @@ def self_bleu(
     if len(texts) < 2:
         raise ValueError(f"Self-BLEU needs at least two texts (each is scored against the others), got {len(texts)}")
     device = torch.device(device)
-    tokens = [tokenizer.tokenize(text) for text in texts]
-    vocabulary = Vocabulary(tokens)
-    batch = vocabulary.batch(tokens, device)
+    tokenized = tokenizer.tokenize_many(texts)
+    vocabulary = Vocabulary(tokenized)
+    batch = vocabulary.batch(tokenized, device)
     order_count = len(weights)
     matrices = NgramFeatures(order_count).fit(batch, len(vocabulary))
     matches = torch.stack([_shared_features(matrix) for matrix in matrices], dim=1)

@@ -94,9 +94,9 @@ class RougeKernel(Kernel[PaddedTokens]):
     _words = 1  # words of the longest training text's bit vector; set by `fit`
 
     def _fit(self, texts: list[str]) -> None:
-        token_lists = [self.tokenizer.tokenize(text) for text in texts]
-        self.vocabulary = Vocabulary(token_lists)
-        self._train = self.vocabulary.batch(token_lists, self.device)
+        tokenized = self.tokenizer.tokenize_many(texts)
+        self.vocabulary = Vocabulary(tokenized)
+        self._train = self.vocabulary.batch(tokenized, self.device)
         lengths = self._train.lengths
         self._train_lengths = lengths.to(torch.float64)
         self._words = num_words(int(lengths.max()) if len(lengths) else 0)
@@ -118,8 +118,7 @@ class RougeKernel(Kernel[PaddedTokens]):
         self._posting_masks = masks.view(postings, self._words)
 
     def _encode(self, texts: Sequence[str]) -> PaddedTokens:
-        token_lists = [self.tokenizer.tokenize(text) for text in texts]
-        return pad_tokens(self.vocabulary.batch(token_lists, self.device))
+        return pad_tokens(self.vocabulary.batch(self.tokenizer.tokenize_many(texts), self.device))
 
     def _encode_train(self, start: int, stop: int) -> PaddedTokens:
         first = int(self._train.offsets[start]) if start < self.num_train else 0

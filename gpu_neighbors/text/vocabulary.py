@@ -1,11 +1,14 @@
 """Token ids: a training-set vocabulary and ragged batches of id sequences on a device."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import repeat
 
+import numpy as np
 import torch
+
+from gpu_neighbors.text.tokenizers import SEPARATOR, TokenizedTexts
 
 UNKNOWN_ID = -1  # a token the training set never had
 
@@ -39,23 +42,35 @@ class TokenBatch:
 
 
 class Vocabulary:
-    """Token string -> id, built from the training set and then frozen."""
+    """Token string -> id in order of first occurrence, built from the training set (`add`)
+    and then only read (`batch`)."""
 
-    def __init__(self, token_lists: Iterable[Sequence[str]]) -> None:
+    def __init__(self, tokenized: TokenizedTexts | None = None) -> None:
         self._ids: dict[str, int] = {}
-        for tokens in token_lists:
-            for token in tokens:
-                self._ids.setdefault(token, len(self._ids))
+        if tokenized is not None:
+            self.add(tokenized)
 
     def __len__(self) -> int:
         return len(self._ids)
 
-    def batch(self, token_lists: Sequence[Sequence[str]], device: torch.device) -> TokenBatch:
+    def add(self, tokenized: TokenizedTexts) -> None:
+        """Give the tokens not seen yet the next ids, in order of first occurrence."""
+        new = dict.fromkeys(tokenized.tokens)
+        if len(tokenized.separators):
+            del new[SEPARATOR]
+        ids = self._ids
+        for token in new:
+            if token not in ids:
+                ids[token] = len(ids)
+
+    def batch(self, tokenized: TokenizedTexts, device: torch.device) -> TokenBatch:
         """Ids of every token (UNKNOWN_ID for tokens unseen in training), as a ragged batch."""
-        lookup = self._ids.get
-        flat = [lookup(token, UNKNOWN_ID) for tokens in token_lists for token in tokens]
-        lengths = [len(tokens) for tokens in token_lists]
+        tokens = tokenized.tokens
+        ids = np.fromiter(map(self._ids.get, tokens, repeat(UNKNOWN_ID)), dtype=np.int64,
+                          count=len(tokens))
+        if len(tokenized.separators):
+            ids = np.delete(ids, tokenized.separators)
         return TokenBatch(
-            ids=torch.tensor(flat, dtype=torch.int64, device=device),
-            lengths=torch.tensor(lengths, dtype=torch.int64, device=device),
+            ids=torch.from_numpy(ids).to(device),
+            lengths=torch.from_numpy(np.ascontiguousarray(tokenized.lengths, dtype=np.int64)).to(device),
         )

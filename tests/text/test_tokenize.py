@@ -1,15 +1,23 @@
 """Tokenizers and the frozen training vocabulary."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
+from conftest import ADVERSARIAL_TEXTS, SHARED_DATA
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.text.tokenizers import (
+    BUILT_IN_TOKENIZERS,
+    SEPARATOR,
     HuggingFaceTokenizer,
     Sacrebleu13aTokenizer,
+    TokenizedTexts,
     WhitespaceTokenizer,
     make_tokenizer,
 )
@@ -17,13 +25,74 @@ from gpu_neighbors.text.vocabulary import UNKNOWN_ID, Vocabulary
 from minilm import MODEL_PATH
 
 TEXTS = ["Hello, World!  It's 3.5 km.", "  ", "", "naïve Café\tüber", "The U.S.A. (really) big"]
+# What the 13a rules and case folding look at: punctuation beside digits, at text edges and in
+# runs; markup and entities; line breaks; separators Python's split() counts as whitespace;
+# letters whose lower case depends on context (final sigma) or changes length (dotted I).
+EDGE_TEXTS = [
+    ".", ",", "-", ".5", "5.", "5-", "-5", "a.", ",a", "1,000.5", "x.,y", "3-4-5", "..", "a-\nb",
+    "line\nbreak", "-\n", "&amp;lt; &quot;q&quot; &gt; &amp;", "<skipped>x<skipped>", "<skip\nped>",
+    "\x1cfs\x1dgs\x1ers\x1fus", "\u2028ls\u2029ps\x85nel\xa0nbsp", "ΟΔΟΣ ΣΑΣ Σ", "İstanbul ǅ",
+    "tab\tend\t", "{[(<>)]}~`@^|\\/", "'quoted' \"double\"", "\u0301combining", "end.",
+]
+
+
+def real_texts() -> list[str]:
+    folder = SHARED_DATA.parent
+    texts = []
+    for name in ("huse_summarization.jsonl", "gug_dev.jsonl", "mlqe_et-en_dev.jsonl"):
+        with (folder / name).open(encoding="utf-8") as handle:
+            for line in handle:
+                record = json.loads(line)
+                texts += [record["text"], record.get("source", "")]
+    return texts
+
+
+def assert_tokenizes_as_text_by_text(tokenizer, texts) -> None:
+    many = tokenizer.tokenize_many(texts)
+    kept = np.delete(np.arange(len(many.tokens)), many.separators)
+    assert [many.tokens[i] for i in kept] == [token for text in texts for token in tokenizer.tokenize(text)]
+    assert many.lengths.tolist() == [len(tokenizer.tokenize(text)) for text in texts]
 
 
 def test_whitespace_and_13a_split_as_their_references():
-    for text in TEXTS:
+    reference13a = Tokenizer13a()
+    for text in TEXTS + EDGE_TEXTS + ADVERSARIAL_TEXTS + real_texts():
         assert WhitespaceTokenizer().tokenize(text) == text.split()
-        assert Sacrebleu13aTokenizer().tokenize(text) == Tokenizer13a()(text).split()
+        assert Sacrebleu13aTokenizer().tokenize(text) == reference13a(text).split(), text
         assert WhitespaceTokenizer(lowercase=True).tokenize(text) == text.lower().split()
+
+
+@pytest.mark.parametrize("lowercase", [False, True])
+@pytest.mark.parametrize("name", list(BUILT_IN_TOKENIZERS))
+def test_a_batch_is_tokenized_as_its_texts_one_by_one(name, lowercase):
+    tokenizer = make_tokenizer(name, lowercase=lowercase)
+    texts = TEXTS + EDGE_TEXTS + ADVERSARIAL_TEXTS + real_texts()
+    assert_tokenizes_as_text_by_text(tokenizer, texts)
+    if tokenizer.splits_joined_texts:  # the batch was split as one string
+        assert len(tokenizer.tokenize_many(texts).separators) == len(texts) - 1
+    for size in (0, 1, 2):
+        assert_tokenizes_as_text_by_text(tokenizer, texts[:size])
+
+
+@pytest.mark.parametrize("name", ["whitespace", "13a"])
+def test_a_text_holding_the_separator_is_still_tokenized_as_it_is(name):
+    tokenizer = make_tokenizer(name)
+    texts = ["a b", f"x {SEPARATOR} y", f"{SEPARATOR}", "", "c"]
+    many = tokenizer.tokenize_many(texts)
+    assert len(many.separators) == 0  # went text by text
+    assert_tokenizes_as_text_by_text(tokenizer, texts)
+    assert many.tokens.count(SEPARATOR) == 2
+
+
+EDGE_CHARACTERS = "ab09 .,-\n\t&;<>\"'ΣσİI\x1c\u2028\xa0{}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.text(alphabet=EDGE_CHARACTERS, max_size=12), max_size=8),
+       lowercase=st.booleans())
+def test_any_batch_of_edge_characters_tokenizes_as_its_texts(texts, lowercase):
+    for name in BUILT_IN_TOKENIZERS:
+        assert_tokenizes_as_text_by_text(make_tokenizer(name, lowercase=lowercase), texts)
 
 
 def test_hugging_face_tokenizer_from_a_local_path():
@@ -43,8 +112,8 @@ def test_unloadable_hugging_face_tokenizer_is_a_clear_error(tmp_path):
 
 
 def test_vocabulary_is_frozen_on_training_tokens():
-    vocabulary = Vocabulary([["a", "b"], ["b", "c"]])
-    batch = vocabulary.batch([["c", "z", "a"], []], torch.device("cpu"))
+    vocabulary = Vocabulary(TokenizedTexts.from_lists([["a", "b"], ["b", "c"]]))
+    batch = vocabulary.batch(TokenizedTexts.from_lists([["c", "z", "a"], []]), torch.device("cpu"))
     assert len(vocabulary) == 3
     assert batch.ids.tolist() == [2, UNKNOWN_ID, 0]
     assert batch.lengths.tolist() == [3, 0]
