@@ -5,13 +5,14 @@ import fcntl
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike, preview
 from gpu_neighbors.data.formats import COUNT_CHUNK_BYTES
+from gpu_neighbors.data.jsonlines import UnwritableRow, encode_columns, encode_rows, plain_json
 
 _MISSING = object()
 
@@ -86,17 +87,27 @@ class ResultWriter:
         """Appends rows as one durable chunk, with `checkpoint` (plain JSON: e.g. a digest of
         the inputs consumed so far) recorded beside them; a row that cannot be written (NaN, an
         object JSON does not know) raises ValueError before anything of the chunk is written."""
+        self._append(lambda first: encode_rows(rows, first), checkpoint)
+
+    def write_columns(self, columns: Mapping[str, Sequence[Any]],
+                      checkpoint: dict[str, Any] | None = None) -> None:
+        """`write_many` of the rows {name: column[i]}, the same bytes, encoded column by column."""
+        self._append(lambda first: encode_columns(columns, first), checkpoint)
+
+    def _append(self, encode: Callable[[int], bytes], checkpoint: dict[str, Any] | None) -> None:
         if self._closed:
             raise ValueError(f"{self.path}: the writer is closed")
         if self.previously_complete:
             return  # a finished run resumed: every row is already in the output
-        lines = [self._encode(row, self._done + offset) for offset, row in enumerate(rows)]
-        if not lines:
+        try:
+            data = encode(self._done)
+        except UnwritableRow as error:
+            raise ValueError(f"{self.path}: {error} (write None for an undefined value)") from None
+        if not data:
             return
-        data = b"".join(lines)
         self._file.write(data)
         self._file.flush()
-        self._done += len(lines)
+        self._done += data.count(b"\n")  # JSON escapes every newline inside a value
         self._bytes += len(data)
         if checkpoint is not None:
             self.checkpoint = _json_normalised(checkpoint)
@@ -137,14 +148,6 @@ class ResultWriter:
             self.lock_path.unlink(missing_ok=True)
             self._lock.close()  # closing the descriptor releases the flock
             self._lock = None
-
-    def _encode(self, row: dict[str, Any], index: int) -> bytes:
-        try:
-            text = json.dumps(row, ensure_ascii=False, allow_nan=False, default=_plain_json)
-            return (text + "\n").encode("utf-8")
-        except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
-            raise ValueError(f"{self.path}: result row {index} cannot be written: {exc} "
-                             f"(write None for an undefined value)") from None
 
     def _recover(self) -> tuple[int, int]:
         """(rows, bytes) safely on disk from an earlier run; trims the partial output to them."""
@@ -224,18 +227,11 @@ def _exclusive_lock(lock_path: Path, output: Path) -> IO[bytes]:
     return handle
 
 
-def _plain_json(value: Any) -> Any:
-    """numpy scalars and arrays, torch tensors: anything with `tolist` becomes plain JSON."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
 def _json_normalised(header: dict[str, Any] | None) -> Any:
     """The header as it reads back from JSON, so a stored one compares equal to a fresh one."""
     try:
         return json.loads(json.dumps(header, ensure_ascii=False, allow_nan=False,
-                                     default=_plain_json))
+                                     default=plain_json))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"the run header must be plain JSON without NaN: {exc}") from None
 
