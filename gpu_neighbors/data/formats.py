@@ -159,26 +159,30 @@ def strip_newline(raw: bytes) -> bytes:
 def _jsonl_records(stream: IO[bytes], path: PathLike) -> Iterator[Record]:
     """One JSON object per line; whitespace-only lines are not records and are skipped."""
     for line, raw in physical_lines(stream, path):
-        text = decode(raw, line, path)
-        if isinstance(text, InputError):
-            yield Record(line, {}, raw.decode("utf-8", "replace").rstrip("\r\n"), text)
-            continue
-        if not text.strip(JSON_WHITESPACE):
-            continue
-        shown = text.rstrip("\r\n")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            error = InputError(f"invalid JSON: {exc.msg} (column {exc.colno}); JSON Lines needs "
-                               f"one object per line", path=path, line=line)
-            yield Record(line, {}, shown, error)
-            continue
-        if not isinstance(value, dict):
-            error = InputError(f"expected a JSON object, got {type(value).__name__} "
-                               f"{preview(value)}", path=path, line=line)
-            yield Record(line, {}, shown, error)
-            continue
-        yield Record(line, value, shown, None)
+        record = jsonl_record(line, raw, path)
+        if record is not None:
+            yield record
+
+
+def jsonl_record(line: int, raw: bytes, path: PathLike) -> Record | None:
+    """The record on one line of a JSON Lines file (None for a whitespace-only line)."""
+    text = decode(raw, line, path)
+    if isinstance(text, InputError):
+        return Record(line, {}, raw.decode("utf-8", "replace").rstrip("\r\n"), text)
+    if not text.strip(JSON_WHITESPACE):
+        return None
+    shown = text.rstrip("\r\n")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        error = InputError(f"invalid JSON: {exc.msg} (column {exc.colno}); JSON Lines needs "
+                           f"one object per line", path=path, line=line)
+        return Record(line, {}, shown, error)
+    if not isinstance(value, dict):
+        error = InputError(f"expected a JSON object, got {type(value).__name__} "
+                           f"{preview(value)}", path=path, line=line)
+        return Record(line, {}, shown, error)
+    return Record(line, value, shown, None)
 
 
 def _delimited_records(stream: IO[bytes], path: PathLike, fmt: str, required: Sequence[str],

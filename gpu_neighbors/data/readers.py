@@ -23,6 +23,7 @@ from gpu_neighbors.data.formats import (
     decode,
     import_pyarrow,
     is_regular,
+    jsonl_record,
     open_input,
     physical_lines,
     records,
@@ -217,6 +218,9 @@ class CandidateStream:
             if fmt == "text":
                 yield from _text_lines(stream, self.path, self.max_chars)
                 return
+            if fmt == "jsonl":
+                yield from _jsonl_texts(stream, self.path, self.text_field, self.max_chars)
+                return
             for record in records(stream, self.path, fmt, (self.text_field,), self.quoting):
                 text = record.error or _text_field(record, self.text_field, self.path, self.max_chars)
                 yield record.line, text, record.raw
@@ -230,6 +234,25 @@ def iter_candidates(path: PathLike, *, text_field: str = "text", skip_bad: bool 
     Plain text keeps empty lines as empty candidates (they score as undefined)."""
     return CandidateStream(path, text_field=text_field, skip_bad=skip_bad, rejects=rejects,
                            file_format=file_format, quoting=quoting, max_chars=max_chars)
+
+
+def _jsonl_texts(stream: IO[bytes], path: PathLike, field: str,
+                 max_chars: int) -> Iterator[tuple[int, str | InputError, Any]]:
+    """The text field of each JSON Lines record. A line that is a JSON object with a string
+    `field` within the limits is taken in one step; any other line goes through the full
+    record checks, which name what is wrong (so both ways accept and refuse the same lines)."""
+    loads = json.loads
+    for line, raw in physical_lines(stream, path):
+        try:
+            text = loads(raw.decode("utf-8"))[field]
+        except (ValueError, LookupError, TypeError):  # bad bytes or JSON, no field, no object
+            text = None
+        if type(text) is str and len(text) <= max_chars and (text.isascii() or not _SURROGATE.search(text)):
+            yield line, text, None
+            continue
+        record = jsonl_record(line, raw, path)
+        if record is not None:
+            yield line, record.error or _text_field(record, field, path, max_chars), record.raw
 
 
 def _text_lines(stream: IO[bytes], path: PathLike,
