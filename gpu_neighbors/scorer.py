@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,22 @@ BLEU_ONLY = ("smoothing", "weights")  # settings only the bleu kernel takes
 PAPER_MIN_NEIGHBORS, PAPER_MAX_FRACTION = 5, 0.66  # the paper's a and b
 DEFAULT_POWER = 1.0  # p of similarity weighting when it is not tuned
 MAX_TUNING_TEXTS = 4_000  # tuning holds an [n x n] float64 matrix (128 MB here) and its per-tau copies
+
+@dataclass(frozen=True)
+class PreparedCandidates:
+    """Candidates encoded ahead (`NeighborsScorer.prepare`): each chunk of `plan` mapped to the
+    kernel's encoding of it."""
+
+    size: int
+    plan: TilePlan
+    chunks: dict[tuple[int, int], Any]
+
+    def encoded(self, first: int, last: int) -> Any:
+        return self.chunks[first, last]
+
+    def __len__(self) -> int:
+        return self.size
+
 
 class NeighborsScorer:
     """Estimate text quality as the mean known quality of a text's kernel neighbours.
@@ -371,27 +387,46 @@ class NeighborsScorer:
 
     # -- prediction ----------------------------------------------------------------------
 
-    def predict(self, candidates: Sequence[str], return_neighbors: int | None = None) -> Prediction:
-        """Estimates for `candidates`, in order; undefined (NaN) where the a/b rule says so.
-        return_neighbors=k: also the k most similar training texts of each candidate (index,
-        similarity, known score; all of them when k exceeds the training set), from the same
-        pass, in `Prediction.neighbors`."""
+    def predict(
+        self, candidates: Sequence[str] | PreparedCandidates, return_neighbors: int | None = None
+    ) -> Prediction:
+        """Estimates for `candidates` (texts, or texts already `prepare`d), in order; undefined
+        (NaN) where the a/b rule says so. return_neighbors=k: also the k most similar training
+        texts of each candidate (index, similarity, known score; all of them when k exceeds the
+        training set), from the same pass, in `Prediction.neighbors`."""
         if return_neighbors is None:
             return self.predict_tensors(candidates).numpy()
         self._check_fitted()
         if isinstance(return_neighbors, bool) or not isinstance(return_neighbors, int) or return_neighbors < 1:
             raise ValueError(f"return_neighbors must be a positive integer or None, not {return_neighbors!r}")
-        texts = _validate_texts(candidates, "candidates", allow_empty=True)
-        prediction, top = self._pass(
-            lambda first, last: self.kernel_.encode(texts[first:last]), len(texts),
-            neighbors=min(return_neighbors, self.num_train),
-        )
+        encode, rows, plan = self._candidate_chunks(candidates)
+        prediction, top = self._pass(encode, rows, plan=plan, neighbors=min(return_neighbors, self.num_train))
         assert top is not None  # asked for
         return replace(prediction.numpy(), neighbors=top.neighbors(self._quality.raw))
 
+    def prepare(self, candidates: Sequence[str]) -> PreparedCandidates:
+        """The host half of `predict`: candidates checked and encoded by the kernel, chunk by
+        chunk of the tile plan, for a later `predict`. A reader thread can prepare the next
+        batch while this one is scored (the kernels' encoding only reads what `fit` built)."""
+        self._check_fitted()
+        texts = _validate_texts(candidates, "candidates", allow_empty=True)
+        plan = self._plan()
+        chunks = {(first, last): self.kernel_.encode(texts[first:last]) for first, last in plan.chunks(len(texts))}
+        return PreparedCandidates(len(texts), plan, chunks)
+
+    def _candidate_chunks(
+        self, candidates: Sequence[str] | PreparedCandidates
+    ) -> tuple[Callable[[int, int], Any], int, TilePlan | None]:
+        """(encoding of candidates first..last-1, how many there are, the plan they were
+        encoded for: None means any)."""
+        if isinstance(candidates, PreparedCandidates):
+            return candidates.encoded, candidates.size, candidates.plan
+        texts = _validate_texts(candidates, "candidates", allow_empty=True)
+        return (lambda first, last: self.kernel_.encode(texts[first:last])), len(texts), None
+
     def predict_tensors(
         self,
-        candidates: Sequence[str] | torch.Tensor,
+        candidates: Sequence[str] | PreparedCandidates | torch.Tensor,
         subset: TrainingSubset | None = None,
         attention_mask: torch.Tensor | None = None,
     ) -> TensorPrediction:
@@ -403,8 +438,8 @@ class NeighborsScorer:
             return self._predict_ids(candidates, attention_mask, subset)
         if attention_mask is not None:
             raise ValueError("attention_mask goes with token ids, not with texts")
-        texts = _validate_texts(candidates, "candidates", allow_empty=True)
-        return self._pass(lambda first, last: self.kernel_.encode(texts[first:last]), len(texts), subset=subset)[0]
+        encode, rows, plan = self._candidate_chunks(candidates)
+        return self._pass(encode, rows, subset=subset, plan=plan)[0]
 
     def predict_ids(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None

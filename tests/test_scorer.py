@@ -76,6 +76,25 @@ def test_results_identical_for_any_chunk_size_and_budget(huse_texts, huse_scores
     assert expected_loo.covered.sum() >= 5 and expected.covered.sum() >= 5
 
 
+@pytest.mark.parametrize("kernel", ["bleu", "rouge", "meteor"])
+def test_prepared_candidates_predict_as_their_texts(huse_texts, huse_scores, kernel):
+    """`prepare` (what a streaming run's reader thread does) then `predict` is `predict`."""
+    scorer = NeighborsScorer(kernel=kernel, device="cpu", chunk_size=7, thresholds="paper",
+                             min_neighbors=1).fit(huse_texts[:60], huse_scores[:60])
+    candidates = huse_texts[60:100] + ["", "   "]
+    prepared = scorer.prepare(candidates)
+    assert len(prepared) == len(candidates) and len(prepared.chunks) == 6  # chunks of 7 rows
+    for neighbors in (None, 3):
+        want, got = scorer.predict(candidates, neighbors), scorer.predict(prepared, neighbors)
+        for field in ("scores", "num_neighbors", "std", "covered"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+        assert (got.neighbors is None) == (neighbors is None)
+        if neighbors:
+            assert [got.neighbors.rows(i) for i in range(len(candidates))] == \
+                [want.neighbors.rows(i) for i in range(len(candidates))]
+    assert np.isfinite(scorer.predict(prepared).scores).sum() >= 10
+
+
 def test_candidate_order_and_training_order_do_not_matter(huse_texts, huse_scores):
     rng = np.random.default_rng(0)
     scorer = NeighborsScorer(device="cpu").fit(huse_texts, huse_scores)

@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from gpu_neighbors.core.correlation import RESAMPLES, spearman_interval, spearman_pvalue, spearman_rows
 from gpu_neighbors.core.neighbours import Prediction
@@ -58,6 +57,8 @@ def _agreement(
     spearman = float(spearman_rows(estimated, known)[0])
     pearson = low = high = NAN
     if math.isfinite(spearman):  # both sides vary
+        from scipy import stats  # imported on use: the CLI's start-up need not pay ~0.7 s
+
         pearson = float(stats.pearsonr(estimated, known).statistic)
         low, high = spearman_interval(estimated, known, resamples, seed=seed)
     return Agreement(
@@ -129,7 +130,7 @@ def human_agreement(
             spearman=float(defined.mean()) if defined.size else NAN,
             pearson=float(np.nanmean(pearsons)),
             coverage=1.0,
-            spearman_p=float(stats.ttest_1samp(defined, 0.0).pvalue) if defined.size >= 2 else NAN,
+            spearman_p=_mean_pvalue(defined),
             spearman_low=low,
             spearman_high=high,
         ),
@@ -143,3 +144,12 @@ def _mean_interval(values: np.ndarray, resamples: int, seed: int = 0) -> tuple[f
     draws = np.random.default_rng(seed).integers(0, values.size, size=(resamples, values.size))
     low, high = np.percentile(values[draws].mean(axis=1), [2.5, 97.5])
     return float(low), float(high)
+
+
+def _mean_pvalue(values: np.ndarray) -> float:
+    """Two-sided p-value of a one-sample t-test that the values' mean is 0."""
+    if values.size < 2:
+        return NAN
+    from scipy import stats
+
+    return float(stats.ttest_1samp(values, 0.0).pvalue)

@@ -35,6 +35,10 @@ class Kernel(ABC, Generic[Encoded]):
     uses_tokenizer: ClassVar[bool] = True
     # True where `encode_ids` scores token ids straight from a model (no decode, no host sync).
     supports_ids: ClassVar[bool] = False
+    # True where `encode` is host work with a small result (token ids, n-gram features), so a
+    # streaming run may encode whole batches ahead in its reader thread; false where it is a
+    # model's embeddings (large, and made on the device).
+    prepares_ahead: ClassVar[bool] = True
 
     def __init__(self, *, tokenizer: Tokenizer, device: torch.device) -> None:
         self.tokenizer = tokenizer

@@ -111,6 +111,7 @@ class BertScoreKernel(Kernel[TokenEmbeddings]):
     name = "bertscore"
     default_tau = 0.10
     uses_tokenizer = False
+    prepares_ahead = False  # embeddings: large, made on the device
 
     def __init__(
         self,

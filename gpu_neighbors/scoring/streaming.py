@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from gpu_neighbors.data import (
     Candidate,
@@ -32,6 +32,7 @@ from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.scoring.progress import ScoringProgress
 from gpu_neighbors.scorer import NeighborsScorer
 
+T = TypeVar("T")
 DEFAULT_BATCH_SIZE = 8192  # candidates scored and made durable per step
 READ_AHEAD = 2  # batches a reader thread may parse while one is scored
 
@@ -107,13 +108,16 @@ def score_file(
         with ScoringProgress(total, initial=already, pairs_per_text=scorer.num_train,
                              enabled=progress) as bar:
             batches = _pending_batches(stream, batch_size, already, consumed, expected, candidates)
-            pending = _read_ahead(batches, READ_AHEAD)
-            score = score_batches or (score_each if not explain else _explaining(explain))
-            for batch, prediction in score(scorer, pending):
-                for candidate in batch:
-                    _digest_text(consumed, candidate.text)
-                writer.write_many(_rows(batch, prediction, train_texts),
-                                  checkpoint={CANDIDATES_DIGEST: consumed.hexdigest()})
+            scored: Iterable[tuple[list[Candidate], Prediction]]
+            if score_batches is None:
+                scored = _score_here(scorer, batches, explain or None)
+            else:
+                scored = score_batches(scorer, _read_ahead(batches, READ_AHEAD))
+            for batch, prediction in scored:
+                texts = _texts(batch)
+                _digest_texts(consumed, texts)
+                writer.write_columns(_columns(batch, texts, prediction, train_texts),
+                                     checkpoint={CANDIDATES_DIGEST: consumed.hexdigest()})
                 bar.update(batch[-1].index + 1 + stream.rejected - bar.n)
     return RunSummary(
         scored=writer.done - already,
@@ -131,29 +135,31 @@ BatchScorer = Callable[
 (`score_file(score_batches=...)`; `distributed.RayBatchScorer` spreads them over a Ray cluster)."""
 
 
-def score_each(
-    scorer: NeighborsScorer, batches: Iterable[list[Candidate]]
+def _score_here(
+    scorer: NeighborsScorer, batches: Iterable[list[Candidate]], neighbors: int | None
 ) -> Iterator[tuple[list[Candidate], Prediction]]:
-    """The one-process batch scorer: each batch in turn, in this process."""
-    for batch in batches:
-        yield batch, scorer.predict([candidate.text for candidate in batch])
+    """Each batch scored in this process. The reader thread reads the next batches meanwhile
+    and, where the kernel's encoding is small host work (`prepares_ahead`), encodes them too."""
+    items: Iterator[tuple[list[Candidate], Any]]
+    if scorer.kernel_.prepares_ahead:
+        items = _read_ahead(((batch, scorer.prepare(_texts(batch))) for batch in batches), READ_AHEAD)
+    else:
+        items = ((batch, _texts(batch)) for batch in _read_ahead(batches, READ_AHEAD))
+    for batch, candidates in items:
+        yield batch, scorer.predict(candidates, return_neighbors=neighbors)
 
 
-def _explaining(neighbors: int) -> BatchScorer:
-    """`score_each` that also asks for each candidate's `neighbors` most similar training texts."""
-    def score(scorer: NeighborsScorer, batches: Iterable[list[Candidate]]) -> Iterator[tuple[list[Candidate], Prediction]]:
-        for batch in batches:
-            yield batch, scorer.predict([candidate.text for candidate in batch], return_neighbors=neighbors)
-
-    return score
+def _texts(batch: list[Candidate]) -> list[str]:
+    return [candidate.text for candidate in batch]
 
 
 CANDIDATES_DIGEST = "candidates_sha256"  # of the texts written so far, in the progress record
 
 
-def _digest_text(digest: Any, text: str) -> None:
-    digest.update(text.encode("utf-8", "surrogatepass"))
-    digest.update(b"\0")
+def _digest_texts(digest: Any, texts: list[str]) -> None:
+    """Each text's UTF-8 bytes and a NUL, in order."""
+    if texts:
+        digest.update(("\0".join(texts) + "\0").encode("utf-8", "surrogatepass"))
 
 
 def _pending_batches(
@@ -167,7 +173,7 @@ def _pending_batches(
     verified = done == 0 or expected is None
     for candidate in stream:
         if candidate.index < done:
-            _digest_text(consumed, candidate.text)
+            _digest_texts(consumed, [candidate.text])
             continue
         if not verified:
             _check_consumed(consumed, expected, done, path)
@@ -189,10 +195,10 @@ def _check_consumed(consumed: Any, expected: str | None, done: int, path: PathLi
                          f"--resume to start over", path=path)
 
 
-def _read_ahead(batches: Iterator[list[Candidate]], depth: int) -> Iterator[list[Candidate]]:
-    """`batches`, read by a thread that stays at most `depth` batches ahead: parsing is Python
-    and holds the GIL, scoring is torch and releases it, so on a second core reading costs
-    almost nothing; memory stays bounded by the depth. Errors reach the consumer in order."""
+def _read_ahead(items: Iterable[T], depth: int) -> Iterator[T]:
+    """`items` made by a thread that stays at most `depth` ahead: parsing and encoding are
+    Python and hold the GIL, scoring is torch and releases it, so on a second core reading
+    costs little; memory stays bounded by the depth. Errors reach the consumer in order."""
     ready: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
     end = object()
@@ -208,8 +214,8 @@ def _read_ahead(batches: Iterator[list[Candidate]], depth: int) -> Iterator[list
 
     def read() -> None:
         try:
-            for batch in batches:
-                if not hand_over(batch):
+            for item in items:
+                if not hand_over(item):
                     return
             hand_over(end)
         except BaseException as error:  # handed to the consumer, raised there
@@ -227,22 +233,28 @@ def _read_ahead(batches: Iterator[list[Candidate]], depth: int) -> Iterator[list
         reader.join()
 
 
-def _rows(
-    batch: list[Candidate], prediction: Prediction, train_texts: list[str] | None = None
-) -> Iterator[dict[str, Any]]:
-    scores, counts, spreads = prediction.scores.tolist(), prediction.num_neighbors.tolist(), prediction.std.tolist()
-    for position, (candidate, score, count, spread) in enumerate(zip(batch, scores, counts, spreads)):
-        row = {
-            "index": candidate.index,
-            "text": candidate.text,
-            "score": None if score != score else score,
-            "num_neighbors": count,
-            "std": None if spread != spread else spread,
-            "estimator": prediction.estimator,
-        }
-        if prediction.neighbors is not None:
-            row["neighbors"] = [
-                {**neighbor, "text": train_texts[int(neighbor["index"])]} if train_texts is not None else neighbor
-                for neighbor in prediction.neighbors.rows(position)
-            ]
-        yield row
+def _columns(
+    batch: list[Candidate], texts: list[str], prediction: Prediction,
+    train_texts: list[str] | None = None,
+) -> dict[str, list[Any]]:
+    """The batch's result rows as columns: index, text, score, num_neighbors, std, estimator
+    (score and std None where undefined), and with explained predictions their neighbours."""
+    columns: dict[str, list[Any]] = {
+        "index": [candidate.index for candidate in batch],
+        "text": texts,
+        "score": _nan_to_none(prediction.scores.tolist()),
+        "num_neighbors": prediction.num_neighbors.tolist(),
+        "std": _nan_to_none(prediction.std.tolist()),
+        "estimator": [prediction.estimator] * len(batch),
+    }
+    if prediction.neighbors is not None:
+        columns["neighbors"] = [
+            [{**neighbor, "text": train_texts[int(neighbor["index"])]} if train_texts is not None else neighbor
+             for neighbor in prediction.neighbors.rows(position)]
+            for position in range(len(batch))
+        ]
+    return columns
+
+
+def _nan_to_none(values: list[float]) -> list[float | None]:
+    return [None if value != value else value for value in values]

@@ -138,9 +138,9 @@ def test_reader_stays_one_batch_ahead_of_the_writer(tmp_path, train_file, candid
     calls = []
     original_predict = NeighborsScorer.predict
 
-    def recording_predict(self, texts):
-        calls.append((len(texts), len(read)))
-        return original_predict(self, texts)
+    def recording_predict(self, candidates, return_neighbors=None):
+        calls.append((len(candidates), len(read)))
+        return original_predict(self, candidates, return_neighbors)
 
     monkeypatch.setattr(streaming, "iter_candidates", CountingReader)
     monkeypatch.setattr(NeighborsScorer, "predict", recording_predict)
