@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="format of --candidates (default: from its extension; a pipe or - is "
                             "sniffed: JSONL when it starts with {, else plain text)")
     score.add_argument("--output", required=True,
-                       help="results, JSONL, one line per candidate in input order; - for standard "
+                       help="results, one row per candidate in input order: JSON Lines, or Parquet "
+                            "for a .parquet name (needs pyarrow; no --resume); - for standard "
                             "output (then no --resume)")
     score.add_argument("--overwrite", action="store_true",
                        help="replace an existing finished --output (only once the new run completes)")

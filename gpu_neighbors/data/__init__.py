@@ -2,9 +2,10 @@
 from gpu_neighbors.data.errors import InputError, PathLike
 from gpu_neighbors.data.formats import FORMATS, count_records, detect_format
 from gpu_neighbors.data.readers import Candidate, CandidateStream, ScoredData, iter_candidates, read_scored
-from gpu_neighbors.data.writer import ResultWriter
+from gpu_neighbors.data.writer import ParquetResultWriter, ResultWriter, open_results
 
 __all__ = [
-    "FORMATS", "Candidate", "CandidateStream", "InputError", "PathLike", "ResultWriter", "ScoredData",
-    "count_records", "detect_format", "iter_candidates", "read_scored",
+    "FORMATS", "Candidate", "CandidateStream", "InputError", "ParquetResultWriter", "PathLike",
+    "ResultWriter", "ScoredData", "count_records", "detect_format", "iter_candidates", "open_results",
+    "read_scored",
 ]

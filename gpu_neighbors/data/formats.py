@@ -271,12 +271,12 @@ def records(stream: IO[bytes], path: PathLike, fmt: str, required: Sequence[str]
     return _delimited_records(stream, path, fmt, required, quoting)
 
 
-def import_pyarrow(path: PathLike):
+def import_pyarrow(path: PathLike, purpose: str = "reading Parquet"):
     try:
         import pyarrow
         import pyarrow.parquet
     except ImportError:
-        raise InputError("reading Parquet needs pyarrow: pip install 'gpu-neighbors[parquet]'",
+        raise InputError(f"{purpose} needs pyarrow: pip install 'gpu-neighbors[parquet]'",
                          path=path) from None
     return pyarrow
 

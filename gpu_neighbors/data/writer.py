@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike, preview
-from gpu_neighbors.data.formats import COUNT_CHUNK_BYTES
+from gpu_neighbors.data.formats import COUNT_CHUNK_BYTES, import_pyarrow
 from gpu_neighbors.data.jsonlines import UnwritableRow, encode_columns, encode_rows, plain_json
 
 _MISSING = object()
@@ -204,6 +204,64 @@ class ResultWriter:
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, self.meta_path)
+
+
+class ParquetResultWriter(ResultWriter):
+    """The rows as a Parquet file, one row group per `write_columns`, with the locking,
+    partial file and overwrite rules of `ResultWriter`. No resume: a Parquet file is readable
+    only once its footer is written, so a killed run leaves nothing to continue from (write
+    JSON Lines for runs that must survive a kill). `types` fixes a column's Arrow type (e.g.
+    "double" for a column whose first batch holds only nulls); other columns are inferred."""
+
+    def __init__(self, path: PathLike, resume: bool = False, header: dict[str, Any] | None = None,
+                 overwrite: bool = False, types: Mapping[str, str] | None = None) -> None:
+        if resume:
+            raise InputError("cannot resume a Parquet output (a killed run leaves no readable "
+                             "file); write JSON Lines (.jsonl) to be able to resume", path=path)
+        if str(path) == STANDARD_STREAM:
+            raise InputError("Parquet cannot be written to standard output", path=path)
+        self._arrow = import_pyarrow(path, "writing Parquet")
+        self._types = dict(types or {})
+        self._parquet: Any = None
+        super().__init__(path, header=header, overwrite=overwrite)
+
+    def write_many(self, rows: Iterable[dict[str, Any]],
+                   checkpoint: dict[str, Any] | None = None) -> None:
+        rows = list(rows)
+        if rows:
+            self.write_columns({name: [row.get(name) for row in rows] for name in rows[0]}, checkpoint)
+
+    def write_columns(self, columns: Mapping[str, Sequence[Any]],
+                      checkpoint: dict[str, Any] | None = None) -> None:
+        if self._closed:
+            raise ValueError(f"{self.path}: the writer is closed")
+        pa = self._arrow
+        try:
+            table = pa.table({name: pa.array(values, type=self._types.get(name))
+                              for name, values in columns.items()})
+        except (pa.ArrowException, TypeError, ValueError) as error:
+            raise ValueError(f"{self.path}: result rows from {self._done} cannot be written: {error}") from None
+        if self._parquet is None:
+            self._parquet = pa.parquet.ParquetWriter(self._file, table.schema)
+        else:
+            table = table.cast(self._parquet.schema)
+        self._parquet.write_table(table)
+        self._done += table.num_rows
+
+    def close(self, complete: bool = True) -> None:
+        if self._parquet is not None and not self._closed:
+            self._parquet.close()  # writes the footer; the file stays open
+            self._file.flush()
+            os.fsync(self._file.fileno())  # on disk before the rename makes it the output
+        super().close(complete)
+
+
+def open_results(path: PathLike, resume: bool = False, header: dict[str, Any] | None = None,
+                 overwrite: bool = False, types: Mapping[str, str] | None = None) -> ResultWriter:
+    """The writer for `path`: Parquet for a `.parquet` name, else JSON Lines."""
+    if str(path).lower().endswith(".parquet"):
+        return ParquetResultWriter(path, resume=resume, header=header, overwrite=overwrite, types=types)
+    return ResultWriter(path, resume=resume, header=header, overwrite=overwrite)
 
 
 def _check_output_path(path: Path) -> None:

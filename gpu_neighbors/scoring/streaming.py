@@ -23,9 +23,9 @@ from gpu_neighbors.data import (
     Candidate,
     InputError,
     PathLike,
-    ResultWriter,
     count_records,
     iter_candidates,
+    open_results,
 )
 from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS
 from gpu_neighbors.core.neighbours import Prediction
@@ -33,6 +33,9 @@ from gpu_neighbors.scoring.progress import ScoringProgress
 from gpu_neighbors.scorer import NeighborsScorer
 
 T = TypeVar("T")
+# Arrow types of the result columns, for a Parquet output (a batch may hold only nulls).
+RESULT_TYPES = {"index": "int64", "text": "string", "score": "double", "num_neighbors": "int64",
+                "std": "double", "estimator": "string"}
 DEFAULT_BATCH_SIZE = 8192  # candidates scored and made durable per step
 READ_AHEAD = 2  # batches a reader thread may parse while one is scored
 
@@ -76,7 +79,8 @@ def score_file(
     explain: int = 0,
     train_texts: list[str] | None = None,
 ) -> RunSummary:
-    """Scores every candidate of `candidates` with a fitted `scorer` into JSONL `output`.
+    """Scores every candidate of `candidates` with a fitted `scorer` into `output`: JSON Lines,
+    or Parquet for a `.parquet` name (the same rows and values; no resume).
 
     One row per candidate in input order: {"index", "text", "score", "num_neighbors", "std"},
     score and std null where undefined. A bad record stops the run with an InputError naming
@@ -100,7 +104,8 @@ def score_file(
         **({"explain": explain} if explain else {}),
     }
     started = time.perf_counter()
-    with ResultWriter(output, resume=resume, header=settings, overwrite=overwrite) as writer:
+    with open_results(output, resume=resume, header=settings, overwrite=overwrite,
+                      types=RESULT_TYPES) as writer:
         already = writer.done
         total = count_records(candidates, file_format=file_format, quoting=quoting) if progress else None
         consumed = hashlib.sha256()

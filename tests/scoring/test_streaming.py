@@ -288,3 +288,51 @@ def test_default_budget_follows_the_hosts_available_memory(monkeypatch):
     assert tiling.default_memory_budget(cpu) == tiling.DEFAULT_CPU_BUDGET
     monkeypatch.setattr(tiling, "_available_host_memory", lambda: None)
     assert tiling.default_memory_budget(cpu) == tiling.DEFAULT_CPU_BUDGET
+
+
+@pytest.mark.parametrize("explain", [0, 2])
+def test_output_bytes_are_json_dumps_of_each_row(tmp_path, train_file, candidates, explain):
+    """The column-wise writer writes what json.dumps writes for each row dict, byte for byte."""
+    source = write_candidates(tmp_path / "c.jsonl", candidates)
+    output = tmp_path / "out.jsonl"
+    extra = ["--explain", str(explain), "--explain-text"] if explain else []
+    assert main(score_args(train_file, source, output, "--batch-size", "97", "--quiet", *extra)) == 0
+    train_texts, train_scores = _train_columns(train_file)
+    scorer = NeighborsScorer(device="cpu").fit(train_texts, train_scores)
+    prediction = scorer.predict(candidates, return_neighbors=explain or None)
+    rows = []
+    for index, text in enumerate(candidates):
+        score, spread = float(prediction.scores[index]), float(prediction.std[index])
+        row = {"index": index, "text": text, "score": None if np.isnan(score) else score,
+               "num_neighbors": int(prediction.num_neighbors[index]),
+               "std": None if np.isnan(spread) else spread, "estimator": prediction.estimator}
+        if explain:
+            row["neighbors"] = [{**neighbor, "text": train_texts[neighbor["index"]]}
+                                for neighbor in prediction.neighbors.rows(index)]
+        rows.append(json.dumps(row, ensure_ascii=False) + "\n")
+    assert output.read_text(encoding="utf-8") == "".join(rows)
+
+
+def test_a_parquet_output_holds_the_rows_of_the_jsonl_output(tmp_path, train_file, candidates):
+    import pyarrow.parquet as pq  # the test set-up installs the parquet extra
+    source = write_candidates(tmp_path / "c.jsonl", candidates)
+    jsonl, parquet = tmp_path / "out.jsonl", tmp_path / "out.parquet"
+    for output in (jsonl, parquet):
+        assert main(score_args(train_file, source, output, "--batch-size", "64", "--quiet", "--explain", "1")) == 0
+    table = pq.read_table(parquet)
+    assert table.schema.field("score").type == "double" and table.num_rows == len(candidates)
+    assert table.to_pylist() == [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
+    assert not Path(f"{parquet}.partial").exists()
+
+
+def test_a_parquet_output_cannot_be_resumed_or_silently_replaced(tmp_path, train_file, candidates, capsys):
+    source = write_candidates(tmp_path / "c.jsonl", candidates[:50])
+    output = tmp_path / "out.parquet"
+    assert main(score_args(train_file, source, output, "--quiet")) == 0
+    before = output.read_bytes()
+    capsys.readouterr()
+    assert main(score_args(train_file, source, output, "--quiet", "--resume")) != 0
+    assert "cannot resume a Parquet output" in capsys.readouterr().err
+    assert main(score_args(train_file, source, output, "--quiet")) != 0
+    assert "exists already" in capsys.readouterr().err
+    assert output.read_bytes() == before
