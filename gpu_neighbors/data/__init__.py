@@ -1,11 +1,11 @@
 """Files in and out: streaming readers with file:line:field errors, and a resumable writer."""
 from gpu_neighbors.data.errors import InputError, PathLike
 from gpu_neighbors.data.formats import FORMATS, count_records, detect_format
-from gpu_neighbors.data.readers import Candidate, CandidateStream, ScoredData, iter_candidates, read_scored
+from gpu_neighbors.data.readers import Candidate, CandidateBatch, CandidateStream, ScoredData, iter_candidates, read_scored
 from gpu_neighbors.data.writer import ParquetResultWriter, ResultWriter, open_results
 
 __all__ = [
-    "FORMATS", "Candidate", "CandidateStream", "InputError", "ParquetResultWriter", "PathLike",
+    "FORMATS", "Candidate", "CandidateBatch", "CandidateStream", "InputError", "ParquetResultWriter", "PathLike",
     "ResultWriter", "ScoredData", "count_records", "detect_format", "iter_candidates", "open_results",
     "read_scored",
 ]

@@ -37,6 +37,7 @@ _FORMAT_BY_SUFFIX = {
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
 _GZIP_MAGIC = b"\x1f\x8b"
 JSON_WHITESPACE = " \t\r\n"
+BLOCK_LINES = 4096  # lines handled per step by the readers' inner loops
 COUNT_CHUNK_BYTES = 1 << 20
 _CSV_FIELD_LIMIT = 2**31 - 1  # fits a C long everywhere; the default 128 KiB breaks long texts
 QUOTINGS = ("none", "csv")  # quote rules of TSV files: none (the default) or CSV's
@@ -129,12 +130,32 @@ def open_input(path: PathLike) -> Iterator[IO[bytes]]:
 
 def physical_lines(stream: IO[bytes], path: PathLike) -> Iterator[tuple[int, bytes]]:
     """(1-based line, raw bytes with their newline); damaged gzip data becomes an InputError."""
-    line = 0
+    for first, raws in physical_blocks(stream, path):
+        yield from enumerate(raws, first)
+
+
+def physical_blocks(stream: IO[bytes], path: PathLike,
+                    block_lines: int = BLOCK_LINES) -> Iterator[tuple[int, list[bytes]]]:
+    """The lines in blocks of `block_lines`: (1-based number of the first line, raw lines with
+    their newlines). Damaged gzip data becomes an InputError naming the first line it took,
+    after the lines before it."""
+    first, block = 1, list[bytes]()
+    append = block.append
+    error: InputError | None = None
     try:
-        for line, raw in enumerate(stream, 1):
-            yield line, raw
+        for raw in stream:
+            append(raw)
+            if len(block) == block_lines:
+                yield first, block
+                first += block_lines
+                block = []
+                append = block.append
     except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(f"cannot read: {exc}", path=path, line=line + 1) from None
+        error = InputError(f"cannot read: {exc}", path=path, line=first + len(block))
+    if block:
+        yield first, block
+    if error is not None:
+        raise error
 
 
 def decode(raw: bytes, line: int, path: PathLike) -> str | InputError:

@@ -14,8 +14,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, repeat
 from typing import Any
 
+import numpy as np
+
 from json.encoder import encode_basestring  # the C encoder json.dumps uses, where present
 
+Column = Sequence[Any] | np.ndarray  # the values of one field, row by row
 _NULL = "null"
 _NON_FINITE = frozenset({"nan", "inf", "-inf"})  # what float.__repr__ writes for them
 float_repr = float.__repr__  # what json.dumps writes for a finite float
@@ -51,8 +54,9 @@ def encode_rows(rows: Iterable[Mapping[str, Any]], first_row: int = 0) -> bytes:
     return b"".join(lines)
 
 
-def encode_columns(columns: Mapping[str, Sequence[Any]], first_row: int = 0) -> bytes:
-    """The rows {name: column[i] for each column}, i = 0..n-1, as `encode_rows` writes them."""
+def encode_columns(columns: Mapping[str, Column], first_row: int = 0) -> bytes:
+    """The rows {name: column[i] for each column}, i = 0..n-1, as `encode_rows` writes them.
+    A column may also be a `range`, or a float64 numpy array whose NaN stands for None."""
     if not columns:
         raise ValueError("encode_columns needs at least one column")
     sizes = {len(values) for values in columns.values()}
@@ -67,13 +71,21 @@ def encode_columns(columns: Mapping[str, Sequence[Any]], first_row: int = 0) -> 
     text = "".join(parts)
     try:
         return text.encode("utf-8")
-    except UnicodeEncodeError:  # find the row, as encode_rows would report it
-        rows = ({name: values[i] for name, values in columns.items()} for i in range(sizes.pop()))
-        return encode_rows(rows, first_row)
+    except UnicodeEncodeError:  # an unpaired surrogate: find its row (JSON escapes every newline)
+        for row, line in enumerate(text.split("\n")):
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError as error:
+                raise UnwritableRow(first_row + row, str(error)) from None
+        raise
 
 
-def _encode_column(values: Sequence[Any], first_row: int) -> list[str]:
+def _encode_column(values: Column, first_row: int) -> list[str]:
     """The JSON text of every value of one column."""
+    if isinstance(values, range):
+        return list(map(int.__repr__, values))
+    if isinstance(values, np.ndarray) and values.dtype == np.float64 and values.ndim == 1:
+        return _encode_float_array(values, first_row)
     kinds = set(map(type, values))
     if kinds <= {str}:
         return list(map(encode_basestring, values))
@@ -92,4 +104,18 @@ def _encode_column(values: Sequence[Any], first_row: int) -> list[str]:
             texts.append(_dumps(value))
         except (TypeError, ValueError) as error:
             raise UnwritableRow(first_row + row, str(error)) from None
+    return texts
+
+
+def _encode_float_array(values: np.ndarray, first_row: int) -> list[str]:
+    """A float64 array: NaN is null (JSON has no NaN: it is how an array says "undefined"),
+    infinity is refused."""
+    infinite = np.flatnonzero(np.isinf(values))
+    if infinite.size:
+        row = int(infinite[0])
+        raise UnwritableRow(first_row + row, "Out of range float values are not JSON compliant: "
+                            f"{values[row]!r}")
+    texts = list(map(float_repr, values.tolist()))
+    for row in np.flatnonzero(np.isnan(values)).tolist():
+        texts[row] = _NULL
     return texts

@@ -10,13 +10,15 @@ import json
 import math
 import re
 from collections.abc import Iterator, Sequence
+from itertools import chain, islice
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import numpy as np
 
 from gpu_neighbors.data.errors import InputError, PathLike, preview
 from gpu_neighbors.data.formats import (
+    BLOCK_LINES,
     FORMATS,
     Record,
     check_readable,
@@ -25,6 +27,7 @@ from gpu_neighbors.data.formats import (
     is_regular,
     jsonl_record,
     open_input,
+    physical_blocks,
     physical_lines,
     records,
     resolve_format,
@@ -32,6 +35,7 @@ from gpu_neighbors.data.formats import (
     strip_newline,
 )
 
+T = TypeVar("T")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _PARQUET_BATCH_ROWS = 65_536
 _MISSING = object()
@@ -60,14 +64,40 @@ class ScoredData:
         return digest.hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Candidate:
     """`index` counts accepted candidates only (0-based), so it lines up with output rows and
-    with `ResultWriter.done` on resume; `line` (1-based) points back into the file."""
+    with `ResultWriter.done` on resume; `line` (1-based) points back into the file. (Not
+    frozen: a run makes millions, and a frozen dataclass takes three times as long to make.)"""
 
     index: int
     line: int
     text: str
+
+
+@dataclass(frozen=True)
+class CandidateBatch:
+    """Consecutive accepted candidates as columns: indices start, start + 1, ..., their
+    physical lines and texts (a scoring run handles millions, a batch at a time)."""
+
+    start: int
+    lines: list[int]
+    texts: list[str]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __iter__(self) -> Iterator[Candidate]:
+        return map(Candidate, self.indices, self.lines, self.texts)
+
+    @property
+    def indices(self) -> range:
+        return range(self.start, self.start + len(self.texts))
+
+    def without_first(self, count: int) -> CandidateBatch:
+        """The batch less its first `count` candidates."""
+        count = min(max(count, 0), len(self))
+        return CandidateBatch(self.start + count, self.lines[count:], self.texts[count:])
 
 
 def _text_field(record: Record, field: str, path: PathLike, max_chars: int) -> str | InputError:
@@ -185,6 +215,12 @@ class CandidateStream:
         check_readable(path)  # a missing or unreadable file fails here, not at the first read
 
     def __iter__(self) -> Iterator[Candidate]:
+        return chain.from_iterable(self.batches(BLOCK_LINES))
+
+    def batches(self, size: int) -> Iterator[CandidateBatch]:
+        """The candidates in batches of `size` (the last one shorter), as a scoring run takes
+        them; the per-line work runs in one loop per block of lines. Before a bad record
+        stops the pass, the good ones before it come out as a shorter batch."""
         if self._passes and not is_regular(self.path):
             raise InputError("is a pipe or standard input: it can be read only once; save it "
                              "to a file to read it again", path=self.path)
@@ -192,38 +228,57 @@ class CandidateStream:
         self.rejected = 0
         log = None if self.rejects is None else open(self.rejects, "w", encoding="utf-8")
         try:
-            index = 0
-            for line, text, raw in self._texts():
-                if isinstance(text, InputError):
-                    if not self.skip_bad:
-                        raise text
-                    self.rejected += 1
-                    if log is not None:
-                        entry = {"line": text.line, "reason": text.detail, "raw": raw}
-                        log.write(json.dumps(entry, ensure_ascii=False) + "\n")
-                    continue
-                yield Candidate(index, line, text)
-                index += 1
+            start, lines, texts = 0, list[int](), list[str]()
+            for block in self._blocks():
+                for line, text, raw in block:
+                    if isinstance(text, InputError):
+                        if not self.skip_bad:
+                            if texts:
+                                yield CandidateBatch(start, lines, texts)
+                            raise text
+                        self._reject(text, raw, log)
+                        continue
+                    lines.append(line)
+                    texts.append(text)
+                    if len(texts) == size:
+                        yield CandidateBatch(start, lines, texts)
+                        start, lines, texts = start + size, [], []
+            if texts:
+                yield CandidateBatch(start, lines, texts)
         finally:
             if log is not None:
                 log.close()
 
-    def _texts(self) -> Iterator[tuple[int, str | InputError, Any]]:
-        """(line, text or the error that rejects it, the raw record for a rejects file)."""
+    def _reject(self, error: InputError, raw: Any, log: IO[str] | None) -> None:
+        self.rejected += 1
+        if log is not None:
+            entry = {"line": error.line, "reason": error.detail, "raw": raw}
+            log.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+    def _blocks(self) -> Iterator[list[tuple[int, str | InputError, Any]]]:
+        """Blocks of (line, text or the error that rejects it, the raw record for a rejects
+        file)."""
         if self.format == "parquet":
-            yield from _parquet_texts(self.path, self.text_field, self.max_chars)
+            yield from _in_blocks(_parquet_texts(self.path, self.text_field, self.max_chars))
             return
         with open_input(self.path) as stream:
             fmt = self.format or sniff_format(stream)
             if fmt == "text":
-                yield from _text_lines(stream, self.path, self.max_chars)
-                return
-            if fmt == "jsonl":
-                yield from _jsonl_texts(stream, self.path, self.text_field, self.max_chars)
-                return
-            for record in records(stream, self.path, fmt, (self.text_field,), self.quoting):
-                text = record.error or _text_field(record, self.text_field, self.path, self.max_chars)
-                yield record.line, text, record.raw
+                yield from _in_blocks(_text_lines(stream, self.path, self.max_chars))
+            elif fmt == "jsonl":
+                yield from _jsonl_blocks(stream, self.path, self.text_field, self.max_chars)
+            else:
+                records_ = records(stream, self.path, fmt, (self.text_field,), self.quoting)
+                yield from _in_blocks(
+                    (record.line, record.error or _text_field(record, self.text_field, self.path, self.max_chars),
+                     record.raw)
+                    for record in records_
+                )
+
+
+def _in_blocks(items: Iterator[T]) -> Iterator[list[T]]:
+    while block := list(islice(items, BLOCK_LINES)):
+        yield block
 
 
 def iter_candidates(path: PathLike, *, text_field: str = "text", skip_bad: bool = False,
@@ -236,23 +291,27 @@ def iter_candidates(path: PathLike, *, text_field: str = "text", skip_bad: bool 
                            file_format=file_format, quoting=quoting, max_chars=max_chars)
 
 
-def _jsonl_texts(stream: IO[bytes], path: PathLike, field: str,
-                 max_chars: int) -> Iterator[tuple[int, str | InputError, Any]]:
-    """The text field of each JSON Lines record. A line that is a JSON object with a string
-    `field` within the limits is taken in one step; any other line goes through the full
-    record checks, which name what is wrong (so both ways accept and refuse the same lines)."""
+def _jsonl_blocks(stream: IO[bytes], path: PathLike, field: str,
+                  max_chars: int) -> Iterator[list[tuple[int, str | InputError, Any]]]:
+    """The text field of each JSON Lines record, block by block. A line that is a JSON object
+    with a string `field` within the limits is taken in one step; any other line goes through
+    the full record checks, which name what is wrong (so both ways accept and refuse the same
+    lines)."""
     loads = json.loads
-    for line, raw in physical_lines(stream, path):
-        try:
-            text = loads(raw.decode("utf-8"))[field]
-        except (ValueError, LookupError, TypeError):  # bad bytes or JSON, no field, no object
-            text = None
-        if type(text) is str and len(text) <= max_chars and (text.isascii() or not _SURROGATE.search(text)):
-            yield line, text, None
-            continue
-        record = jsonl_record(line, raw, path)
-        if record is not None:
-            yield line, record.error or _text_field(record, field, path, max_chars), record.raw
+    for first, raws in physical_blocks(stream, path):
+        block: list[tuple[int, str | InputError, Any]] = []
+        for line, raw in enumerate(raws, first):
+            try:
+                text = loads(raw.decode("utf-8"))[field]
+            except (ValueError, LookupError, TypeError):  # bad bytes or JSON, no field, no object
+                text = None
+            if type(text) is str and len(text) <= max_chars and (text.isascii() or not _SURROGATE.search(text)):
+                block.append((line, text, None))
+                continue
+            record = jsonl_record(line, raw, path)
+            if record is not None:
+                block.append((line, record.error or _text_field(record, field, path, max_chars), record.raw))
+        yield block
 
 
 def _text_lines(stream: IO[bytes], path: PathLike,

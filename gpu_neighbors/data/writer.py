@@ -5,14 +5,16 @@ import fcntl
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+import numpy as np
+
 from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike, preview
 from gpu_neighbors.data.formats import COUNT_CHUNK_BYTES, import_pyarrow
-from gpu_neighbors.data.jsonlines import UnwritableRow, encode_columns, encode_rows, plain_json
+from gpu_neighbors.data.jsonlines import Column, UnwritableRow, encode_columns, encode_rows, plain_json
 
 _MISSING = object()
 
@@ -89,7 +91,7 @@ class ResultWriter:
         object JSON does not know) raises ValueError before anything of the chunk is written."""
         self._append(lambda first: encode_rows(rows, first), checkpoint)
 
-    def write_columns(self, columns: Mapping[str, Sequence[Any]],
+    def write_columns(self, columns: Mapping[str, Column],
                       checkpoint: dict[str, Any] | None = None) -> None:
         """`write_many` of the rows {name: column[i]}, the same bytes, encoded column by column."""
         self._append(lambda first: encode_columns(columns, first), checkpoint)
@@ -231,13 +233,15 @@ class ParquetResultWriter(ResultWriter):
         if rows:
             self.write_columns({name: [row.get(name) for row in rows] for name in rows[0]}, checkpoint)
 
-    def write_columns(self, columns: Mapping[str, Sequence[Any]],
+    def write_columns(self, columns: Mapping[str, Column],
                       checkpoint: dict[str, Any] | None = None) -> None:
         if self._closed:
             raise ValueError(f"{self.path}: the writer is closed")
         pa = self._arrow
         try:
-            table = pa.table({name: pa.array(values, type=self._types.get(name))
+            # A float array's NaN is "undefined", as in JSON Lines: null, not NaN.
+            table = pa.table({name: pa.array(values, type=self._types.get(name),
+                                             from_pandas=isinstance(values, np.ndarray))
                               for name, values in columns.items()})
         except (pa.ArrowException, TypeError, ValueError) as error:
             raise ValueError(f"{self.path}: result rows from {self._done} cannot be written: {error}") from None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from gpu_neighbors.data import Candidate
+from gpu_neighbors.data import CandidateBatch
 from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.core.validation import check_is_fitted
 from gpu_neighbors.scorer import NeighborsScorer
@@ -141,8 +141,8 @@ class RayBatchScorer:
         self.num_actors = num_actors
 
     def __call__(
-        self, scorer: NeighborsScorer, batches: Iterable[list[Candidate]]
-    ) -> Iterator[tuple[list[Candidate], Prediction]]:
+        self, scorer: NeighborsScorer, batches: Iterable[CandidateBatch]
+    ) -> Iterator[tuple[CandidateBatch, Prediction]]:
         ray = import_ray()
         batches = list(batches)
         if not batches:
@@ -154,7 +154,8 @@ class RayBatchScorer:
         context.execution_options.preserve_order = True
         context.enable_progress_bars = False  # score_file shows its own
         try:
-            rows = [{"index": c.index, "text": c.text} for batch in batches for c in batch]
+            rows = [{"index": index, "text": text} for batch in batches
+                    for index, text in zip(batch.indices, batch.texts)]
             scored = score_dataset(
                 ray.data.from_items(rows), scorer, batch_size=self.batch_size,
                 num_gpus=self.num_gpus, num_actors=self.num_actors,
@@ -165,8 +166,8 @@ class RayBatchScorer:
 
 
 def _regroup(
-    batches: list[list[Candidate]], results: Iterable[dict[str, np.ndarray]]
-) -> Iterator[tuple[list[Candidate], Prediction]]:
+    batches: list[CandidateBatch], results: Iterable[dict[str, np.ndarray]]
+) -> Iterator[tuple[CandidateBatch, Prediction]]:
     """Cut the scored rows, which arrive in input order in Ray's own batch sizes, back into
     `batches`; a row out of order is a bug, not something to write."""
     columns = ("index", *OUTPUT_COLUMNS)
@@ -183,7 +184,7 @@ def _regroup(
         head = {name: values[: len(batch)] for name, values in joined.items()}
         pending = {name: [values[len(batch) :]] for name, values in joined.items()}
         buffered -= len(batch)
-        if head["index"].tolist() != [candidate.index for candidate in batch]:
+        if head["index"].tolist() != list(batch.indices):
             raise RuntimeError("Ray returned scored rows out of input order")
         yield batch, Prediction(
             scores=head["score"],

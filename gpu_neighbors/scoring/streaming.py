@@ -20,13 +20,15 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from gpu_neighbors.data import (
-    Candidate,
+    CandidateBatch,
+    CandidateStream,
     InputError,
     PathLike,
     count_records,
     iter_candidates,
     open_results,
 )
+from gpu_neighbors.data.jsonlines import Column
 from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS
 from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.scoring.progress import ScoringProgress
@@ -113,17 +115,16 @@ def score_file(
         with ScoringProgress(total, initial=already, pairs_per_text=scorer.num_train,
                              enabled=progress) as bar:
             batches = _pending_batches(stream, batch_size, already, consumed, expected, candidates)
-            scored: Iterable[tuple[list[Candidate], Prediction]]
+            scored: Iterable[tuple[CandidateBatch, Prediction]]
             if score_batches is None:
                 scored = _score_here(scorer, batches, explain or None)
             else:
                 scored = score_batches(scorer, _read_ahead(batches, READ_AHEAD))
             for batch, prediction in scored:
-                texts = _texts(batch)
-                _digest_texts(consumed, texts)
-                writer.write_columns(_columns(batch, texts, prediction, train_texts),
+                _digest_texts(consumed, batch.texts)
+                writer.write_columns(_columns(batch, prediction, train_texts),
                                      checkpoint={CANDIDATES_DIGEST: consumed.hexdigest()})
-                bar.update(batch[-1].index + 1 + stream.rejected - bar.n)
+                bar.update(batch.start + len(batch) + stream.rejected - bar.n)
     return RunSummary(
         scored=writer.done - already,
         rows=writer.done,
@@ -134,28 +135,24 @@ def score_file(
 
 
 BatchScorer = Callable[
-    [NeighborsScorer, Iterable[list[Candidate]]], Iterable[tuple[list[Candidate], Prediction]]
+    [NeighborsScorer, Iterable[CandidateBatch]], Iterable[tuple[CandidateBatch, Prediction]]
 ]
 """Scores batches of candidates and yields each batch with its prediction, in input order
 (`score_file(score_batches=...)`; `distributed.RayBatchScorer` spreads them over a Ray cluster)."""
 
 
 def _score_here(
-    scorer: NeighborsScorer, batches: Iterable[list[Candidate]], neighbors: int | None
-) -> Iterator[tuple[list[Candidate], Prediction]]:
+    scorer: NeighborsScorer, batches: Iterable[CandidateBatch], neighbors: int | None
+) -> Iterator[tuple[CandidateBatch, Prediction]]:
     """Each batch scored in this process. The reader thread reads the next batches meanwhile
     and, where the kernel's encoding is small host work (`prepares_ahead`), encodes them too."""
-    items: Iterator[tuple[list[Candidate], Any]]
+    items: Iterator[tuple[CandidateBatch, Any]]
     if scorer.kernel_.prepares_ahead:
-        items = _read_ahead(((batch, scorer.prepare(_texts(batch))) for batch in batches), READ_AHEAD)
+        items = _read_ahead(((batch, scorer.prepare(batch.texts)) for batch in batches), READ_AHEAD)
     else:
-        items = ((batch, _texts(batch)) for batch in _read_ahead(batches, READ_AHEAD))
+        items = ((batch, batch.texts) for batch in _read_ahead(batches, READ_AHEAD))
     for batch, candidates in items:
         yield batch, scorer.predict(candidates, return_neighbors=neighbors)
-
-
-def _texts(batch: list[Candidate]) -> list[str]:
-    return [candidate.text for candidate in batch]
 
 
 CANDIDATES_DIGEST = "candidates_sha256"  # of the texts written so far, in the progress record
@@ -168,29 +165,25 @@ def _digest_texts(digest: Any, texts: list[str]) -> None:
 
 
 def _pending_batches(
-    stream: Iterable[Candidate], size: int, done: int, consumed: Any, expected: str | None,
+    stream: CandidateStream, size: int, done: int, consumed: Any, expected: str | None,
     path: PathLike,
-) -> Iterator[list[Candidate]]:
+) -> Iterator[CandidateBatch]:
     """Batches of the candidates with index >= done (those before are already on disk). The
     skipped ones go into `consumed`, which must then match the digest the earlier run recorded
     (`expected`; None when there is nothing to check)."""
-    batch: list[Candidate] = []
     verified = done == 0 or expected is None
-    for candidate in stream:
-        if candidate.index < done:
-            _digest_texts(consumed, [candidate.text])
-            continue
+    for batch in stream.batches(size):
+        if batch.start < done:
+            _digest_texts(consumed, batch.texts[: done - batch.start])
+            batch = batch.without_first(done - batch.start)
+            if not batch:
+                continue
         if not verified:
             _check_consumed(consumed, expected, done, path)
             verified = True
-        batch.append(candidate)
-        if len(batch) == size:
-            yield batch
-            batch = []
+        yield batch
     if not verified:
         _check_consumed(consumed, expected, done, path)
-    if batch:
-        yield batch
 
 
 def _check_consumed(consumed: Any, expected: str | None, done: int, path: PathLike) -> None:
@@ -239,17 +232,17 @@ def _read_ahead(items: Iterable[T], depth: int) -> Iterator[T]:
 
 
 def _columns(
-    batch: list[Candidate], texts: list[str], prediction: Prediction,
-    train_texts: list[str] | None = None,
-) -> dict[str, list[Any]]:
+    batch: CandidateBatch, prediction: Prediction, train_texts: list[str] | None = None
+) -> dict[str, Column]:
     """The batch's result rows as columns: index, text, score, num_neighbors, std, estimator
-    (score and std None where undefined), and with explained predictions their neighbours."""
-    columns: dict[str, list[Any]] = {
-        "index": [candidate.index for candidate in batch],
-        "text": texts,
-        "score": _nan_to_none(prediction.scores.tolist()),
+    (score and std are float arrays whose NaN, where undefined, is written as null), and with
+    explained predictions their neighbours."""
+    columns: dict[str, Column] = {
+        "index": batch.indices,
+        "text": batch.texts,
+        "score": prediction.scores,
         "num_neighbors": prediction.num_neighbors.tolist(),
-        "std": _nan_to_none(prediction.std.tolist()),
+        "std": prediction.std,
         "estimator": [prediction.estimator] * len(batch),
     }
     if prediction.neighbors is not None:
@@ -259,7 +252,3 @@ def _columns(
             for position in range(len(batch))
         ]
     return columns
-
-
-def _nan_to_none(values: list[float]) -> list[float | None]:
-    return [None if value != value else value for value in values]

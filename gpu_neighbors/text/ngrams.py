@@ -82,18 +82,28 @@ class NgramFeatures:
 
     def transform(self, batch: TokenBatch) -> list[torch.Tensor]:
         """Candidate matrices [rows x F_n] over the training features; unmatched features are
-        dropped (they cannot contribute to any clipped count)."""
+        dropped (they cannot contribute to any clipped count). Only an n-gram whose first n-1
+        tokens are a training (n-1)-gram can be a training n-gram, so each order looks only at
+        the starts that survived the order below."""
         matrices = []
-        gram_ids = batch.ids
+        starts = torch.arange(batch.ids.numel(), device=batch.ids.device)
+        rows, gram_ids = batch.rows, batch.ids
+        ends = (batch.offsets + batch.lengths)[rows]  # one past the last token of each token's text
         for order, table in enumerate(self.tables, start=1):
-            keys, valid = self._gram_keys(batch, gram_ids, order)
-            gram_ids = torch.where(valid, lookup_sorted(table.gram_keys, keys), -1)
+            if order > 1:
+                last = starts + order - 1
+                inside = last < ends[starts]
+                starts, gram_ids, last = starts[inside], gram_ids[inside], last[inside]
+                gram_ids = gram_ids * self.vocab_size + batch.ids[last]
+                gram_ids = torch.where(batch.ids[last] >= 0, gram_ids, -1)
+            gram_ids = lookup_sorted(table.gram_keys, gram_ids)
             known = gram_ids >= 0
-            rows, grams = batch.rows[known], gram_ids[known]
-            rank = occurrence_rank(rows * table.gram_keys.numel() + grams)
+            starts, gram_ids = starts[known], gram_ids[known]
+            rows = batch.rows[starts]
+            rank = occurrence_rank(rows * table.gram_keys.numel() + gram_ids)
             within = rank < table.max_rank
             columns = lookup_sorted(
-                table.feature_keys, grams[within] * table.max_rank + rank[within]
+                table.feature_keys, gram_ids[within] * table.max_rank + rank[within]
             )
             kept = columns >= 0
             matrices.append(

@@ -68,6 +68,14 @@ def test_numpy_values_become_plain_json():
     assert encode_columns(columns) == encode_rows(rows_of(columns)) == b'{"a": 0.5, "b": 3, "c": [1, 2]}\n'
 
 
+def test_ranges_and_float_arrays_are_columns_whose_nan_is_null():
+    values = np.array([0.5, np.nan, -0.0, 1e-320, 2 / 3, np.nan])
+    as_lists = {"index": list(range(7, 13)), "score": [None if np.isnan(v) else float(v) for v in values]}
+    assert encode_columns({"index": range(7, 13), "score": values}) == encode_columns(as_lists)
+    with pytest.raises(UnwritableRow, match="result row 4 cannot be written"):
+        encode_columns({"score": np.array([0.0, np.inf])}, first_row=3)
+
+
 def test_columns_must_line_up():
     with pytest.raises(ValueError, match="different lengths"):
         encode_columns({"a": [1], "b": [1, 2]})

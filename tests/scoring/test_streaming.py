@@ -130,10 +130,10 @@ def test_reader_stays_one_batch_ahead_of_the_writer(tmp_path, train_file, candid
             self.stream = original_reader(*args, **kwargs)
             self.rejected = 0
 
-        def __iter__(self):
-            for candidate in self.stream:
-                read.append(candidate.index)
-                yield candidate
+        def batches(self, size):
+            for batch in self.stream.batches(size):
+                read.extend(candidate.index for candidate in batch)
+                yield batch
 
     calls = []
     original_predict = NeighborsScorer.predict
@@ -168,7 +168,7 @@ def test_bad_record_stops_with_file_and_line_and_a_fixed_file_resumes(tmp_path, 
     error = capsys.readouterr().err
     assert f"{source}:37: invalid JSON" in error
     assert not output.exists()  # a failed run never leaves a finished-looking output
-    assert read_rows(Path(f"{output}.partial")) == expected[:30]  # the batches before the bad one are kept
+    assert read_rows(Path(f"{output}.partial")) == expected[:36]  # every candidate before the bad one is kept
     lines[36] = good
     source.write_text("".join(lines), encoding="utf-8")
     # another batch size on resume changes no byte: every row depends on its candidate only
