@@ -2,7 +2,9 @@
 
 Each kernel against its peer library (bench_bleu, bench_rouge, bench_meteor, bench_bertscore:
 their `measure()` with its defaults), then the scale benchmark (bench_scale: 10^6 candidates
-through the CLI, scaling in C and |S|, peak memory), then the all-pairs jobs (bench_allpairs:
+through the CLI, scaling in C and |S|, peak memory), the host path (bench_host: 10^6
+candidates against 10 training texts, against the simplest read-and-write loop), then the
+all-pairs jobs (bench_allpairs:
 Self-BLEU, MBR against mbrs, pairs to .npy). The machine (CPU, cores, memory, GPU,
 torch, load average before and after, as the machine may be shared) is recorded beside the
 figures. On a CUDA machine the benchmarks measure the GPU path (their device is "auto"); a
@@ -216,6 +218,18 @@ def scale_section(result: dict | None, error: str | None, figures: Path, output:
     return lines
 
 
+def host_section(quick: bool) -> list[str]:
+    """The whole `score` command against the I/O floor (bench_host), or why it did not run."""
+    print("== bench_host", file=sys.stderr, flush=True)
+    try:
+        import bench_host
+
+        return bench_host.section(bench_host.measure(**(bench_host.QUICK if quick else {})))
+    except Exception as error:
+        traceback.print_exc()
+        return ["## Host path", "", f"Not run. bench_host failed: {type(error).__name__}: {error}", ""]
+
+
 def allpairs_section(quick: bool) -> list[str]:
     """Self-BLEU, MBR and pairs (bench_allpairs), or why they did not run."""
     print("== bench_allpairs", file=sys.stderr, flush=True)
@@ -288,6 +302,7 @@ def main() -> None:
     ]
     lines += kernel_section(kernels, args.figures, args.output)
     lines += scale_section(scale, scale_error, args.figures, args.output)
+    lines += host_section(args.quick)
     lines += allpairs_section(args.quick)
     if info["gpu"] == "none":
         lines += ["## GPU", "",
