@@ -18,7 +18,7 @@ it runs in its own (`MBRS_PYTHON`, default bench/.mbrs-venv/bin/python, ignored 
 `mbrs_groups` groups (extrapolated per group); selections are compared on those groups.
 
 pairs: 20,000 x 20,000 BLEU* to a float32 .npy in a child process (the command line, one torch
-thread), its peak resident memory from the kernel (ru_maxrss of the child). The file is written
+thread), its peak resident memory from the kernel (the child's own VmHWM). The file is written
 with positioned writes, not a writable memory map, so none of it counts as the process's memory.
 """
 from __future__ import annotations
@@ -133,11 +133,13 @@ def measure_pairs(size: int = 20_000, seed: int = 0, device: str = "cpu", thread
         data = Path(folder) / "texts.txt"
         data.write_text("\n".join(spliced_texts(size, random.Random(seed))) + "\n", encoding="utf-8")
         output = Path(folder) / "matrix.npy"
-        # The child reports its own peak (ru_maxrss of RUSAGE_CHILDREN would be the largest of
-        # every child this process ever ran, e.g. an earlier benchmark's).
-        command = [sys.executable, "-c", "import resource, sys, torch; torch.set_num_threads(int(sys.argv[1])); "
+        # The child reports its own high-water mark, VmHWM (kB): ru_maxrss would carry this
+        # process's peak into the child across fork + exec, and RUSAGE_CHILDREN is the largest
+        # of every child this process ever ran.
+        command = [sys.executable, "-c", "import sys, torch; torch.set_num_threads(int(sys.argv[1])); "
                    "from gpu_neighbors.cli import main; code = main(sys.argv[2:]); "
-                   "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(code)", str(threads),
+                   "print(next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:'))); "
+                   "sys.exit(code)", str(threads),
                    "pairs", "--candidates", str(data), "--output", str(output), "--device", device]
         start = time.perf_counter()
         done = subprocess.run(command, check=True, capture_output=True, text=True)

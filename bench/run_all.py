@@ -218,28 +218,16 @@ def scale_section(result: dict | None, error: str | None, figures: Path, output:
     return lines
 
 
-def host_section(quick: bool) -> list[str]:
-    """The whole `score` command against the I/O floor (bench_host), or why it did not run."""
-    print("== bench_host", file=sys.stderr, flush=True)
+def module_section(module_name: str, title: str, quick: bool) -> list[str]:
+    """`section(measure())` of a benchmark module (its QUICK sizes with --quick), or why it did
+    not run."""
+    print(f"== {module_name}", file=sys.stderr, flush=True)
     try:
-        import bench_host
-
-        return bench_host.section(bench_host.measure(**(bench_host.QUICK if quick else {})))
+        module = importlib.import_module(module_name)
+        return module.section(module.measure(**(module.QUICK if quick else {})))
     except Exception as error:
         traceback.print_exc()
-        return ["## Host path", "", f"Not run. bench_host failed: {type(error).__name__}: {error}", ""]
-
-
-def allpairs_section(quick: bool) -> list[str]:
-    """Self-BLEU, MBR and pairs (bench_allpairs), or why they did not run."""
-    print("== bench_allpairs", file=sys.stderr, flush=True)
-    try:
-        import bench_allpairs
-
-        return bench_allpairs.section(bench_allpairs.measure(**(bench_allpairs.QUICK if quick else {})))
-    except Exception as error:
-        traceback.print_exc()
-        return ["## All-pairs jobs", "", f"Not run. bench_allpairs failed: {type(error).__name__}: {error}", ""]
+        return [f"## {title}", "", f"Not run. {module_name} failed: {type(error).__name__}: {error}", ""]
 
 
 def _link(path: Path, output: Path) -> str:
@@ -302,8 +290,8 @@ def main() -> None:
     ]
     lines += kernel_section(kernels, args.figures, args.output)
     lines += scale_section(scale, scale_error, args.figures, args.output)
-    lines += host_section(args.quick)
-    lines += allpairs_section(args.quick)
+    lines += module_section("bench_host", "Host path", args.quick)
+    lines += module_section("bench_allpairs", "All-pairs jobs", args.quick)
     if info["gpu"] == "none":
         lines += ["## GPU", "",
                   "No CUDA device here: every figure above is the CPU path. An estimate of GPU "
