@@ -192,7 +192,8 @@ def scale_section(result: dict | None, error: str | None, figures: Path, output:
     headline = result["by_candidates"][-1]
     lines += [
         f"{result['benchmark']}: `gpu-neighbors score` in a child process, "
-        f"{result['threads'] or 'default'} torch thread(s) (the peer loop runs on one core).",
+        f"{result['threads'] or 'default'} torch thread(s) and one batch worker (the peer loop runs "
+        "on one core), unless the row says otherwise.",
         "",
         "| figure | value |",
         "|---|---:|",
@@ -205,6 +206,9 @@ def scale_section(result: dict | None, error: str | None, figures: Path, output:
         f"| peer extrapolated to all pairs | {result['peer_extrapolated_seconds'] / 3600:,.0f} h |",
         f"| **ratio, per pair (whole command)** | **{result['ratio']:,.0f}x** |",
         f"| ratio, per pair (scoring loop only) | {result['ratio_scoring_only']:,.0f}x |",
+        f"| whole command with its defaults (a batch worker per core: not per core) | "
+        f"{result['with_defaults']['wall_seconds']:,.1f} s, peak RSS "
+        f"{result['with_defaults']['peak_rss_bytes'] / gib:.2f} GiB |",
         "",
         "Every run (C candidates against |S| training texts; the time per pair stays flat as "
         "either grows, so throughput is linear):",

@@ -15,7 +15,9 @@ import hashlib
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -80,6 +82,7 @@ def score_file(
     max_chars: int = DEFAULT_MAX_CHARS,
     explain: int = 0,
     train_texts: list[str] | None = None,
+    workers: int = 1,
 ) -> RunSummary:
     """Scores every candidate of `candidates` with a fitted `scorer` into `output`: JSON Lines,
     or Parquet for a `.parquet` name (the same rows and values; no resume).
@@ -92,9 +95,13 @@ def score_file(
     `overwrite` allows replacing a finished output (only once the new run completes).
     `explain` > 0 adds each candidate's most similar training texts to its row ("neighbors":
     [{index, similarity, score}], with "text" when `train_texts` are given).
+    `workers` > 1 scores that many batches at once in this process, each in its own thread
+    (torch releases the GIL inside its operations, so on a multi-core CPU each batch's tiles run
+    on their own core); rows are written in input order and are the same whatever the count.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
+    for name, value in (("batch_size", batch_size), ("workers", workers)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, not {value!r}")
     stream = iter_candidates(candidates, text_field=text_field, skip_bad=skip_bad, rejects=rejects,
                              file_format=file_format, quoting=quoting, max_chars=max_chars)
     settings = {
@@ -117,7 +124,7 @@ def score_file(
             batches = _pending_batches(stream, batch_size, already, consumed, expected, candidates)
             scored: Iterable[tuple[CandidateBatch, Prediction]]
             if score_batches is None:
-                scored = _score_here(scorer, batches, explain or None)
+                scored = _score_here(scorer, batches, explain or None, workers)
             else:
                 scored = score_batches(scorer, _read_ahead(batches, READ_AHEAD))
             for batch, prediction in scored:
@@ -142,17 +149,40 @@ BatchScorer = Callable[
 
 
 def _score_here(
-    scorer: NeighborsScorer, batches: Iterable[CandidateBatch], neighbors: int | None
+    scorer: NeighborsScorer, batches: Iterable[CandidateBatch], neighbors: int | None, workers: int = 1
 ) -> Iterator[tuple[CandidateBatch, Prediction]]:
-    """Each batch scored in this process. The reader thread reads the next batches meanwhile
-    and, where the kernel's encoding is small host work (`prepares_ahead`), encodes them too."""
+    """Each batch scored in this process, `workers` at a time, in input order. The reader thread
+    reads the next batches meanwhile and, where the kernel's encoding is small host work
+    (`prepares_ahead`), encodes them too."""
     items: Iterator[tuple[CandidateBatch, Any]]
     if scorer.kernel_.prepares_ahead:
         items = _read_ahead(((batch, scorer.prepare(batch.texts)) for batch in batches), READ_AHEAD)
     else:
         items = ((batch, batch.texts) for batch in _read_ahead(batches, READ_AHEAD))
-    for batch, candidates in items:
-        yield batch, scorer.predict(candidates, return_neighbors=neighbors)
+    if workers == 1:
+        for batch, candidates in items:
+            yield batch, scorer.predict(candidates, return_neighbors=neighbors)
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="gpu-neighbors-scorer") as pool:
+        running: deque[tuple[CandidateBatch, Future[Prediction]]] = deque()
+        stopped: Exception | None = None
+        while stopped is None:
+            try:
+                batch, candidates = next(items)
+            except StopIteration:
+                break
+            except Exception as error:  # a bad record: the batches before it still go out first
+                stopped = error
+                break
+            running.append((batch, pool.submit(scorer.predict, candidates, neighbors)))
+            if len(running) == workers:
+                done, future = running.popleft()
+                yield done, future.result()
+        while running:
+            done, future = running.popleft()
+            yield done, future.result()
+        if stopped is not None:
+            raise stopped
 
 
 CANDIDATES_DIGEST = "candidates_sha256"  # of the texts written so far, in the progress record

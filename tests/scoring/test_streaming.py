@@ -336,3 +336,34 @@ def test_a_parquet_output_cannot_be_resumed_or_silently_replaced(tmp_path, train
     assert main(score_args(train_file, source, output, "--quiet")) != 0
     assert "exists already" in capsys.readouterr().err
     assert output.read_bytes() == before
+
+
+@pytest.mark.parametrize("extra", [[], ["--explain", "2"]])
+def test_workers_write_the_same_bytes_in_the_same_order(tmp_path, train_file, candidates, extra):
+    source = write_candidates(tmp_path / "c.jsonl", candidates)
+    outputs = {}
+    for workers in (1, 3):
+        outputs[workers] = tmp_path / f"out{workers}.jsonl"
+        args = score_args(train_file, source, outputs[workers], "--batch-size", "37", "--quiet",
+                          "--workers", str(workers), *extra)
+        assert main(args) == 0
+    assert outputs[3].read_bytes() == outputs[1].read_bytes()
+
+
+def test_with_workers_a_bad_record_still_keeps_every_row_before_it(tmp_path, train_file, candidates, expected, capsys):
+    source = write_candidates(tmp_path / "c.jsonl", candidates)
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[200] = "{not json\n"
+    source.write_text("".join(lines), encoding="utf-8")
+    output = tmp_path / "out.jsonl"
+    assert main(score_args(train_file, source, output, "--batch-size", "30", "--quiet", "--workers", "3")) == 2
+    assert f"{source}:201: invalid JSON" in capsys.readouterr().err
+    assert read_rows(Path(f"{output}.partial")) == expected[:200]
+
+
+def test_workers_are_refused_with_ray_which_has_its_own(tmp_path, train_file, candidates, capsys):
+    source = write_candidates(tmp_path / "c.jsonl", candidates[:20])
+    output = tmp_path / "out.jsonl"
+    assert main(score_args(train_file, source, output, "--quiet", "--ray", "--workers", "2")) == 2
+    assert "--workers is for the one-process scorer" in capsys.readouterr().err
+    assert not output.exists()
