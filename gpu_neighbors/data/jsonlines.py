@@ -95,8 +95,7 @@ def _encode_column(values: Column, first_row: int) -> list[str]:
         texts = [_NULL if value is None else float_repr(value) for value in values]
         if not _NON_FINITE.isdisjoint(texts):
             row = next(row for row, text in enumerate(texts) if text in _NON_FINITE)
-            raise UnwritableRow(first_row + row, "Out of range float values are not JSON compliant: "
-                                f"{values[row]!r}")
+            raise _out_of_range(first_row + row, values[row])
         return texts
     texts = []
     for row, value in enumerate(values):
@@ -113,9 +112,12 @@ def _encode_float_array(values: np.ndarray, first_row: int) -> list[str]:
     infinite = np.flatnonzero(np.isinf(values))
     if infinite.size:
         row = int(infinite[0])
-        raise UnwritableRow(first_row + row, "Out of range float values are not JSON compliant: "
-                            f"{values[row]!r}")
+        raise _out_of_range(first_row + row, values[row])
     texts = list(map(float_repr, values.tolist()))
     for row in np.flatnonzero(np.isnan(values)).tolist():
         texts[row] = _NULL
     return texts
+
+
+def _out_of_range(row: int, value: float) -> UnwritableRow:
+    return UnwritableRow(row, f"Out of range float values are not JSON compliant: {value!r}")

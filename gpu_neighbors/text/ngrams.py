@@ -93,9 +93,8 @@ class NgramFeatures:
             if order > 1:
                 last = starts + order - 1
                 inside = last < ends[starts]
-                starts, gram_ids, last = starts[inside], gram_ids[inside], last[inside]
-                gram_ids = gram_ids * self.vocab_size + batch.ids[last]
-                gram_ids = torch.where(batch.ids[last] >= 0, gram_ids, -1)
+                starts, gram_ids, last_token = starts[inside], gram_ids[inside], batch.ids[last[inside]]
+                gram_ids = torch.where(last_token >= 0, gram_ids * self.vocab_size + last_token, -1)
             gram_ids = lookup_sorted(table.gram_keys, gram_ids)
             known = gram_ids >= 0
             starts, gram_ids = starts[known], gram_ids[known]

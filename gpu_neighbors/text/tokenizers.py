@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence, Sized
+from dataclasses import dataclass, field
 from itertools import chain
 
 import numpy as np
@@ -30,13 +30,11 @@ class TokenizedTexts:
 
     tokens: list[str]
     lengths: np.ndarray
-    separators: np.ndarray
+    separators: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @classmethod
     def from_lists(cls, token_lists: Sequence[Sequence[str]]) -> TokenizedTexts:
-        return cls(list(chain.from_iterable(token_lists)),
-                   np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists)),
-                   np.zeros(0, dtype=np.int64))
+        return cls(list(chain.from_iterable(token_lists)), _lengths(token_lists))
 
     @classmethod
     def from_joined(cls, tokens: list[str], num_texts: int) -> TokenizedTexts:
@@ -55,6 +53,10 @@ class TokenizedTexts:
         return len(self.lengths)
 
 
+def _lengths(items: Sequence[Sized]) -> np.ndarray:
+    return np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+
+
 class Tokenizer(ABC):
     """Splits a text into token strings; `lowercase` folds case first."""
 
@@ -71,8 +73,10 @@ class Tokenizer(ABC):
 
     def tokenize_many(self, texts: Sequence[str]) -> TokenizedTexts:
         """`tokenize` of every text, as one flat list: in one split where the tokenizer allows."""
-        if self.lowercase:
-            texts = list(map(str.lower, texts))
+        return self._split_many(list(map(str.lower, texts)) if self.lowercase else texts)
+
+    def _split_many(self, texts: Sequence[str]) -> TokenizedTexts:
+        """`tokenize_many` after case folding."""
         if self.splits_joined_texts and len(texts) > 1:
             joined = f" {SEPARATOR} ".join(texts)
             if joined.count(SEPARATOR) == len(texts) - 1:
@@ -139,12 +143,8 @@ class CharacterTokenizer(Tokenizer):
     def _split(self, text: str) -> list[str]:
         return list(text)
 
-    def tokenize_many(self, texts: Sequence[str]) -> TokenizedTexts:
-        if self.lowercase:
-            texts = list(map(str.lower, texts))
-        return TokenizedTexts(list("".join(texts)),
-                              np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)),
-                              np.zeros(0, dtype=np.int64))
+    def _split_many(self, texts: Sequence[str]) -> TokenizedTexts:
+        return TokenizedTexts(list("".join(texts)), _lengths(texts))
 
 
 class HuggingFaceTokenizer(Tokenizer):
