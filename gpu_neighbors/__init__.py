@@ -28,10 +28,12 @@ _PUBLIC = {
     "Tokenizer": "gpu_neighbors.text.tokenizers",
     "WhitespaceTokenizer": "gpu_neighbors.text.tokenizers",
     "check_is_fitted": "gpu_neighbors.core.validation",
+    "corpus_bleu": "gpu_neighbors.kernels.aligned_bleu",
     "make_tokenizer": "gpu_neighbors.text.tokenizers",
     "mbr": "gpu_neighbors.allpairs.mbr",
     "pairs": "gpu_neighbors.allpairs.pairs",
     "self_bleu": "gpu_neighbors.allpairs.self_bleu",
+    "sentence_bleu": "gpu_neighbors.kernels.aligned_bleu",
 }
 
 __all__ = sorted([*_PUBLIC, "__version__"])
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from gpu_neighbors.core.validation import NotFittedError, ParameterError, check_is_fitted
     from gpu_neighbors.data.errors import InputError
     from gpu_neighbors.kernels import KERNEL_NAMES
+    from gpu_neighbors.kernels.aligned_bleu import corpus_bleu, sentence_bleu
     from gpu_neighbors.scorer import NeighborsScorer, ScoreError
     from gpu_neighbors.text.tokenizers import (
         CharacterTokenizer,

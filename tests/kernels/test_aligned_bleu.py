@@ -1,0 +1,213 @@
+"""Aligned BLEU (each candidate against its own references) against NLTK's `sentence_bleu` and
+`corpus_bleu` and sacrebleu's corpus BLEU, on the shared HUSE data and adversarial texts, by
+text and by token ids; no host synchronisation on the token-id path."""
+from __future__ import annotations
+
+import random
+import warnings
+
+import numpy as np
+import pytest
+import sacrebleu
+import torch
+from nltk.translate import bleu_score
+
+import gpu_neighbors
+from conftest import ADVERSARIAL_TEXTS
+from gpu_neighbors.kernels import aligned_bleu
+from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, Sacrebleu13aTokenizer
+from minilm import MODEL_PATH
+from sync_audit import SyncAudit
+
+SMOOTHING = bleu_score.SmoothingFunction()
+NLTK_SMOOTHING = {"none": SMOOTHING.method0, "epsilon": SMOOTHING.method1, "add1": SMOOTHING.method2,
+                  "exp": SMOOTHING.method3}
+WEIGHTS = [(0.25, 0.25, 0.25, 0.25), (1.0,), (0.5, 0.5), (0.2, 0.3, 0.5), (0.0, 1 / 3, 1 / 3, 1 / 3),
+           (0.1, 0.2, 0.3, 0.4)]
+LONG = " ".join(f"t{i % 53}" for i in range(960))
+
+
+def nltk_sentence(candidates, references, weights, smoothing, split=str.split) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NLTK warns on every zero count under method0
+        return np.array([
+            bleu_score.sentence_bleu([split(r) for r in refs], split(c), weights=weights,
+                                     smoothing_function=NLTK_SMOOTHING[smoothing])
+            for c, refs in zip(candidates, references)
+        ])
+
+
+def edited(text: str, rng: random.Random) -> str:
+    """A reference that shares much of the candidate: some words dropped, swapped or repeated."""
+    words = text.split()
+    out = []
+    for word in words:
+        roll = rng.random()
+        if roll < 0.15:
+            continue
+        out.append(word if roll < 0.85 else rng.choice(words))
+        if roll > 0.95:
+            out.append(word)
+    return " ".join(out)
+
+
+@pytest.fixture(scope="module")
+def pairs(huse_texts):
+    """Real candidates with one to three real references each (ragged), plus adversarial rows."""
+    rng = random.Random(0)
+    candidates, references = [], []
+    for index, text in enumerate(huse_texts):
+        refs = [edited(text, rng)] + huse_texts[index + 1 : index + 1 + rng.randrange(3)]
+        candidates.append(text)
+        references.append(refs)
+    adversarial = ADVERSARIAL_TEXTS + [LONG]
+    for index, text in enumerate(adversarial):
+        candidates.append(text)
+        references.append([adversarial[(index + 1) % len(adversarial)], text, ""][: 1 + index % 3])
+    candidates += ["a", "", "a a a a", "the cat", LONG, "a a a b b", "the the the cat sat"]
+    # the last two: the clip is the largest count in one reference, not the sum over references
+    references += [["a"], ["a"], ["a a"], [""], [LONG[: len(LONG) // 2]], ["a b", "a b b", "a"],
+                   ["the cat", "the the", "cat sat the"]]
+    return candidates, references
+
+
+@pytest.mark.parametrize("smoothing", list(NLTK_SMOOTHING))
+@pytest.mark.parametrize("weights", WEIGHTS)
+def test_equals_nltk_sentence_bleu(pairs, weights, smoothing):
+    candidates, references = pairs
+    ours = gpu_neighbors.sentence_bleu(candidates, references, weights=weights, smoothing=smoothing)
+    assert ours.dtype == torch.float64 and ours.shape == (len(candidates),)
+    np.testing.assert_allclose(ours.numpy(), nltk_sentence(candidates, references, weights, smoothing),
+                               rtol=0, atol=1e-9)
+
+
+def test_one_reference_per_candidate_as_strings(pairs):
+    candidates, references = pairs
+    single = [refs[0] for refs in references]
+    np.testing.assert_array_equal(gpu_neighbors.sentence_bleu(candidates, single, smoothing="exp").numpy(),
+                                  gpu_neighbors.sentence_bleu(candidates, [[r] for r in single],
+                                                              smoothing="exp").numpy())
+
+
+def test_any_chunk_size_and_batch_order(pairs, monkeypatch):
+    candidates, references = pairs
+    whole = gpu_neighbors.sentence_bleu(candidates, references, smoothing="add1").numpy()
+    monkeypatch.setattr(aligned_bleu, "CHUNK_ELEMENTS", 1)  # one row per chunk
+    np.testing.assert_array_equal(
+        gpu_neighbors.sentence_bleu(candidates, references, smoothing="add1").numpy(), whole)
+    order = np.random.default_rng(0).permutation(len(candidates))
+    shuffled = gpu_neighbors.sentence_bleu([candidates[i] for i in order], [references[i] for i in order],
+                                           smoothing="add1").numpy()
+    np.testing.assert_array_equal(shuffled, whole[order])
+
+
+def test_corpus_bleu_equals_nltk_and_sacrebleu(huse_records):
+    """sacrebleu's 13a tokenizer on both sides; every candidate is >= 4 tokens long, where NLTK's
+    and sacrebleu's corpus formulas coincide."""
+    rng = random.Random(1)
+    candidates = [r["text"] for r in huse_records if len(r["text"].split()) >= 4]
+    references = [[edited(text, rng), candidates[(i + 7) % len(candidates)]] for i, text in enumerate(candidates)]
+    ours = float(gpu_neighbors.corpus_bleu(candidates, references, tokenizer="13a"))
+    streams = [[refs[k] for refs in references] for k in range(2)]
+    theirs = sacrebleu.corpus_bleu(candidates, streams, smooth_method="none").score / 100
+    assert ours == pytest.approx(theirs, abs=1e-9)
+    split = Sacrebleu13aTokenizer().tokenize
+    nltk_value = bleu_score.corpus_bleu([[split(r) for r in refs] for refs in references],
+                                        [split(c) for c in candidates])
+    assert ours == pytest.approx(nltk_value, abs=1e-9)
+    assert 0.2 < ours < 0.9  # a real overlap, not a degenerate 0 or 1
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> HuggingFaceTokenizer:
+    return HuggingFaceTokenizer(MODEL_PATH)
+
+
+def id_batch(tokenizer, texts, side="right"):
+    tokenizer.hf.padding_side = side
+    try:
+        batch = tokenizer.hf(texts, padding=True, add_special_tokens=False, return_tensors="pt")
+    finally:
+        tokenizer.hf.padding_side = "right"
+    return batch["input_ids"], batch["attention_mask"]
+
+
+@pytest.mark.parametrize("smoothing", list(NLTK_SMOOTHING))
+def test_token_ids_equal_nltk_on_the_tokens(tokenizer, pairs, smoothing):
+    """Ids [batch, length] and references [batch, R, length'] with masks and counts (left padding
+    for the references), against NLTK on the same token strings."""
+    candidates, references = pairs
+    ids, mask = id_batch(tokenizer, candidates)
+    slots = max(map(len, references))
+    flat = [refs[k] if k < len(refs) else "zzz unused" for refs in references for k in range(slots)]
+    reference_ids, reference_mask = id_batch(tokenizer, flat, side="left")
+    reference_ids = reference_ids.view(len(candidates), slots, -1)
+    reference_mask = reference_mask.view(len(candidates), slots, -1)
+    counts = torch.tensor([len(refs) for refs in references])
+    weights = (0.1, 0.2, 0.3, 0.4)
+    ours = gpu_neighbors.sentence_bleu(ids, reference_ids, attention_mask=mask, reference_mask=reference_mask,
+                                       reference_counts=counts, weights=weights, smoothing=smoothing)
+    expected = nltk_sentence(candidates, references, weights, smoothing, split=tokenizer.hf.tokenize)
+    np.testing.assert_allclose(ours.numpy(), expected, rtol=0, atol=1e-9)
+
+
+def test_token_ids_drop_masked_and_negative_positions(tokenizer, pairs):
+    candidates, references = pairs
+    ids, mask = id_batch(tokenizer, candidates[:40])
+    refs, ref_mask = id_batch(tokenizer, [r[0] for r in references[:40]])
+    plain = gpu_neighbors.sentence_bleu(ids, refs, attention_mask=mask, reference_mask=ref_mask, smoothing="exp")
+    labels = torch.where(mask.bool(), ids, -100)  # label padding, no mask
+    noisy = torch.cat([torch.full((40, 3), 999), ids], dim=1)
+    noisy_mask = torch.cat([torch.zeros((40, 3), dtype=mask.dtype), mask], dim=1)
+    np.testing.assert_array_equal(
+        gpu_neighbors.sentence_bleu(labels, refs, reference_mask=ref_mask, smoothing="exp").numpy(), plain.numpy())
+    np.testing.assert_array_equal(
+        gpu_neighbors.sentence_bleu(noisy, refs, attention_mask=noisy_mask, reference_mask=ref_mask,
+                                    smoothing="exp").numpy(), plain.numpy())
+
+
+# "add1" is left out: `bleu_from_counts` sets a column with `add[:, 0] = 0`, whose Python scalar the
+# audit sees as `lift_fresh` (a host value filled in, not a device read; reported to the lead).
+@pytest.mark.parametrize("smoothing", ["none", "epsilon", "exp"])
+def test_no_host_synchronisation_on_token_ids(tokenizer, pairs, smoothing):
+    candidates, references = pairs
+    ids, mask = id_batch(tokenizer, candidates[:64])
+    refs, ref_mask = id_batch(tokenizer, [r[0] for r in references[:64]])
+    counts = torch.full((64,), 2)
+    for weights in [(0.25,) * 4, (0.5, 0.5)]:  # the first call per (weights, device) puts them there
+        gpu_neighbors.sentence_bleu(ids, refs, weights=weights)
+    with SyncAudit() as audit:
+        gpu_neighbors.sentence_bleu(ids, refs, attention_mask=mask, reference_mask=ref_mask, smoothing=smoothing)
+        gpu_neighbors.sentence_bleu(ids, refs[:, None, :].expand(64, 2, -1), weights=(0.5, 0.5),
+                                    reference_counts=counts, smoothing=smoothing)
+    assert audit.syncing == []
+    with SyncAudit() as texts:  # the audit sees syncs where there are some
+        torch.unique(ids)
+    assert texts.syncing
+
+
+def test_candidate_without_reference():
+    ids = torch.tensor([[5, 6, 7], [5, 6, 7]])
+    refs = torch.tensor([[[5, 6, 7]], [[5, 6, 7]]])
+    scores = gpu_neighbors.sentence_bleu(ids, refs, reference_counts=torch.tensor([1, 0]), weights=(1.0,))
+    assert scores.tolist() == [1.0, 0.0]
+    with pytest.raises(ValueError, match=r"references\[1\]: candidate 1 has no reference"):
+        gpu_neighbors.sentence_bleu(["a b", "c"], [["a b"], []])
+
+
+def test_clear_errors():
+    with pytest.raises(ValueError, match="one entry per candidate"):
+        gpu_neighbors.sentence_bleu(["a", "b"], ["a"])
+    with pytest.raises(TypeError, match=r"references\[0\]\[1\]: expected a string"):
+        gpu_neighbors.sentence_bleu(["a"], [["a", 3]])
+    with pytest.raises(TypeError, match="token-id references"):
+        gpu_neighbors.sentence_bleu(torch.zeros((1, 2), dtype=torch.long), ["a"])
+    with pytest.raises(ValueError, match="reference_mask: shape"):
+        gpu_neighbors.sentence_bleu(torch.zeros((2, 3), dtype=torch.long), torch.zeros((2, 3), dtype=torch.long),
+                                    reference_mask=torch.ones((2, 4)))
+    with pytest.raises(ValueError, match="integer tensor"):
+        gpu_neighbors.sentence_bleu(torch.zeros((2, 3)), torch.zeros((2, 3), dtype=torch.long))
+    with pytest.raises(ValueError, match="smoothing must be one of"):
+        gpu_neighbors.sentence_bleu(["a"], ["a"], smoothing="floor")
+    with pytest.raises(ValueError, match="weights must sum to 1"):
+        gpu_neighbors.sentence_bleu(["a"], ["a"], weights=(0.5, 0.2))
