@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gpu_neighbors._version import __version__
 
 _PUBLIC = {
+    "BleuReward": "gpu_neighbors.training.rewards",
     "CharacterTokenizer": "gpu_neighbors.text.tokenizers",
     "HuggingFaceTokenizer": "gpu_neighbors.text.tokenizers",
     "InputError": "gpu_neighbors.data.errors",
@@ -32,6 +33,7 @@ _PUBLIC = {
     "make_tokenizer": "gpu_neighbors.text.tokenizers",
     "mbr": "gpu_neighbors.allpairs.mbr",
     "pairs": "gpu_neighbors.allpairs.pairs",
+    "reward_function": "gpu_neighbors.training.rewards",
     "self_bleu": "gpu_neighbors.allpairs.self_bleu",
     "sentence_bleu": "gpu_neighbors.kernels.aligned_bleu",
 }
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
         make_tokenizer,
     )
     from gpu_neighbors.training.metric import NeighborsQuality
+    from gpu_neighbors.training.rewards import BleuReward, reward_function
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,142 @@
+"""Reward functions in the form TRL's trainers take (`GRPOTrainer(reward_funcs=...)`, RLOO):
+`f(prompts, completions, **kwargs) -> list[float]`, one finite float per completion.
+
+Two sources: a fitted `NeighborsScorer` (the neighbour estimate, `NeighborsScorer.reward`), or
+`BleuReward`, aligned BLEU of each completion against its own reference(s) from a dataset column
+(`sentence_bleu`). The function is a picklable object whose `__name__` (TRL's metric name,
+`rewards/<name>/mean`) is fixed when it is made.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from gpu_neighbors.kernels.aligned_bleu import sentence_bleu
+from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, SMOOTHINGS, check_weights
+from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
+
+
+@dataclass(frozen=True)
+class BleuReward:
+    """Aligned BLEU as a reward: each completion against the references in the dataset column
+    `column` (a string or a list of strings per row; TRL passes every dataset column to reward
+    functions by name)."""
+
+    column: str = "reference"
+    weights: tuple[float, ...] = BLEU4_WEIGHTS
+    smoothing: str = "exp"  # NLTK method3: a short sample missing a 4-gram still gets a gradient
+    tokenizer: str | Tokenizer = "whitespace"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "weights", check_weights(self.weights))
+        if self.smoothing not in SMOOTHINGS:
+            raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, not {self.smoothing!r}")
+        object.__setattr__(self, "tokenizer", make_tokenizer(self.tokenizer))
+
+
+class RewardFunction:
+    """A TRL reward function (see `reward_function`)."""
+
+    def __init__(self, source: NeighborsScorer | BleuReward, name: str, undefined: float | None,
+                 subsample: float | None, seed: int, token_ids: bool) -> None:
+        self.source = source
+        self.__name__ = name
+        self.undefined = undefined
+        self.subsample = subsample
+        self.seed = seed
+        self.token_ids = token_ids
+
+    def __repr__(self) -> str:
+        return f"<gpu-neighbors reward function {self.__name__!r}>"
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Sequence[int]]
+                 | None = None, **kwargs: Any) -> list[float]:
+        if isinstance(self.source, BleuReward):
+            return self._bleu(self.source, completions, kwargs)
+        scorer = self.source
+        if self.token_ids:
+            if completion_ids is None:
+                raise ValueError(f"{self.__name__}: made with token_ids=True, but the trainer passed no completion_ids")
+            ids, mask = padded(completion_ids, scorer.device_)
+            rewards = scorer.reward(ids, self.undefined, self.subsample, self.seed, attention_mask=mask)
+        else:
+            rewards = scorer.reward(completion_texts(completions), self.undefined, self.subsample, self.seed)
+        return rewards.tolist()
+
+    def _bleu(self, setting: BleuReward, completions: Sequence[Any], columns: Mapping[str, Any]) -> list[float]:
+        if setting.column not in columns:
+            raise ValueError(f"{self.__name__}: the dataset has no column {setting.column!r} with the references "
+                             f"(columns passed: {', '.join(sorted(columns)) or 'none'})")
+        references = [[item] if isinstance(item, str) else list(item) for item in columns[setting.column]]
+        return sentence_bleu(completion_texts(completions), references, weights=setting.weights,
+                             smoothing=setting.smoothing, tokenizer=setting.tokenizer).tolist()
+
+
+def reward_function(
+    source: NeighborsScorer | BleuReward,
+    *,
+    name: str | None = None,
+    undefined: float | None = None,
+    subsample: float | None = None,
+    seed: int = 0,
+    token_ids: bool = False,
+) -> RewardFunction:
+    """A TRL reward function `f(prompts, completions, **kwargs) -> list[float]`.
+
+    Completions may be plain strings or conversations (lists of {"role", "content"} messages:
+    the assistant messages' text is scored). For a scorer, where the neighbour estimate is
+    undefined the reward is `undefined` (default: the training set's mean quality; never NaN,
+    see `NeighborsScorer.reward`), and `subsample` scores each call against a fresh random
+    fraction of the training set. `token_ids=True` scores the trainer's `completion_ids` with no
+    decoding (`predict_ids`): only when the scorer's Hugging Face tokenizer is the policy's.
+    `name` (default "neighbors" or "bleu") is TRL's `rewards/<name>/mean`.
+    """
+    if isinstance(source, BleuReward):
+        if undefined is not None or subsample is not None or token_ids:
+            raise ValueError("undefined, subsample and token_ids apply to a NeighborsScorer, not to BleuReward")
+        return RewardFunction(source, name or "bleu", None, None, seed, False)
+    if not isinstance(source, NeighborsScorer):
+        raise TypeError(f"reward_function takes a fitted NeighborsScorer or a BleuReward, not {type(source).__name__}")
+    source._check_fitted()
+    if token_ids:
+        source.kernel_.check_ids()
+    if undefined is not None and not (isinstance(undefined, (int, float)) and np.isfinite(undefined)):
+        raise ValueError(f"undefined must be a finite number (a reward reaches the trainer), not {undefined!r}")
+    return RewardFunction(source, name or "neighbors", undefined, subsample, seed, token_ids)
+
+
+def completion_texts(completions: Sequence[Any]) -> list[str]:
+    """The text of each completion: a string as it is, a conversation as its assistant messages'
+    text joined by newlines."""
+    return [item if isinstance(item, str) else _conversation_text(item, index) for index, item in enumerate(completions)]
+
+
+def _conversation_text(messages: Any, index: int) -> str:
+    if not isinstance(messages, Sequence) or not all(isinstance(m, Mapping) for m in messages):
+        raise TypeError(f"completions[{index}]: expected a string or a list of messages, got {type(messages).__name__}")
+    parts = []
+    for message in messages:
+        if message.get("role", "assistant") != "assistant":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, Sequence):  # multimodal content: its text parts
+            parts.extend(part["text"] for part in content if isinstance(part, Mapping) and part.get("type") == "text")
+    return "\n".join(parts)
+
+
+def padded(rows: Sequence[Sequence[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ragged token-id lists -> ids [rows, longest] and attention mask, on `device`."""
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    width = max(int(lengths.max()) if len(rows) else 0, 1)
+    mask = np.arange(width)[None, :] < lengths[:, None]
+    ids = np.zeros((len(rows), width), dtype=np.int64)
+    if len(rows):
+        ids[mask] = np.concatenate([np.asarray(row, dtype=np.int64) for row in rows])
+    return torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device)
