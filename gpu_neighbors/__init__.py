@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gpu_neighbors._version import __version__
 
 _PUBLIC = {
+    "AlignedBleu": "gpu_neighbors.training.metric",
     "BleuReward": "gpu_neighbors.training.rewards",
     "CharacterTokenizer": "gpu_neighbors.text.tokenizers",
     "HuggingFaceTokenizer": "gpu_neighbors.text.tokenizers",
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
         WhitespaceTokenizer,
         make_tokenizer,
     )
-    from gpu_neighbors.training.metric import NeighborsQuality
+    from gpu_neighbors.training.metric import AlignedBleu, NeighborsQuality
     from gpu_neighbors.training.rewards import BleuReward, reward_function
 
 

@@ -6,6 +6,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _PUBLIC = {
+    "AlignedBleu": "gpu_neighbors.training.metric",
     "BleuReward": "gpu_neighbors.training.rewards",
     "RewardFunction": "gpu_neighbors.training.rewards",
     "reward_function": "gpu_neighbors.training.rewards",
@@ -15,7 +16,7 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
-    from gpu_neighbors.training.metric import NeighborsQuality
+    from gpu_neighbors.training.metric import AlignedBleu, NeighborsQuality
     from gpu_neighbors.training.rewards import BleuReward, RewardFunction, reward_function
 
 

@@ -1,4 +1,5 @@
-"""`NeighborsQuality`: the neighbour estimate as a torchmetrics metric for validation loops.
+"""`NeighborsQuality`: the neighbour estimate, and `AlignedBleu`: BLEU of each sample against its
+own references, as torchmetrics metrics for validation loops.
 
 Every state is a sum (estimates of covered texts, covered texts, texts seen), so under DDP the
 per-rank states add up to exactly the states of one process that saw every batch; the mean is
@@ -11,7 +12,10 @@ from typing import Any
 
 import torch
 
+from gpu_neighbors.kernels.aligned_bleu import References, aligned_counts, weights_on
+from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, SMOOTHINGS, bleu_from_counts, check_weights
 from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
 try:
     from torchmetrics import Metric
@@ -63,3 +67,65 @@ class NeighborsQuality(Metric):
             "coverage": covered / self.total.to(torch.float64),
             "count": self.total.clone(),
         }
+
+
+class AlignedBleu(Metric):
+    """Mean sentence BLEU and corpus BLEU of samples against their own references.
+
+    `update(candidates, references, ...)` takes what `gpu_neighbors.sentence_bleu` takes (texts,
+    or token ids with masks and `reference_counts`; token ids stay on their device with no host
+    sync). `compute()` returns {"sentence_bleu": mean of NLTK's sentence_bleu over the samples
+    (NaN before any update), "corpus_bleu": NLTK's corpus_bleu of all of them, "count"}. Every
+    state is a sum (of sentence BLEU, of clipped matches and n-gram totals per order, of lengths),
+    so DDP ranks add up to one process that saw every batch.
+    """
+
+    is_differentiable = False
+    higher_is_better = True
+    full_state_update = False
+
+    bleu_sum: torch.Tensor
+    total: torch.Tensor
+    matches: torch.Tensor
+    totals: torch.Tensor
+    lengths: torch.Tensor
+    reference_lengths: torch.Tensor
+
+    def __init__(self, weights: Sequence[float] = BLEU4_WEIGHTS, smoothing: str = "none",
+                 tokenizer: str | Tokenizer = "whitespace", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.weights = check_weights(weights)
+        if smoothing not in SMOOTHINGS:
+            raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, not {smoothing!r}")
+        self.smoothing = smoothing
+        self.tokenizer = make_tokenizer(tokenizer)
+        orders = len(self.weights)
+        self.add_state("bleu_sum", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("total", torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
+        for name in ("matches", "totals"):
+            self.add_state(name, torch.zeros(orders, dtype=torch.int64), dist_reduce_fx="sum")
+        for name in ("lengths", "reference_lengths"):
+            self.add_state(name, torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
+
+    def update(
+        self, candidates: torch.Tensor | Sequence[str], references: References,
+        attention_mask: torch.Tensor | None = None, reference_mask: torch.Tensor | None = None,
+        reference_counts: torch.Tensor | None = None,
+    ) -> None:
+        device = self.total.device
+        counts = aligned_counts(candidates, references, len(self.weights), tokenizer=self.tokenizer,
+                                attention_mask=attention_mask, reference_mask=reference_mask,
+                                reference_counts=reference_counts, device=device)
+        self.bleu_sum += counts.sentence_bleu(self.weights, self.smoothing).sum().to(device)
+        self.total += counts.lengths.numel()
+        self.matches += counts.matches.sum(0).to(device)
+        self.totals += counts.totals.sum(0).to(device)
+        self.lengths += counts.lengths.sum().to(device)
+        self.reference_lengths += counts.reference_lengths.sum().to(device)
+
+    def compute(self) -> dict[str, torch.Tensor]:
+        corpus = bleu_from_counts(self.matches[None], self.totals[None], self.lengths.reshape(1),
+                                  self.reference_lengths.reshape(1),
+                                  weights_on(self.weights, self.matches.device), self.smoothing)[0]
+        return {"sentence_bleu": self.bleu_sum / self.total.to(torch.float64),
+                "corpus_bleu": corpus, "count": self.total.clone()}

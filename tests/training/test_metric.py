@@ -148,3 +148,30 @@ def test_two_ranks_reduce_to_the_single_process_result(scorer, candidates, split
 def test_fitted_scorer_required():
     with pytest.raises(RuntimeError, match="not fitted"):
         gpu_neighbors.NeighborsQuality(NeighborsScorer())
+
+
+def test_aligned_bleu_over_ranks_equals_nltk(huse_texts):
+    """AlignedBleu on two simulated ranks (uneven batches) reports NLTK's corpus BLEU and the
+    mean of NLTK's sentence BLEU over every sample, as one process would."""
+    from nltk.translate import bleu_score
+
+    candidates = huse_texts[:60] + ["", "a"]
+    references = [[huse_texts[(i + 1) % 60], text] if i % 2 else [text[: len(text) // 2]]
+                  for i, text in enumerate(candidates)]
+    method = bleu_score.SmoothingFunction().method3
+    nltk_refs = [[r.split() for r in refs] for refs in references]
+    nltk_hyps = [c.split() for c in candidates]
+    sentence = np.mean([bleu_score.sentence_bleu(r, h, smoothing_function=method)
+                        for r, h in zip(nltk_refs, nltk_hyps)])
+    corpus = bleu_score.corpus_bleu(nltk_refs, nltk_hyps, smoothing_function=method)
+    group = SimulatedGroup()
+    ranks = [gpu_neighbors.AlignedBleu(smoothing="exp", dist_sync_fn=group.gather,
+                                       distributed_available_fn=lambda: True) for _ in range(2)]
+    group.ranks = ranks
+    for index, first in enumerate(range(0, len(candidates), 11)):
+        ranks[int(index >= 4)].update(candidates[first:first + 11], references[first:first + 11])
+    for rank in ranks:
+        got = rank.compute()
+        assert got["count"].item() == len(candidates)
+        assert got["sentence_bleu"].item() == pytest.approx(sentence, abs=1e-9)
+        assert got["corpus_bleu"].item() == pytest.approx(corpus, abs=1e-9)
