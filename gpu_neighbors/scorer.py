@@ -8,7 +8,6 @@ consuming them, so every kernel shares this one pipeline.
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -18,6 +17,7 @@ import torch
 
 from gpu_neighbors._version import __version__
 from gpu_neighbors.kernels import KERNEL_NAMES, Kernel, kernel_class
+from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.core.correlation import spearman_rows
 from gpu_neighbors.core.neighbours import (
     NeighborReduction,
@@ -218,17 +218,14 @@ class NeighborsScorer:
                 requirement = (f"at most the {len(texts)} training texts, or no text could ever "
                                "have enough neighbours for an estimate")
                 raise ParameterError(SCORER_PARAMETERS["min_neighbors"], needed, requirement)
-            warnings.warn(f"{len(texts)} training texts are fewer than the {needed} neighbours an "
-                          "estimate needs (min_neighbors): every estimate will be undefined",
-                          stacklevel=3)
+            warn(f"{len(texts)} training texts are fewer than the {needed} neighbours an "
+                 "estimate needs (min_neighbors): every estimate will be undefined")
         duplicates = len(texts) - len(set(texts))
         if duplicates:
-            warnings.warn(
+            warn(
                 f"{duplicates} of the {len(texts)} training texts repeat another one: in "
                 "leave-one-out (evaluate, crossval, tuning) each copy is the other's nearest "
-                "neighbour, which flatters coverage and agreement; deduplicate the training set",
-                stacklevel=3,
-            )
+                "neighbour, which flatters coverage and agreement; deduplicate the training set")
 
     def tuning_grid(self) -> tuning.TuningGrid:
         """What tuning searches for these settings: p only under similarity weighting (and
@@ -253,11 +250,9 @@ class NeighborsScorer:
         if self.tunes(num_texts):
             return True
         if self.thresholds == "auto" and not self._given() and num_texts < MIN_TUNING_TEXTS:
-            warnings.warn(
+            warn(
                 f"{num_texts} training texts are fewer than {MIN_TUNING_TEXTS}: too few to tune the "
-                f"thresholds on, so the paper's are used ({self.signature})",
-                stacklevel=3,
-            )
+                f"thresholds on, so the paper's are used ({self.signature})")
         return False
 
     def tunes(self, num_texts: int) -> bool:
@@ -281,11 +276,9 @@ class NeighborsScorer:
         memory)."""
         if self.num_train <= MAX_TUNING_TEXTS:
             return self._training_pass()
-        warnings.warn(
+        warn(
             f"tuning on a random sample of {MAX_TUNING_TEXTS} of the {self.num_train} training texts "
-            "(a and b are chosen for a training set of that size)",
-            stacklevel=3,
-        )
+            "(a and b are chosen for a training set of that size)")
         sample = np.sort(np.random.default_rng(0).choice(self.num_train, MAX_TUNING_TEXTS, replace=False))
         clone = NeighborsScorer(**{**self.get_params(), "thresholds": "paper"})
         clone.fit([texts[index] for index in sample], self.train_scores_[sample], tune=False)
@@ -347,12 +340,10 @@ class NeighborsScorer:
         splits from."""
         self.fit(texts, scores, tune=False)
         if self.kernel_.depends_on_training_set:
-            warnings.warn(
+            warn(
                 f"the {self.kernel} kernel's similarities depend on the whole training set "
                 f"({self.signature}): splits cut from one pass see idf weights or a baseline "
-                "computed on all items, so they approximate refitting on each split",
-                stacklevel=2,
-            )
+                "computed on all items, so they approximate refitting on each split")
         return self._training_pass()
 
     def _training_pass(self) -> PairwiseSimilarities:

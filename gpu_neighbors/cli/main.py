@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import TextIO
 
 from gpu_neighbors.cli import INTERRUPTED
 from gpu_neighbors.cli.parser import build_parser
@@ -20,7 +22,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     try:
         # every option named like a setting was made from the table: refuse bad values by flag
         validate_parameters({name: value for name, value in vars(args).items() if name in PARAMETERS})
-        return args.handler(args)
+        with warnings.catch_warnings():  # restores Python's printer when the command ends
+            warnings.showwarning = show_warning
+            return args.handler(args)
     except ParameterError as error:  # named by its flag, as the user wrote it
         print(f"gpu-neighbors: error: {error.message(error.parameter.flag)}", file=sys.stderr)
         return 2
@@ -35,3 +39,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         resume = " (rerun with --resume to continue)" if getattr(args, "output", None) not in (None, STANDARD_STREAM) else ""
         print(f"gpu-neighbors: interrupted{resume}", file=sys.stderr)
         return INTERRUPTED
+
+
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
+    """A warning as one line on stderr, like the errors: no file path, no source line."""
+    text = " ".join(str(message).split())
+    print(f"gpu-neighbors: warning: {text}", file=sys.stderr if file is None else file)

@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import warnings
 from collections.abc import Callable
 from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from gpu_neighbors.core.caller_warnings import warn
 
 if TYPE_CHECKING:
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
@@ -154,8 +155,6 @@ def load_wordnet() -> WordNetCorpusReader | None:
 
 
 def _without_wordnet(reason: str) -> None:
-    warnings.warn(
+    warn(
         f"{reason}: METEOR runs without its synonym stage (exact and stem matches only); "
-        f"install WordNet with `{APT_INSTALL}`",
-        stacklevel=3,
-    )
+        f"install WordNet with `{APT_INSTALL}`")
