@@ -8,15 +8,16 @@ consuming them, so every kernel shares this one pipeline.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 import torch
 
 from gpu_neighbors._version import __version__
-from gpu_neighbors.kernels import KERNEL_NAMES, Kernel, kernel_class
+from gpu_neighbors.kernels import KERNEL_NAMES, Kernel, kernel_class, kernel_threads
 from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.core.correlation import spearman_rows
 from gpu_neighbors.core.neighbours import (
@@ -57,6 +58,8 @@ from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
 REWARD_DTYPE = torch.float32
 AUTO_KERNEL = "auto"
+P = ParamSpec("P")
+R = TypeVar("R")
 BLEU_ONLY = ("smoothing", "weights")  # settings only the bleu kernel takes
 PAPER_MIN_NEIGHBORS, PAPER_MAX_FRACTION = 5, 0.66  # the paper's a and b
 DEFAULT_POWER = 1.0  # p of similarity weighting when it is not tuned
@@ -76,6 +79,19 @@ class PreparedCandidates:
 
     def __len__(self) -> int:
         return self.size
+
+
+def _library_threads(method: Callable[Concatenate[NeighborsScorer, P], R]) -> Callable[Concatenate[NeighborsScorer, P], R]:
+    """Run a scorer method on one intra-op thread unless the caller chose a count or the kernel
+    is a model (core/threads.py); the caller's count is restored on return."""
+
+    @functools.wraps(method)
+    def wrapper(self: NeighborsScorer, *args: P.args, **kwargs: P.kwargs) -> R:
+        kernels = self.kernels if self.kernel == AUTO_KERNEL else (self.kernel,)
+        with kernel_threads(*kernels):
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 class NeighborsScorer:
@@ -156,6 +172,7 @@ class NeighborsScorer:
 
     # -- fitting -------------------------------------------------------------------------
 
+    @_library_threads
     def fit(
         self,
         texts: Sequence[str],
@@ -332,6 +349,7 @@ class NeighborsScorer:
             rho = float(spearman_rows(np.where(prediction.covered, prediction.scores, np.nan), self.train_scores_)[0])
         return rho if np.isfinite(rho) else -np.inf
 
+    @_library_threads
     def fit_pairwise(
         self, texts: Sequence[str], scores: Sequence[float] | np.ndarray
     ) -> PairwiseSimilarities:
@@ -378,6 +396,7 @@ class NeighborsScorer:
 
     # -- prediction ----------------------------------------------------------------------
 
+    @_library_threads
     def predict(
         self, candidates: Sequence[str] | PreparedCandidates, return_neighbors: int | None = None
     ) -> Prediction:
@@ -395,6 +414,7 @@ class NeighborsScorer:
         assert top is not None  # asked for
         return replace(prediction.numpy(), neighbors=top.neighbors(self._quality.raw))
 
+    @_library_threads
     def prepare(self, candidates: Sequence[str]) -> PreparedCandidates:
         """The host half of `predict`: candidates checked and encoded by the kernel, chunk by
         chunk of the tile plan, for a later `predict`. A reader thread can prepare the next
@@ -415,6 +435,7 @@ class NeighborsScorer:
         texts = _validate_texts(candidates, "candidates", allow_empty=True)
         return (lambda first, last: self.kernel_.encode(texts[first:last])), len(texts), None
 
+    @_library_threads
     def predict_tensors(
         self,
         candidates: Sequence[str] | PreparedCandidates | torch.Tensor,
@@ -432,6 +453,7 @@ class NeighborsScorer:
         encode, rows, plan = self._candidate_chunks(candidates)
         return self._pass(encode, rows, subset=subset, plan=plan)[0]
 
+    @_library_threads
     def predict_ids(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> TensorPrediction:
@@ -459,6 +481,7 @@ class NeighborsScorer:
 
         return self._pass(encode, input_ids.shape[0], subset=subset, plan=plan, quality=quality, progress=False)[0]
 
+    @_library_threads
     def reward(
         self,
         inputs: torch.Tensor | Sequence[str],
@@ -507,18 +530,21 @@ class NeighborsScorer:
         mask = torch.zeros(self.num_train, dtype=torch.bool, device=device).index_fill_(0, chosen, True)
         return TrainingSubset(mask=mask, size=size)
 
+    @_library_threads
     def leave_one_out(self) -> Prediction:
         """Each training text scored by all the others (the paper's protocol): the training set
         against itself with the diagonal masked, not |S| refits."""
         self._check_fitted()
         return self._pass(self.kernel_.encode_train, self.num_train, leave_one_out=True)[0].numpy()
 
+    @_library_threads
     def similarity(self, candidates: Sequence[str]) -> torch.Tensor:
         """All kernel similarities [len(candidates), |S|], float64 on the CPU."""
         self._check_fitted()
         texts = _validate_texts(candidates, "candidates", allow_empty=True)
         return self._similarity(lambda first, last: self.kernel_.encode(texts[first:last]), len(texts))
 
+    @_library_threads
     def train_similarity(self) -> torch.Tensor:
         """The training set against itself [|S|, |S|], float64 on the CPU, diagonal included:
         one pass from which sweeps over tau, a and b (leave-one-out) need no kernel work."""

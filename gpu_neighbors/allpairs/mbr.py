@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gpu_neighbors.kernels import threads_by_kernel
 from gpu_neighbors.allpairs.passes import fitted_kernel, kernel_settings, run_block
 from gpu_neighbors.core.validation import check_texts
 from gpu_neighbors.core.reductions import GroupMeanReduction
@@ -42,6 +43,7 @@ class MbrResult:
         return chosen[np.argsort(self.group[chosen], kind="stable")]
 
 
+@threads_by_kernel
 def mbr(
     candidates: Sequence[str],
     groups: Sequence[Hashable] | None = None,

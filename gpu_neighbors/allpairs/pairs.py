@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from gpu_neighbors.kernels import threads_by_kernel
 from gpu_neighbors.allpairs.passes import fitted_kernel, kernel_settings, run_block
 from gpu_neighbors.core.validation import check_texts
 from gpu_neighbors.core.reductions import MaskBelow, NpyReduction, PairsAboveReduction
@@ -34,6 +35,7 @@ class PairsResult:
     pairs: int  # entries written: the whole matrix for .npy, the selected pairs for Parquet
 
 
+@threads_by_kernel
 def pairs(
     candidates: Sequence[str],
     train: Sequence[str] | None = None,

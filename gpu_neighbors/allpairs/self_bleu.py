@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from gpu_neighbors.core.threads import one_thread
 from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import check_texts
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, check_weights
@@ -36,6 +37,7 @@ class SelfBleu:
         return float(self.scores.mean()) if self.scores.size else float("nan")
 
 
+@one_thread
 def self_bleu(
     texts: Sequence[str],
     *,

@@ -50,9 +50,9 @@ def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_fiel
 def command_score(args: argparse.Namespace) -> int:
     threads = args.threads or default_threads(args.device)
     if threads:
-        import torch
+        from gpu_neighbors.core.threads import set_threads
 
-        torch.set_num_threads(threads)
+        set_threads(threads)
     check_distinct({"--train": args.train, "--candidates": args.candidates},
                    {"--output": args.output, "--rejects": args.rejects})
     train = read_data(args, args.train)

@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from gpu_neighbors.core.threads import one_thread
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts, check_weights
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 from gpu_neighbors.text.vocabulary import Vocabulary
@@ -68,6 +69,7 @@ def weights_on(weights: tuple[float, ...], device: torch.device) -> torch.Tensor
     return torch.tensor(weights, dtype=torch.float64, device=device)
 
 
+@one_thread
 def sentence_bleu(
     candidates: Sequence[str] | torch.Tensor,
     references: References,
@@ -100,6 +102,7 @@ def sentence_bleu(
     return counts.sentence_bleu(weights, smoothing)
 
 
+@one_thread
 def corpus_bleu(
     candidates: Sequence[str] | torch.Tensor,
     references: References,
