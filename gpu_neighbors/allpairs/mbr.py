@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpu_neighbors.kernels import threads_by_kernel
 from gpu_neighbors.allpairs.passes import fitted_kernel, kernel_settings, run_block
 from gpu_neighbors.core.validation import check_texts
 from gpu_neighbors.core.reductions import GroupMeanReduction
+from gpu_neighbors.kernels import threads_by_kernel
 from gpu_neighbors.text.tokenizers import Tokenizer
 
 WINDOW_ROWS = 256  # groups are packed into windows of about this many candidates

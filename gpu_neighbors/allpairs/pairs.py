@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from gpu_neighbors.kernels import threads_by_kernel
 from gpu_neighbors.allpairs.passes import fitted_kernel, kernel_settings, run_block
 from gpu_neighbors.core.validation import check_texts
 from gpu_neighbors.core.reductions import MaskBelow, NpyReduction, PairsAboveReduction
 from gpu_neighbors.core.topk import TopKReduction
+from gpu_neighbors.kernels import threads_by_kernel
 from gpu_neighbors.text.tokenizers import Tokenizer
 
 FORMATS = (".npy", ".parquet")
