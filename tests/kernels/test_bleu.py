@@ -10,7 +10,8 @@ from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
-from gpu_neighbors.kernels.bleu import SMOOTHINGS, BleuKernel
+from gpu_neighbors.kernels.bleu import BleuKernel
+from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.text.tokenizers import Sacrebleu13aTokenizer, WhitespaceTokenizer
 from parity import assert_matches_reference
 
