@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from gpu_neighbors.core.sparse import sparse_mm
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.bleu_sets import check_weights
@@ -251,7 +252,7 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         # COO products: torch 2.13's CSR x CSR product on the CPU (MKL) leaks about the size of
         # its result on every call, which a stream of millions of tiles cannot afford.
         matches = (
-            torch.sparse.mm(features, row_block(train, start, stop).t().to_sparse_coo())
+            sparse_mm(features, row_block(train, start, stop).t().to_sparse_coo())
             for features, train in zip(encoded.features[: len(self.weights)], self._train)
         )
         assert isinstance(encoded.factors, PrecisionTables)
@@ -265,7 +266,7 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
             encoded.features[0], row_block(self._train[0], start, stop), table.feature_keys % table.max_rank == 0
         )
         matches = (
-            torch.sparse.mm(features, row_block(train, start, stop).t().to_sparse_coo())
+            sparse_mm(features, row_block(train, start, stop).t().to_sparse_coo())
             for features, train in zip(encoded.features[1:], self._train[1:])
         )
         by_length = encoded.by_length.index_select(1, self._train_length_codes[start:stop])
@@ -407,7 +408,7 @@ def shared_words(candidates: torch.Tensor, train: torch.Tensor, first_occurrence
             (num_rows, last - first),
             check_invariants=False,
         )
-        counts = torch.sparse.mm(sparse, dense)
+        counts = sparse_mm(sparse, dense)
         shared = counts if shared is None else shared.add_(counts)
     assert shared is not None
     return shared.clamp_(max=1.0).to(torch.float64)
