@@ -86,15 +86,37 @@ Factors = torch.Tensor | PrecisionTables
 
 
 @dataclass(frozen=True)
+class ChunkWords:
+    """The distinct words of a chunk of candidates and who holds them, for BLEU*'s shared-word
+    join: found once per chunk (data-dependent shapes, so host synchronisations on a GPU), so
+    that the tiles need none."""
+
+    words: torch.Tensor  # int64 [W]: sorted unigram feature ids (g, 1) of the chunk's words
+    rows: torch.Tensor  # int64 [E]: candidate of each (candidate, word) entry, row-major order
+    word_of: torch.Tensor  # int64 [E]: the entry's word, a position in `words`
+
+    @classmethod
+    def of(cls, unigrams: torch.Tensor, first_occurrence: torch.Tensor) -> ChunkWords:
+        """From unigram occurrence features (COO [rows x F_1]) and which features say "holds
+        word g" (bool [F_1])."""
+        rows, features = unigrams.coalesce().indices()
+        keep = first_occurrence[features]
+        rows, features = rows[keep], features[keep]
+        words, word_of = torch.unique(features, sorted=True, return_inverse=True)
+        return cls(words, rows, word_of)
+
+
+@dataclass(frozen=True)
 class EncodedBleu:
-    """A chunk of candidates: occurrence matrices per order, token counts, and the host-made
-    factors their lengths and counts can reach."""
+    """A chunk of candidates: occurrence matrices per order, token counts, the host-made
+    factors their lengths and counts can reach, and (BLEU*) their words."""
 
     features: list[torch.Tensor]  # sparse COO [rows x F_n] for n = 1..4
     lengths: torch.Tensor  # int64 [rows]
     length_index: torch.Tensor  # int64 [rows]: the row of `by_length` of each candidate's length
     by_length: torch.Tensor  # float64 [distinct lengths, distinct training lengths]
     factors: Factors
+    words: ChunkWords | None = None
 
     def __len__(self) -> int:
         return int(self.lengths.numel())
@@ -216,6 +238,10 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         del slices
         self.ngrams = NgramFeatures(MAX_ORDER)
         self._train = self.ngrams.fit(batch, len(self.vocabulary))
+        # Row offsets of the training matrices on the host, so cutting a block reads no device.
+        self._train_rows = [matrix.crow_indices().cpu().numpy() for matrix in self._train]
+        table = self.ngrams.tables[0]
+        self._first_occurrence = table.feature_keys % table.max_rank == 0
         # The training lengths as codes of their distinct values: the columns of by-length tables.
         values, codes = np.unique(np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
                                   return_inverse=True)
@@ -229,8 +255,9 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         features = [matrix.to_sparse_coo() for matrix in self.ngrams.transform(batch)]
         values, index = np.unique(np.asarray(tokenized.lengths, dtype=np.int64), return_inverse=True)
         by_length, factors = self._tables_for(values, self.device)
+        words = ChunkWords.of(features[0], self._first_occurrence) if self.weights == BLEU_STAR_WEIGHTS else None
         return EncodedBleu(features, batch.lengths, torch.from_numpy(index.reshape(-1)).to(self.device),
-                           by_length, factors)
+                           by_length, factors, words)
 
     def _tables_for(self, lengths: np.ndarray, device: torch.device) -> tuple[torch.Tensor, Factors]:
         """The by-length table of candidate `lengths` (distinct, host) against the training
@@ -252,8 +279,8 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         # COO products: torch 2.13's CSR x CSR product on the CPU (MKL) leaks about the size of
         # its result on every call, which a stream of millions of tiles cannot afford.
         matches = (
-            sparse_mm(features, row_block(train, start, stop).t().to_sparse_coo())
-            for features, train in zip(encoded.features[: len(self.weights)], self._train)
+            sparse_mm(features, self._block(order, start, stop).t().to_sparse_coo())
+            for order, features in enumerate(encoded.features[: len(self.weights)])
         )
         assert isinstance(encoded.factors, PrecisionTables)
         return weighted_bleu(matches, encoded, self._train_length_codes[start:stop], encoded.factors)
@@ -261,18 +288,20 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
     def _bleu_star_tile(self, encoded: EncodedBleu, start: int, stop: int) -> torch.Tensor:
         """BLEU*: unigrams only as the shared-word join, counted products for orders 2-4 (a
         pair that shares a bigram shares a word, so they touch only pairs the join keeps)."""
-        table = self.ngrams.tables[0]
-        shared = shared_words(
-            encoded.features[0], row_block(self._train[0], start, stop), table.feature_keys % table.max_rank == 0
-        )
+        assert encoded.words is not None
+        shared = shared_words(encoded.words, len(encoded), self._block(0, start, stop))
         matches = (
-            sparse_mm(features, row_block(train, start, stop).t().to_sparse_coo())
-            for features, train in zip(encoded.features[1:], self._train[1:])
+            sparse_mm(features, self._block(order, start, stop).t().to_sparse_coo())
+            for order, features in enumerate(encoded.features[1:], start=1)
         )
         by_length = encoded.by_length.index_select(1, self._train_length_codes[start:stop])
         assert isinstance(encoded.factors, torch.Tensor)
         return bleu_star(shared, matches, by_length.index_select(0, encoded.length_index), encoded.factors,
                          self.smoothing)
+
+    def _block(self, order: int, start: int, stop: int) -> torch.Tensor:
+        """Training texts start..stop-1 of one order's matrix (CSR), cut at host offsets."""
+        return row_block(self._train[order], start, stop, self._train_rows[order])
 
     def pair_bytes(self) -> int:
         # Worst case, every pair shares every order and every candidate length differs: the
@@ -328,7 +357,7 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         if block is None:
             device = tables.lookup.device
             block = tables.blocks[start, stop] = TrainingBlock(
-                [row_block(matrix, start, stop).to(device) for matrix in self._train],
+                [self._block(order, start, stop).to(device) for order in range(len(self._train))],
                 self._train_length_codes[start:stop].to(device),
             )
         return block
@@ -361,10 +390,11 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         return self._id_tables[device]
 
 
-def row_block(matrix: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-    """Rows start..stop-1 of a CSR matrix, without copying the rest."""
+def row_block(matrix: torch.Tensor, start: int, stop: int, offsets: np.ndarray) -> torch.Tensor:
+    """Rows start..stop-1 of a CSR matrix, without copying the rest; `offsets` are its row
+    offsets on the host (so no device read)."""
     crow = matrix.crow_indices()
-    first, last = int(crow[start]), int(crow[stop])
+    first, last = int(offsets[start]), int(offsets[stop])
     return torch.sparse_csr_tensor(
         crow[start : stop + 1] - first,
         matrix.col_indices()[first:last],
@@ -374,43 +404,51 @@ def row_block(matrix: torch.Tensor, start: int, stop: int) -> torch.Tensor:
     )
 
 
-def shared_words(candidates: torch.Tensor, train: torch.Tensor, first_occurrence: torch.Tensor) -> torch.Tensor:
+def shared_words(words: ChunkWords, num_rows: int, train: torch.Tensor) -> torch.Tensor:
     """Float64 [rows x cols], 1 where a candidate x training pair shares a word and 0 where not
     (an indicator to multiply by: on the CPU that is several times faster than a boolean mask),
-    as a join on the words alone (no match counts): the candidates' distinct words form a sparse
-    0/1 matrix over the chunk's own vocabulary, the training block's words a dense one over the
-    same words (in slices of at most WORD_SLICE_BYTES), and one sparse x dense matmul per slice
-    gives a dense result. `candidates`: unigram occurrence features, COO [rows x F_1]; `train`:
-    the block's, CSR [cols x F_1]; `first_occurrence`: bool [F_1], the features (g, 1) that
-    say "holds word g"."""
-    num_rows, num_cols = candidates.shape[0], train.shape[0]
-    device = first_occurrence.device
-    rows, features = candidates.coalesce().indices()
-    keep = first_occurrence[features]
-    rows, features = rows[keep], features[keep]
-    words, word_of = torch.unique(features, sorted=True, return_inverse=True)
+    as a join on the words alone (no match counts): the candidates' words form a sparse 0/1
+    matrix over the chunk's own vocabulary (`words`), the training block's words a dense one over
+    the same words (in slices of at most WORD_SLICE_BYTES), and one sparse x dense matmul per
+    slice gives a dense result. `train`: the block's unigram occurrence features, CSR [cols x F_1].
+
+    Every shape is known on the host: training entries outside the slice (or not words of the
+    chunk) are written to a spare row that is dropped, and when the chunk's words fit one slice
+    (the common case) the candidate side is used whole. Only a chunk of more words than a slice
+    selects its entries slice by slice."""
+    num_cols = train.shape[0]
+    device = words.words.device
     crow = train.crow_indices()
-    train_rows = torch.repeat_interleave(torch.arange(num_cols, device=device), crow[1:] - crow[:-1])
-    train_words = lookup_sorted(words, train.col_indices())  # -1: not a word of the chunk
-    found = train_words >= 0
-    train_rows, train_words = train_rows[found], train_words[found]
+    columns = train.col_indices()
+    train_rows = torch.repeat_interleave(torch.arange(num_cols, device=device), crow[1:] - crow[:-1],
+                                         output_size=columns.numel())
+    train_words = lookup_sorted(words.words, columns)  # -1: not a word of the chunk
+    count = words.words.numel()
     shared = None
     width = max(WORD_SLICE_BYTES // (4 * max(num_cols, 1)), 1)
-    for first in range(0, max(words.numel(), 1), width):
-        last = min(first + width, words.numel())
-        dense = torch.zeros((last - first, num_cols), dtype=torch.float32, device=device)
+    for first in range(0, max(count, 1), width):
+        last = min(first + width, count)
+        size = last - first
+        dense = torch.zeros((size + 1, num_cols), dtype=torch.float32, device=device)
         inside = (train_words >= first) & (train_words < last)
-        dense[train_words[inside] - first, train_rows[inside]] = 1.0
-        inside = (word_of >= first) & (word_of < last)
+        dense.index_put_((torch.where(inside, train_words - first, size), train_rows),
+                         torch.ones((), dtype=torch.float32, device=device).expand(train_rows.shape))
+        if size == count:
+            rows, word_of = words.rows, words.word_of
+        else:
+            chosen = (words.word_of >= first) & (words.word_of < last)
+            rows, word_of = words.rows[chosen], words.word_of[chosen] - first
         sparse = torch.sparse_coo_tensor(
-            torch.stack([rows[inside], word_of[inside] - first]),
-            torch.ones(int(inside.sum()), dtype=torch.float32, device=device),
-            (num_rows, last - first),
+            torch.stack([rows, word_of]),
+            torch.ones(rows.shape, dtype=torch.float32, device=device),
+            (num_rows, size),
             check_invariants=False,
+            is_coalesced=True,  # (row, word) entries are unique and in row-major order
         )
-        counts = sparse_mm(sparse, dense)
+        counts = sparse_mm(sparse, dense[:size])
         shared = counts if shared is None else shared.add_(counts)
-    assert shared is not None
+    if shared is None:
+        return torch.zeros((num_rows, num_cols), dtype=torch.float64, device=device)
     return shared.clamp_(max=1.0).to(torch.float64)
 
 
