@@ -4,7 +4,7 @@
 These are the diagonal of the all-pairs statistics: per order n, the clipped matches
 sum_g min(c_x(g), max_r c_r(g)), which is `bleu_sets`' occurrence-feature count
 sum_{(g,k)} [c_x(g) >= k][some reference holds (g, k)], here summed per n-gram; then the one
-formula, `bleu_sets.bleu_from_counts`.
+formula of `bleu_tables` (`bleu_of_rows`; corpus BLEU through `bleu_sets.bleu_from_counts`).
 
 A candidate and its references form one row [candidate | reference 1 | ... | reference R],
 each segment padded to a width known on the host, tokens packed to the front. Every n-gram of
@@ -14,7 +14,8 @@ equal n-grams together for every order at once (equal n-grams share the top n fi
 order a cumulative sum of "top n fields changed" numbers the row's distinct n-grams, one
 scatter-add counts each n-gram per segment, and min(candidate, max over references) summed
 gives the clipped matches. Where K fields of the token ids do not fit in 62 bits, a first sort
-renumbers each row's tokens densely (ids < row width).
+renumbers each row's tokens densely (ids < row width). Every exp and power is gathered from host
+tables sized by the padded widths (`bleu_tables`), kept per setting and device.
 
 Every shape comes from the inputs' shapes, and nothing reads device data on the host: no
 `.item()`, `nonzero`, `unique`, boolean-mask indexing or data-sized output, so on the token-id
@@ -31,11 +32,13 @@ import torch
 
 from gpu_neighbors.core.threads import one_thread
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts, check_weights
+from gpu_neighbors.kernels.bleu_tables import PrecisionTables, bleu_of_rows, brevity, check_smoothing
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 from gpu_neighbors.text.vocabulary import Vocabulary
 
 KEY_BITS = 62  # bits of a non-negative int64 key that the fields may use
 CHUNK_ELEMENTS = 1 << 24  # rows per chunk: at most this many n-gram x segment counters at once
+TABLE_STEP = 256  # table sizes are multiples of this
 
 References = Sequence[str] | Sequence[Sequence[str]] | torch.Tensor
 
@@ -44,29 +47,48 @@ References = Sequence[str] | Sequence[Sequence[str]] | torch.Tensor
 class AlignedCounts:
     """Sufficient statistics of aligned BLEU per candidate (int64, on the inputs' device):
     clipped `matches` and `totals` = max(1, n-grams) [rows, orders], `lengths` and the closest
-    `reference_lengths` (the shorter one on a tie, as NLTK) [rows]."""
+    `reference_lengths` (the shorter one on a tie, as NLTK) [rows]; `width` and
+    `reference_width`, known on the host, bound every length."""
 
     matches: torch.Tensor
     totals: torch.Tensor
     lengths: torch.Tensor
     reference_lengths: torch.Tensor
+    width: int
+    reference_width: int
 
     def sentence_bleu(self, weights: tuple[float, ...], smoothing: str) -> torch.Tensor:
-        return bleu_from_counts(self.matches, self.totals, self.lengths, self.reference_lengths,
-                                weights_on(weights, self.matches.device), smoothing)
+        """NLTK's sentence BLEU per row, from tables sized by the widths (no host read)."""
+        device = self.matches.device
+        tables = precision_tables(weights, smoothing, _rounded(self.width + 1), device)
+        penalties = brevity_table(_rounded(self.width + 1), _rounded(self.reference_width + 1), device)
+        return bleu_of_rows(tables, self.matches, self.totals, self.lengths,
+                            penalties[self.lengths, self.reference_lengths])
 
     def corpus_bleu(self, weights: tuple[float, ...], smoothing: str) -> torch.Tensor:
         """NLTK's `corpus_bleu`: every statistic summed over the candidates first."""
         return bleu_from_counts(self.matches.sum(0, keepdim=True), self.totals.sum(0, keepdim=True),
                                 self.lengths.sum().reshape(1), self.reference_lengths.sum().reshape(1),
-                                weights_on(weights, self.matches.device), smoothing)[0]
+                                weights, smoothing)[0]
 
 
-@lru_cache(maxsize=64)
-def weights_on(weights: tuple[float, ...], device: torch.device) -> torch.Tensor:
-    """The weights as a float64 tensor on `device`, made once: a copy from the host each call
-    would make a CUDA caller wait."""
-    return torch.tensor(weights, dtype=torch.float64, device=device)
+def _rounded(size: int) -> int:
+    """`size` rounded up to a multiple of TABLE_STEP, so that batches of similar widths share tables."""
+    return -(-size // TABLE_STEP) * TABLE_STEP
+
+
+@lru_cache(maxsize=32)
+def precision_tables(weights: tuple[float, ...], smoothing: str, size: int, device: torch.device) -> PrecisionTables:
+    """`PrecisionTables` for counts below `size`, made once per device: a copy from the host on
+    every call would make a CUDA caller wait."""
+    return PrecisionTables(weights, smoothing, size, device)
+
+
+@lru_cache(maxsize=32)
+def brevity_table(candidate_size: int, reference_size: int, device: torch.device) -> torch.Tensor:
+    """NLTK's brevity penalty [candidate length, reference length] for lengths below the sizes."""
+    table = brevity(np.arange(candidate_size)[:, None], np.arange(reference_size)[None, :])
+    return torch.from_numpy(np.ascontiguousarray(table)).to(device)
 
 
 @one_thread
@@ -95,7 +117,7 @@ def sentence_bleu(
     reference scores 0.
     `smoothing`: "none" (NLTK method0), "epsilon" (method1), "add1" (method2), "exp" (method3).
     """
-    weights = check_weights(weights)
+    weights, smoothing = check_weights(weights), check_smoothing(smoothing)
     counts = aligned_counts(candidates, references, len(weights), tokenizer=tokenizer,
                             attention_mask=attention_mask, reference_mask=reference_mask,
                             reference_counts=reference_counts, device=device)
@@ -118,7 +140,7 @@ def corpus_bleu(
     """Corpus BLEU (a float64 scalar tensor) of the same inputs as `sentence_bleu`, equal to
     NLTK's `corpus_bleu`, and to sacrebleu's BLEU / 100 where the tokenizers agree and every
     candidate has at least as many tokens as the highest order."""
-    weights = check_weights(weights)
+    weights, smoothing = check_weights(weights), check_smoothing(smoothing)
     counts = aligned_counts(candidates, references, len(weights), tokenizer=tokenizer,
                             attention_mask=attention_mask, reference_mask=reference_mask,
                             reference_counts=reference_counts, device=device)
@@ -283,7 +305,8 @@ def count_packed(packed: Packed, orders: int, id_bound: int | None) -> AlignedCo
     ]) if rows else torch.zeros((0, orders), dtype=torch.int64, device=packed.candidates.device)
     order_numbers = torch.arange(1, orders + 1, device=packed.lengths.device)
     totals = (packed.lengths[:, None] - order_numbers + 1).clamp(min=1)
-    return AlignedCounts(matches, totals, packed.lengths, closest_lengths(packed))
+    return AlignedCounts(matches, totals, packed.lengths, closest_lengths(packed),
+                         packed.candidates.shape[1], packed.references.shape[2])
 
 
 def closest_lengths(packed: Packed) -> torch.Tensor:

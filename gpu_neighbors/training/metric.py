@@ -12,8 +12,9 @@ from typing import Any
 
 import torch
 
-from gpu_neighbors.kernels.aligned_bleu import References, aligned_counts, weights_on
-from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, SMOOTHINGS, bleu_from_counts, check_weights
+from gpu_neighbors.kernels.aligned_bleu import References, aligned_counts
+from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts, check_weights
+from gpu_neighbors.kernels.bleu_tables import check_smoothing
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
@@ -95,9 +96,7 @@ class AlignedBleu(Metric):
                  tokenizer: str | Tokenizer = "whitespace", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.weights = check_weights(weights)
-        if smoothing not in SMOOTHINGS:
-            raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, not {smoothing!r}")
-        self.smoothing = smoothing
+        self.smoothing = check_smoothing(smoothing)
         self.tokenizer = make_tokenizer(tokenizer)
         orders = len(self.weights)
         self.add_state("bleu_sum", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
@@ -125,7 +124,6 @@ class AlignedBleu(Metric):
 
     def compute(self) -> dict[str, torch.Tensor]:
         corpus = bleu_from_counts(self.matches[None], self.totals[None], self.lengths.reshape(1),
-                                  self.reference_lengths.reshape(1),
-                                  weights_on(self.weights, self.matches.device), self.smoothing)[0]
+                                  self.reference_lengths.reshape(1), self.weights, self.smoothing)[0]
         return {"sentence_bleu": self.bleu_sum / self.total.to(torch.float64),
                 "corpus_bleu": corpus, "count": self.total.clone()}

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from gpu_neighbors.kernels.aligned_bleu import sentence_bleu
-from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, SMOOTHINGS, check_weights
+from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, check_weights
+from gpu_neighbors.kernels.bleu_tables import check_smoothing
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
@@ -34,8 +35,7 @@ class BleuReward:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", check_weights(self.weights))
-        if self.smoothing not in SMOOTHINGS:
-            raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, not {self.smoothing!r}")
+        check_smoothing(self.smoothing)
         object.__setattr__(self, "tokenizer", make_tokenizer(self.tokenizer))
 
 

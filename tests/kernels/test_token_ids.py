@@ -12,7 +12,7 @@ import torch
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels import Kernel
-from gpu_neighbors.kernels.bleu import SMOOTHINGS
+from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 from minilm import MODEL_PATH
 from sync_audit import SyncAudit
