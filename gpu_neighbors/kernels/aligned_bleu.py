@@ -284,13 +284,18 @@ def pack_ids(
 
 
 def _pack(ids: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Kept ids (mask not 0, id >= 0) moved to the front of each row by a stable sort, and
-    how many each row keeps."""
+    """Kept ids (mask not 0, id >= 0) moved to the front of each row in order, dropped ones after
+    them, by a scatter to positions counted with cumulative sums (no sort); and how many each row
+    keeps."""
     kept = ids >= 0
     if mask is not None:
         kept &= mask != 0
-    order = torch.argsort((~kept).to(torch.uint8), dim=1, stable=True)
-    return torch.gather(ids, 1, order).clamp(min=0), kept.sum(dim=1)
+    flags = kept.to(torch.int64)
+    kept_before = torch.cumsum(flags, dim=1) - flags
+    counts = kept_before[:, -1] + flags[:, -1] if ids.shape[1] else flags.sum(dim=1)
+    dropped_before = torch.arange(ids.shape[1], device=ids.device) - kept_before
+    target = torch.where(kept, kept_before, counts[:, None] + dropped_before)
+    return torch.empty_like(ids).scatter_(1, target, ids.clamp(min=0)), counts
 
 
 def count_packed(packed: Packed, orders: int, id_bound: int | None) -> AlignedCounts:
