@@ -76,6 +76,7 @@ def command_score(args: argparse.Namespace) -> int:
         score_batches=score_batches, explain=args.explain,
         train_texts=train.texts if args.explain_text else None, overwrite=args.overwrite,
         file_format=args.format, quoting=args.quoting, max_chars=args.max_chars, workers=workers,
+        inputs={"--train": args.train},
     )
     if not args.quiet:
         resumed = f" ({summary.rows - summary.scored} from before)" if args.resume else ""

@@ -6,17 +6,20 @@ naming file, line and field instead of a traceback from deep inside a parser.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import re
 from collections.abc import Iterator, Sequence
 from itertools import chain, islice
+from pathlib import Path
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 import numpy as np
 
 from gpu_neighbors.data.errors import InputError, PathLike, preview
+from gpu_neighbors.data.output import create_new
 from gpu_neighbors.data.formats import (
     BLOCK_LINES,
     FORMATS,
@@ -226,7 +229,7 @@ class CandidateStream:
                              "to a file to read it again", path=self.path)
         self._passes += 1
         self.rejected = 0
-        log = None if self.rejects is None else open(self.rejects, "w", encoding="utf-8")
+        log = None if self.rejects is None else io.TextIOWrapper(create_new(Path(self.rejects)), encoding="utf-8")
         try:
             start, lines, texts = 0, list[int](), list[str]()
             for block in self._blocks():
