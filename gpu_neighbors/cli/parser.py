@@ -131,6 +131,7 @@ def add_studio_commands(subparsers: Any) -> None:
     report = studio("report", "markdown report with PNG plots: kernels, tuning, sweeps, curve", one_kernel=False)
     report.add_argument("--out", required=True, help="folder for the PNGs (and report.md unless --page)")
     report.add_argument("--page", default=None, help="where the markdown goes (default OUT/report.md)")
+    report.add_argument("--overwrite", action="store_true", help="replace an existing report (only once the new one is complete)")
     report.add_argument("--kernels", dest="kernel_specs", default="bleu",
                         help="comma list of kernels, each optionally with settings, e.g. "
                              "bleu:tokenizer=chars:smoothing=none,rouge (default bleu)")

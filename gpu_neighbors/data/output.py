@@ -85,17 +85,7 @@ class SafeOutput:
         self._created: dict[Path, IO[bytes] | None] = {}
         self._locks: list[tuple[Path, IO[bytes]]] = []
         self.committed = False
-        named = {name: path for name, path in outputs.items()
-                 if path is not None and str(path) != STANDARD_STREAM}
-        for name, path in list(named.items()):
-            check_regular(Path(path))
-            for suffix in SIDECARS:
-                side = sidecar(path, suffix)
-                if side.is_symlink():
-                    raise InputError(f"{side.name} beside {name} is a symbolic link: gpu-neighbors "
-                                     f"never writes through a link; remove it", path=side)
-                named[f"{name}'s {suffix} file"] = side
-        check_distinct(inputs or {}, named)
+        check_outputs(outputs, inputs, overwrite=True)  # whether it exists: under the lock, below
         try:
             for path in self.paths:
                 try:
@@ -104,12 +94,8 @@ class SafeOutput:
                     raise InputError(f"cannot create its folder: {error.filename} is a file",
                                      path=path) from None
                 self._locks.append((path, _exclusive_lock(sidecar(path, ".lock"), path)))
-            first = next(iter(outputs.values()), None)
-            if self.paths and first is not None and Path(first) == self.main and self.main.exists() \
-                    and not (overwrite or resume):
-                raise InputError("exists already; pass --overwrite to replace it"
-                                 + (", or --resume to continue the run that wrote it" if keep_partial else ""),
-                                 path=self.main)
+            if not (overwrite or resume):  # checked again now that the run holds the lock
+                _check_new(outputs, keep_partial)
         except BaseException:
             self.release()
             raise
@@ -198,6 +184,33 @@ class SafeOutput:
         if target not in self.paths:
             raise ValueError(f"{target} is not one of this run's outputs")
         return target
+
+
+def check_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, PathLike | None] | None,
+                  *, overwrite: bool = False, resumable: bool = False) -> None:
+    """The checks `SafeOutput` makes before writing, for a command to make before a long read:
+    each output a regular file or new, no output or sidecar an input or a symbolic link
+    sidecar, and (unless `overwrite`) the main output, the first, new."""
+    named = {name: path for name, path in outputs.items() if path is not None and str(path) != STANDARD_STREAM}
+    for name, path in list(named.items()):
+        check_regular(Path(path))
+        for suffix in SIDECARS:
+            side = sidecar(path, suffix)
+            if side.is_symlink():
+                raise InputError(f"{side.name} beside {name} is a symbolic link: gpu-neighbors "
+                                 f"never writes through a link; remove it", path=side)
+            named[f"{name}'s {suffix} file"] = side
+    check_distinct(inputs or {}, named)
+    if not overwrite:
+        _check_new(outputs, resumable)
+
+
+def _check_new(outputs: Mapping[str, PathLike | None], resumable: bool) -> None:
+    first = next(iter(outputs.values()), None)
+    if first is not None and str(first) != STANDARD_STREAM and Path(first).exists():
+        raise InputError("exists already; pass --overwrite to replace it"
+                         + (", or --resume to continue the run that wrote it" if resumable else ""),
+                         path=first)
 
 
 def check_regular(path: Path) -> None:

@@ -31,7 +31,7 @@ def _figure(width: float = 7.0, height: float = 4.2) -> Figure:
 
 
 def _save(figure: Figure, path: Path) -> Path:
-    figure.savefig(path, dpi=DPI, bbox_inches="tight")
+    figure.savefig(path, dpi=DPI, bbox_inches="tight", format="png")  # the path may be a .partial
     return path
 
 
