@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from gpu_neighbors.cli import INTERRUPTED
+from gpu_neighbors.cli.codes import INTERRUPTED
 from gpu_neighbors.cli.parser import build_parser
 from gpu_neighbors.core.validation import PARAMETERS, ParameterError, validate_parameters
 from gpu_neighbors.data import InputError
