@@ -40,7 +40,7 @@ def pairs(
     candidates: Sequence[str],
     train: Sequence[str] | None = None,
     *,
-    output: str | os.PathLike[str],
+    output: str | os.PathLike[str] | SafeOutput,
     top_k: int | None = None,
     min_similarity: float | None = None,
     overwrite: bool = False,
@@ -60,8 +60,10 @@ def pairs(
     `min_similarity` (columns candidate, train, similarity; with top_k also rank, from 1).
     The file is written as every output is (`data.output.SafeOutput`): locked, through a
     partial file renamed into place when complete, never onto one of `inputs` ({name: path},
-    the files the texts came from)."""
-    path = Path(output)
+    the files the texts came from). `output` may be a `SafeOutput` the caller holds open (e.g.
+    locked while it reads the texts): its main output is written, and the caller commits it."""
+    held = output if isinstance(output, SafeOutput) else None
+    path = Path(output.main) if isinstance(output, SafeOutput) else Path(output)
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise ValueError(f"output {str(path)!r}: give a .npy (the whole matrix) or .parquet (sparse pairs) path")
@@ -75,7 +77,8 @@ def pairs(
                                        or not isinstance(min_similarity, (int, float))
                                        or not torch.isfinite(torch.tensor(float(min_similarity)))):
         raise ValueError(f"min_similarity must be a finite number, not {min_similarity!r}")
-    check_outputs({"output": path}, inputs, overwrite=overwrite)
+    if held is None:
+        check_outputs({"output": path}, inputs, overwrite=overwrite)
     rows = check_texts(candidates, "candidates", at_least=1)
     itself = train is None
     columns = rows if train is None else check_texts(train, "train", at_least=1)
@@ -87,7 +90,8 @@ def pairs(
     fitted = fitted_kernel(settings, columns)
     encode = fitted.encode_train if itself else (lambda first, last: fitted.encode(rows[first:last]))
     span, width = (0, len(rows)), (0, len(columns))
-    with SafeOutput({"output": path}, inputs=inputs, overwrite=overwrite) as files:
+    opened = contextlib.nullcontext(held) if held else SafeOutput({"output": path}, inputs=inputs, overwrite=overwrite)
+    with opened as files:
         if suffix == ".npy":
             run_block(fitted, encode, span, width,
                       NpyReduction(files.create_path(), len(rows), len(columns)), memory_budget)

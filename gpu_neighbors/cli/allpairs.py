@@ -13,14 +13,13 @@ import math
 import re
 import sys
 from collections.abc import Hashable
-from pathlib import Path
 from typing import Any
 
 from gpu_neighbors.allpairs.self_bleu import DEFAULT_SMOOTHING
 from gpu_neighbors.cli.options import add_parameter, bertscore_options, positive_int
 from gpu_neighbors.data import InputError, iter_candidates
 from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_format
-from gpu_neighbors.data.output import SafeOutput, check_outputs
+from gpu_neighbors.data.output import SafeOutput
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 
 KERNEL_SETTINGS = ("kernel", "smoothing", "weights", "tokenizer", "lowercase", "device", "memory_budget")
@@ -173,11 +172,11 @@ def command_pairs(args: argparse.Namespace) -> int:
     from gpu_neighbors.allpairs.pairs import pairs
 
     inputs = {"--candidates": args.candidates, "--train": args.train}
-    check_outputs({"--output": args.output}, inputs, overwrite=args.overwrite)  # before the reading
-    candidates, _ = _texts(args.candidates, args.text_field)
-    train = None if args.train is None else _texts(args.train, args.text_field)[0]
-    result = pairs(candidates, train, output=args.output, top_k=args.top_k, min_similarity=args.min_similarity,
-                   overwrite=args.overwrite, inputs=inputs, **_settings(args))
+    with SafeOutput({"--output": args.output}, inputs=inputs, overwrite=args.overwrite) as files:
+        candidates, _ = _texts(args.candidates, args.text_field)
+        train = None if args.train is None else _texts(args.train, args.text_field)[0]
+        result = pairs(candidates, train, output=files, top_k=args.top_k, min_similarity=args.min_similarity,
+                       **_settings(args))
     print(f"pairs: {result.candidates} x {result.train} -> {result.path} ({result.pairs:,} "
           f"{'entries' if result.path.suffix == '.npy' else 'pairs'})", file=sys.stderr)
     return 0

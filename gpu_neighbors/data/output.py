@@ -18,6 +18,7 @@ file and its progress record for the next run; every other command removes its p
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from collections.abc import Mapping
@@ -155,7 +156,8 @@ class SafeOutput:
         """Closes the partial files and, unless `keep_partial`, removes them."""
         for target, handle in self._created.items():
             if handle is not None:
-                handle.close()
+                with contextlib.suppress(OSError):  # its buffered rest may not fit either: unwanted
+                    handle.close()
             if not self.keep_partial:
                 self.partial(target).unlink(missing_ok=True)
 
@@ -175,9 +177,11 @@ class SafeOutput:
             if exc_type is None:
                 self.commit()
         finally:
-            if not self.committed:
-                self.discard()
-            self.release()
+            try:
+                if not self.committed:
+                    self.discard()
+            finally:
+                self.release()
 
     def _known(self, path: PathLike | None) -> Path:
         target = self.main if path is None else Path(path)
