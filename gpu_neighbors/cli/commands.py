@@ -48,6 +48,9 @@ def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_fiel
 
 
 def command_score(args: argparse.Namespace) -> int:
+    if args.skip_bad and args.rejects is None:  # `run` names one beside a file output
+        raise ValueError("--skip-bad with --output - needs --rejects FILE: the records it sets aside "
+                         "would be kept nowhere")
     threads = args.threads or default_threads(args.device)
     if threads:
         import torch
