@@ -30,6 +30,7 @@ from gpu_neighbors.data.formats import (
     is_regular,
     jsonl_record,
     open_input,
+    line_bytes_limit,
     physical_blocks,
     physical_lines,
     records,
@@ -173,7 +174,7 @@ def read_scored(path: PathLike, *, text_field: str = "text", score_field: str = 
     extra: list[dict[str, Any]] = []
     with open_input(path) as stream:
         fmt = fmt or "jsonl"
-        for record in records(stream, path, fmt, (text_field, score_field), quoting):
+        for record in records(stream, path, fmt, (text_field, score_field), quoting, max_chars):
             if record.error is not None:
                 raise record.error
             text = _text_field(record, text_field, path, max_chars)
@@ -271,7 +272,7 @@ class CandidateStream:
             elif fmt == "jsonl":
                 yield from _jsonl_blocks(stream, self.path, self.text_field, self.max_chars)
             else:
-                records_ = records(stream, self.path, fmt, (self.text_field,), self.quoting)
+                records_ = records(stream, self.path, fmt, (self.text_field,), self.quoting, self.max_chars)
                 yield from _in_blocks(
                     (record.line, record.error or _text_field(record, self.text_field, self.path, self.max_chars),
                      record.raw)
@@ -301,12 +302,12 @@ def _jsonl_blocks(stream: IO[bytes], path: PathLike, field: str,
     the full record checks, which name what is wrong (so both ways accept and refuse the same
     lines)."""
     loads = json.loads
-    for first, raws in physical_blocks(stream, path):
+    for first, raws in physical_blocks(stream, path, max_line_bytes=line_bytes_limit(max_chars)):
         block: list[tuple[int, str | InputError, Any]] = []
         for line, raw in enumerate(raws, first):
             try:
-                text = loads(raw.decode("utf-8"))[field]
-            except (ValueError, LookupError, TypeError):  # bad bytes or JSON, no field, no object
+                text = loads(raw.decode("utf-8"))[field] if type(raw) is bytes else None  # not Overlong
+            except (ValueError, LookupError, TypeError, RecursionError):  # bad bytes or JSON, no field, no object
                 text = None
             if type(text) is str and len(text) <= max_chars and (text.isascii() or not _SURROGATE.search(text)):
                 block.append((line, text, None))
@@ -319,7 +320,7 @@ def _jsonl_blocks(stream: IO[bytes], path: PathLike, field: str,
 
 def _text_lines(stream: IO[bytes], path: PathLike,
                 max_chars: int) -> Iterator[tuple[int, str | InputError, str]]:
-    for line, raw in physical_lines(stream, path):
+    for line, raw in physical_lines(stream, path, line_bytes_limit(max_chars)):
         body = strip_newline(raw)
         text = decode(body, line, path)
         if isinstance(text, str):
