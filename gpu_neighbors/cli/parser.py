@@ -11,9 +11,11 @@ from gpu_neighbors.cli.options import (
     add_data_options,
     add_model_options,
     add_tuning_options,
+    fold_count,
     folds,
     number_list,
     positive_int,
+    thread_count,
 )
 from gpu_neighbors.data.formats import FORMATS
 from gpu_neighbors.evaluation.protocols import PARAMETERS as SWEPT
@@ -47,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--rejects", default=None, help="with --skip-bad: where bad lines go (default OUTPUT.rejects.jsonl)")
     score.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, metavar="N",
                        help=f"candidates scored and made durable per step ({DEFAULT_BATCH_SIZE})")
-    score.add_argument("--threads", type=positive_int, default=None, metavar="N",
+    score.add_argument("--threads", type=thread_count, default=None, metavar="N",
                        help="CPU threads for torch (default on the CPU: 1, never slower than "
                             "torch's one per core on a busy machine, see README; on a GPU: torch's)")
     score.add_argument("--workers", type=positive_int, default=None, metavar="N",
@@ -137,7 +139,7 @@ def add_studio_commands(subparsers: Any) -> None:
                              "bleu:tokenizer=chars:smoothing=none,rouge (default bleu)")
     report.add_argument("--paper", choices=("summarization", "dialogue", "generation"), default=None,
                         help="also set the paper's published figures for this task beside ours")
-    report.add_argument("--folds", type=int, default=10, help="k of the k-fold comparison (10)")
+    report.add_argument("--folds", type=fold_count, default=10, help="k of the k-fold comparison (10)")
     report.add_argument("--runs", type=positive_int, default=20, help="random subsets per size (20)")
     report.add_argument("--sizes", type=number_list, default=None, help="subset sizes of the curve")
     report.add_argument("--seed", type=int, default=0)
