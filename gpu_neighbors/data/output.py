@@ -217,6 +217,16 @@ def _check_new(outputs: Mapping[str, PathLike | None], resumable: bool) -> None:
                          path=first)
 
 
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip")
+
+
+def refuse_compressed_name(path: PathLike) -> None:
+    """Outputs are written uncompressed: a name promising compression would hold plain text."""
+    if str(path).lower().endswith(COMPRESSED_SUFFIXES):
+        raise InputError("is a compressed file's name, but results are written uncompressed; give a "
+                         ".jsonl name (and compress the finished file if you like)", path=path)
+
+
 def check_regular(path: Path) -> None:
     """An output must be a regular file (or not exist yet): a directory, device or FIFO has no
     place for the partial file and the progress record beside it."""

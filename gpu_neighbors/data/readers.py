@@ -233,7 +233,16 @@ class CandidateStream:
         log = None if self.rejects is None else io.TextIOWrapper(create_new(Path(self.rejects)), encoding="utf-8")
         try:
             start, lines, texts = 0, list[int](), list[str]()
-            for block in self._blocks():
+            blocks = self._blocks()
+            while True:
+                try:
+                    block = next(blocks)
+                except StopIteration:
+                    break
+                except InputError:  # unreadable from here on (damaged gzip): the rows before it first
+                    if texts:
+                        yield CandidateBatch(start, lines, texts)
+                    raise
                 for line, text, raw in block:
                     if isinstance(text, InputError):
                         if not self.skip_bad:

@@ -124,3 +124,51 @@ def test_15_skip_bad_to_standard_output_needs_a_rejects_file(tmp_path, files, ca
     assert main(score(train, candidates, "-", "--skip-bad", "--rejects", str(rejects))) == 0
     assert len(capsys.readouterr().out.splitlines()) == 40
     assert json.loads(rejects.read_text(encoding="utf-8"))["line"] == 41
+
+
+@pytest.mark.parametrize("argv", [
+    ["score", "--train", "{train}", "--candidates", "{candidates}", "--output", "{tmp}/out.jsonl.gz", "--device", "cpu"],
+    ["self-bleu", "--data", "{data}", "--output", "{tmp}/out.jsonl.gz", "--device", "cpu"],
+    ["mbr", "--candidates", "{data}", "--output", "{tmp}/out.jsonl.bz2", "--device", "cpu"],
+])
+def test_15_a_compressed_output_name_is_refused(tmp_path, files, capsys, argv):
+    train, candidates, data = files
+    assert main([part.format(train=train, candidates=candidates, data=data, tmp=tmp_path) for part in argv]) == 2
+    assert "results are written uncompressed" in capsys.readouterr().err
+    assert not list(tmp_path.glob("out*"))
+
+
+def test_15_rows_before_damage_in_a_gzip_file_are_written(tmp_path, files, capsys):
+    import gzip
+    import zlib
+
+    train, candidates, _ = files
+    packed = gzip.compress(candidates.read_bytes() * 5)
+    damaged = tmp_path / "c.jsonl.gz"
+    damaged.write_bytes(packed[: len(packed) * 2 // 3])
+    readable = zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(damaged.read_bytes())
+    lines = readable.count(b"\n")
+    output = tmp_path / "out.jsonl"
+    assert main(score(train, damaged, output, "--batch-size", "1000")) == 2
+    assert f"c.jsonl.gz:{lines + 1}: cannot read" in capsys.readouterr().err
+    assert len(Path(f"{output}.partial").read_text(encoding="utf-8").splitlines()) == lines
+
+
+def test_15_parquet_pairs_on_a_full_disk_is_the_disk_s_message(tmp_path, files, capsys, monkeypatch):
+    import resource
+
+    import gpu_neighbors.allpairs.pairs as module
+
+    monkeypatch.setattr(module, "PARQUET_ROWS", 64)  # row groups written while the run goes on
+    _, _, data = files
+    output = tmp_path / "pairs.parquet"
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard))
+    try:
+        code = main(["pairs", "--candidates", str(data), "--output", str(output), "--min-similarity", "0",
+                     "--device", "cpu"])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    error = capsys.readouterr().err
+    assert code == 2 and "File too large" in error and "closed file" not in error, error
+    assert not list(tmp_path.glob("pairs*"))
