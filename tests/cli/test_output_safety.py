@@ -47,7 +47,8 @@ def command(name: str, files: dict[str, Path], output: Path, data: Path | None =
     cpu = ["--device", "cpu"]
     if name == "score":
         return ["score", "--train", str(files["train"]), "--candidates", str(data or files["candidates"]),
-                "--output", str(output), "--quiet", "--paper-thresholds", "--skip-bad", *cpu]
+                "--output", str(output), "--quiet", "--paper-thresholds", "--skip-bad",
+                "--batch-size", "8", *cpu]  # small batches: cut before the bad last record is read
     if name == "self-bleu":
         return ["self-bleu", "--data", str(data or files["data"]), "--output", str(output), *cpu]
     if name == "mbr":
