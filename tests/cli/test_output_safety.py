@@ -128,40 +128,49 @@ def test_a_run_killed_mid_write_leaves_no_output_and_the_rerun_is_not_refused(tm
     assert len(output.read_text(encoding="utf-8").splitlines()) == 180
 
 
-@pytest.mark.parametrize("name", ["self-bleu", "mbr", "pairs"])
-def test_a_second_run_on_the_same_output_fails_at_once(tmp_path, files, name):
-    """The first run holds the lock while it waits for its input (a FIFO); the second is refused
-    at once, and the output is the first run's."""
-    output = tmp_path / OUTPUTS[name]
-    fifo = tmp_path / "fifo.jsonl"
-    os.mkfifo(fifo)
-    first = subprocess.Popen([sys.executable, "-m", "gpu_neighbors.cli", *command(name, files, output, data=fifo)],
-                             stderr=subprocess.PIPE, text=True)
+def test_a_second_run_on_the_same_output_fails_at_once(tmp_path, files):
+    """For self-bleu, mbr and pairs at once: each first run holds its lock while it waits for
+    its input (a FIFO); each second run is refused at once, and each output is the first run's."""
+    names = ["self-bleu", "mbr", "pairs"]
+    outputs = {name: tmp_path / name / OUTPUTS[name] for name in names}
+    fifos = {name: tmp_path / name / "fifo.jsonl" for name in names}
+    firsts: dict[str, subprocess.Popen] = {}
+    cli = [sys.executable, "-m", "gpu_neighbors.cli"]
     try:
+        for name in names:
+            outputs[name].parent.mkdir()
+            os.mkfifo(fifos[name])
+            firsts[name] = subprocess.Popen([*cli, *command(name, files, outputs[name], data=fifos[name])],
+                                            stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
-        while not Path(f"{output}.lock").exists():
-            assert first.poll() is None, first.communicate()[1]
-            assert time.monotonic() < deadline, "the first run took no lock on its output"
+        while not all(Path(f"{output}.lock").exists() for output in outputs.values()):
+            for first in firsts.values():
+                assert first.poll() is None, first.communicate()[1]
+            assert time.monotonic() < deadline, "a first run took no lock on its output"
             time.sleep(0.02)
-        second = subprocess.run([sys.executable, "-m", "gpu_neighbors.cli", *command(name, files, output), "--overwrite"],
-                                capture_output=True, text=True, timeout=300)
-        assert second.returncode == 2 and "another gpu-neighbors run is writing this output" in second.stderr, second.stderr
-        assert "Traceback" not in second.stderr
+        seconds = {name: subprocess.Popen([*cli, *command(name, files, outputs[name]), "--overwrite"],
+                                          stderr=subprocess.PIPE, text=True) for name in names}
+        for name, second in seconds.items():
+            error = second.communicate(timeout=300)[1]
+            assert second.returncode == 2 and "another gpu-neighbors run is writing this output" in error, error
+            assert "Traceback" not in error
         rows = files["data"].read_text(encoding="utf-8").splitlines()[:7]
-        with open(fifo, "w", encoding="utf-8") as pipe:
-            pipe.write("\n".join(rows) + "\n")
-        assert first.wait(timeout=300) == 0, first.communicate()[1]
+        for name in names:
+            with open(fifos[name], "w", encoding="utf-8") as pipe:
+                pipe.write("\n".join(rows) + "\n")
+        for first in firsts.values():
+            assert first.wait(timeout=300) == 0, first.communicate()[1]
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
-    if name == "pairs":
-        import numpy as np
+        for first in firsts.values():
+            if first.poll() is None:
+                first.kill()
+                first.wait()
+    import numpy as np
 
-        assert np.load(output).shape == (7, 7)  # the first run's texts
-    else:
-        assert len(output.read_text(encoding="utf-8").splitlines()) == 7
-    assert not Path(f"{output}.lock").exists()
+    assert np.load(outputs["pairs"]).shape == (7, 7)  # the first run's texts
+    for name in ("self-bleu", "mbr"):
+        assert len(outputs[name].read_text(encoding="utf-8").splitlines()) == 7
+    assert not any(Path(f"{output}.lock").exists() for output in outputs.values())
 
 
 def test_a_held_lock_refuses_report_too(tmp_path, files, capsys):
