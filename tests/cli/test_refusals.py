@@ -45,3 +45,27 @@ def test_a_damaged_tokenizer_folder_is_one_error_line(tmp_path, data, capsys):
     error = capsys.readouterr().err
     assert error.startswith(f"gpu-neighbors: error: cannot load a Hugging Face tokenizer from the folder '{folder}'")
     assert len(error.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("damage", ["random-safetensors", "pickle-payload", "non-utf8-vocab"])
+def test_a_damaged_model_folder_is_one_error_line(tmp_path, data, capsys, damage):
+    import os
+    import shutil
+
+    from minilm import MODEL_PATH
+
+    folder = tmp_path / "model"
+    shutil.copytree(MODEL_PATH, folder)
+    if damage == "random-safetensors":
+        (folder / "model.safetensors").write_bytes(os.urandom(4096))
+    elif damage == "pickle-payload":
+        (folder / "model.safetensors").unlink()
+        (folder / "pytorch_model.bin").write_bytes(b"\x80\x04cos\nsystem\n(S'echo owned'\ntR.")
+    else:
+        (folder / "tokenizer.json").unlink()
+        (folder / "vocab.txt").write_bytes(b"[PAD]\n\xff\xfe\x00bad\n")
+    code = main(["score", "--train", str(data), "--candidates", str(data), "--output", str(tmp_path / "o.jsonl"),
+                 "--kernel", "bertscore", "--model", str(folder), "--layer", "2", "--device", "cpu", "--quiet"])
+    error = capsys.readouterr().err
+    assert code == 2 and error.startswith(f"gpu-neighbors: error: cannot load BERTScore model '{folder}'"), error
+    assert len(error.strip().splitlines()) == 1 and "owned" not in capsys.readouterr().out
