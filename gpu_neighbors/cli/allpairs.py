@@ -16,7 +16,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from gpu_neighbors.allpairs.self_bleu import DEFAULT_SMOOTHING
-from gpu_neighbors.cli.options import add_parameter, bertscore_options, positive_int
+from gpu_neighbors.cli.options import add_parameter, bertscore_options, positive_int, refuse_resume
 from gpu_neighbors.data import InputError, iter_candidates
 from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_format
 from gpu_neighbors.data.output import SafeOutput, refuse_compressed_name
@@ -35,6 +35,7 @@ def add_allpairs_commands(subparsers: Any) -> None:
     self_bleu.add_argument("--seed", type=int, default=0, help="seed of --sample (0)")
     self_bleu.add_argument("--output", default=None, help="per-text Self-BLEU, JSONL (index, line, self_bleu)")
     self_bleu.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+    refuse_resume(self_bleu)
     _add_settings(self_bleu, BLEU_SETTINGS)
     # Self-BLEU's defaults are Texygen's and fast-bleu's, not the neighbour kernel's BLEU*.
     _default(self_bleu, "weights", BLEU4_WEIGHTS, "0.25,0.25,0.25,0.25 (BLEU-4)")
@@ -49,6 +50,7 @@ def add_allpairs_commands(subparsers: Any) -> None:
                           "(default: the whole file is one group)")
     mbr.add_argument("--output", required=True, help="JSONL, one line per candidate: index, line, group, utility, selected")
     mbr.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+    refuse_resume(mbr)
     _add_settings(mbr, KERNEL_SETTINGS)
     mbr.set_defaults(handler=command_mbr)
 
@@ -62,6 +64,7 @@ def add_allpairs_commands(subparsers: Any) -> None:
     pairs.add_argument("--min-similarity", type=float, default=None, metavar="T",
                        help="Parquet: only pairs with similarity >= T")
     pairs.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+    refuse_resume(pairs)
     _add_settings(pairs, KERNEL_SETTINGS)
     pairs.set_defaults(handler=command_pairs)
 

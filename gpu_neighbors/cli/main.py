@@ -35,6 +35,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(f"gpu-neighbors: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        resume = " (rerun with --resume to continue)" if getattr(args, "output", None) not in (None, STANDARD_STREAM) else ""
+        resumable = getattr(args, "resumable", False) and args.output != STANDARD_STREAM \
+            and not str(args.output).lower().endswith(".parquet")
+        resume = " (rerun with --resume to continue)" if resumable else ""
         print(f"gpu-neighbors: interrupted{resume}", file=sys.stderr)
         return INTERRUPTED

@@ -124,6 +124,21 @@ def fold_count(text: str) -> int:
 
 
 # Settings the command line spells its own way: the parser, and what the help adds.
+ONE_PASS = ("it writes its output in one pass, readable only when complete, so a stopped run "
+            "leaves nothing to continue from: rerun it (with --overwrite to replace a finished output)")
+
+
+def refuse_resume(parser: argparse.ArgumentParser) -> None:
+    """`--resume` on a command that cannot resume: refused with the reason, not 'unrecognized'."""
+
+    class Refuse(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                     option_string: str | None = None) -> None:
+            parser.error(f"--resume: {parser.prog.split()[-1]} cannot resume: {ONE_PASS}")
+
+    parser.add_argument("--resume", nargs=0, action=Refuse, help="not possible here (one pass): rerun instead")
+
+
 def weight_list(text: str) -> tuple[float, ...]:
     """`0.25,0.25,0.25,0.25`: one weight per n-gram order (the table checks length and sum)."""
     try:

@@ -15,6 +15,7 @@ from gpu_neighbors.cli.options import (
     folds,
     number_list,
     positive_int,
+    refuse_resume,
     thread_count,
 )
 from gpu_neighbors.data.formats import FORMATS
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_options(score)
     add_model_options(score)
     add_tuning_options(score)
-    score.set_defaults(handler=commands.command_score)
+    score.set_defaults(handler=commands.command_score, resumable=True)
 
     evaluate = subparsers.add_parser("evaluate", help="leave-one-out agreement on scored data")
     evaluate.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
@@ -134,6 +135,7 @@ def add_studio_commands(subparsers: Any) -> None:
     report.add_argument("--out", required=True, help="folder for the PNGs (and report.md unless --page)")
     report.add_argument("--page", default=None, help="where the markdown goes (default OUT/report.md)")
     report.add_argument("--overwrite", action="store_true", help="replace an existing report (only once the new one is complete)")
+    refuse_resume(report)
     report.add_argument("--kernels", dest="kernel_specs", default="bleu",
                         help="comma list of kernels, each optionally with settings, e.g. "
                              "bleu:tokenizer=chars:smoothing=none,rouge (default bleu)")

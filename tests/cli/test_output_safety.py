@@ -96,6 +96,12 @@ def test_a_full_disk_or_a_kill_mid_write_keeps_the_finished_outputs(tmp_path, fi
     assert main(argv) == 0
     capsys.readouterr()
     finished = snapshot(tmp_path, RESUME_RECORDS)
+    assert main(argv) == 2  # a finished output is replaced only with --overwrite
+    assert "exists already; pass --overwrite" in capsys.readouterr().err
+    if name != "score":  # one pass: --resume is refused with the reason
+        with pytest.raises(SystemExit):
+            main([*argv, "--resume"])
+        assert f"{name} cannot resume: it writes its output in one pass" in capsys.readouterr().err
     assert any(key.startswith("out.jsonl.rejects") for key in finished) == (name == "score")
 
     with file_size_limit(LIMIT):  # the disk fills during an --overwrite rerun
