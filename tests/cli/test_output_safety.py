@@ -136,7 +136,9 @@ def test_a_run_killed_mid_write_leaves_no_output_and_the_rerun_is_not_refused(tm
 
 def test_a_second_run_on_the_same_output_fails_at_once(tmp_path, files):
     """For self-bleu, mbr and pairs at once: each first run holds its lock while it waits for
-    its input (a FIFO); each second run is refused at once, and each output is the first run's."""
+    its input (a FIFO); each second run is refused at once, and each output is the first run's.
+    The first mbr run is then killed with SIGKILL: it leaves no output, and its stale lock file
+    does not stop the next run."""
     names = ["self-bleu", "mbr", "pairs"]
     outputs = {name: tmp_path / name / OUTPUTS[name] for name in names}
     fifos = {name: tmp_path / name / "fifo.jsonl" for name in names}
@@ -160,12 +162,13 @@ def test_a_second_run_on_the_same_output_fails_at_once(tmp_path, files):
             error = second.communicate(timeout=300)[1]
             assert second.returncode == 2 and "another gpu-neighbors run is writing this output" in error, error
             assert "Traceback" not in error
+        firsts["mbr"].send_signal(signal.SIGKILL)  # kill -9 while it holds the lock
+        assert firsts["mbr"].wait(timeout=60) == -signal.SIGKILL
         rows = files["data"].read_text(encoding="utf-8").splitlines()[:7]
-        for name in names:
+        for name in ("self-bleu", "pairs"):
             with open(fifos[name], "w", encoding="utf-8") as pipe:
                 pipe.write("\n".join(rows) + "\n")
-        for first in firsts.values():
-            assert first.wait(timeout=300) == 0, first.communicate()[1]
+            assert firsts[name].wait(timeout=300) == 0, firsts[name].communicate()[1]
     finally:
         for first in firsts.values():
             if first.poll() is None:
@@ -174,9 +177,12 @@ def test_a_second_run_on_the_same_output_fails_at_once(tmp_path, files):
     import numpy as np
 
     assert np.load(outputs["pairs"]).shape == (7, 7)  # the first run's texts
-    for name in ("self-bleu", "mbr"):
-        assert len(outputs[name].read_text(encoding="utf-8").splitlines()) == 7
-    assert not any(Path(f"{output}.lock").exists() for output in outputs.values())
+    assert len(outputs["self-bleu"].read_text(encoding="utf-8").splitlines()) == 7
+    assert not any(Path(f"{outputs[name]}.lock").exists() for name in ("self-bleu", "pairs"))
+    # The killed run left its lock file but no lock and no output: a plain rerun goes through.
+    assert not outputs["mbr"].exists() and Path(f"{outputs['mbr']}.lock").exists()
+    assert main(command("mbr", files, outputs["mbr"])) == 0
+    assert len(outputs["mbr"].read_text(encoding="utf-8").splitlines()) == 60
 
 
 def test_a_held_lock_refuses_report_too(tmp_path, files, capsys):
