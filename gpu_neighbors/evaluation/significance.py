@@ -136,35 +136,32 @@ def paired_tests(values: np.ndarray, pairs: Sequence[tuple[int, int]], *, resamp
     n, k = values.shape
     covered = ~np.isnan(values)
     zeroed = np.where(covered, values, 0.0)
-    both = np.stack([covered[:, j] & covered[:, m] for j, m in pairs], axis=1).astype(np.float64) \
-        if pairs else np.zeros((n, 0))
-    firsts = np.stack([zeroed[:, j] for j, _ in pairs], axis=1) * both if pairs else both
-    seconds = np.stack([zeroed[:, m] for _, m in pairs], axis=1) * both if pairs else both
+    p = len(pairs)
+    both = np.zeros((n, p))
+    gaps = np.zeros((n, p))  # per pair, first - second on the inputs where both have an estimate
+    for index, (j, m) in enumerate(pairs):
+        shared = covered[:, j] & covered[:, m]
+        both[:, index] = shared
+        gaps[:, index] = np.where(shared, zeroed[:, j] - zeroed[:, m], 0.0)
     # bootstrap: every system's and every pair's sums and counts from the same counts
-    columns = np.concatenate([zeroed, covered.astype(np.float64), firsts, seconds, both], axis=1)
+    columns = np.concatenate([zeroed, covered.astype(np.float64), gaps, both], axis=1)
     pieces = [counts @ columns for counts in bootstrap_counts(n, resamples, np.random.default_rng(seed))]
     drawn = np.concatenate(pieces) if pieces else np.zeros((0, columns.shape[1]))
-    p = len(pairs)
     resampled = _means(drawn[:, :k], drawn[:, k:2 * k])
-    differences = _means(drawn[:, 2 * k:2 * k + p], drawn[:, 2 * k + 2 * p:]) - \
-        _means(drawn[:, 2 * k + p:2 * k + 2 * p], drawn[:, 2 * k + 2 * p:])
-    # approximate randomization: pseudo-systems A (the first's values, the second's where
-    # swapped) and B (the reverse), as sacrebleu's pos_sel @ baseline + neg_sel @ system
-    first_totals, second_totals, compared = firsts.sum(0), seconds.sum(0), both.sum(0)
-    swapped = [mask @ np.concatenate([firsts, seconds], axis=1)
-               for mask in swap_masks(n, trials, np.random.default_rng(seed))]
-    shuffled = np.concatenate(swapped) if swapped else np.zeros((0, 2 * p))
-    swapped_first, swapped_second = shuffled[:, :p], shuffled[:, p:]
-    pseudo_a = _means((first_totals - swapped_first) + swapped_second, compared)
-    pseudo_b = _means((second_totals - swapped_second) + swapped_first, compared)
+    differences = _means(drawn[:, 2 * k:2 * k + p], drawn[:, 2 * k + p:])
+    # approximate randomization: where the mask is True the two systems swap values, so the
+    # pseudo-systems differ by (sum of gaps - 2 x the swapped gaps) / compared (sacrebleu's
+    # pos_sel @ baseline + neg_sel @ system against the reverse)
+    totals, compared = gaps.sum(0), both.sum(0)
+    swapped = [mask @ gaps for mask in swap_masks(n, trials, np.random.default_rng(seed))]
+    shuffled = np.concatenate(swapped) if swapped else np.zeros((0, p))
+    null = np.abs(_means(totals - 2 * shuffled, compared))
     tests = []
     for index in range(p):
-        observed = _means(first_totals[index], compared[index]) - _means(second_totals[index], compared[index])
+        observed = float(_means(totals[index], compared[index]))
         low, high = interval(differences[:, index])
-        tests.append(PairTest(
-            float(observed), low, high, bootstrap_p_value(differences[:, index], observed),
-            p_value(np.abs(pseudo_a[:, index] - pseudo_b[:, index]), abs(float(observed))),
-            int(compared[index])))
+        tests.append(PairTest(observed, low, high, bootstrap_p_value(differences[:, index], observed),
+                              p_value(null[:, index], abs(observed)), int(compared[index])))
     means = _means(zeroed.sum(0), covered.sum(0))
     bounds = [interval(resampled[:, j]) for j in range(k)]
     return Tests(means, np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds]), resampled, tests)
