@@ -42,7 +42,7 @@ import numpy as np
 SEED = 12345  # sacrebleu's default (SACREBLEU_SEED)
 RESAMPLES = 1000  # sacrebleu's default for the paired bootstrap
 TRIALS = 10000  # sacrebleu's default for approximate randomization
-CHUNK_ELEMENTS = 1 << 22  # random draws held at once
+CHUNK_ELEMENTS = 1 << 24  # draws held at once: 128 MiB as float64; far smaller chunks starve the matrix product (32 rows x 10^5 inputs ran 14x slower)
 _BIT_ROWS = 32  # boolean draws cut at multiples of 32 rows keep numpy's stream unchanged
 
 

@@ -19,6 +19,7 @@ same texts, and measures how much the estimate shrinks differences between syste
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
@@ -204,6 +205,8 @@ def _compare(columns: list[np.ndarray], labelled: Labelled, resamples: int, tria
     system = rank[labelled.system]  # system index in name order
     ordered = [names[index] for index in order]
     pairs = list(combinations(range(len(names)), 2))
+    if labelled.inputs is None:
+        _warn_if_slow(np.bincount(system, minlength=len(names)), pairs, trials)
     results = []
     for values in _canonical(columns, labelled, system, len(names)):
         if labelled.inputs is not None:
@@ -215,6 +218,19 @@ def _compare(columns: list[np.ndarray], labelled: Labelled, resamples: int, tria
                 "system_field": labelled.system_field, "pair_field": labelled.pair_field, "alpha": ALPHA}
     texts = np.bincount(system, minlength=len(names))
     return [_rows(tests, column, system, texts, ordered, pairs, settings) for tests, column in zip(results, columns)]
+
+
+UNPAIRED_WORK_WARNING = 2_000_000_000  # permutation draws (about 10 s of work on one core here)
+
+
+def _warn_if_slow(texts: np.ndarray, pairs: list[tuple[int, int]], trials: int) -> None:
+    """The unpaired randomization test draws trials x (texts of both) per pair: say so before
+    a run that takes minutes."""
+    work = trials * sum(int(texts[j] + texts[m]) for j, m in pairs)
+    if work > UNPAIRED_WORK_WARNING:
+        warnings.warn(f"the unpaired randomization test draws {work:,} numbers ({len(pairs)} pairs x {trials} "
+                      "trials x their texts): minutes or more; a pair field (paired tests) or fewer trials is "
+                      "far cheaper", stacklevel=3)
 
 
 def _canonical(columns: list[np.ndarray], labelled: Labelled, system: np.ndarray, count: int) -> list[Any]:

@@ -2,6 +2,7 @@
 computation, clear errors, and the shrinkage factor against its definitions."""
 from __future__ import annotations
 
+import warnings
 from itertools import combinations
 
 import numpy as np
@@ -105,3 +106,15 @@ def test_leave_one_out_scale_recovers_a_known_shrinkage():
     assert scale.agreement() == {"same_order": True, "pairs": 3, "same_sign": 3, "same_verdict": 3}
     for row in scale.pairs():
         assert row["difference"] == pytest.approx(0.5 * row["human_difference"], abs=1e-12)
+
+
+def test_a_costly_unpaired_randomization_is_announced(monkeypatch):
+    from gpu_neighbors.evaluation import systems as module
+
+    estimates, names, inputs = _candidates(2)
+    monkeypatch.setattr(module, "UNPAIRED_WORK_WARNING", 100 * 50)
+    with pytest.warns(UserWarning, match="unpaired randomization test draws"):
+        compare_systems(estimates, names, resamples=20, trials=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compare_systems(estimates, names, inputs, resamples=20, trials=100)  # paired: no such cost
