@@ -221,8 +221,8 @@ def scale_tables(scale: Scale) -> str:
     human = {row.system: row for row in scale.human.systems}
     systems = [{"system": row.system, "texts": row.texts, "covered": row.covered,
                 "leave-one-out estimate": row.mean, "95% interval": _interval(row.low, row.high),
-                "human": human[row.system].mean,
-                "human 95% interval": _interval(human[row.system].low, human[row.system].high)}
+                "human score": human[row.system].mean,
+                "human score 95% interval": _interval(human[row.system].low, human[row.system].high)}
                for row in scale.estimated.systems]
     pairs = [{"pair": f"{row['first']} - {row['second']}", "estimated difference": row["difference"],
               "p bootstrap": _p(row["p_bootstrap"]), "p randomization": _p(row["p_randomization"]),
@@ -235,8 +235,15 @@ def scale_tables(scale: Scale) -> str:
         f"Shrinkage factor (least-squares slope of the systems' mean estimates on their mean human scores): "
         f"**{tables.cell(scale.shrinkage)}** (95% interval {_interval(scale.shrinkage_low, scale.shrinkage_high)}): "
         f"a difference of d between mean estimates stands for a human difference of about d / "
-        f"{tables.cell(scale.shrinkage)}. Same order of systems: {tables.cell(agreement['same_order'])}; "
+        f"{tables.cell(scale.shrinkage)}{_unmeasured(scale)}. Same order of systems: "
+        f"{tables.cell(agreement['same_order'])}; "
         f"same verdict on {agreement['same_verdict']} of {agreement['pairs']} pairs."])
+
+
+def _unmeasured(scale: Scale) -> str:
+    if scale.shrinkage_low <= 0 <= scale.shrinkage_high:
+        return " (its interval holds 0: on these systems the estimate does not measure the difference)"
+    return ""
 
 
 def render(args: argparse.Namespace, signature: str, candidates: SystemComparison | None, scale: Scale | None) -> str:

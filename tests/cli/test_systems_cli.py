@@ -84,6 +84,12 @@ def test_training_scale_equals_the_python_function(huse_records, tmp_path, capsy
                                    resamples=200, trials=300)
     assert result["training"] == tables.plain(expected.as_dict())
     assert result["training"]["human"]["systems"][0]["system"] == "human"  # people wrote the better summaries
+    assert main(["systems", "--train", str(HUSE), "--system-field", "source", "--paper-thresholds", *DRAWS]) == 0
+    table = capsys.readouterr().out
+    pair = result["training"]["pairs"][0]
+    assert f"| {pair['first']} - {pair['second']} | {pair['difference']:.4f} |" in table
+    assert f"Shrinkage factor (least-squares slope of the systems' mean estimates on their mean human scores): " \
+           f"**{result['training']['shrinkage']:.4f}**" in table
     assert main(["systems", "--train", str(HUSE), "--system-field", "source", "--plot",
                  str(tmp_path / "systems.png"), *DRAWS]) == 2
     assert "systems.png exists; pass --overwrite" in capsys.readouterr().err
