@@ -134,3 +134,11 @@ def test_nothing_to_compare_and_plain_text_are_refused(files, tmp_path, capsys):
     plain.write_text("a text\nanother\n", encoding="utf-8")
     assert main(["systems", "--train", train, "--candidates", str(plain), "--system-field", "system", *DRAWS]) == 2
     assert "plain text has no fields, so no 'system'" in capsys.readouterr().err
+
+
+def test_a_training_text_without_the_system_field_is_named(huse_records, tmp_path, capsys):
+    rows = [{"text": r["text"], "score": r["score"], "source": r["source"]} for r in huse_records[:60]]
+    del rows[6]["source"]
+    train = write_jsonl(tmp_path / "t.jsonl", rows)
+    assert main(["systems", "--train", train, "--system-field", "source", *DRAWS]) == 2
+    assert "t.jsonl:7: field 'source': missing, though other training texts have it" in capsys.readouterr().err
