@@ -277,8 +277,9 @@ class CandidateStream:
                         continue
                     lines.append(line)
                     texts.append(text)
-                    for column, value in zip(labels, values):
-                        column.append(value)
+                    if keep:
+                        for column, value in zip(labels, values):
+                            column.append(value)
                     if len(texts) == size:
                         yield CandidateBatch(start, lines, texts, dict(zip(keep, labels)))
                         start, lines, texts, labels = start + size, [], [], [[] for _ in keep]
