@@ -86,8 +86,10 @@ def bootstrap_counts(n: int, resamples: int, rng: np.random.Generator) -> Iterat
     for start in range(0, resamples, rows):
         count = min(rows, resamples - start)
         drawn = rng.choice(n, size=(count, n), replace=True)
-        offsets = drawn + (np.arange(count) * n)[:, None]
-        yield np.bincount(offsets.ravel(), minlength=count * n).reshape(count, n).astype(np.float64)
+        drawn += (np.arange(count) * n)[:, None]  # row r counts into its own n bins
+        counts = np.bincount(drawn.ravel(), minlength=count * n)
+        del drawn
+        yield counts.reshape(count, n).astype(np.float64)
 
 
 def swap_masks(n: int, trials: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
