@@ -170,7 +170,8 @@ def _compare_candidates(args: argparse.Namespace, scorer: NeighborsScorer, field
     workers = args.workers or default_workers(args.device)
     with ScoringProgress(total, pairs_per_text=scorer.num_train, enabled=not args.quiet) as bar:
         for batch, prediction in predict_batches(scorer, stream.batches(args.batch_size), workers):
-            # per-text intervals, once a Prediction carries them, would be collected here too
+            # the hook for per-text intervals: once Prediction carries low/high (conformal
+            # intervals, issue 20), they are collected here (e.g. each system's mean width)
             collector.add(batch.labels[args.system_field], prediction.scores, batch.lines,
                           batch.labels.get(args.pair_field) if args.pair_field else None)
             bar.update(len(batch))
