@@ -7,6 +7,7 @@ from typing import Any
 from gpu_neighbors._version import __version__
 from gpu_neighbors.cli import commands
 from gpu_neighbors.cli.allpairs import add_allpairs_commands
+from gpu_neighbors.cli.systems import add_systems_command
 from gpu_neighbors.cli.options import (
     add_data_options,
     add_model_options,
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(handler=commands.command_compare)
     add_studio_commands(subparsers)
     add_allpairs_commands(subparsers)
+    add_systems_command(subparsers)
     return parser
 
 

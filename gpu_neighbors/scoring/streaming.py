@@ -155,6 +155,15 @@ BatchScorer = Callable[
 (`score_file(score_batches=...)`; `distributed.RayBatchScorer` spreads them over a Ray cluster)."""
 
 
+def predict_batches(
+    scorer: NeighborsScorer, batches: Iterable[CandidateBatch], workers: int = 1
+) -> Iterator[tuple[CandidateBatch, Prediction]]:
+    """Each batch with its prediction, in input order, exactly as `score_file` scores them
+    (read ahead in a thread, `workers` batches at once): for callers that reduce the estimates
+    instead of writing them, e.g. the comparison of systems."""
+    return _score_here(scorer, batches, None, workers)
+
+
 def _score_here(
     scorer: NeighborsScorer, batches: Iterable[CandidateBatch], neighbors: int | None, workers: int = 1
 ) -> Iterator[tuple[CandidateBatch, Prediction]]:
