@@ -188,8 +188,19 @@ class NeighborsScorer:
         `tuning.py`); None follows `thresholds`, True and False force it. The values used are
         `thresholds_` (`tau_`, `min_neighbors_`, `max_fraction_`, `power_`, `top_k_`);
         `tuning_` says how they were chosen. With kernel="auto", `selection_` holds each
-        kernel's inner leave-one-out rho and the best one is kept.
+        kernel's inner leave-one-out rho and the best one is kept. All or nothing: a fit that
+        raises leaves the scorer as it was (fitted on the earlier data, or unfitted).
         """
+        before = dict(self.__dict__)
+        try:
+            return self._fit(texts, scores, tune, min_coverage)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+
+    def _fit(self, texts: Sequence[str], scores: Sequence[float] | np.ndarray, tune: bool | None,
+             min_coverage: float) -> NeighborsScorer:
         validate_parameters({**self.get_params(), "min_coverage": min_coverage})
         texts = _validate_texts(texts, "training texts")
         quality = _validate_scores(scores, len(texts), self.score_range)

@@ -65,14 +65,27 @@ def check_power(power: float) -> float:
     return float(power)
 
 
-def decode_limbs(limb_sums: torch.Tensor, bits: int, shift: int) -> torch.Tensor:
-    """float64 value of exact limb sums [rows, limbs] (most significant first), rounded in one
-    fixed sequence of operations, so equal sums give equal bits."""
+def decode_limbs(limb_sums: torch.Tensor, bits: int, shift: int,
+                 divisor: torch.Tensor | None = None) -> torch.Tensor:
+    """float64 value of exact limb sums [rows, limbs] (most significant first), divided by
+    `divisor` if given, rounded in one fixed sequence of operations, so equal sums give equal
+    bits. The division comes before the scale: a mean near the float64 limit is finite even
+    where the sum is not (a power-of-two scale is exact, so the order changes nothing else)."""
     sums = limb_sums.to(torch.float64)
     total = sums[:, 0]
     for limb in range(1, sums.shape[1]):
         total = total * 2.0**bits + sums[:, limb]
-    return total * 2.0**-shift
+    if divisor is not None:
+        total = total / divisor
+    return times_power_of_two(total, -shift)
+
+
+def times_power_of_two(values: torch.Tensor, exponent: int) -> torch.Tensor:
+    """values * 2^exponent, exact wherever the result is a normal float: in two steps, since
+    2^exponent alone overflows (or is subnormal) beyond |exponent| ~ 1022, as the scales of
+    scores near 1e-300 or 1e300 need."""
+    half = exponent // 2
+    return values * 2.0**half * 2.0 ** (exponent - half)
 
 
 @dataclass(frozen=True)
@@ -88,7 +101,7 @@ class FixedPoint:
     def encode(cls, values: torch.Tensor) -> FixedPoint:
         largest = float(values.abs().max()) if values.numel() else 0.0
         shift = MANTISSA_BITS - (math.frexp(largest)[1] if largest > 0 else 0)
-        fixed = torch.round(values * 2.0**shift).to(torch.int64)
+        fixed = torch.round(times_power_of_two(values, shift)).to(torch.int64)
         high = torch.div(fixed, 2**LIMB_BITS, rounding_mode="floor")
         low = fixed - high * 2**LIMB_BITS
         return cls(high.to(torch.float64), low.to(torch.float64), shift)
@@ -134,10 +147,13 @@ def tie_ranks(checksums: np.ndarray | None, quality: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Quality:
-    """The training set's q, and q^2, ready for exact neighbour sums: `columns` [n, 5] (a one,
-    the limbs of q, the limbs of q^2) for counts and plain sums, `weighted_columns` [n, 9] (a
-    one, q and q^2 in 13-bit limbs) for similarity-weighted sums, `raw` q in float64, and
-    `tie_rank`, the texts' order among equally similar ones (`tie_ranks`)."""
+    """The training set's q, and the squares of its deviations, ready for exact neighbour sums:
+    `columns` [n, 5] (a one, the limbs of q, the limbs of d^2) for counts and plain sums,
+    `weighted_columns` [n, 9] (a one, q and d^2 in 13-bit limbs) for similarity-weighted sums,
+    `raw` q in float64, and `tie_rank`, the texts' order among equally similar ones
+    (`tie_ranks`). d = (q - centre) * 2^-scale, centre the middle of q's range and 2^scale its
+    half-width, so |d| <= 1: the spread is computed from d, which neither overflows (q^2 does
+    from |q| ~ 1e154) nor loses the spread to cancellation (scores of 1e6 + q)."""
 
     values: FixedPoint
     squares: FixedPoint
@@ -145,25 +161,38 @@ class Quality:
     weighted_columns: torch.Tensor
     raw: torch.Tensor
     tie_rank: torch.Tensor
+    centre: float = 0.0
+    scale: int = 0
 
     @classmethod
     def encode(cls, quality: torch.Tensor, checksums: np.ndarray | None = None) -> Quality:
         """q of a training set; `checksums` (`text_checksums` of its texts) order its ties."""
         quality = quality.to(torch.float64)
         ranks = torch.from_numpy(tie_ranks(checksums, quality.cpu().numpy())).to(quality.device)
-        return cls.of(FixedPoint.encode(quality), FixedPoint.encode(quality * quality), quality, ranks)
+        if quality.numel():
+            low, high = float(quality.min()), float(quality.max())
+            centre = low / 2 + high / 2  # no overflow near the float64 limit
+            half_width = max(high - centre, centre - low)
+            scale = math.frexp(half_width)[1] if half_width > 0 else 0
+        else:
+            centre, scale = 0.0, 0
+        deviation = times_power_of_two(quality - centre, -scale)
+        return cls.of(FixedPoint.encode(quality), FixedPoint.encode(deviation * deviation), quality, ranks,
+                      centre, scale)
 
     @classmethod
-    def of(cls, values: FixedPoint, squares: FixedPoint, raw: torch.Tensor, tie_rank: torch.Tensor) -> Quality:
+    def of(cls, values: FixedPoint, squares: FixedPoint, raw: torch.Tensor, tie_rank: torch.Tensor,
+           centre: float = 0.0, scale: int = 0) -> Quality:
         ones = torch.ones_like(values.high)
         columns = torch.stack([ones, values.high, values.low, squares.high, squares.low], dim=1)
         weighted = torch.cat([ones[:, None], values.fine_limbs(), squares.fine_limbs()], dim=1)
-        return cls(values, squares, columns, weighted, raw, tie_rank)
+        return cls(values, squares, columns, weighted, raw, tie_rank, centre, scale)
 
     def block(self, start: int, stop: int) -> Quality:
         return Quality(
             self.values.block(start, stop), self.squares.block(start, stop), self.columns[start:stop],
             self.weighted_columns[start:stop], self.raw[start:stop], self.tie_rank[start:stop],
+            self.centre, self.scale,
         )
 
     def to(self, device: torch.device) -> Quality:
@@ -173,6 +202,7 @@ class Quality:
             FixedPoint(self.squares.high.to(device), self.squares.low.to(device), self.squares.shift),
             self.raw.to(device),
             self.tie_rank.to(device),
+            self.centre, self.scale,
         )
 
     @property
@@ -234,7 +264,7 @@ class NeighborStats:
 
     count: torch.Tensor  # int64 [rows]
     total: torch.Tensor  # int64 [rows, limbs], limbs of sum (w) q
-    total_sq: torch.Tensor  # int64 [rows, limbs], limbs of sum (w) q^2
+    total_sq: torch.Tensor  # int64 [rows, limbs], limbs of sum (w) d^2 (d: Quality's deviations)
     weight: torch.Tensor | None = None  # int64 [rows], sum of weights in 2^-20 units
     power: float = 0.0
 
@@ -447,9 +477,12 @@ def estimate_tensors(
 
 def moments(stats: NeighborStats, quality: Quality) -> tuple[torch.Tensor, torch.Tensor]:
     """The (weighted) mean and population standard deviation of the neighbours' q from exact
-    limb sums, each decoded in one fixed sequence of operations (finite where any neighbour)."""
+    limb sums, each decoded in one fixed sequence of operations (finite where any neighbour).
+    The spread is that of the deviations d (see Quality), scaled back: E[d^2] - E[d]^2, with
+    E[d] from the mean, so it is right for any finite scores."""
     denominator = (stats.count if stats.weight is None else stats.weight).to(torch.float64).clamp(min=1)
     bits = stats.limb_bits
-    mean = decode_limbs(stats.total, bits, quality.values.shift) / denominator
-    second = decode_limbs(stats.total_sq, bits, quality.squares.shift) / denominator
-    return mean, (second - mean * mean).clamp(min=0).sqrt()
+    mean = decode_limbs(stats.total, bits, quality.values.shift, denominator)
+    second = decode_limbs(stats.total_sq, bits, quality.squares.shift, denominator)
+    offset = times_power_of_two(mean - quality.centre, -quality.scale)
+    return mean, times_power_of_two((second - offset * offset).clamp(min=0).sqrt(), quality.scale)

@@ -50,7 +50,8 @@ from pathlib import Path
 import torch
 
 from gpu_neighbors.core.tiling import HostTensors
-from gpu_neighbors.text.tokenizers import Tokenizer
+from gpu_neighbors.text.hub import hub_access
+from gpu_neighbors.text.tokenizers import Tokenizer, one_line
 from gpu_neighbors.kernels.base import Kernel
 
 PRECISIONS = ("float32", "float16", "bfloat16")
@@ -398,12 +399,13 @@ def load_model(name: str, layer: int, allow_download: bool = False):
 
     where = {"local_files_only": not allow_download, "trust_remote_code": False}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, **where)
-        model = AutoModel.from_pretrained(name, **where)
-    except (OSError, ValueError) as error:
+        with hub_access(allow_download):
+            tokenizer = AutoTokenizer.from_pretrained(name, **where)
+            model = AutoModel.from_pretrained(name, **where)
+    except Exception as error:  # a damaged folder fails in many ways, each an input error
         raise ValueError(
             f"cannot load BERTScore model {name!r}: give a local folder or a model already in the "
-            f"Hugging Face cache, or a hub name with --allow-download ({error})"
+            f"Hugging Face cache, or a hub name with --allow-download ({one_line(error)})"
         ) from None
     model.eval()
     if hasattr(model, "encoder") and hasattr(model, "decoder"):

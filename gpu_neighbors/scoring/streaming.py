@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -83,6 +83,7 @@ def score_file(
     explain: int = 0,
     train_texts: list[str] | None = None,
     workers: int = 1,
+    inputs: Mapping[str, PathLike | None] | None = None,
 ) -> RunSummary:
     """Scores every candidate of `candidates` with a fitted `scorer` into `output`: JSON Lines,
     or Parquet for a `.parquet` name (the same rows and values; no resume).
@@ -98,6 +99,8 @@ def score_file(
     `workers` > 1 scores that many batches at once in this process, each in its own thread
     (torch releases the GIL inside its operations, so on a multi-core CPU each batch's tiles run
     on their own core); rows are written in input order and are the same whatever the count.
+    `inputs` ({name: path}) are other files the run reads (e.g. the training set): no output,
+    rejects file or sidecar may be one of them, nor the candidates.
     """
     for name, value in (("batch_size", batch_size), ("workers", workers)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -111,10 +114,14 @@ def score_file(
         "skip_bad": skip_bad,  # rejected records take no index, so skipping shifts every row
         **(header or {}),
         **({"explain": explain} if explain else {}),
+        **({"explain_text": True} if train_texts is not None else {}),  # rows with texts or without
     }
     started = time.perf_counter()
-    with open_results(output, resume=resume, header=settings, overwrite=overwrite,
-                      types=RESULT_TYPES) as writer:
+    with open_results(output, resume=resume, header=settings, overwrite=overwrite, types=RESULT_TYPES,
+                      inputs={"--candidates": candidates, **(inputs or {})},
+                      companions={"--rejects": rejects}) as writer:
+        if rejects is not None:  # moved into place with the output, once the run completes
+            stream.rejects = writer.companion_partial(rejects)
         already = writer.done
         total = count_records(candidates, file_format=file_format, quoting=quoting) if progress else None
         consumed = hashlib.sha256()
@@ -146,6 +153,15 @@ BatchScorer = Callable[
 ]
 """Scores batches of candidates and yields each batch with its prediction, in input order
 (`score_file(score_batches=...)`; `distributed.RayBatchScorer` spreads them over a Ray cluster)."""
+
+
+def predict_batches(
+    scorer: NeighborsScorer, batches: Iterable[CandidateBatch], workers: int = 1
+) -> Iterator[tuple[CandidateBatch, Prediction]]:
+    """Each batch with its prediction, in input order, exactly as `score_file` scores them
+    (read ahead in a thread, `workers` batches at once): for callers that reduce the estimates
+    instead of writing them, e.g. the comparison of systems."""
+    return _score_here(scorer, batches, None, workers)
 
 
 def _score_here(
