@@ -44,7 +44,7 @@ def test_host_syncs_per_tile_within_budget():
 def test_the_census_sees_syncs_and_unlisted_operations():
     """The detector itself: each kind of sync counts once, and what does not sync counts nothing."""
     census = Census(scope="probe")
-    x = torch.arange(6)
+    x, index = torch.arange(6), torch.tensor([0, 1])
     with census, census.host_copies():
         int(x[2])  # _local_scalar_dense
         x.nonzero()
@@ -55,8 +55,9 @@ def test_the_census_sees_syncs_and_unlisted_operations():
         quiet = torch.repeat_interleave(x[:3], x[:3], output_size=3)
         x.nonzero_static(size=3)
         torch.searchsorted(x, x)
-        x[torch.tensor([0, 1])]  # integer index: no sync
-    assert census.syncs["probe"] == 6, census.sync_ops
+        x[index]  # integer index: no sync
+        torch.tensor([1.0])  # lift_fresh: a blocking copy to the device
+    assert census.syncs["probe"] == 7, census.sync_ops
     assert quiet.tolist() == [1, 2, 2]
     assert OpUse("aten::nonzero_static.default", "strided", "int64") in census.uses
     assert OpUse("aten::nonzero_static.default", "strided", "int64") not in read_allowed()
