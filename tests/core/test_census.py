@@ -11,7 +11,19 @@ import json
 import pytest
 import torch
 
-from census import BUDGET_FILE, OPS_FILE, Census, OpUse, census_run, cuda_entry, most_per_tile, read_allowed, risky
+from census import (
+    BUDGET_FILE,
+    KNOWN_NONDETERMINISTIC,
+    OPS_FILE,
+    Census,
+    OpUse,
+    census_run,
+    cuda_entry,
+    most_per_tile,
+    nondeterministic_on_cuda,
+    read_allowed,
+    risky,
+)
 
 pytestmark = pytest.mark.cpu_only  # the census is of the CPU run; on a GPU the list would differ in nothing but time
 
@@ -30,6 +42,14 @@ def test_every_listed_operation_has_a_cuda_kernel():
     assert not stale, f"entries that native_functions.yaml no longer confirms: {stale}"
     missing = [use.line() for use in allowed if "MISSING" in allowed[use] or risky(use)]
     assert not missing, f"operations without a CUDA kernel for their layout or dtype: {missing}"
+
+
+def test_nothing_raises_under_deterministic_algorithms_on_cuda():
+    census, _ = census_run()
+    found = {f"{use.op} {use.layouts} {use.dtypes}" for use in census.uses if nondeterministic_on_cuda(use)}
+    assert found == set(KNOWN_NONDETERMINISTIC), (
+        f"operations that raise on CUDA under torch.use_deterministic_algorithms(True): {sorted(found)}; "
+        f"known ones (remove an entry once it is gone): {KNOWN_NONDETERMINISTIC}")
 
 
 def test_host_syncs_per_tile_within_budget():
