@@ -59,7 +59,9 @@ def _resolve_to_test_device() -> None:
         if getattr(loaded, "resolve_device", None) is original:
             setattr(loaded, "resolve_device", resolve)
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "huse_summarization.jsonl"
+# ../shared beside the project, or GPU_NEIGHBORS_SHARED (the GPU check's carried copy, .gpu/shared).
+SHARED = Path(os.environ.get("GPU_NEIGHBORS_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+SHARED_DATA = SHARED / "data" / "huse_summarization.jsonl"
 
 ADVERSARIAL_TEXTS = [
     "",
