@@ -71,9 +71,9 @@ COMPOSITE_KEYS = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunc
 UNTAGGED_SYNCS = {"aten::equal", "aten::is_nonzero", "aten::_coalesce", "aten::coalesce", "aten::lift_fresh"}
 SPARSE_PRODUCTS = {"aten::mm", "aten::addmm", "aten::_sparse_sparse_matmul", "aten::bmm"}
 BOOLEAN_INDEXED = {"aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_"}
-# (operation, layout, dtype) that CUDA is known not to take: cuSPARSE products and CSR
-# conversions of integer values (`addmm_out_sparse_csr_cuda` dispatches floating and complex
-# types only).
+# (operation, layout, dtype) that CUDA is known not to take: sparse products of integer values
+# (SparseMatMul.cu dispatches AT_DISPATCH_FLOATING_AND_COMPLEX_TYPES_AND2(Half, BFloat16); the
+# CSR products go to cuSPARSE, whose value types are floating and complex).
 RISKY_DTYPES = {("aten::mm", "sparse_csr", "int64"), ("aten::addmm", "sparse_csr", "int64"),
                 ("aten::mm", "sparse_csr", "int32"), ("aten::addmm", "sparse_csr", "int32"),
                 ("aten::_sparse_sparse_matmul", "sparse_coo", "int64")}
