@@ -58,7 +58,7 @@ python="${PYTHON:-python3}"
 scratch="${TMPDIR:-/tmp}/gpu-neighbors-check"
 rm -rf "$scratch" && mkdir -p "$scratch/site" "$scratch/wordnet" "$scratch/cache"
 for wheel in "$pack"/wheels/*.whl; do  # one by one: a wheel for another Python is skipped, said
-    "$python" -m pip install -q --no-index --no-deps --no-compile --target "$scratch/site" "$wheel" \
+    "$python" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$scratch/site" "$wheel" \
         || echo "gpu_check.sh: not installed here: $(basename "$wheel")" >&2
 done
 tar -xzf "$pack/wordnet.tar.gz" -C "$scratch/wordnet"
