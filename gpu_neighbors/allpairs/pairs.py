@@ -95,7 +95,9 @@ def pairs(
                                       PairsAboveReduction(float(min_similarity), sink.write, exclude_self=itself),
                                       memory_budget)
                 else:
-                    top = TopKReduction(len(rows), top_k, fitted.device, leave_one_out=itself)
+                    # no scores here: ties in similarity go to the lower column index
+                    positions = torch.arange(len(columns), device=fitted.device)
+                    top = TopKReduction(len(rows), top_k, positions, leave_one_out=itself)
                     reduction = top if min_similarity is None else MaskBelow(top, float(min_similarity))
                     best = run_block(fitted, encode, span, width, reduction, memory_budget)
                     count = sink.write_top(best.similarity, best.index)

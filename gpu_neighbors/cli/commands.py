@@ -136,7 +136,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
 
 def _pass_of(scorer: NeighborsScorer) -> PairwiseSimilarities:
     """The one all-pairs similarity pass of a fitted scorer's training set."""
-    return PairwiseSimilarities(scorer.train_similarity(), scorer.train_scores_)
+    return scorer.training_pass()
 
 
 def _studio_pass(args: argparse.Namespace) -> tuple[PairwiseSimilarities, Thresholds, str]:

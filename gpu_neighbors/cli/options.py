@@ -19,7 +19,7 @@ from gpu_neighbors.core.validation import (
 from gpu_neighbors.data.formats import QUOTINGS
 from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS
 from gpu_neighbors.kernels import KERNEL_NAMES
-from gpu_neighbors.kernels.bleu import SMOOTHINGS
+from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import BUILT_IN_TOKENIZERS
 

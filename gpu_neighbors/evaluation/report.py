@@ -32,6 +32,7 @@ from gpu_neighbors.data import ScoredData
 from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
 from gpu_neighbors.core.signature import Signature
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE
+from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS as SCAN_SMOOTHINGS
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.evaluation.tables import cell, markdown_table
 from gpu_neighbors.core.tuning import tune
@@ -74,7 +75,6 @@ KERNEL_CAVEATS = {
     "bertscore": "The paper does not state its BERTScore model, layer, idf or rescaling, and tau = 0.10 "
                  "means different pairs under different models and baselines; ours are {settings}.",
 }
-SCAN_SMOOTHINGS = ("none", "epsilon", "add1", "exp")
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from pathlib import Path
 
 import torch
 
+from gpu_neighbors.core.tiling import HostTensors
 from gpu_neighbors.text.tokenizers import Tokenizer
 from gpu_neighbors.kernels.base import Kernel
 
@@ -61,10 +62,12 @@ BASELINE_SEED = 0
 
 
 @dataclass(frozen=True)
-class TokenEmbeddings:
+class TokenEmbeddings(HostTensors):
     """Unit token embeddings and normalised weights of a list of texts (a ragged batch).
 
     Texts with the same tokens share one stored slice, so `offsets` may repeat."""
+
+    host_tensors = ("lengths",)
 
     vectors: torch.Tensor  # [tokens, hidden], unit rows
     weights: torch.Tensor  # float32 [tokens], summing to 1 (or 0) over each text
@@ -94,7 +97,7 @@ class TokenEmbeddings:
         return self.vectors[index], weights
 
 
-class BertScoreKernel(Kernel[TokenEmbeddings]):
+class BertScoreKernel(HostTensors, Kernel[TokenEmbeddings]):
     """BERTScore F1 of candidate vs training text, optionally idf-weighted and rescaled.
 
     model: Hugging Face name (already in the local cache) or local folder.
@@ -107,6 +110,8 @@ class BertScoreKernel(Kernel[TokenEmbeddings]):
     float16 on CUDA, float32 on the CPU.
     The scorer's tokenizer is not used: the model brings its own.
     """
+
+    host_tensors = ("_token_weight",)  # indexed by host token ids while batches are padded
 
     name = "bertscore"
     default_tau = 0.10

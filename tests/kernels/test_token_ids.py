@@ -13,7 +13,7 @@ from census import Census
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels import Kernel
-from gpu_neighbors.kernels.bleu import SMOOTHINGS
+from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 from minilm import MODEL_PATH
 
