@@ -92,9 +92,7 @@ NONDETERMINISTIC_ON_CUDA = {
     "aten::nll_loss_forward": FLOATING,
 }
 # Known, with who removes them; the census test fails when one is gone, so the entry goes too.
-KNOWN_NONDETERMINISTIC = {
-    "aten::cumsum.default strided float64": "kernels/bleu_sets.py: the integer cumsum of issue 18 item 1",
-}
+KNOWN_NONDETERMINISTIC: dict[str, str] = {}
 
 
 @dataclass(frozen=True, order=True)
