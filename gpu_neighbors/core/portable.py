@@ -33,14 +33,15 @@ SQRT_HALF = 0.7071067811865476
 
 def exp(values: np.ndarray | float) -> np.ndarray:
     """e^x for float64 x <= 709 (what BLEU needs: x <= 0), the same bits on every machine."""
-    x = np.asarray(values, dtype=np.float64)
+    given = np.asarray(values, dtype=np.float64)
+    x = np.where(given < EXP_UNDERFLOW, 0.0, given)  # -inf and the like: 0 below, no nan on the way
     k = np.rint(x * LOG2_E)
     r = (x - k * LN2_HIGH) - k * LN2_LOW
     total = np.ones_like(r)
     for n in range(EXP_TERMS, 0, -1):  # Horner: 1 + r/1 (1 + r/2 (1 + ... (1 + r/13)))
         total = 1.0 + (r / n) * total
     result = np.ldexp(total, k.astype(np.int64))
-    return np.where(x < EXP_UNDERFLOW, 0.0, result)
+    return np.where(given < EXP_UNDERFLOW, 0.0, result)
 
 
 def log(values: np.ndarray | float) -> np.ndarray:

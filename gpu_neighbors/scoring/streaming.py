@@ -21,6 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import torch
+
 from gpu_neighbors.data import (
     CandidateBatch,
     CandidateStream,
@@ -34,7 +36,7 @@ from gpu_neighbors.data.jsonlines import Column
 from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS
 from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.scoring.progress import ScoringProgress
-from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.scorer import NeighborsScorer, PreparedCandidates
 
 T = TypeVar("T")
 # Arrow types of the result columns, for a Parquet output (a batch may hold only nulls).
@@ -172,7 +174,7 @@ def _score_here(
     (`prepares_ahead`), encodes them too."""
     items: Iterator[tuple[CandidateBatch, Any]]
     if scorer.kernel_.prepares_ahead:
-        items = _read_ahead(((batch, scorer.prepare(batch.texts)) for batch in batches), READ_AHEAD)
+        items = _read_ahead(((batch, _prepare_aside(scorer, batch.texts)) for batch in batches), READ_AHEAD)
     else:
         items = ((batch, batch.texts) for batch in _read_ahead(batches, READ_AHEAD))
     if workers == 1:
@@ -199,6 +201,25 @@ def _score_here(
             yield done, future.result()
         if stopped is not None:
             raise stopped
+
+
+def _prepare_aside(scorer: NeighborsScorer, texts: list[str]) -> PreparedCandidates:
+    """`scorer.prepare` for the reader thread. On CUDA its device work (copying the encodings
+    over) goes to a stream of its own, so that it overlaps the scoring on the default stream
+    instead of queueing behind it: the stream first waits for the work already queued (fit's
+    tables), and the reader waits for the stream before handing the batch over, so every
+    encoding is complete when scoring reads it. `predict` ends with a copy to the host, so no
+    scoring work still reads a batch's encodings when they are freed and their memory returns
+    to this stream. Not run here: no CUDA machine has run the suite yet."""
+    device = scorer.device_
+    if device.type != "cuda":
+        return scorer.prepare(texts)
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        prepared = scorer.prepare(texts)
+    stream.synchronize()
+    return prepared
 
 
 CANDIDATES_DIGEST = "candidates_sha256"  # of the texts written so far, in the progress record

@@ -13,11 +13,11 @@ import torch
 from nltk.translate import bleu_score
 
 import gpu_neighbors
+from census import Census
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors.kernels import aligned_bleu
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, Sacrebleu13aTokenizer
 from minilm import MODEL_PATH
-from sync_audit import SyncAudit
 
 SMOOTHING = bleu_score.SmoothingFunction()
 NLTK_SMOOTHING = {"none": SMOOTHING.method0, "epsilon": SMOOTHING.method1, "add1": SMOOTHING.method2,
@@ -174,14 +174,16 @@ def test_no_host_synchronisation_on_token_ids(tokenizer, pairs, smoothing):
     counts = torch.full((64,), 2)
     for weights in [(0.25,) * 4, (0.5, 0.5)]:  # the first call per setting and width makes its tables
         gpu_neighbors.sentence_bleu(ids, refs, weights=weights, smoothing=smoothing)
-    with SyncAudit() as audit:
+    audit = Census(scope="ids")  # the census's list of syncing operations and host copies (tests/census.py)
+    with audit, audit.host_copies():
         gpu_neighbors.sentence_bleu(ids, refs, attention_mask=mask, reference_mask=ref_mask, smoothing=smoothing)
         gpu_neighbors.sentence_bleu(ids, refs[:, None, :].expand(64, 2, -1), weights=(0.5, 0.5),
                                     reference_counts=counts, smoothing=smoothing)
-    assert audit.syncing == []
-    with SyncAudit() as texts:  # the audit sees syncs where there are some
-        torch.unique(ids)
-    assert texts.syncing
+    assert audit.syncs["ids"] == 0, audit.sync_ops
+    texts = Census(scope="texts")
+    with texts, texts.host_copies():  # the audit sees syncs where there are some
+        gpu_neighbors.sentence_bleu(candidates[:8], references[:8], smoothing=smoothing)
+    assert texts.syncs["texts"] > 0
 
 
 def test_candidate_without_reference():

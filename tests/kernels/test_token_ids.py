@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
+from census import Census
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels import Kernel
 from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 from minilm import MODEL_PATH
-from sync_audit import SyncAudit
 
 TRAIN_SIZE = 150
 EXTRA_TEXTS = [
@@ -150,13 +150,15 @@ def test_no_host_synchronisation_after_the_first_call(tokenizer, huse_texts, hus
     scorer = fitted(tokenizer, huse_texts, huse_scores, chunk_size=16, memory_budget=200_000)
     batch = tokenizer.hf(huse_texts[100:], padding=True, return_tensors="pt")
     scorer.predict_ids(batch["input_ids"], batch["attention_mask"])  # builds the tables
-    with SyncAudit() as audit:
+    audit = Census(scope="ids")  # the census's list of syncing operations (tests/census.py)
+    with audit, audit.host_copies():
         scorer.predict_ids(batch["input_ids"], batch["attention_mask"])
         scorer.reward(batch["input_ids"], attention_mask=batch["attention_mask"], subsample=0.5)
-    assert audit.syncing == []
-    with SyncAudit() as text_path:  # the audit does see syncs where there are some
+    assert audit.syncs["ids"] == 0, audit.sync_ops
+    text_path = Census(scope="texts")
+    with text_path, text_path.host_copies():  # the audit does see syncs where there are some
         scorer.predict(huse_texts[100:110])
-    assert text_path.syncing
+    assert text_path.syncs["texts"] > 0
 
 
 def test_clear_errors(tokenizer, huse_texts, huse_scores):
