@@ -292,7 +292,7 @@ def huse(count: int) -> tuple[list[str], list[float]]:
 
 def run_workloads(census: Census) -> dict[str, list[int]]:
     """Every kernel fitted, encoding and tiling (predict and leave-one-out, small tiles so each
-    pass has several), token ids, rewards, Self-BLEU, MBR and pairs; returns the host syncs of each tile, by kernel."""
+    pass has several), token ids, rewards, Self-BLEU, aligned BLEU, MBR and pairs; returns the host syncs of each tile, by kernel."""
     import tempfile
 
     from conftest import ADVERSARIAL_TEXTS
@@ -300,6 +300,7 @@ def run_workloads(census: Census) -> dict[str, list[int]]:
     from gpu_neighbors.allpairs.mbr import mbr
     from gpu_neighbors.allpairs.pairs import pairs
     from gpu_neighbors.allpairs.self_bleu import self_bleu
+    from gpu_neighbors.kernels.aligned_bleu import corpus_bleu, sentence_bleu
     from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
     from minilm import MODEL_PATH
 
@@ -330,6 +331,14 @@ def run_workloads(census: Census) -> dict[str, list[int]]:
         by_ids.reward(batch["input_ids"], attention_mask=batch["attention_mask"], subsample=0.5)
         by_ids.reward(candidates)
         self_bleu(texts[:40], device="cpu")
+        sentence_bleu(candidates, [[text, texts[0]] for text in texts[:len(candidates)]], smoothing="add1")
+        corpus_bleu(candidates, texts[:len(candidates)])
+        references = tokenizer.hf(texts[:len(candidates)], padding=True, return_tensors="pt")
+        for smoothing in ("none", "epsilon", "add1", "exp"):  # aligned BLEU on token ids
+            sentence_bleu(batch["input_ids"], references["input_ids"][:, None, :].expand(-1, 2, -1),
+                          attention_mask=batch["attention_mask"],
+                          reference_mask=references["attention_mask"][:, None, :].expand(-1, 2, -1),
+                          reference_counts=torch.ones(len(candidates), dtype=torch.int64), smoothing=smoothing)
         mbr(texts[:30], [index % 3 for index in range(30)], device="cpu", memory_budget=200_000)
         with tempfile.TemporaryDirectory() as folder:
             pairs(texts[:20], texts[20:50], output=Path(folder) / "pairs.npy", device="cpu")
