@@ -84,9 +84,10 @@ def precision_tables(weights: tuple[float, ...], smoothing: str, size: int, devi
     return PrecisionTables(weights, smoothing, size, device)
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=4)
 def brevity_table(candidate_size: int, reference_size: int, device: torch.device) -> torch.Tensor:
-    """NLTK's brevity penalty [candidate length, reference length] for lengths below the sizes."""
+    """NLTK's brevity penalty [candidate length, reference length] for lengths below the sizes
+    (float64: 13 MB at 1,280 x 1,280, so only the last few sizes are kept)."""
     table = brevity(np.arange(candidate_size)[:, None], np.arange(reference_size)[None, :])
     return torch.from_numpy(np.ascontiguousarray(table)).to(device)
 
