@@ -27,6 +27,7 @@ DEFAULT_AUTO_KERNELS = ("bleu", "rouge", "bertscore")
 DEFAULT_TOP_K = 50
 MAX_TOP_K = 1000
 MAX_POWER = 64
+DEFAULT_LEVEL = 0.9  # of the conformal intervals (core/conformal.py)
 
 
 class NotFittedError(ValueError, AttributeError, RuntimeError):
@@ -220,6 +221,9 @@ SCORER_PARAMETERS = _table(
     Parameter("score_range", tuple, Constraint("(low, high) with finite low <= high", _is_range), (0.0, 1.0),
               "range every known score must lie in, as in the paper", optional=True,
               none_means="any finite score", metavar=("LOW", "HIGH")),
+    Parameter("level", float, interval(0, 1, closed="neither"), DEFAULT_LEVEL,
+              "nominal coverage of each estimate's interval [low, high] (conformal, from the "
+              "training set's leave-one-out residuals)"),
 )
 # Settings of `fit`: tuning chooses tau, a and b with at least this coverage.
 FIT_PARAMETERS = _table(

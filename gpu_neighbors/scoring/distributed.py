@@ -3,7 +3,8 @@
 The driver fits the scorer and serialises it once (`torch.save`) into Ray's object store; each
 actor loads those bytes with every tensor mapped onto its own device, the GPU Ray assigned it or
 else the CPU. Nothing is refitted, and a scorer fitted on a CPU-only driver runs on GPU workers.
-Rows keep their input columns and gain `score` (NaN where undefined), `num_neighbors` and `std`;
+Rows keep their input columns and gain `score` (NaN where undefined), `num_neighbors`, `std` and
+the interval `low`, `high`;
 since neighbour sums are exact, every row equals what `NeighborsScorer.predict` gives in one
 process. Ray is an optional extra: `pip install 'gpu-neighbors[ray]'`. See docs/ray.md.
 """
@@ -24,7 +25,7 @@ from gpu_neighbors.scorer import NeighborsScorer
 if TYPE_CHECKING:
     import ray.data
 
-OUTPUT_COLUMNS = ("score", "num_neighbors", "std")
+OUTPUT_COLUMNS = ("score", "num_neighbors", "std", "low", "high")
 DEFAULT_RAY_BATCH = 4096  # rows per actor call
 
 
@@ -76,11 +77,14 @@ class ScoringActor:
                 "rename or drop them first"
             )
         prediction = self.scorer.predict(batch[self.text_column].tolist())
+        assert prediction.low is not None and prediction.high is not None  # predict gives intervals
         return {
             **batch,
             "score": prediction.scores,
             "num_neighbors": prediction.num_neighbors,
             "std": prediction.std,
+            "low": prediction.low,
+            "high": prediction.high,
         }
 
 
@@ -191,4 +195,6 @@ def _regroup(
             num_neighbors=head["num_neighbors"],
             std=head["std"],
             covered=~np.isnan(head["score"]),
+            low=head["low"],
+            high=head["high"],
         )
