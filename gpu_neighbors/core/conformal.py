@@ -3,10 +3,12 @@
 Each training text of a calibration set is scored by all the other training texts (exact
 leave-one-out, the same estimator and settings as `predict`), and its residual is divided by a
 difficulty the estimator knows for any text without its truth: the spread of the neighbours'
-q (`std`) plus a small floor (a tenth of the calibration texts' median spread), so that an
-estimate from neighbours that disagree gets a wider interval. At level 1 - alpha the interval of a new
+q (`std`) plus a floor (a multiple of the calibration texts' median spread, chosen on half of
+them where there are enough), so that an estimate from neighbours that disagree gets a wider
+interval where the spread predicts the error, and widths stay nearly constant where it does not. At level 1 - alpha the interval of a new
 estimate y_hat with difficulty d is y_hat -/+ Q d, with Q the ceil((m + 1)(1 - alpha))-th smallest
-of the m normalised residuals (infinite when that rank exceeds m).
+of the m normalised residuals (infinite when that rank exceeds m; m is half the calibration
+texts when the other half chose the floor).
 
 The guarantee is that of the jackknife (Barber et al., 2021, "Predictive inference with the
 jackknife+"): when the training texts and the new text are exchangeable (drawn from one
@@ -32,12 +34,14 @@ from gpu_neighbors.core.tiling import Reduction, Result, Tile
 # Training texts whose leave-one-out residuals calibrate the intervals: all of them up to this
 # many, else a seeded random sample of this many (each still scored by all the others).
 MAX_CALIBRATION_TEXTS = 2000
-# The floor added to every spread, in units of the calibration texts' median spread: small, so
-# widths follow the spread, but never zero (one neighbour, or neighbours that agree, have none).
-# Choosing it on the residuals to narrow the intervals would cost coverage (0.87 for 0.9 with 19
-# calibration texts in test_conformal's setting) and favour near-constant widths, which are
-# narrowest on average by covering easy texts more and hard ones less.
-FLOOR_SCALE = 0.1
+# The floor added to every spread, in units of the calibration texts' median spread: from
+# widths that follow the spread (0.1: never zero, as one neighbour or neighbours that agree have
+# none) to nearly constant ones (100), where the spread says little about the error. Choosing it
+# on the same residuals that calibrate would cost coverage (0.87 for 0.9 with 19 calibration texts
+# in test_conformal's setting), hence the split.
+FLOOR_SCALES = (0.1, 1.0, 10.0, 100.0)
+MIN_SELECTION_TEXTS = 100
+REFERENCE_LEVEL = 0.9
 
 
 @dataclass(frozen=True)
@@ -50,13 +54,29 @@ class Calibration:
 
     @classmethod
     def fit(cls, estimates: np.ndarray, spreads: np.ndarray, truth: np.ndarray) -> Calibration:
-        """From leave-one-out estimates and spreads (NaN where none) and the true scores."""
+        """From leave-one-out estimates and spreads (NaN where none) and the true scores.
+
+        From MIN_SELECTION_TEXTS texts with a spread on, a seeded half of them chooses the floor
+        (the one of FLOOR_SCALES x the median spread with the narrowest mean interval at
+        REFERENCE_LEVEL) and the other half alone calibrates: the choice never sees the
+        residuals that set the width, so the finite-sample guarantee holds for the half."""
         estimates, spreads, truth = (np.asarray(a, dtype=np.float64) for a in (estimates, spreads, truth))
         defined = np.isfinite(estimates) & np.isfinite(spreads)
         spreads, errors = spreads[defined], np.abs(truth[defined] - estimates[defined])
         positive = spreads[spreads > 0]
-        floor = FLOOR_SCALE * float(np.median(positive)) if positive.size else 1.0
-        return cls(np.sort(errors / (spreads + floor)), floor)
+        scale = float(np.median(positive)) if positive.size else 1.0
+        floors = [factor * scale for factor in FLOOR_SCALES]
+        if errors.size < MIN_SELECTION_TEXTS or not positive.size:
+            return cls(np.sort(errors / (spreads + floors[0])), floors[0])
+        order = np.random.default_rng(0).permutation(errors.size)
+        choose, keep = order[: errors.size // 2], order[errors.size // 2 :]
+
+        def mean_width(floor: float) -> float:
+            trial = cls(np.sort(errors[choose] / (spreads[choose] + floor)), floor)
+            return trial.quantile(REFERENCE_LEVEL) * float(np.mean(spreads[choose] + floor))
+
+        floor = min(floors, key=mean_width)  # ties: the smallest floor
+        return cls(np.sort(errors[keep] / (spreads[keep] + floor)), floor)
 
     @property
     def size(self) -> int:
