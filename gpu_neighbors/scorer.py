@@ -88,7 +88,9 @@ class NeighborsScorer:
         it has at least 50 texts and none of them is given (else the paper's, with a warning
         below 50 texts); "tuned" always; "paper" never: the paper's settings, exactly.
     estimator: "threshold" (the paper's rule) or "topk" (similarity-weighted mean q of the
-        top_k most similar training texts; defined whenever any training text is similar).
+        top_k most similar training texts; defined whenever any training text is similar);
+        None (the default): topk, unless thresholds="paper" or tau, min_neighbors or
+        max_fraction is given, which ask for the paper's rule.
     weighting: "uniform" (plain mean) or "similarity" (weights k(x, s)^power); None: uniform
         for threshold, similarity for topk. power, top_k: None tunes them (else 1 and 50).
     kernels: with kernel="auto", the kernels to choose from (with their estimator settings) by
@@ -118,7 +120,7 @@ class NeighborsScorer:
         min_neighbors: int | None = DEFAULTS["min_neighbors"],
         max_fraction: float | None = DEFAULTS["max_fraction"],
         thresholds: str = DEFAULTS["thresholds"],
-        estimator: str = DEFAULTS["estimator"],
+        estimator: str | None = DEFAULTS["estimator"],
         weighting: str | None = DEFAULTS["weighting"],
         power: float | None = DEFAULTS["power"],
         top_k: int | None = DEFAULTS["top_k"],
@@ -197,8 +199,8 @@ class NeighborsScorer:
             PAPER_MIN_NEIGHBORS if self.min_neighbors is None else self.min_neighbors,
             PAPER_MAX_FRACTION if self.max_fraction is None else self.max_fraction,
             (DEFAULT_POWER if self.power is None else float(self.power)) if weighted else 0.0,
-            self.estimator,
-            min(self.top_k or DEFAULT_TOP_K, len(texts)) if self.estimator == "topk" else None,
+            self._estimator(),
+            min(self.top_k or DEFAULT_TOP_K, len(texts)) if self._estimator() == "topk" else None,
         ))
         self.tuning_: tuning.TuningResult | None = None
         self.selection_: dict[str, float] | None = None
@@ -206,7 +208,7 @@ class NeighborsScorer:
             # One similarity pass over the training set; the tau it was fitted with joins the grid.
             self.tuning_ = tuning.tune(
                 self._tuning_pass(texts), grid=self.tuning_grid(), min_coverage=min_coverage,
-                default_tau=self.tau_, estimator=self.estimator, base=self.thresholds_,
+                default_tau=self.tau_, estimator=self._estimator(), base=self.thresholds_,
             )
             self._use(self.tuning_.thresholds)
         self.calibration_ = self._calibrate(texts)
@@ -231,7 +233,7 @@ class NeighborsScorer:
             requirement = f"in [0, 1] for the {self.kernel} kernel (its similarities lie there)"
             raise ParameterError(SCORER_PARAMETERS["tau"], self.tau, requirement)
         needed = PAPER_MIN_NEIGHBORS if self.min_neighbors is None else self.min_neighbors
-        if self.estimator == "threshold" and needed > len(texts):
+        if self._estimator() == "threshold" and needed > len(texts):
             if self.min_neighbors is not None:
                 requirement = (f"at most the {len(texts)} training texts, or no text could ever "
                                "have enough neighbours for an estimate")
@@ -261,7 +263,18 @@ class NeighborsScorer:
     def _weighting(self) -> str:
         if self.weighting is not None:
             return self.weighting
-        return "uniform" if self.estimator == "threshold" else "similarity"
+        return "uniform" if self._estimator() == "threshold" else "similarity"
+
+    def _estimator(self) -> str:
+        """The estimator used: as given; by default topk (an estimate for every text with any
+        similar training text), unless the paper's rule is asked for (thresholds="paper", or
+        tau, min_neighbors or max_fraction given), which keeps the paper's threshold rule."""
+        if self.estimator is not None:
+            return self.estimator
+        paper = self.thresholds == "paper" or any(
+            value is not None for value in (self.tau, self.min_neighbors, self.max_fraction)
+        )
+        return "threshold" if paper else "topk"
 
     def _tunes(self, num_texts: int, tune: bool | None) -> bool:
         """Whether `fit` tunes: as forced by `tune`, else as `thresholds` says (auto: when no
@@ -273,7 +286,8 @@ class NeighborsScorer:
         if self.thresholds == "auto" and not self._given() and num_texts < MIN_TUNING_TEXTS:
             warnings.warn(
                 f"{num_texts} training texts are fewer than {MIN_TUNING_TEXTS}: too few to tune the "
-                f"thresholds on, so the paper's are used ({self.signature})",
+                f"settings on, so the {'paper' if self.estimator_ == 'threshold' else 'default'}'s "
+                f"are used ({self.signature})",
                 stacklevel=3,
             )
         return False
@@ -289,7 +303,7 @@ class NeighborsScorer:
     def _given(self) -> bool:
         """Whether a setting the estimator uses was given (then `auto` keeps the settings)."""
         given = [self.power] + (
-            [self.top_k] if self.estimator == "topk" else [self.tau, self.min_neighbors, self.max_fraction]
+            [self.top_k] if self._estimator() == "topk" else [self.tau, self.min_neighbors, self.max_fraction]
         )
         return any(value is not None for value in given)
 

@@ -180,9 +180,11 @@ SCORER_PARAMETERS = _table(
               "auto: tune tau, a, b (and p, k) by leave-one-out on the training set when it has "
               f">= {MIN_TUNING_TEXTS} texts and none is given, else the paper's; tuned: always; "
               "paper: the paper's settings", metavar="MODE"),
-    Parameter("estimator", str, one_of(*ESTIMATOR_NAMES), "threshold",
+    Parameter("estimator", str, one_of(*ESTIMATOR_NAMES), None,
               "threshold: mean q of the neighbours within tau (the paper's rule); topk: weighted "
-              "mean q of the k most similar training texts"),
+              "mean q of the k most similar training texts (an estimate for every text with any "
+              "similar training text)", optional=True,
+              none_means="topk, unless --paper-thresholds or tau, a or b is given: threshold"),
     Parameter("weighting", str, one_of(*WEIGHTINGS), None,
               "uniform: plain mean; similarity: weights k(x, s)^p", optional=True,
               none_means="uniform for threshold, similarity for topk"),

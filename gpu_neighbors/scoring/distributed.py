@@ -164,16 +164,16 @@ class RayBatchScorer:
                 ray.data.from_items(rows), scorer, batch_size=self.batch_size,
                 num_gpus=self.num_gpus, num_actors=self.num_actors,
             )
-            yield from _regroup(batches, scored.iter_batches(batch_size=None, batch_format="numpy"))
+            yield from _regroup(batches, scored.iter_batches(batch_size=None, batch_format="numpy"), scorer.estimator_)
         finally:
             context.execution_options.preserve_order, context.enable_progress_bars = preserved
 
 
 def _regroup(
-    batches: list[CandidateBatch], results: Iterable[dict[str, np.ndarray]]
+    batches: list[CandidateBatch], results: Iterable[dict[str, np.ndarray]], estimator: str
 ) -> Iterator[tuple[CandidateBatch, Prediction]]:
     """Cut the scored rows, which arrive in input order in Ray's own batch sizes, back into
-    `batches`; a row out of order is a bug, not something to write."""
+    `batches` (made by `estimator`); a row out of order is a bug, not something to write."""
     columns = ("index", *OUTPUT_COLUMNS)
     pending: dict[str, list[np.ndarray]] = {name: [] for name in columns}
     buffered = 0
@@ -195,6 +195,7 @@ def _regroup(
             num_neighbors=head["num_neighbors"],
             std=head["std"],
             covered=~np.isnan(head["score"]),
+            estimator=estimator,
             low=head["low"],
             high=head["high"],
         )

@@ -162,8 +162,12 @@ def test_tuned_by_default_from_50_texts_and_paper_below(huse_texts, huse_scores)
     assert paper.tuning_ is None and paper.thresholds_ == Thresholds(0.08, 5, 0.66)
     given = NeighborsScorer(device="cpu", tau=0.08).fit(huse_texts[:60], huse_scores[:60])
     assert given.tuning_ is None
-    with pytest.warns(UserWarning, match="fewer than 50"):
+    with pytest.warns(UserWarning, match="fewer than 50.*the default's"):
         small = NeighborsScorer(device="cpu").fit(huse_texts[:49], huse_scores[:49])
+    # the default estimator (top-k: an estimate for every text) with its untuned k and p
+    assert small.thresholds_ == Thresholds(0.08, 5, 0.66, 1.0, "topk", 49)
+    with pytest.warns(UserWarning, match="fewer than 50.*the paper's"):
+        small = NeighborsScorer(device="cpu", estimator="threshold").fit(huse_texts[:49], huse_scores[:49])
     assert small.thresholds_ == Thresholds(0.08, 5, 0.66)
 
 
