@@ -126,8 +126,11 @@ def command_evaluate(args: argparse.Namespace) -> int:
         for key, value in row.items():
             print(f"  {key:<14} {value:.4f}" if isinstance(value, float) else f"  {key:<14} {value}")
         for choice in chosen or []:
-            print(f"  chosen in {choice['folds']} folds: tau={choice['tau']:.4g} a={choice['min_neighbors']} "
-                  f"b={choice['max_fraction']:g}")
+            if choice.get("estimator") == "topk":
+                setting = f"k={choice['top_k']} p={choice.get('power', 0):g}"
+            else:
+                setting = f"tau={choice['tau']:.4g} a={choice['min_neighbors']} b={choice['max_fraction']:g}"
+            print(f"  chosen in {choice['folds']} folds: {setting}")
     return 0
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from gpu_neighbors.evaluation.agreement import Agreement, human_agreement
+from gpu_neighbors.evaluation.calibration import calibration_curve
 from gpu_neighbors.evaluation.protocols import (
     CrossValidation,
     CurvePoint,
@@ -197,6 +198,7 @@ def build_report(
         "kfold_tuned": cross_validate(sims, thresholds, folds=folds, seed=seed, tune_thresholds=True,
                                       min_coverage=min_coverage, resamples=resamples),
         "tuned_on_all": tune(sims, min_coverage=min_coverage, default_tau=thresholds.tau),
+        "calibration": calibration_curve(sims, thresholds, folds=folds, seed=seed),
     }
     if paper is not None:
         report.scan, report.word_overlap = implementation_scan(data, make_scorer, resamples=resamples)
@@ -266,6 +268,7 @@ def write_report(report: Report, out_dir: Path | str, page: Path | str | None = 
             _groups(report.data), out_dir / "scatter.png",
         ),
         "curve": plots.plot_curve(report.main["curve"], out_dir / "curve.png"),
+        "calibration": plots.plot_calibration(report.main["calibration"], out_dir / "calibration.png"),
     }
     for parameter, points in report.main["sweeps"].items():
         images[f"sweep_{parameter}"] = plots.plot_sweep(
@@ -280,6 +283,7 @@ def write_report(report: Report, out_dir: Path | str, page: Path | str | None = 
         _tuning_section(report, link(images["scatter"])),
         _sweep_section(report, {parameter: link(images[f"sweep_{parameter}"]) for parameter in ("a", "b", "tau")}),
         _curve_section(report, link(images["curve"])),
+        _calibration_section(report, link(images["calibration"])),
     ]
     page.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
     return page
@@ -454,6 +458,23 @@ def _curve_section(report: Report, image: str) -> str:
         markdown_table(rows, digits=3),
         "",
         f"![Training-set size curve]({image})",
+    ])
+
+
+def _calibration_section(report: Report, image: str) -> str:
+    points = report.main["calibration"]
+    rows = [{"level": point.level, "empirical coverage": point.coverage, "texts checked": point.checked,
+             "mean width": point.mean_width} for point in points]
+    return "\n".join([
+        f"## Do the intervals hold? (`{report.kernels[0].spec.label}`)",
+        "",
+        f"{report.settings['folds']}-fold cross-validation (seed {report.settings['seed']}): in each fold "
+        "the conformal intervals are calibrated on the training side's exact leave-one-out residuals "
+        "alone, then each held-out text with an estimate is checked against its interval.",
+        "",
+        markdown_table(rows, digits=3),
+        "",
+        f"![Calibration: nominal against empirical coverage]({image})",
     ])
 
 
