@@ -21,6 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import numpy as np
+
 from gpu_neighbors.data import (
     CandidateBatch,
     CandidateStream,
@@ -266,7 +268,7 @@ def _columns(
 ) -> dict[str, Column]:
     """The batch's result rows as columns: index, text, score, num_neighbors, std, estimator,
     the interval low and high (score, std, low and high are float arrays whose NaN, where
-    undefined, is written as null), and with explained predictions their neighbours."""
+    undefined or unbounded, is written as null), and with explained predictions their neighbours."""
     columns: dict[str, Column] = {
         "index": batch.indices,
         "text": batch.texts,
@@ -276,7 +278,9 @@ def _columns(
         "estimator": [prediction.estimator] * len(batch),
     }
     if prediction.low is not None and prediction.high is not None:
-        columns.update(low=prediction.low, high=prediction.high)
+        # an unbounded end (too few calibration texts for the level, and no score range) is null too
+        columns.update(low=np.where(np.isinf(prediction.low), np.nan, prediction.low),
+                       high=np.where(np.isinf(prediction.high), np.nan, prediction.high))
     if prediction.neighbors is not None:
         columns["neighbors"] = [
             [{**neighbor, "text": train_texts[int(neighbor["index"])]} if train_texts is not None else neighbor
