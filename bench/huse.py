@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
-HUSE = Path(__file__).resolve().parents[2] / "shared" / "data" / "huse_summarization.jsonl"
+# The shared data folder: ../shared beside the project, or GPU_NEIGHBORS_SHARED (the GPU check
+# points it at the copy it carries in .gpu/shared, as ../shared does not travel).
+SHARED = Path(os.environ.get("GPU_NEIGHBORS_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+HUSE = SHARED / "data" / "huse_summarization.jsonl"
 
 
 def huse_records() -> list[dict]:

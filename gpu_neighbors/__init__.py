@@ -28,6 +28,8 @@ _PUBLIC = {
     "Tokenizer": "gpu_neighbors.text.tokenizers",
     "WhitespaceTokenizer": "gpu_neighbors.text.tokenizers",
     "check_is_fitted": "gpu_neighbors.core.validation",
+    "compare_systems": "gpu_neighbors.evaluation.systems",
+    "leave_one_out_scale": "gpu_neighbors.evaluation.systems",
     "make_tokenizer": "gpu_neighbors.text.tokenizers",
     "mbr": "gpu_neighbors.allpairs.mbr",
     "pairs": "gpu_neighbors.allpairs.pairs",
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from gpu_neighbors.core.signature import Signature
     from gpu_neighbors.core.validation import NotFittedError, ParameterError, check_is_fitted
     from gpu_neighbors.data.errors import InputError
+    from gpu_neighbors.evaluation.systems import compare_systems, leave_one_out_scale
     from gpu_neighbors.kernels import KERNEL_NAMES
     from gpu_neighbors.scorer import NeighborsScorer, ScoreError
     from gpu_neighbors.text.tokenizers import (

@@ -27,6 +27,7 @@ from gpu_neighbors.core.neighbours import (
     Thresholds,
     TrainingSubset,
     estimate_tensors,
+    text_checksums,
 )
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.topk import Both, TopK, TopKReduction, estimate_topk
@@ -177,8 +178,19 @@ class NeighborsScorer:
         `tuning.py`); None follows `thresholds`, True and False force it. The values used are
         `thresholds_` (`tau_`, `min_neighbors_`, `max_fraction_`, `power_`, `top_k_`);
         `tuning_` says how they were chosen. With kernel="auto", `selection_` holds each
-        kernel's inner leave-one-out rho and the best one is kept.
+        kernel's inner leave-one-out rho and the best one is kept. All or nothing: a fit that
+        raises leaves the scorer as it was (fitted on the earlier data, or unfitted).
         """
+        before = dict(self.__dict__)
+        try:
+            return self._fit(texts, scores, tune, min_coverage)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+
+    def _fit(self, texts: Sequence[str], scores: Sequence[float] | np.ndarray, tune: bool | None,
+             min_coverage: float) -> NeighborsScorer:
         validate_parameters({**self.get_params(), "min_coverage": min_coverage})
         texts = _validate_texts(texts, "training texts")
         quality = _validate_scores(scores, len(texts), self.score_range)
@@ -190,7 +202,8 @@ class NeighborsScorer:
         self._check_against_training_set(texts)
         self.tau_ = float(self.kernel_.default_tau if self.tau is None else self.tau)
         self.train_scores_ = quality
-        self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_))
+        self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_),
+                                       text_checksums(texts))
         self._qualities: TransientCache[torch.device, Quality] = TransientCache()
         self._streams: TransientCache[tuple[int, torch.device], torch.Generator] = TransientCache()
         weighted = self._weighting() == "similarity"
@@ -312,7 +325,7 @@ class NeighborsScorer:
         of a seeded random sample of that many, fitted alone (its [n x n] matrix must fit in
         memory)."""
         if self.num_train <= MAX_TUNING_TEXTS:
-            return self._training_pass()
+            return self.training_pass()
         warnings.warn(
             f"tuning on a random sample of {MAX_TUNING_TEXTS} of the {self.num_train} training texts "
             "(a and b are chosen for a training set of that size)",
@@ -321,7 +334,7 @@ class NeighborsScorer:
         sample = np.sort(np.random.default_rng(0).choice(self.num_train, MAX_TUNING_TEXTS, replace=False))
         clone = NeighborsScorer(**{**self.get_params(), "thresholds": "paper"})
         clone.fit([texts[index] for index in sample], self.train_scores_[sample], tune=False)
-        return clone._training_pass()
+        return clone.training_pass()
 
     def _use(self, chosen: Thresholds) -> None:
         self.tau_, self.min_neighbors_, self.max_fraction_ = chosen.tau, chosen.min_neighbors, chosen.max_fraction
@@ -385,10 +398,13 @@ class NeighborsScorer:
                 "computed on all items, so they approximate refitting on each split",
                 stacklevel=2,
             )
-        return self._training_pass()
+        return self.training_pass()
 
-    def _training_pass(self) -> PairwiseSimilarities:
-        return PairwiseSimilarities(self.train_similarity(), self.train_scores_)
+    def training_pass(self) -> PairwiseSimilarities:
+        """The one all-pairs similarity pass of the fitted training set (what evaluation
+        protocols and tuning cut their splits from)."""
+        return PairwiseSimilarities(self.train_similarity(), self.train_scores_,
+                                    text_checksums(self.kernel_.train_texts))
 
     def make_kernel(self) -> Kernel[Any]:
         """A new, unfitted kernel with this scorer's settings (validated) on its device: what
@@ -627,7 +643,7 @@ class NeighborsScorer:
         plan = plan or self._plan()
 
         def ranking(k: int) -> TopKReduction:
-            return TopKReduction(rows, k, quality.device, leave_one_out=leave_one_out, subset=subset)
+            return TopKReduction(rows, k, quality.tie_rank, leave_one_out=leave_one_out, subset=subset)
 
         def reduce(reduction: Reduction[Result]) -> Result:
             if own is not None:
@@ -637,7 +653,7 @@ class NeighborsScorer:
         if self.estimator_ == "topk":
             k = int(self.top_k_ or 1)
             top = reduce(ranking(max(k, neighbors)))
-            return estimate_topk(top, quality.raw, k, self.power_), top.first(neighbors) if neighbors else None
+            return estimate_topk(top, quality, k, self.power_), top.first(neighbors) if neighbors else None
         counts = NeighborReduction(
             rows, quality, self.tau_, leave_one_out=leave_one_out, subset=subset, power=self.power_
         )

@@ -1,5 +1,9 @@
 """Shared fixtures: the real HUSE summarization data and adversarial texts; the test device.
 
+GPU_NEIGHBORS_DETERMINISTIC=1 runs the suite under torch.use_deterministic_algorithms(True), so an
+operation without a deterministic implementation on the test device raises (on the CPU almost
+none does: tests/census.py lists the ones that would on CUDA).
+
 GPU_NEIGHBORS_TEST_DEVICE=cuda runs every scorer and kernel the tests build on that device:
 "cpu" and "auto" given to them resolve to it. Tests about the CPU itself carry the `cpu_only`
 mark and skip themselves there.
@@ -20,6 +24,8 @@ TEST_DEVICE = os.environ.get("GPU_NEIGHBORS_TEST_DEVICE", "cpu")
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cpu_only: checks the CPU path itself; skipped on another test device")
+    if os.environ.get("GPU_NEIGHBORS_DETERMINISTIC") == "1":
+        torch.use_deterministic_algorithms(True)
     if TEST_DEVICE != "cpu":
         _resolve_to_test_device()
 
@@ -53,7 +59,9 @@ def _resolve_to_test_device() -> None:
         if getattr(loaded, "resolve_device", None) is original:
             setattr(loaded, "resolve_device", resolve)
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "huse_summarization.jsonl"
+# ../shared beside the project, or GPU_NEIGHBORS_SHARED (the GPU check's carried copy, .gpu/shared).
+SHARED = Path(os.environ.get("GPU_NEIGHBORS_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+SHARED_DATA = SHARED / "data" / "huse_summarization.jsonl"
 
 ADVERSARIAL_TEXTS = [
     "",

@@ -95,12 +95,7 @@ def test_prepared_candidates_predict_as_their_texts(huse_texts, huse_scores, ker
     assert np.isfinite(scorer.predict(prepared).scores).sum() >= 10
 
 
-@pytest.mark.parametrize("estimator", [
-    "threshold",
-    pytest.param(None, marks=pytest.mark.xfail(
-        strict=True, reason="top-k (the default) breaks ties at the k-th place by training index until "
-                            "issue 18's content-derived tie order lands in core/topk.py: then drop this mark")),
-])
+@pytest.mark.parametrize("estimator", ["threshold", None])  # None: the default, top-k
 def test_candidate_order_and_training_order_do_not_matter(huse_texts, huse_scores, estimator):
     rng = np.random.default_rng(0)
     scorer = NeighborsScorer(device="cpu", estimator=estimator).fit(huse_texts, huse_scores)

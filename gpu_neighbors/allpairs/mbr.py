@@ -86,9 +86,11 @@ def _group_codes(groups: Sequence[Hashable] | None, count: int) -> tuple[np.ndar
         return np.zeros(count, dtype=np.int64), [None]
     if isinstance(groups, str) or len(groups) != count:
         raise ValueError(f"groups: give one label per candidate ({count}), not {len(groups)}")
-    index: dict[Hashable, int] = {}
-    codes = np.fromiter((index.setdefault(label, len(index)) for label in groups), dtype=np.int64, count=count)
-    return codes, list(index)
+    # Keyed by type too: Python's True == 1 == 1.0 would join groups a file spells differently.
+    index: dict[tuple[type, Hashable], int] = {}
+    codes = np.fromiter((index.setdefault((type(label), label), len(index)) for label in groups),
+                        dtype=np.int64, count=count)
+    return codes, [label for _, label in index]
 
 
 def _windows(sizes: np.ndarray) -> list[tuple[int, int]]:

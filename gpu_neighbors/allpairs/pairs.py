@@ -8,11 +8,12 @@ matrix keeps its diagonal. Top-k rows are ordered by similarity, ties to the low
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -20,6 +21,7 @@ from gpu_neighbors.allpairs.passes import fitted_kernel, kernel_settings, run_bl
 from gpu_neighbors.core.validation import check_texts
 from gpu_neighbors.core.reductions import MaskBelow, NpyReduction, PairsAboveReduction
 from gpu_neighbors.core.topk import TopKReduction
+from gpu_neighbors.data.output import SafeOutput, check_outputs
 from gpu_neighbors.text.tokenizers import Tokenizer
 
 FORMATS = (".npy", ".parquet")
@@ -38,7 +40,7 @@ def pairs(
     candidates: Sequence[str],
     train: Sequence[str] | None = None,
     *,
-    output: str | os.PathLike[str],
+    output: str | os.PathLike[str] | SafeOutput,
     top_k: int | None = None,
     min_similarity: float | None = None,
     overwrite: bool = False,
@@ -50,12 +52,18 @@ def pairs(
     kernel_options: Mapping[str, Any] | None = None,
     device: str = "auto",
     memory_budget: int | None = None,
+    inputs: Mapping[str, str | os.PathLike[str] | None] | None = None,
 ) -> PairsResult:
     """k(candidate, train text) for every pair (`train` None: the candidates against
     themselves) into `output`: `.npy` for the matrix [candidates, train] as float32; `.parquet`
     for the `top_k` most similar per candidate and/or the pairs with similarity >=
-    `min_similarity` (columns candidate, train, similarity; with top_k also rank, from 1)."""
-    path = Path(output)
+    `min_similarity` (columns candidate, train, similarity; with top_k also rank, from 1).
+    The file is written as every output is (`data.output.SafeOutput`): locked, through a
+    partial file renamed into place when complete, never onto one of `inputs` ({name: path},
+    the files the texts came from). `output` may be a `SafeOutput` the caller holds open (e.g.
+    locked while it reads the texts): its main output is written, and the caller commits it."""
+    held = output if isinstance(output, SafeOutput) else None
+    path = Path(output.main) if isinstance(output, SafeOutput) else Path(output)
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise ValueError(f"output {str(path)!r}: give a .npy (the whole matrix) or .parquet (sparse pairs) path")
@@ -69,8 +77,8 @@ def pairs(
                                        or not isinstance(min_similarity, (int, float))
                                        or not torch.isfinite(torch.tensor(float(min_similarity)))):
         raise ValueError(f"min_similarity must be a finite number, not {min_similarity!r}")
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"output {str(path)!r} exists; pass overwrite=True (--overwrite) to replace it")
+    if held is None:
+        check_outputs({"output": path}, inputs, overwrite=overwrite)
     rows = check_texts(candidates, "candidates", at_least=1)
     itself = train is None
     columns = rows if train is None else check_texts(train, "train", at_least=1)
@@ -82,34 +90,33 @@ def pairs(
     fitted = fitted_kernel(settings, columns)
     encode = fitted.encode_train if itself else (lambda first, last: fitted.encode(rows[first:last]))
     span, width = (0, len(rows)), (0, len(columns))
-    partial = path.with_name(path.name + ".partial")
-    try:
+    opened = contextlib.nullcontext(held) if held else SafeOutput({"output": path}, inputs=inputs, overwrite=overwrite)
+    with opened as files:
         if suffix == ".npy":
-            run_block(fitted, encode, span, width, NpyReduction(partial, len(rows), len(columns)), memory_budget)
+            run_block(fitted, encode, span, width,
+                      NpyReduction(files.create_path(), len(rows), len(columns)), memory_budget)
             count = len(rows) * len(columns)
         else:
-            with _ParquetPairs(partial, ranked=top_k is not None) as sink:
+            with _ParquetPairs(files.create(), ranked=top_k is not None) as sink:
                 if top_k is None:
                     assert min_similarity is not None
                     count = run_block(fitted, encode, span, width,
                                       PairsAboveReduction(float(min_similarity), sink.write, exclude_self=itself),
                                       memory_budget)
                 else:
-                    top = TopKReduction(len(rows), top_k, fitted.device, leave_one_out=itself)
+                    # no scores here: ties in similarity go to the lower column index
+                    positions = torch.arange(len(columns), device=fitted.device)
+                    top = TopKReduction(len(rows), top_k, positions, leave_one_out=itself)
                     reduction = top if min_similarity is None else MaskBelow(top, float(min_similarity))
                     best = run_block(fitted, encode, span, width, reduction, memory_budget)
                     count = sink.write_top(best.similarity, best.index)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    os.replace(partial, path)
     return PairsResult(path=path, candidates=len(rows), train=len(columns), pairs=count)
 
 
 class _ParquetPairs:
     """Pairs appended to a Parquet file in row groups of PARQUET_ROWS."""
 
-    def __init__(self, path: Path, ranked: bool) -> None:
+    def __init__(self, sink: IO[bytes], ranked: bool) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -117,14 +124,18 @@ class _ParquetPairs:
         fields = [("candidate", pa.int64()), ("train", pa.int64()), ("similarity", pa.float64())]
         if ranked:
             fields.append(("rank", pa.int32()))
-        self.writer = pq.ParquetWriter(path, pa.schema(fields))
+        self.writer = pq.ParquetWriter(sink, pa.schema(fields))
         self.parts: list[list[Any]] = []
         self.buffered = 0
 
     def __enter__(self) -> _ParquetPairs:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        if exc_type is not None:  # the first error is the one to report: no footer after it
+            with contextlib.suppress(Exception):
+                self.writer.close()
+            return
         self._flush()
         self.writer.close()
 

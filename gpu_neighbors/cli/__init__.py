@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-INTERRUPTED = 130
+from gpu_neighbors.cli.codes import INTERRUPTED
 
 
 def main(argv: Sequence[str] | None = None) -> int:

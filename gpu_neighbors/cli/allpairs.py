@@ -1,8 +1,10 @@
 """The all-pairs commands: `self-bleu`, `mbr` and `pairs` (see `gpu_neighbors.allpairs`).
 
 Settings that the parameter table declares (kernel, smoothing, weights, tokenizer, lowercase,
-device, memory budget) are made from it, as for every other command; outputs that exist are
-refused unless --overwrite."""
+device, memory budget) are made from it, as for every other command. Outputs are written as
+every command writes them (`data.output.SafeOutput`): never onto an input, locked, through a
+partial file moved into place only when complete, and an existing one replaced only with
+--overwrite."""
 from __future__ import annotations
 
 import argparse
@@ -11,13 +13,13 @@ import math
 import re
 import sys
 from collections.abc import Hashable
-from pathlib import Path
 from typing import Any
 
 from gpu_neighbors.allpairs.self_bleu import DEFAULT_SMOOTHING
-from gpu_neighbors.cli.options import add_parameter, bertscore_options, positive_int
+from gpu_neighbors.cli.options import add_parameter, bertscore_options, positive_int, refuse_resume
 from gpu_neighbors.data import InputError, iter_candidates
 from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_format
+from gpu_neighbors.data.output import SafeOutput, refuse_compressed_name
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 
 KERNEL_SETTINGS = ("kernel", "smoothing", "weights", "tokenizer", "lowercase", "device", "memory_budget")
@@ -33,6 +35,7 @@ def add_allpairs_commands(subparsers: Any) -> None:
     self_bleu.add_argument("--seed", type=int, default=0, help="seed of --sample (0)")
     self_bleu.add_argument("--output", default=None, help="per-text Self-BLEU, JSONL (index, line, self_bleu)")
     self_bleu.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+    refuse_resume(self_bleu)
     _add_settings(self_bleu, BLEU_SETTINGS)
     # Self-BLEU's defaults are Texygen's and fast-bleu's, not the neighbour kernel's BLEU*.
     _default(self_bleu, "weights", BLEU4_WEIGHTS, "0.25,0.25,0.25,0.25 (BLEU-4)")
@@ -47,6 +50,7 @@ def add_allpairs_commands(subparsers: Any) -> None:
                           "(default: the whole file is one group)")
     mbr.add_argument("--output", required=True, help="JSONL, one line per candidate: index, line, group, utility, selected")
     mbr.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+    refuse_resume(mbr)
     _add_settings(mbr, KERNEL_SETTINGS)
     mbr.set_defaults(handler=command_mbr)
 
@@ -60,6 +64,7 @@ def add_allpairs_commands(subparsers: Any) -> None:
     pairs.add_argument("--min-similarity", type=float, default=None, metavar="T",
                        help="Parquet: only pairs with similarity >= T")
     pairs.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+    refuse_resume(pairs)
     _add_settings(pairs, KERNEL_SETTINGS)
     pairs.set_defaults(handler=command_pairs)
 
@@ -92,11 +97,6 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return settings
 
 
-def _check_output(path: str | None, overwrite: bool) -> None:
-    if path is not None and Path(path).exists() and not overwrite:
-        raise ValueError(f"output {path} exists; pass --overwrite to replace it")
-
-
 def _texts(path: str, text_field: str) -> tuple[list[str], list[int]]:
     candidates = list(iter_candidates(path, text_field=text_field))
     return [candidate.text for candidate in candidates], [candidate.line for candidate in candidates]
@@ -126,16 +126,18 @@ def _texts_and_groups(path: str, text_field: str, group_field: str) -> tuple[lis
 def command_self_bleu(args: argparse.Namespace) -> int:
     from gpu_neighbors.allpairs.self_bleu import self_bleu
 
-    _check_output(args.output, args.overwrite)
-    texts, lines = _texts(args.data, args.text_field)
-    if len(texts) < 2:
-        raise InputError(f"{len(texts)} text{'s' if len(texts) != 1 else ''}: Self-BLEU scores each text "
-                         "against the others, so it needs two or more", path=args.data)
-    result = self_bleu(texts, sample=args.sample, seed=args.seed, **_settings(args))
     if args.output is not None:
-        with open(args.output, "w", encoding="utf-8") as handle:
+        refuse_compressed_name(args.output)
+    with SafeOutput({"--output": args.output}, inputs={"--data": args.data}, overwrite=args.overwrite) as files:
+        texts, lines = _texts(args.data, args.text_field)
+        if len(texts) < 2:
+            raise InputError(f"{len(texts)} text{'s' if len(texts) != 1 else ''}: Self-BLEU scores each text "
+                             "against the others, so it needs two or more", path=args.data)
+        result = self_bleu(texts, sample=args.sample, seed=args.seed, **_settings(args))
+        if args.output is not None:
+            handle = files.create()
             for index, score in zip(result.indices.tolist(), result.scores.tolist()):
-                handle.write(json.dumps({"index": index, "line": lines[index], "self_bleu": score}) + "\n")
+                handle.write((json.dumps({"index": index, "line": lines[index], "self_bleu": score}) + "\n").encode())
     weights = ",".join(f"{weight:g}" for weight in result.weights)
     sampled = f", sample of {len(result.indices)} (seed {args.seed})" if args.sample else ""
     print(f"Self-BLEU {result.mean:.6f} over {len(texts)} texts{sampled} (weights {weights}, "
@@ -146,25 +148,27 @@ def command_self_bleu(args: argparse.Namespace) -> int:
 def command_mbr(args: argparse.Namespace) -> int:
     from gpu_neighbors.allpairs.mbr import mbr
 
-    _check_output(args.output, args.overwrite)
-    if args.group_field is None:
-        texts, lines = _texts(args.candidates, args.text_field)
-        groups = None
-    else:
-        texts, lines, groups = _texts_and_groups(args.candidates, args.text_field, args.group_field)
-    if len(texts) < 2:
-        raise InputError(f"{len(texts)} candidate{'s' if len(texts) != 1 else ''}: MBR compares each "
-                         "candidate with the others of its group, so it needs two or more", path=args.candidates)
-    try:
-        result = mbr(texts, groups, **_settings(args))
-    except ValueError as error:
-        raise InputError(str(error), path=args.candidates, field=args.group_field) from None
-    with open(args.output, "w", encoding="utf-8") as handle:
+    refuse_compressed_name(args.output)
+    with SafeOutput({"--output": args.output}, inputs={"--candidates": args.candidates},
+                    overwrite=args.overwrite) as files:
+        if args.group_field is None:
+            texts, lines = _texts(args.candidates, args.text_field)
+            groups = None
+        else:
+            texts, lines, groups = _texts_and_groups(args.candidates, args.text_field, args.group_field)
+        if len(texts) < 2:
+            raise InputError(f"{len(texts)} candidate{'s' if len(texts) != 1 else ''}: MBR compares each "
+                             "candidate with the others of its group, so it needs two or more", path=args.candidates)
+        try:
+            result = mbr(texts, groups, **_settings(args))
+        except ValueError as error:
+            raise InputError(str(error), path=args.candidates, field=args.group_field) from None
+        handle = files.create()
         for index, (line, group, utility, selected) in enumerate(
                 zip(lines, result.group.tolist(), result.utility.tolist(), result.selected.tolist())):
             row = {"index": index, "line": line, "group": result.labels[group],
                    "utility": None if math.isnan(utility) else utility, "selected": selected}
-            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            handle.write((json.dumps(row, ensure_ascii=False, default=str) + "\n").encode("utf-8"))
     print(f"MBR: {len(result.labels)} group{'s' if len(result.labels) != 1 else ''}, {len(texts)} candidates "
           f"-> {args.output}", file=sys.stderr)
     return 0
@@ -173,11 +177,12 @@ def command_mbr(args: argparse.Namespace) -> int:
 def command_pairs(args: argparse.Namespace) -> int:
     from gpu_neighbors.allpairs.pairs import pairs
 
-    _check_output(args.output, args.overwrite)
-    candidates, _ = _texts(args.candidates, args.text_field)
-    train = None if args.train is None else _texts(args.train, args.text_field)[0]
-    result = pairs(candidates, train, output=args.output, top_k=args.top_k, min_similarity=args.min_similarity,
-                   overwrite=args.overwrite, **_settings(args))
+    inputs = {"--candidates": args.candidates, "--train": args.train}
+    with SafeOutput({"--output": args.output}, inputs=inputs, overwrite=args.overwrite) as files:
+        candidates, _ = _texts(args.candidates, args.text_field)
+        train = None if args.train is None else _texts(args.train, args.text_field)[0]
+        result = pairs(candidates, train, output=files, top_k=args.top_k, min_similarity=args.min_similarity,
+                       **_settings(args))
     print(f"pairs: {result.candidates} x {result.train} -> {result.path} ({result.pairs:,} "
           f"{'entries' if result.path.suffix == '.npy' else 'pairs'})", file=sys.stderr)
     return 0

@@ -15,7 +15,7 @@ from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
-from gpu_neighbors.data.paths import check_distinct
+from gpu_neighbors.data.output import check_outputs
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.agreement import agreement
 from gpu_neighbors.evaluation.protocols import (
@@ -48,13 +48,17 @@ def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_fiel
 
 
 def command_score(args: argparse.Namespace) -> int:
+    if args.skip_bad and args.rejects is None:  # `run` names one beside a file output
+        raise ValueError("--skip-bad with --output - needs --rejects FILE: the records it sets aside "
+                         "would be kept nowhere")
     threads = args.threads or default_threads(args.device)
     if threads:
         import torch
 
         torch.set_num_threads(threads)
-    check_distinct({"--train": args.train, "--candidates": args.candidates},
-                   {"--output": args.output, "--rejects": args.rejects})
+    check_outputs({"--output": args.output, "--rejects": args.rejects},
+                  {"--train": args.train, "--candidates": args.candidates},
+                  overwrite=args.overwrite or args.resume, resumable=True)  # before the training set is read
     train = read_data(args, args.train)
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
@@ -76,6 +80,7 @@ def command_score(args: argparse.Namespace) -> int:
         score_batches=score_batches, explain=args.explain,
         train_texts=train.texts if args.explain_text else None, overwrite=args.overwrite,
         file_format=args.format, quoting=args.quoting, max_chars=args.max_chars, workers=workers,
+        inputs={"--train": args.train},
     )
     if not args.quiet:
         resumed = f" ({summary.rows - summary.scored} from before)" if args.resume else ""
@@ -139,7 +144,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
 
 def _pass_of(scorer: NeighborsScorer) -> PairwiseSimilarities:
     """The one all-pairs similarity pass of a fitted scorer's training set."""
-    return PairwiseSimilarities(scorer.train_similarity(), scorer.train_scores_)
+    return scorer.training_pass()
 
 
 def _studio_pass(args: argparse.Namespace) -> tuple[PairwiseSimilarities, Thresholds, str]:
@@ -227,8 +232,10 @@ def command_sweep(args: argparse.Namespace) -> int:
 
 
 def command_report(args: argparse.Namespace) -> int:
-    from gpu_neighbors.evaluation.report import KernelSpec, build_report, write_report
+    from gpu_neighbors.evaluation.report import KernelSpec, build_report, report_page, write_report
 
+    inputs = {"--data": args.data}
+    check_outputs({"--page": report_page(args.out, args.page)}, inputs, overwrite=args.overwrite)  # before the work
     specs = [KernelSpec.parse(text) for text in args.kernel_specs.split(",") if text.strip()]
     data = read_data(args, args.data, keep_fields=("judgments", "source"))
 
@@ -245,7 +252,7 @@ def command_report(args: argparse.Namespace) -> int:
                           resamples=args.resamples, paper=args.paper,
                           command=shlex.join(["gpu-neighbors", *args.argv]),
                           sizes=None if args.sizes is None else [int(size) for size in args.sizes])
-    page = write_report(report, args.out, page=args.page, paper=args.paper)
+    page = write_report(report, args.out, page=args.page, paper=args.paper, inputs=inputs, overwrite=args.overwrite)
     print(f"report -> {page}", file=sys.stderr)
     return 0
 

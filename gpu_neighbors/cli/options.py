@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,7 @@ from gpu_neighbors.core.validation import (
 from gpu_neighbors.data.formats import QUOTINGS
 from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS
 from gpu_neighbors.kernels import KERNEL_NAMES
-from gpu_neighbors.kernels.bleu import SMOOTHINGS
+from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import BUILT_IN_TOKENIZERS
 
@@ -49,15 +50,36 @@ def positive_int(text: str) -> int:
     return value
 
 
+MIN_MEMORY_BUDGET = 16 << 10  # smaller tiles make a run of any size take practically forever
+
+
 def parse_size(text: str) -> int:
-    """Bytes, or a size with a unit: 512M, 2G."""
+    """Bytes, or a size with a unit: 512M, 2G; at least MIN_MEMORY_BUDGET."""
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     try:
         if text[-1:].upper() in units:
-            return int(float(text[:-1]) * units[text[-1].upper()])
-        return int(text)
-    except ValueError:
+            size = int(float(text[:-1]) * units[text[-1].upper()])
+        else:
+            size = int(text)
+    except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 2G)") from None
+    if size < MIN_MEMORY_BUDGET:
+        raise argparse.ArgumentTypeError(f"{text!r} is below the smallest budget, 16K: tiles that small "
+                                         "would never finish a real run")
+    return size
+
+
+MAX_THREADS_PER_CORE = 4  # beyond, OpenMP aborts (20,000) or crashes (40,000) for no speed
+
+
+def thread_count(text: str) -> int:
+    """A positive number of threads, at most MAX_THREADS_PER_CORE per core of this machine."""
+    value = positive_int(text)
+    most = MAX_THREADS_PER_CORE * (os.cpu_count() or 1)
+    if value > most:
+        raise argparse.ArgumentTypeError(f"{value} threads: at most {most} on this machine "
+                                         f"({MAX_THREADS_PER_CORE} per core)")
+    return value
 
 
 def number_list(text: str) -> list[float]:
@@ -67,23 +89,56 @@ def number_list(text: str) -> list[float]:
             start, stop, step = (float(part) for part in text.split(":"))
             if step <= 0:
                 raise ValueError
-            count = int(math.floor((stop - start) / step + 1e-9)) + 1
-            return [round(start + index * step, 10) for index in range(max(count, 0))]
-        return [float(part) for part in text.split(",") if part.strip()]
+            count = (stop - start) / step + 1e-9 + 1
+            if not math.isfinite(count):
+                raise ValueError
+            if count > MAX_VALUES:
+                raise argparse.ArgumentTypeError(f"{text!r} gives {count:,.0f} values: at most {MAX_VALUES:,}")
+            return [round(start + index * step, 10) for index in range(max(int(math.floor(count)), 0))]
+        values = [float(part) for part in text.split(",") if part.strip()]
+        if len(values) > MAX_VALUES:
+            raise argparse.ArgumentTypeError(f"{len(values):,} values: at most {MAX_VALUES:,}")
+        return values
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a list (1,2,5) or range (start:stop:step): {text!r}") from None
 
 
+MAX_VALUES = 10_000  # of a list or range: each value is a pass over the data
+
+
 def folds(text: str) -> int | None:
+    """A number of folds, 2 or more, or `loo` (None: leave-one-out)."""
     if text == "loo":
         return None
+    return fold_count(text)
+
+
+def fold_count(text: str) -> int:
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--folds takes a number of folds or 'loo', not {text!r}") from None
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"--folds takes a number of folds, 2 or more, or 'loo', not {text!r}")
+    return value
 
 
 # Settings the command line spells its own way: the parser, and what the help adds.
+ONE_PASS = ("it writes its output in one pass, readable only when complete, so a stopped run "
+            "leaves nothing to continue from: rerun it (with --overwrite to replace a finished output)")
+
+
+def refuse_resume(parser: argparse.ArgumentParser) -> None:
+    """`--resume` on a command that cannot resume: refused with the reason, not 'unrecognized'."""
+
+    class Refuse(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                     option_string: str | None = None) -> None:
+            parser.error(f"--resume: {parser.prog.split()[-1]} cannot resume: {ONE_PASS}")
+
+    parser.add_argument("--resume", nargs=0, action=Refuse, help="not possible here (one pass): rerun instead")
+
+
 def weight_list(text: str) -> tuple[float, ...]:
     """`0.25,0.25,0.25,0.25`: one weight per n-gram order (the table checks length and sum)."""
     try:

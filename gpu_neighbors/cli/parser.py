@@ -7,13 +7,17 @@ from typing import Any
 from gpu_neighbors._version import __version__
 from gpu_neighbors.cli import commands
 from gpu_neighbors.cli.allpairs import add_allpairs_commands
+from gpu_neighbors.cli.systems import add_systems_command
 from gpu_neighbors.cli.options import (
     add_data_options,
     add_model_options,
     add_tuning_options,
+    fold_count,
     folds,
     number_list,
     positive_int,
+    refuse_resume,
+    thread_count,
 )
 from gpu_neighbors.data.formats import FORMATS
 from gpu_neighbors.evaluation.protocols import PARAMETERS as SWEPT
@@ -47,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--rejects", default=None, help="with --skip-bad: where bad lines go (default OUTPUT.rejects.jsonl)")
     score.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, metavar="N",
                        help=f"candidates scored and made durable per step ({DEFAULT_BATCH_SIZE})")
-    score.add_argument("--threads", type=positive_int, default=None, metavar="N",
+    score.add_argument("--threads", type=thread_count, default=None, metavar="N",
                        help="CPU threads for torch (default on the CPU: 1, never slower than "
                             "torch's one per core on a busy machine, see README; on a GPU: torch's)")
     score.add_argument("--workers", type=positive_int, default=None, metavar="N",
@@ -64,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_options(score)
     add_model_options(score)
     add_tuning_options(score)
-    score.set_defaults(handler=commands.command_score)
+    score.set_defaults(handler=commands.command_score, resumable=True)
 
     evaluate = subparsers.add_parser("evaluate", help="leave-one-out agreement on scored data")
     evaluate.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
@@ -89,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(handler=commands.command_compare)
     add_studio_commands(subparsers)
     add_allpairs_commands(subparsers)
+    add_systems_command(subparsers)
     return parser
 
 
@@ -131,12 +136,14 @@ def add_studio_commands(subparsers: Any) -> None:
     report = studio("report", "markdown report with PNG plots: kernels, tuning, sweeps, curve", one_kernel=False)
     report.add_argument("--out", required=True, help="folder for the PNGs (and report.md unless --page)")
     report.add_argument("--page", default=None, help="where the markdown goes (default OUT/report.md)")
+    report.add_argument("--overwrite", action="store_true", help="replace an existing report (only once the new one is complete)")
+    refuse_resume(report)
     report.add_argument("--kernels", dest="kernel_specs", default="bleu",
                         help="comma list of kernels, each optionally with settings, e.g. "
                              "bleu:tokenizer=chars:smoothing=none,rouge (default bleu)")
     report.add_argument("--paper", choices=("summarization", "dialogue", "generation"), default=None,
                         help="also set the paper's published figures for this task beside ours")
-    report.add_argument("--folds", type=int, default=10, help="k of the k-fold comparison (10)")
+    report.add_argument("--folds", type=fold_count, default=10, help="k of the k-fold comparison (10)")
     report.add_argument("--runs", type=positive_int, default=20, help="random subsets per size (20)")
     report.add_argument("--sizes", type=number_list, default=None, help="subset sizes of the curve")
     report.add_argument("--seed", type=int, default=0)

@@ -15,6 +15,8 @@ a float64 matmul holds exactly.
 from __future__ import annotations
 
 import math
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,21 +36,56 @@ WEIGHTED_COLUMNS = 1 << 19
 def quantised_weights(similarity: torch.Tensor, power: float) -> torch.Tensor:
     """Neighbour weights k^p (k clamped to [0, 1]) as whole numbers of 2^-20 units, at least
     one, in float64: integers, so sums of their products with q limbs are exact. p = 0 is the
-    plain mean (every weight one unit)."""
+    plain mean (every weight one unit).
+
+    p is a multiple of 1/2 (`check_power`), and k^p is built from multiplications and one square
+    root in a fixed order: IEEE 754 rounds those the same way on every device, where a library
+    `pow` may not, and a weight an ulp off can round to another unit."""
     if power == 0:
         return torch.ones_like(similarity, dtype=torch.float64)
-    weights = similarity.to(torch.float64).clamp(0.0, 1.0).pow(power)
+    base = similarity.to(torch.float64).clamp(0.0, 1.0)
+    whole, half = divmod(check_power(power), 1.0)
+    weights = base.sqrt() if half else torch.ones_like(base)
+    square = base
+    exponent = int(whole)
+    while exponent:  # binary powering: base^whole as a product of repeated squares
+        if exponent & 1:
+            weights = weights * square
+        exponent >>= 1
+        if exponent:
+            square = square * square
     return torch.round(weights * 2.0**WEIGHT_BITS).clamp(min=1.0)
 
 
-def decode_limbs(limb_sums: torch.Tensor, bits: int, shift: int) -> torch.Tensor:
-    """float64 value of exact limb sums [rows, limbs] (most significant first), rounded in one
-    fixed sequence of operations, so equal sums give equal bits."""
+def check_power(power: float) -> float:
+    """A weight power must be a non-negative multiple of 1/2 (see `quantised_weights`)."""
+    if not (power >= 0 and float(power * 2).is_integer()):
+        raise ValueError(f"the weight power p must be a non-negative multiple of 0.5 (0, 0.5, 1, 1.5, ...), "
+                         f"not {power!r}: k^p is computed the same way on every device only for those")
+    return float(power)
+
+
+def decode_limbs(limb_sums: torch.Tensor, bits: int, shift: int,
+                 divisor: torch.Tensor | None = None) -> torch.Tensor:
+    """float64 value of exact limb sums [rows, limbs] (most significant first), divided by
+    `divisor` if given, rounded in one fixed sequence of operations, so equal sums give equal
+    bits. The division comes before the scale: a mean near the float64 limit is finite even
+    where the sum is not (a power-of-two scale is exact, so the order changes nothing else)."""
     sums = limb_sums.to(torch.float64)
     total = sums[:, 0]
     for limb in range(1, sums.shape[1]):
         total = total * 2.0**bits + sums[:, limb]
-    return total * 2.0**-shift
+    if divisor is not None:
+        total = total / divisor
+    return times_power_of_two(total, -shift)
+
+
+def times_power_of_two(values: torch.Tensor, exponent: int) -> torch.Tensor:
+    """values * 2^exponent, exact wherever the result is a normal float: in two steps, since
+    2^exponent alone overflows (or is subnormal) beyond |exponent| ~ 1022, as the scales of
+    scores near 1e-300 or 1e300 need."""
+    half = exponent // 2
+    return values * 2.0**half * 2.0 ** (exponent - half)
 
 
 @dataclass(frozen=True)
@@ -64,7 +101,7 @@ class FixedPoint:
     def encode(cls, values: torch.Tensor) -> FixedPoint:
         largest = float(values.abs().max()) if values.numel() else 0.0
         shift = MANTISSA_BITS - (math.frexp(largest)[1] if largest > 0 else 0)
-        fixed = torch.round(values * 2.0**shift).to(torch.int64)
+        fixed = torch.round(times_power_of_two(values, shift)).to(torch.int64)
         high = torch.div(fixed, 2**LIMB_BITS, rounding_mode="floor")
         low = fixed - high * 2**LIMB_BITS
         return cls(high.to(torch.float64), low.to(torch.float64), shift)
@@ -89,34 +126,73 @@ class FixedPoint:
         return torch.stack(limbs[::-1], dim=1).to(torch.float64)
 
 
+def text_checksums(texts: Sequence[str]) -> np.ndarray:
+    """CRC-32 of each text's UTF-8 bytes (int64): a key that follows the text wherever it sits."""
+    return np.fromiter((zlib.crc32(text.encode("utf-8", "surrogatepass")) for text in texts),
+                       dtype=np.int64, count=len(texts))
+
+
+def tie_ranks(checksums: np.ndarray | None, quality: np.ndarray) -> np.ndarray:
+    """Each training text's place (int64, distinct) in the order (text checksum, q, position):
+    how the top-k reduction breaks ties in similarity. Two texts whose order falls to their
+    positions have the same checksum and the same q, so swapping them changes no estimate.
+    Without checksums the order is (q, position)."""
+    positions = np.arange(quality.size)
+    keys = (positions, quality) if checksums is None else (positions, quality, checksums)
+    order = np.lexsort(keys)
+    ranks = np.empty(quality.size, dtype=np.int64)
+    ranks[order] = positions
+    return ranks
+
+
 @dataclass(frozen=True)
 class Quality:
-    """The training set's q, and q^2, ready for exact neighbour sums: `columns` [n, 5] (a one,
-    the limbs of q, the limbs of q^2) for counts and plain sums, `weighted_columns` [n, 9] (a
-    one, q and q^2 in 13-bit limbs) for similarity-weighted sums, and `raw` q in float64."""
+    """The training set's q, and the squares of its deviations, ready for exact neighbour sums:
+    `columns` [n, 5] (a one, the limbs of q, the limbs of d^2) for counts and plain sums,
+    `weighted_columns` [n, 9] (a one, q and d^2 in 13-bit limbs) for similarity-weighted sums,
+    `raw` q in float64, and `tie_rank`, the texts' order among equally similar ones
+    (`tie_ranks`). d = (q - centre) * 2^-scale, centre the middle of q's range and 2^scale its
+    half-width, so |d| <= 1: the spread is computed from d, which neither overflows (q^2 does
+    from |q| ~ 1e154) nor loses the spread to cancellation (scores of 1e6 + q)."""
 
     values: FixedPoint
     squares: FixedPoint
     columns: torch.Tensor
     weighted_columns: torch.Tensor
     raw: torch.Tensor
+    tie_rank: torch.Tensor
+    centre: float = 0.0
+    scale: int = 0
 
     @classmethod
-    def encode(cls, quality: torch.Tensor) -> Quality:
+    def encode(cls, quality: torch.Tensor, checksums: np.ndarray | None = None) -> Quality:
+        """q of a training set; `checksums` (`text_checksums` of its texts) order its ties."""
         quality = quality.to(torch.float64)
-        return cls.of(FixedPoint.encode(quality), FixedPoint.encode(quality * quality), quality)
+        ranks = torch.from_numpy(tie_ranks(checksums, quality.cpu().numpy())).to(quality.device)
+        if quality.numel():
+            low, high = float(quality.min()), float(quality.max())
+            centre = low / 2 + high / 2  # no overflow near the float64 limit
+            half_width = max(high - centre, centre - low)
+            scale = math.frexp(half_width)[1] if half_width > 0 else 0
+        else:
+            centre, scale = 0.0, 0
+        deviation = times_power_of_two(quality - centre, -scale)
+        return cls.of(FixedPoint.encode(quality), FixedPoint.encode(deviation * deviation), quality, ranks,
+                      centre, scale)
 
     @classmethod
-    def of(cls, values: FixedPoint, squares: FixedPoint, raw: torch.Tensor) -> Quality:
+    def of(cls, values: FixedPoint, squares: FixedPoint, raw: torch.Tensor, tie_rank: torch.Tensor,
+           centre: float = 0.0, scale: int = 0) -> Quality:
         ones = torch.ones_like(values.high)
         columns = torch.stack([ones, values.high, values.low, squares.high, squares.low], dim=1)
         weighted = torch.cat([ones[:, None], values.fine_limbs(), squares.fine_limbs()], dim=1)
-        return cls(values, squares, columns, weighted, raw)
+        return cls(values, squares, columns, weighted, raw, tie_rank, centre, scale)
 
     def block(self, start: int, stop: int) -> Quality:
         return Quality(
             self.values.block(start, stop), self.squares.block(start, stop), self.columns[start:stop],
-            self.weighted_columns[start:stop], self.raw[start:stop],
+            self.weighted_columns[start:stop], self.raw[start:stop], self.tie_rank[start:stop],
+            self.centre, self.scale,
         )
 
     def to(self, device: torch.device) -> Quality:
@@ -125,6 +201,8 @@ class Quality:
             FixedPoint(self.values.high.to(device), self.values.low.to(device), self.values.shift),
             FixedPoint(self.squares.high.to(device), self.squares.low.to(device), self.squares.shift),
             self.raw.to(device),
+            self.tie_rank.to(device),
+            self.centre, self.scale,
         )
 
     @property
@@ -186,7 +264,7 @@ class NeighborStats:
 
     count: torch.Tensor  # int64 [rows]
     total: torch.Tensor  # int64 [rows, limbs], limbs of sum (w) q
-    total_sq: torch.Tensor  # int64 [rows, limbs], limbs of sum (w) q^2
+    total_sq: torch.Tensor  # int64 [rows, limbs], limbs of sum (w) d^2 (d: Quality's deviations)
     weight: torch.Tensor | None = None  # int64 [rows], sum of weights in 2^-20 units
     power: float = 0.0
 
@@ -389,15 +467,24 @@ def estimate_tensors(
     """`estimate` without leaving the device (no host copy, no sync). Weighted statistics give
     the weighted mean and the weighted spread."""
     covered = is_covered(stats.count, num_train, min_neighbors, max_fraction)
-    denominator = (stats.count if stats.weight is None else stats.weight).to(torch.float64).clamp(min=1)
-    bits = stats.limb_bits
-    mean = decode_limbs(stats.total, bits, quality.values.shift) / denominator
-    second = decode_limbs(stats.total_sq, bits, quality.squares.shift) / denominator
-    variance = (second - mean * mean).clamp(min=0)
+    mean, std = moments(stats, quality)
     nan = torch.full_like(mean, float("nan"))
     return TensorPrediction(
         scores=torch.where(covered, mean, nan),
         num_neighbors=stats.count,
-        std=torch.where(covered, variance.sqrt(), nan),
+        std=torch.where(covered, std, nan),
         covered=covered,
     )
+
+
+def moments(stats: NeighborStats, quality: Quality) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (weighted) mean and population standard deviation of the neighbours' q from exact
+    limb sums, each decoded in one fixed sequence of operations (finite where any neighbour).
+    The spread is that of the deviations d (see Quality), scaled back: E[d^2] - E[d]^2, with
+    E[d] from the mean, so it is right for any finite scores."""
+    denominator = (stats.count if stats.weight is None else stats.weight).to(torch.float64).clamp(min=1)
+    bits = stats.limb_bits
+    mean = decode_limbs(stats.total, bits, quality.values.shift, denominator)
+    second = decode_limbs(stats.total_sq, bits, quality.squares.shift, denominator)
+    offset = times_power_of_two(mean - quality.centre, -quality.scale)
+    return mean, times_power_of_two((second - offset * offset).clamp(min=0).sqrt(), quality.scale)

@@ -21,15 +21,31 @@ from gpu_neighbors.core.topk import TopK, estimate_topk, rank_rows
 
 
 class PairwiseSimilarities:
-    """k(x_i, x_j) for all items of one data set, with the items' known quality."""
+    """k(x_i, x_j) for all items of one data set, with the items' known quality and, to break
+    ties in top-k rankings as the scorer does, the checksums of their texts
+    (`neighbours.text_checksums`; without them ties go by q, then position)."""
 
-    def __init__(self, matrix: torch.Tensor | np.ndarray, scores: Sequence[float] | np.ndarray) -> None:
+    def __init__(
+        self,
+        matrix: torch.Tensor | np.ndarray,
+        scores: Sequence[float] | np.ndarray,
+        checksums: np.ndarray | None = None,
+    ) -> None:
         self.matrix = torch.as_tensor(matrix, dtype=torch.float64).cpu()
         self.scores = np.asarray(scores, dtype=np.float64)
+        self.checksums = None if checksums is None else np.asarray(checksums, dtype=np.int64)
         if self.matrix.ndim != 2 or self.matrix.shape[0] != self.matrix.shape[1]:
             raise ValueError(f"need a square similarity matrix, got shape {tuple(self.matrix.shape)}")
         if self.scores.shape != (self.matrix.shape[0],):
             raise ValueError(f"{self.matrix.shape[0]} items but {self.scores.size} scores")
+        if self.checksums is not None and self.checksums.shape != self.scores.shape:
+            raise ValueError(f"{self.scores.size} items but {self.checksums.size} checksums")
+
+    def subset(self, items: np.ndarray) -> PairwiseSimilarities:
+        """The items `items` alone, as their own data set (a copy of their block)."""
+        items = _indices(items)
+        return PairwiseSimilarities(self.matrix[np.ix_(items, items)], self.scores[items],
+                                    None if self.checksums is None else self.checksums[items])
 
     def __len__(self) -> int:
         return int(self.scores.size)
@@ -50,11 +66,13 @@ class PairwiseSimilarities:
         rows, columns = _indices(rows), _indices(columns)
         tile = self.matrix[np.ix_(rows, columns)].clone()
         tile[torch.as_tensor(rows[:, None] == columns[None, :])] = -torch.inf
-        return rank_rows(tile, min(k, columns.size))
+        return rank_rows(tile, min(k, columns.size), self.quality(columns).tie_rank)
 
     def quality(self, columns: np.ndarray) -> Quality:
         """q of a training side, encoded as a scorer fitted on just those items encodes it."""
-        return Quality.encode(torch.as_tensor(self.scores[_indices(columns)]))
+        columns = _indices(columns)
+        checksums = None if self.checksums is None else self.checksums[columns]
+        return Quality.encode(torch.as_tensor(self.scores[columns]), checksums)
 
     def leave_one_out(self, items: np.ndarray, thresholds: Thresholds) -> Prediction:
         """Each of `items` scored by the other `items` (a scorer fitted on `items`, then its
@@ -78,7 +96,7 @@ class PairwiseSimilarities:
 
     def estimate_top(self, top: TopK, train: np.ndarray, k: int, power: float) -> Prediction:
         """The top-k estimate from `top` (positions in `train`), reused across k and p."""
-        return estimate_topk(top, torch.as_tensor(self.scores[_indices(train)]), k, power).numpy()
+        return estimate_topk(top, self.quality(train), k, power).numpy()
 
     def estimate(
         self, stats: NeighborStats, train: np.ndarray, num_train: int, thresholds: Thresholds

@@ -14,6 +14,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import torch
 
+from gpu_neighbors.core.neighbours import decode_limbs
 from gpu_neighbors.core.tiling import Reduction, Tile
 
 Inner = TypeVar("Inner")
@@ -33,13 +34,20 @@ def diagonal_mask(tile: Tile) -> torch.Tensor | None:
 
 class GroupMeanReduction:
     """Each text's mean similarity to the *other* texts of its group, for a set against itself:
-    a float64 sum and a count per row, no matrix. `groups` (int64 [texts], on the tiles' device)
+    an exact sum and a count per row, no matrix. `groups` (int64 [texts], on the tiles' device)
     names each text's group; pairs across groups are ignored, so tiles need only cover the pairs
-    within groups. Rows with no other text in their group get NaN."""
+    within groups. Rows with no other text in their group get NaN.
+
+    Each similarity is rounded to a whole number of 2^-SUM_SHIFT units (|k| < 2^15: every
+    kernel's range) and summed as integers in two limbs, so the sums are the same bits on every
+    device, in every tiling and order: a float sum would depend on the order a device adds in."""
+
+    SUM_SHIFT = 48
+    LIMB_BITS = 24
 
     def __init__(self, groups: torch.Tensor) -> None:
         self.groups = groups
-        self.sums = torch.zeros(groups.numel(), dtype=torch.float64, device=groups.device)
+        self.sums = torch.zeros((groups.numel(), 2), dtype=torch.int64, device=groups.device)
         self.counts = torch.zeros(groups.numel(), dtype=torch.int64, device=groups.device)
 
     def add(self, tile: Tile) -> None:
@@ -49,11 +57,16 @@ class GroupMeanReduction:
         itself = diagonal_mask(tile)
         if itself is not None:
             same &= ~itself
-        self.sums[part] += torch.where(same, tile.values.to(torch.float64), 0.0).sum(dim=1)
+        fixed = torch.round(tile.values.to(torch.float64) * 2.0**self.SUM_SHIFT).to(torch.int64)
+        fixed = torch.where(same, fixed, 0)
+        high = torch.div(fixed, 2**self.LIMB_BITS, rounding_mode="floor")
+        self.sums[part, 0] += high.sum(dim=1)
+        self.sums[part, 1] += (fixed - high * 2**self.LIMB_BITS).sum(dim=1)
         self.counts[part] += same.sum(dim=1)
 
     def result(self) -> torch.Tensor:
-        return torch.where(self.counts > 0, self.sums / self.counts.clamp(min=1), float("nan"))
+        total = decode_limbs(self.sums, self.LIMB_BITS, self.SUM_SHIFT)
+        return torch.where(self.counts > 0, total / self.counts.clamp(min=1), float("nan"))
 
 
 class NpyReduction:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
+import numpy as np
 import torch
 
 DEFAULT_CPU_BUDGET = 1 << 30  # bytes of tile working memory on CPU
@@ -24,6 +25,13 @@ MIN_CHUNK_ROWS = 1024
 # On a CPU a bigger tile is no faster (measured: 1-8 Mi pairs within noise), and past 32 MiB
 # (4 Mi float64 pairs) glibc maps fresh pages for every tile: 3 Mi pairs stay below that.
 CPU_TILE_PAIRS = 3 << 20
+# On a GPU a tile's sparse products (cuSPARSE SpGEMM) take a workspace that grows with their
+# intermediate products, one per shared occurrence feature of a pair: up to the candidate's
+# length per pair, which `pair_bytes` cannot bound, and PyTorch issue 95169 reports COO x COO
+# allocating far beyond its result on CUDA. So GPU tiles stop at 2^26 pairs (a 512 MiB float64
+# tile) and the rest of the budget (half the free memory) is headroom for that workspace; per-tile
+# costs are a few kernel launches, negligible at that size.
+CUDA_TILE_PAIRS = 1 << 26
 
 Span = tuple[int, int]  # rows or columns start..stop-1
 Encoded = TypeVar("Encoded")
@@ -116,10 +124,10 @@ class TilePlan:
         memory_budget: int | None = None,
         chunk_rows: int | None = None,
     ) -> TilePlan:
-        """`from_budget` with the device's budget (unless `memory_budget` is given) and, on the
-        CPU, at most CPU_TILE_PAIRS pairs a tile."""
+        """`from_budget` with the device's budget (unless `memory_budget` is given) and at most
+        CPU_TILE_PAIRS (CPU) or CUDA_TILE_PAIRS (GPU) pairs a tile."""
         budget = memory_budget or default_memory_budget(device)
-        max_pairs = CPU_TILE_PAIRS if device.type == "cpu" else None
+        max_pairs = CPU_TILE_PAIRS if device.type == "cpu" else CUDA_TILE_PAIRS
         return cls.from_budget(budget, pair_bytes, num_train, chunk_rows, max_pairs)
 
     def chunks(self, rows: int) -> list[Span]:
@@ -188,3 +196,27 @@ class TransientCache(dict[Key, Value]):
 
     def __reduce__(self) -> tuple[type, tuple[()]]:
         return (type(self), ())
+
+
+class HostTensors:
+    """Mixin for objects whose attributes named in `host_tensors` must stay CPU tensors when
+    pickled and loaded elsewhere: `torch.load(..., map_location=device)` moves every tensor it
+    unpickles, so these travel as numpy arrays (which it leaves alone) and come back as CPU
+    tensors. (A GPU worker of a Ray pool loads the scorer that way.)"""
+
+    host_tensors: ClassVar[tuple[str, ...]] = ()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for name in self.host_tensors:
+            value = state.get(name)
+            if isinstance(value, torch.Tensor):
+                state[name] = value.cpu().numpy()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name in self.host_tensors:
+            value = state.get(name)
+            if isinstance(value, np.ndarray):
+                state[name] = torch.from_numpy(value)
+        self.__dict__.update(state)

@@ -2,14 +2,18 @@
 loop, and the top-k estimator built on them.
 
 Each tile is merged at once into a [rows, k] buffer of the best similarities so far and their
-training indices, ordered by similarity (highest first) and, on equal similarity, by training
-index (lowest first). That order is a total order on (similarity, index), so the buffer after
-the last tile is the same whatever the chunk size, block size or order of tiles.
+training indices, ordered by similarity (highest first) and, on equal similarity, by the
+training texts' tie rank (`Quality.tie_rank`: by a checksum of the text, then q). That order is
+a total order, so the buffer after the last tile is the same whatever the chunk size, block size
+or order of tiles; and texts it cannot tell apart have the same text checksum and the same q, so
+which of them is kept changes no estimate: the estimates do not depend on where a text sits in
+the training set either. (Ties at the k-th place are common: many pairs share a BLEU* value.)
 
 The top-k estimate is the similarity-weighted mean of q over the k most similar training texts
 (weights k(x, s)^p quantised as for weighted neighbours; p = 0 is the plain mean), counting
 only texts with a positive similarity: it exists for every candidate with any similar training
-text. The sum runs over the k selected texts in their fixed order, so it is deterministic too.
+text. Its sums are exact integers (weights in 2^-20 units times 13-bit limbs of q, as
+`NeighborStats` sums them), so no device or summation order changes a bit.
 """
 from __future__ import annotations
 
@@ -20,9 +24,12 @@ import torch
 
 from gpu_neighbors.core.neighbours import (
     Neighbors,
+    NeighborStats,
+    Quality,
     TensorPrediction,
     TrainingSubset,
     excluded_pairs,
+    moments,
     quantised_weights,
 )
 from gpu_neighbors.core.tiling import Reduction, Tile
@@ -52,39 +59,47 @@ class TopK:
         return Neighbors(index.cpu().numpy(), similarity.cpu().numpy(), score.cpu().numpy())
 
 
-def merge_top(similarity: torch.Tensor, index: torch.Tensor, k: int) -> TopK:
+def merge_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: torch.Tensor) -> TopK:
     """The first k of each row of (similarity, index) [rows, n] in the order similarity
-    descending, index ascending: two stable sorts, the second one by similarity."""
-    by_index = torch.sort(index, dim=1, stable=True)
-    similarity = torch.gather(similarity, 1, by_index.indices)
+    descending, tie rank ascending (`tie_rank[index]`; empty slots, index past the training set,
+    last): two stable sorts, the second one by similarity. Ranks are distinct, so the order
+    is total."""
+    size = tie_rank.numel()
+    rank = torch.where(index < size, tie_rank[index.clamp(max=max(size - 1, 0))], size)
+    by_rank = torch.sort(rank, dim=1, stable=True)
+    similarity = torch.gather(similarity, 1, by_rank.indices)
+    index = torch.gather(index, 1, by_rank.indices)
     by_similarity = torch.sort(similarity, dim=1, descending=True, stable=True)
     order = by_similarity.indices[:, :k]
-    return TopK(by_similarity.values[:, :k], torch.gather(by_index.values, 1, order))
+    return TopK(by_similarity.values[:, :k], torch.gather(index, 1, order))
 
 
-def rank_rows(similarity: torch.Tensor, k: int) -> TopK:
-    """The top k of each row of a whole matrix [rows, n] (columns are training indices 0..n-1)
-    with the reduction's order; -inf entries are no neighbours."""
+def rank_rows(similarity: torch.Tensor, k: int, tie_rank: torch.Tensor) -> TopK:
+    """The top k of each row of a whole matrix [rows, n] (columns are training indices 0..n-1
+    with ranks `tie_rank`) in the reduction's order; -inf entries are no neighbours."""
     index = torch.arange(similarity.shape[1], dtype=torch.int64).expand_as(similarity)
-    top = merge_top(similarity.to(torch.float64), index, k)
+    top = merge_top(similarity.to(torch.float64), index, k, tie_rank)
     top.index = torch.where(torch.isinf(top.similarity), NO_INDEX, top.index)
     return top
 
 
 class TopKReduction:
-    """The k most similar training texts of candidate rows 0..rows-1, tile by tile.
-    leave_one_out and subset exclude pairs as `NeighborReduction` does."""
+    """The k most similar training texts of candidate rows 0..rows-1, tile by tile, ties
+    broken by `tie_rank` (int64 [|S|], distinct, on the tiles' device). leave_one_out and subset
+    exclude pairs as `NeighborReduction` does."""
 
     def __init__(
         self,
         rows: int,
         k: int,
-        device: torch.device,
+        tie_rank: torch.Tensor,
         *,
         leave_one_out: bool = False,
         subset: TrainingSubset | None = None,
     ) -> None:
         self.k = k
+        self.tie_rank = tie_rank
+        device = tie_rank.device
         self.top = TopK(
             torch.full((rows, k), -torch.inf, dtype=torch.float64, device=device),
             torch.full((rows, k), torch.iinfo(torch.int64).max, dtype=torch.int64, device=device),
@@ -104,6 +119,7 @@ class TopKReduction:
             torch.cat([self.top.similarity[part], similarity], dim=1),
             torch.cat([self.top.index[part], index], dim=1),
             self.k,
+            self.tie_rank,
         )
         self.top.similarity[part], self.top.index[part] = merged.similarity, merged.index
 
@@ -126,24 +142,33 @@ class Both(Generic[First, Second]):
         return self.first.result(), self.second.result()
 
 
-def estimate_topk(top: TopK, quality: torch.Tensor, k: int, power: float) -> TensorPrediction:
+def estimate_topk(top: TopK, quality: Quality, k: int, power: float) -> TensorPrediction:
     """Similarity-weighted mean (and spread) of q over the first k of `top` with a positive
-    similarity; undefined (NaN) where there is none. `quality` is q of the training set (float64,
-    on the device of `top`)."""
+    similarity; undefined (NaN) where there is none. `quality` is the training set's (on the
+    device of `top`). Exact sums: each weight is a whole number of units and each q limb an
+    integer, and k <= 2^19 products of them stay below 2^52, so a float64 sum of them is exact
+    in any order."""
     top = top.first(k)
     positive = (top.index >= 0) & (top.similarity > 0)
     weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)
-    q = torch.where(positive, quality[top.index.clamp(min=0)], 0.0)
-    total = weights.sum(dim=1)
-    defined = total > 0
-    denominator = total.clamp(min=1.0)
-    mean = (weights * q).sum(dim=1) / denominator
-    variance = ((weights * q * q).sum(dim=1) / denominator - mean * mean).clamp(min=0)
+    index = top.index.clamp(min=0)
+    limbs = quality.weighted_columns.shape[1] // 2  # one column of ones, then q and q^2 in limbs
+    columns = [
+        (weights * quality.weighted_columns[:, column][index]).sum(dim=1).to(torch.int64)
+        for column in range(quality.weighted_columns.shape[1])
+    ]
+    sums = torch.stack(columns, dim=1)
+    stats = NeighborStats(
+        count=positive.sum(dim=1), total=sums[:, 1 : 1 + limbs], total_sq=sums[:, 1 + limbs :],
+        weight=sums[:, 0], power=float(power),
+    )
+    mean, std = moments(stats, quality)
+    defined = stats.count > 0
     nan = torch.full_like(mean, float("nan"))
     return TensorPrediction(
         scores=torch.where(defined, mean, nan),
-        num_neighbors=positive.sum(dim=1),
-        std=torch.where(defined, variance.sqrt(), nan),
+        num_neighbors=stats.count,
+        std=torch.where(defined, std, nan),
         covered=defined,
         estimator="topk",
     )

@@ -57,13 +57,16 @@ class TuningGrid:
         return values or [max(1, min(num_train, MAX_TOP_K))]
 
     def tau_values(self, similarities: np.ndarray, default_tau: float | None) -> np.ndarray:
+        """The taus to try, each moved between two distinct training similarities
+        (`between_similarities`)."""
         if self.taus is not None:
-            return np.unique(np.asarray(self.taus, dtype=np.float64))
-        levels = 1.0 - np.asarray(TAU_SHARES)
-        taus = np.quantile(similarities, levels) if similarities.size else np.zeros(0)
-        if default_tau is not None:
-            taus = np.append(taus, default_tau)
-        return np.unique(taus)
+            taus = np.asarray(self.taus, dtype=np.float64)
+        else:
+            levels = 1.0 - np.asarray(TAU_SHARES)
+            taus = np.quantile(similarities, levels) if similarities.size else np.zeros(0)
+            if default_tau is not None:
+                taus = np.append(taus, default_tau)
+        return np.unique(between_similarities(taus, similarities))
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Every (a, b) pair, a ascending then b descending."""
@@ -75,6 +78,29 @@ class TuningGrid:
             raise ValueError("tuning grid: need a values >= 1 and b values in (0, 1]")
         a_grid, b_grid = np.meshgrid(a_values, b_values, indexing="ij")
         return a_grid.ravel(), b_grid.ravel()
+
+
+def between_similarities(taus: np.ndarray, similarities: np.ndarray) -> np.ndarray:
+    """Each tau moved to the midpoint of the two distinct similarities around it, which keeps
+    every training pair on its side of it and puts it as far from both as it can be.
+
+    A tau taken from the similarities (a quantile) sits exactly on a value that thousands of
+    pairs may share, and a similarity computed an ulp differently elsewhere (another device,
+    another build) would flip all of them. Only a tau at or below the smallest similarity stays:
+    a smallest similarity of 0 is exact everywhere (no overlap), and otherwise it moves down by
+    half the first gap (half the value itself when all are equal)."""
+    values = np.sort(np.asarray(similarities, dtype=np.float64).reshape(-1))
+    taus = np.asarray(taus, dtype=np.float64)
+    if values.size == 0:
+        return taus
+    above = np.searchsorted(values, taus, side="left")  # values[above] >= tau > values[above - 1]
+    inside = (above > 0) & (above < values.size)
+    low, high = values[np.maximum(above - 1, 0)], values[np.minimum(above, values.size - 1)]
+    moved = np.where(inside, low + (high - low) / 2, taus)
+    larger = values[values > values[0]]
+    first_gap = (larger[0] - values[0]) if larger.size else abs(values[0])
+    on_smallest = (taus == values[0]) & (values[0] != 0)
+    return np.where(on_smallest, values[0] - first_gap / 2, moved)
 
 
 @dataclass(frozen=True)
@@ -123,7 +149,7 @@ def tune(
         raise ValueError(f"tuning needs at least 3 training items, got {items.size}")
     if items.size != len(similarities) or np.any(items != np.arange(items.size)):
         # one copy of the training block, so no grid point copies it again
-        similarities = PairwiseSimilarities(similarities.matrix[np.ix_(items, items)], similarities.scores[items])
+        similarities = similarities.subset(items)
         items = np.arange(items.size)
     truth = similarities.scores[items]
     if estimator == "topk":

@@ -80,6 +80,14 @@ def interval(
     return Constraint(noun + bounds, accepts)
 
 
+def half_steps(high: float) -> Constraint:
+    """Multiples of 1/2 in [0, high]: the weight powers every device computes alike
+    (`neighbours.quantised_weights`)."""
+    number = interval(0, high)
+    return Constraint(f"a multiple of 0.5 in [0, {high:g}]",
+                      lambda value: number.accepts(value) and float(value * 2).is_integer())
+
+
 def instance_of(*types: type, description: str) -> Constraint:
     return Constraint(description, lambda value: isinstance(value, types))
 
@@ -188,7 +196,7 @@ SCORER_PARAMETERS = _table(
     Parameter("weighting", str, one_of(*WEIGHTINGS), None,
               "uniform: plain mean; similarity: weights k(x, s)^p", optional=True,
               none_means="uniform for threshold, similarity for topk"),
-    Parameter("power", float, interval(0, MAX_POWER), None, "p of similarity weighting k^p",
+    Parameter("power", float, half_steps(MAX_POWER), None, "p of similarity weighting k^p",
               optional=True, none_means="tuned, else 1", metavar="P"),
     Parameter("top_k", int, interval(1, MAX_TOP_K, integer=True), None,
               "k of the topk estimator (capped at the training set's size)", optional=True,

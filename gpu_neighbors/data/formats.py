@@ -128,22 +128,52 @@ def open_input(path: PathLike) -> Iterator[IO[bytes]]:
             buffered.close()
 
 
-def physical_lines(stream: IO[bytes], path: PathLike) -> Iterator[tuple[int, bytes]]:
+class Overlong(bytes):
+    """The start of a line longer than a reader's limit: the rest was skipped unread, so a
+    single huge line costs no more memory than the limit (`decode` refuses it)."""
+
+    limit: int
+
+
+OVERLONG_KEPT = 200  # bytes of an overlong line kept, to show where it was
+
+
+def line_bytes_limit(max_chars: int) -> int:
+    """Bytes a line may take to hold a text of `max_chars` characters: JSON may spell one
+    character in 12 bytes (an escaped surrogate pair), and a record has other fields too."""
+    return 12 * max_chars + (1 << 20)
+
+
+def physical_lines(stream: IO[bytes], path: PathLike,
+                   max_line_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
     """(1-based line, raw bytes with their newline); damaged gzip data becomes an InputError."""
-    for first, raws in physical_blocks(stream, path):
+    for first, raws in physical_blocks(stream, path, max_line_bytes=max_line_bytes):
         yield from enumerate(raws, first)
 
 
-def physical_blocks(stream: IO[bytes], path: PathLike,
-                    block_lines: int = BLOCK_LINES) -> Iterator[tuple[int, list[bytes]]]:
+def _bounded_lines(stream: IO[bytes], limit: int) -> Iterator[bytes]:
+    """The lines of `stream`, each longer than `limit` bytes as an `Overlong` of its start."""
+    readline = stream.readline
+    while raw := readline(limit):
+        if len(raw) == limit and not raw.endswith(b"\n"):
+            while (rest := readline(limit)) and not rest.endswith(b"\n"):
+                pass
+            raw = Overlong(raw[:OVERLONG_KEPT])
+            raw.limit = limit
+        yield raw
+
+
+def physical_blocks(stream: IO[bytes], path: PathLike, block_lines: int = BLOCK_LINES,
+                    max_line_bytes: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
     """The lines in blocks of `block_lines`: (1-based number of the first line, raw lines with
     their newlines). Damaged gzip data becomes an InputError naming the first line it took,
-    after the lines before it."""
+    after the lines before it. With `max_line_bytes`, a longer line is read no further (see
+    `Overlong`)."""
     first, block = 1, list[bytes]()
     append = block.append
     error: InputError | None = None
     try:
-        for raw in stream:
+        for raw in stream if max_line_bytes is None else _bounded_lines(stream, max_line_bytes):
             append(raw)
             if len(block) == block_lines:
                 yield first, block
@@ -160,6 +190,9 @@ def physical_blocks(stream: IO[bytes], path: PathLike,
 
 def decode(raw: bytes, line: int, path: PathLike) -> str | InputError:
     """Strict UTF-8 per line, so the error can say which line; a BOM on line 1 is dropped."""
+    if isinstance(raw, Overlong):
+        return InputError(f"line longer than {raw.limit:,} bytes, more than --max-chars allows; "
+                          f"not read further", path=path, line=line)
     if line == 1 and raw.startswith(codecs.BOM_UTF8):
         raw = raw[len(codecs.BOM_UTF8):]
     try:
@@ -177,9 +210,9 @@ def strip_newline(raw: bytes) -> bytes:
     return raw
 
 
-def _jsonl_records(stream: IO[bytes], path: PathLike) -> Iterator[Record]:
+def _jsonl_records(stream: IO[bytes], path: PathLike, max_line_bytes: int | None) -> Iterator[Record]:
     """One JSON object per line; whitespace-only lines are not records and are skipped."""
-    for line, raw in physical_lines(stream, path):
+    for line, raw in physical_lines(stream, path, max_line_bytes):
         record = jsonl_record(line, raw, path)
         if record is not None:
             yield record
@@ -199,6 +232,10 @@ def jsonl_record(line: int, raw: bytes, path: PathLike) -> Record | None:
         error = InputError(f"invalid JSON: {exc.msg} (column {exc.colno}); JSON Lines needs "
                            f"one object per line", path=path, line=line)
         return Record(line, {}, shown, error)
+    except RecursionError:
+        return Record(line, {}, shown, InputError("JSON nested too deeply to read", path=path, line=line))
+    except ValueError as exc:  # an integer of more digits than Python converts
+        return Record(line, {}, shown, InputError(f"unreadable JSON number: {exc}", path=path, line=line))
     if not isinstance(value, dict):
         error = InputError(f"expected a JSON object, got {type(value).__name__} "
                            f"{preview(value)}", path=path, line=line)
@@ -207,7 +244,7 @@ def jsonl_record(line: int, raw: bytes, path: PathLike) -> Record | None:
 
 
 def _delimited_records(stream: IO[bytes], path: PathLike, fmt: str, required: Sequence[str],
-                       quoting: str) -> Iterator[Record]:
+                       quoting: str, max_line_bytes: int | None = None) -> Iterator[Record]:
     """CSV/TSV rows as dicts keyed by the header row; `line` is where a record starts.
 
     The file is decoded line by line ahead of the csv module, so bad bytes are blamed on their
@@ -218,7 +255,7 @@ def _delimited_records(stream: IO[bytes], path: PathLike, fmt: str, required: Se
     consumed: list[str] = []
 
     def decoded_lines() -> Iterator[str]:
-        for line, raw in physical_lines(stream, path):
+        for line, raw in physical_lines(stream, path, max_line_bytes):
             text = decode(raw, line, path)
             if isinstance(text, InputError):
                 undecodable[line] = text
@@ -286,10 +323,13 @@ def _dialect(fmt: str, quoting: str) -> dict[str, Any]:
 
 
 def records(stream: IO[bytes], path: PathLike, fmt: str, required: Sequence[str],
-            quoting: str = "none") -> Iterator[Record]:
+            quoting: str = "none", max_chars: int | None = None) -> Iterator[Record]:
+    """The records of a JSONL, CSV or TSV stream; with `max_chars`, a line too long to hold a
+    text of that length is a bad record, read no further."""
+    limit = None if max_chars is None else line_bytes_limit(max_chars)
     if fmt == "jsonl":
-        return _jsonl_records(stream, path)
-    return _delimited_records(stream, path, fmt, required, quoting)
+        return _jsonl_records(stream, path, limit)
+    return _delimited_records(stream, path, fmt, required, quoting, limit)
 
 
 def import_pyarrow(path: PathLike, purpose: str = "reading Parquet"):

@@ -6,17 +6,20 @@ naming file, line and field instead of a traceback from deep inside a parser.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import re
 from collections.abc import Iterator, Sequence
 from itertools import chain, islice
-from dataclasses import dataclass
+from pathlib import Path
+from dataclasses import dataclass, field as dataclass_field
 from typing import IO, Any, TypeVar
 
 import numpy as np
 
 from gpu_neighbors.data.errors import InputError, PathLike, preview
+from gpu_neighbors.data.output import create_new
 from gpu_neighbors.data.formats import (
     BLOCK_LINES,
     FORMATS,
@@ -27,6 +30,7 @@ from gpu_neighbors.data.formats import (
     is_regular,
     jsonl_record,
     open_input,
+    line_bytes_limit,
     physical_blocks,
     physical_lines,
     records,
@@ -78,11 +82,13 @@ class Candidate:
 @dataclass(frozen=True)
 class CandidateBatch:
     """Consecutive accepted candidates as columns: indices start, start + 1, ..., their
-    physical lines and texts (a scoring run handles millions, a batch at a time)."""
+    physical lines and texts (a scoring run handles millions, a batch at a time), and the
+    label fields the stream was asked to keep (`keep_fields`), one list of strings each."""
 
     start: int
     lines: list[int]
     texts: list[str]
+    labels: dict[str, list[str]] = dataclass_field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -97,7 +103,8 @@ class CandidateBatch:
     def without_first(self, count: int) -> CandidateBatch:
         """The batch less its first `count` candidates."""
         count = min(max(count, 0), len(self))
-        return CandidateBatch(self.start + count, self.lines[count:], self.texts[count:])
+        return CandidateBatch(self.start + count, self.lines[count:], self.texts[count:],
+                              {name: values[count:] for name, values in self.labels.items()})
 
 
 def _text_field(record: Record, field: str, path: PathLike, max_chars: int) -> str | InputError:
@@ -122,6 +129,33 @@ def _checked_text(text: str, path: PathLike, line: int, field: str | None,
         return InputError(f"contains an unpaired surrogate U+{ord(found.group()):04X}, which is "
                           f"not valid Unicode", path=path, line=line, field=field)
     return text
+
+
+def _label_field(fields: dict[str, Any], field: str, path: PathLike, line: int) -> str | InputError:
+    """A label (a system's name, an input's id) as a string: JSON numbers by their JSON text,
+    so a CSV and a JSON Lines file of the same data give the same labels; anything else, or an
+    empty string, is refused."""
+    value = fields.get(field, _MISSING)
+    if value is _MISSING or value is None:
+        return InputError("missing" if value is _MISSING else "null: every candidate needs a value here",
+                          path=path, line=line, field=field)
+    if isinstance(value, str):
+        return value if value else InputError("empty", path=path, line=line, field=field)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return json.dumps(value)
+    return InputError(f"{preview(value)} is not a string or a number", path=path, line=line, field=field)
+
+
+def _labelled(text: str | InputError, fields: dict[str, Any], keep: tuple[str, ...], path: PathLike,
+              line: int) -> tuple[str | InputError, tuple[str, ...]]:
+    """The text, or the first error among it and the kept label fields, with the labels."""
+    labels = []
+    for name in keep:
+        label = _label_field(fields, name, path, line)
+        if isinstance(label, InputError):
+            return (text if isinstance(text, InputError) else label), ()
+        labels.append(label)
+    return text, tuple(labels)
 
 
 def _score_field(record: Record, field: str, path: PathLike, *,
@@ -170,7 +204,7 @@ def read_scored(path: PathLike, *, text_field: str = "text", score_field: str = 
     extra: list[dict[str, Any]] = []
     with open_input(path) as stream:
         fmt = fmt or "jsonl"
-        for record in records(stream, path, fmt, (text_field, score_field), quoting):
+        for record in records(stream, path, fmt, (text_field, score_field), quoting, max_chars):
             if record.error is not None:
                 raise record.error
             text = _text_field(record, text_field, path, max_chars)
@@ -198,13 +232,18 @@ class CandidateStream:
 
     def __init__(self, path: PathLike, *, text_field: str = "text", skip_bad: bool = False,
                  rejects: PathLike | None = None, file_format: str | None = None,
-                 quoting: str = "none", max_chars: int = DEFAULT_MAX_CHARS) -> None:
+                 quoting: str = "none", max_chars: int = DEFAULT_MAX_CHARS,
+                 keep_fields: Sequence[str] = ()) -> None:
         if rejects is not None and not skip_bad:
             raise ValueError("a rejects file is only written with skip_bad=True")
         self.path = path
         self.format = resolve_format(path, file_format, FORMATS)
         if self.format == "parquet" and not is_regular(path):
             raise InputError("Parquet needs a file it can seek in, not a pipe", path=path)
+        self.keep_fields = tuple(keep_fields)
+        if self.keep_fields and self.format == "text":
+            raise InputError(f"plain text has no fields, so no {', '.join(map(repr, self.keep_fields))}: "
+                             "use JSON Lines, CSV, TSV or Parquet", path=path)
         self.text_field = text_field
         self.skip_bad = skip_bad
         self.rejects = rejects
@@ -220,31 +259,45 @@ class CandidateStream:
     def batches(self, size: int) -> Iterator[CandidateBatch]:
         """The candidates in batches of `size` (the last one shorter), as a scoring run takes
         them; the per-line work runs in one loop per block of lines. Before a bad record
-        stops the pass, the good ones before it come out as a shorter batch."""
+        stops the pass, the good ones before it come out as a shorter batch. A missing or bad
+        kept label field makes the record bad, as a bad text does."""
         if self._passes and not is_regular(self.path):
             raise InputError("is a pipe or standard input: it can be read only once; save it "
                              "to a file to read it again", path=self.path)
         self._passes += 1
         self.rejected = 0
-        log = None if self.rejects is None else open(self.rejects, "w", encoding="utf-8")
+        log = None if self.rejects is None else io.TextIOWrapper(create_new(Path(self.rejects)), encoding="utf-8")
+        keep = self.keep_fields
         try:
-            start, lines, texts = 0, list[int](), list[str]()
-            for block in self._blocks():
-                for line, text, raw in block:
+            start, lines, texts, labels = 0, list[int](), list[str](), [list[str]() for _ in keep]
+            blocks = self._blocks()
+            while True:
+                try:
+                    block = next(blocks)
+                except StopIteration:
+                    break
+                except InputError:  # unreadable from here on (damaged gzip): the rows before it first
+                    if texts:
+                        yield CandidateBatch(start, lines, texts, dict(zip(keep, labels)))
+                    raise
+                for line, text, raw, values in block:
                     if isinstance(text, InputError):
                         if not self.skip_bad:
                             if texts:
-                                yield CandidateBatch(start, lines, texts)
+                                yield CandidateBatch(start, lines, texts, dict(zip(keep, labels)))
                             raise text
                         self._reject(text, raw, log)
                         continue
                     lines.append(line)
                     texts.append(text)
+                    if keep:
+                        for column, value in zip(labels, values):
+                            column.append(value)
                     if len(texts) == size:
-                        yield CandidateBatch(start, lines, texts)
-                        start, lines, texts = start + size, [], []
+                        yield CandidateBatch(start, lines, texts, dict(zip(keep, labels)))
+                        start, lines, texts, labels = start + size, [], [], [[] for _ in keep]
             if texts:
-                yield CandidateBatch(start, lines, texts)
+                yield CandidateBatch(start, lines, texts, dict(zip(keep, labels)))
         finally:
             if log is not None:
                 log.close()
@@ -255,25 +308,36 @@ class CandidateStream:
             entry = {"line": error.line, "reason": error.detail, "raw": raw}
             log.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
-    def _blocks(self) -> Iterator[list[tuple[int, str | InputError, Any]]]:
+    def _blocks(self) -> Iterator[list[tuple[int, str | InputError, Any, tuple[str, ...]]]]:
         """Blocks of (line, text or the error that rejects it, the raw record for a rejects
-        file)."""
+        file, the kept labels)."""
+        keep, path = self.keep_fields, self.path
         if self.format == "parquet":
-            yield from _in_blocks(_parquet_texts(self.path, self.text_field, self.max_chars))
+            yield from _in_blocks(_parquet_texts(path, self.text_field, self.max_chars, keep))
             return
-        with open_input(self.path) as stream:
+        with open_input(path) as stream:
             fmt = self.format or sniff_format(stream)
             if fmt == "text":
-                yield from _in_blocks(_text_lines(stream, self.path, self.max_chars))
+                if keep:  # a pipe sniffed as plain text
+                    raise InputError(f"plain text has no fields, so no {', '.join(map(repr, keep))}", path=path)
+                no_labels: tuple[str, ...] = ()
+                yield from _in_blocks((line, text, raw, no_labels) for line, text, raw
+                                      in _text_lines(stream, path, self.max_chars))
             elif fmt == "jsonl":
-                yield from _jsonl_blocks(stream, self.path, self.text_field, self.max_chars)
+                yield from _jsonl_blocks(stream, path, self.text_field, self.max_chars, keep)
             else:
-                records_ = records(stream, self.path, fmt, (self.text_field,), self.quoting)
+                records_ = records(stream, path, fmt, (self.text_field, *keep), self.quoting, self.max_chars)
                 yield from _in_blocks(
-                    (record.line, record.error or _text_field(record, self.text_field, self.path, self.max_chars),
-                     record.raw)
-                    for record in records_
+                    _candidate_record(record, self.text_field, path, self.max_chars, keep) for record in records_
                 )
+
+
+def _candidate_record(record: Record, field: str, path: PathLike, max_chars: int,
+                      keep: tuple[str, ...]) -> tuple[int, str | InputError, Any, tuple[str, ...]]:
+    """A parsed record as a candidate stream's item: (line, text or error, raw, labels)."""
+    text, labels = _labelled(record.error or _text_field(record, field, path, max_chars), record.fields,
+                             keep, path, record.line)
+    return record.line, text, record.raw, labels
 
 
 def _in_blocks(items: Iterator[T]) -> Iterator[list[T]]:
@@ -283,40 +347,53 @@ def _in_blocks(items: Iterator[T]) -> Iterator[list[T]]:
 
 def iter_candidates(path: PathLike, *, text_field: str = "text", skip_bad: bool = False,
                     rejects: PathLike | None = None, file_format: str | None = None,
-                    quoting: str = "none", max_chars: int = DEFAULT_MAX_CHARS) -> CandidateStream:
+                    quoting: str = "none", max_chars: int = DEFAULT_MAX_CHARS,
+                    keep_fields: Sequence[str] = ()) -> CandidateStream:
     """Streams candidates; bad records raise InputError, or with `skip_bad` are skipped,
     counted in `.rejected` and logged to `rejects` as JSONL {"line", "reason", "raw"}.
-    Plain text keeps empty lines as empty candidates (they score as undefined)."""
+    Plain text keeps empty lines as empty candidates (they score as undefined). Each of
+    `keep_fields` (e.g. the system that made a text) is read as a label into the batches."""
     return CandidateStream(path, text_field=text_field, skip_bad=skip_bad, rejects=rejects,
-                           file_format=file_format, quoting=quoting, max_chars=max_chars)
+                           file_format=file_format, quoting=quoting, max_chars=max_chars,
+                           keep_fields=keep_fields)
 
 
-def _jsonl_blocks(stream: IO[bytes], path: PathLike, field: str,
-                  max_chars: int) -> Iterator[list[tuple[int, str | InputError, Any]]]:
-    """The text field of each JSON Lines record, block by block. A line that is a JSON object
-    with a string `field` within the limits is taken in one step; any other line goes through
-    the full record checks, which name what is wrong (so both ways accept and refuse the same
-    lines)."""
+def _jsonl_blocks(stream: IO[bytes], path: PathLike, field: str, max_chars: int,
+                  keep: tuple[str, ...] = ()) -> Iterator[list[tuple[int, str | InputError, Any, tuple[str, ...]]]]:
+    """The text field (and the `keep` labels) of each JSON Lines record, block by block. A line
+    that is a JSON object with a string `field` within the limits is taken in one step; any
+    other line, or one whose labels are bad, goes through the full record checks, which name
+    what is wrong (so both ways accept and refuse the same lines)."""
     loads = json.loads
-    for first, raws in physical_blocks(stream, path):
-        block: list[tuple[int, str | InputError, Any]] = []
+    for first, raws in physical_blocks(stream, path, max_line_bytes=line_bytes_limit(max_chars)):
+        block: list[tuple[int, str | InputError, Any, tuple[str, ...]]] = []
         for line, raw in enumerate(raws, first):
+            value: Any = None
             try:
-                text = loads(raw.decode("utf-8"))[field]
-            except (ValueError, LookupError, TypeError):  # bad bytes or JSON, no field, no object
+                if type(raw) is bytes:  # not Overlong
+                    value = loads(raw.decode("utf-8"))
+                    text = value[field]
+                else:
+                    text = None
+            except (ValueError, LookupError, TypeError, RecursionError):  # bad bytes or JSON, no field, no object
                 text = None
             if type(text) is str and len(text) <= max_chars and (text.isascii() or not _SURROGATE.search(text)):
-                block.append((line, text, None))
-                continue
+                if not keep:
+                    block.append((line, text, None, ()))
+                    continue
+                checked, labels = _labelled(text, value, keep, path, line)
+                if not isinstance(checked, InputError):
+                    block.append((line, checked, None, labels))
+                    continue
             record = jsonl_record(line, raw, path)
             if record is not None:
-                block.append((line, record.error or _text_field(record, field, path, max_chars), record.raw))
+                block.append(_candidate_record(record, field, path, max_chars, keep))
         yield block
 
 
 def _text_lines(stream: IO[bytes], path: PathLike,
                 max_chars: int) -> Iterator[tuple[int, str | InputError, str]]:
-    for line, raw in physical_lines(stream, path):
+    for line, raw in physical_lines(stream, path, line_bytes_limit(max_chars)):
         body = strip_newline(raw)
         text = decode(body, line, path)
         if isinstance(text, str):
@@ -332,29 +409,36 @@ def _is_string_type(pa, data_type) -> bool:
     return pa.types.is_string(data_type) or pa.types.is_large_string(data_type) or is_view(data_type)
 
 
-def _parquet_texts(path: PathLike, field: str,
-                   max_chars: int) -> Iterator[tuple[int, str | InputError, Any]]:
-    """Rows of one column in record batches; `line` is the 1-based row number."""
+def _parquet_texts(path: PathLike, field: str, max_chars: int,
+                   keep: tuple[str, ...] = ()) -> Iterator[tuple[int, str | InputError, Any, tuple[str, ...]]]:
+    """Rows of the text column (and the `keep` label columns) in record batches; `line` is
+    the 1-based row number."""
     pa = import_pyarrow(path)
     try:
         parquet = pa.parquet.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"not a readable Parquet file: {exc}", path=path) from None
     schema = parquet.schema_arrow
-    if field not in schema.names:
-        raise InputError(f"no such column (the file has {', '.join(map(repr, schema.names))})",
-                         path=path, field=field)
+    for name in (field, *keep):
+        if name not in schema.names:
+            raise InputError(f"no such column (the file has {', '.join(map(repr, schema.names))})",
+                             path=path, field=name)
     data_type = schema.field(field).type
     if not _is_string_type(pa, data_type):
         raise InputError(f"column type is {data_type}, not a string type", path=path, field=field)
     row = 0
+    columns = [field, *(name for name in keep if name != field)]
     try:
-        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=[field]):
-            for value in batch.column(0).to_pylist():
+        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=columns):
+            kept = [batch.column(columns.index(name)).to_pylist() for name in keep]
+            for position, value in enumerate(batch.column(0).to_pylist()):
                 row += 1
                 if value is None:
-                    yield row, InputError("missing (null)", path=path, line=row, field=field), None
+                    text: str | InputError = InputError("missing (null)", path=path, line=row, field=field)
                 else:
-                    yield row, _checked_text(value, path, row, field, max_chars), value
+                    text = _checked_text(value, path, row, field, max_chars)
+                fields = {name: values[position] for name, values in zip(keep, kept)}
+                checked, labels = _labelled(text, fields, keep, path, row)
+                yield row, checked, value, labels
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"cannot read: {exc}", path=path, line=row + 1) from None

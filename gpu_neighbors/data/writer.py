@@ -1,7 +1,6 @@
 """A resumable result writer: JSONL rows that survive a kill at any moment."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import sys
@@ -14,6 +13,7 @@ import numpy as np
 
 from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike, preview
 from gpu_neighbors.data.formats import COUNT_CHUNK_BYTES, import_pyarrow
+from gpu_neighbors.data.output import SafeOutput, create_new, refuse_compressed_name, sidecar
 from gpu_neighbors.data.jsonlines import Column, UnwritableRow, encode_columns, encode_rows, plain_json
 
 _MISSING = object()
@@ -35,49 +35,53 @@ class ResultWriter:
     resuming under other settings is refused, because mixing rows from two configurations in
     one file would be silently wrong. An exclusive lock on `path + ".lock"` makes a second run
     on the same output fail at once. `-` writes to standard output: no resume, no fsync, no
-    sidecar.
+    sidecar. The files are handled by `output.SafeOutput`: no output or sidecar may be one of
+    `inputs` ({flag: path}); `companions` ({flag: path}, e.g. the rejects file) are written to
+    partial files and moved into place with the output, so a failed `overwrite` run keeps them.
     """
 
     def __init__(self, path: PathLike, resume: bool = False,
-                 header: dict[str, Any] | None = None, overwrite: bool = False) -> None:
+                 header: dict[str, Any] | None = None, overwrite: bool = False,
+                 inputs: Mapping[str, PathLike | None] | None = None,
+                 companions: Mapping[str, PathLike | None] | None = None) -> None:
         self.header = _json_normalised(header)
         self.previously_complete = False
         self.complete = False
         self.checkpoint: dict[str, Any] = {}
         self._done = self._bytes = 0
         self._closed = False
-        self._lock: IO[bytes] | None = None
         self.to_stdout = str(path) == STANDARD_STREAM
         self.path = Path(path)
-        self.partial_path = Path(f"{path}.partial")
-        self.meta_path = Path(f"{path}.meta.json")
-        self.lock_path = Path(f"{path}.lock")
-        if self.to_stdout:
-            if resume:
-                raise InputError("cannot resume a run written to standard output", path=path)
-            self._file: IO[bytes] = sys.stdout.buffer
-            return
-        _check_output_path(self.path)
+        self.partial_path = sidecar(path, ".partial")
+        self.meta_path = sidecar(path, ".meta.json")
+        self.lock_path = sidecar(path, ".lock")
+        if self.to_stdout and resume:
+            raise InputError("cannot resume a run written to standard output", path=path)
+        # Companions (a rejects file) are written beside the output and committed with it.
+        self._output = SafeOutput({"--output": path, **(companions or {})}, inputs=inputs,
+                                  overwrite=overwrite, resume=resume, keep_partial=True)
         try:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            except FileExistsError as error:
-                raise InputError(f"cannot create its folder: {error.filename} is a file",
-                                 path=self.path) from None
-            self._lock = _exclusive_lock(self.lock_path, self.path)
+            for companion in self._output.paths:
+                if companion != self.path:
+                    self._output.create_path(companion)
+            if self.to_stdout:
+                self._file: IO[bytes] = sys.stdout.buffer
+                return
+            self._file = self._output.resume() if resume else self._output.create()
             if resume:
                 self._done, self._bytes = self._recover()
-            elif self.path.exists() and not overwrite:
-                raise InputError("exists already; pass --overwrite to replace it, or --resume "
-                                 "to continue the run that wrote it", path=self.path)
-            # The sidecar is written before the partial output is truncated or appended to: a
-            # kill in between leaves a record that still describes what is on disk.
+            # The sidecar is written before rows are appended: a kill in between leaves a
+            # record that still describes what is on disk.
             if not self.previously_complete:
                 self._save_meta()
-            self._file = open(self.partial_path, "ab" if resume else "wb")
         except BaseException:
-            self._release()
+            self._output.discard()
+            self._output.release()
             raise
+
+    def companion_partial(self, path: PathLike) -> Path:
+        """Where a companion output (e.g. the rejects file) is written until the run completes."""
+        return self._output.partial(path)
 
     @property
     def done(self) -> int:
@@ -99,14 +103,16 @@ class ResultWriter:
     def _append(self, encode: Callable[[int], bytes], checkpoint: dict[str, Any] | None) -> None:
         if self._closed:
             raise ValueError(f"{self.path}: the writer is closed")
-        if self.previously_complete:
-            return  # a finished run resumed: every row is already in the output
         try:
             data = encode(self._done)
         except UnwritableRow as error:
             raise ValueError(f"{self.path}: {error} (write None for an undefined value)") from None
         if not data:
             return
+        if self.previously_complete:  # its rows are all in the output: more would be dropped
+            raise InputError(f"cannot resume: the run is finished with {self._done:,} rows, but "
+                             f"the input now has more; pass --overwrite to score it again",
+                             path=self.path)
         self._file.write(data)
         self._file.flush()
         self._done += data.count(b"\n")  # JSON escapes every newline inside a value
@@ -125,18 +131,19 @@ class ResultWriter:
         self._closed = True
         if self.to_stdout:
             self._file.flush()
-            self.complete = complete
-            return
         try:
-            self._file.close()
             if complete and not self.previously_complete:
-                os.replace(self.partial_path, self.path)
+                self._output.commit()  # companions, then the output: each fsynced and renamed
                 self.complete = True
-                self._save_meta()
-                _fsync_directory(self.path.parent)
+                if not self.to_stdout:
+                    self._save_meta()
+            else:
+                # A finished run resumed has nothing new to move into place.
+                self._output.keep_partial = not self.previously_complete
+                self._output.discard()
             self.complete = complete
         finally:
-            self._release()
+            self._output.release()
 
     def __enter__(self) -> ResultWriter:
         return self
@@ -144,12 +151,6 @@ class ResultWriter:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.close(complete=exc_type is None)
-
-    def _release(self) -> None:
-        if self._lock is not None:
-            self.lock_path.unlink(missing_ok=True)
-            self._lock.close()  # closing the descriptor releases the flock
-            self._lock = None
 
     def _recover(self) -> tuple[int, int]:
         """(rows, bytes) safely on disk from an earlier run; trims the partial output to them."""
@@ -179,7 +180,7 @@ class ResultWriter:
             rows, keep = _complete_lines(self.partial_path, size) if size else (0, 0)
             self.checkpoint = {}  # it described rows that are gone
         if size > keep:
-            os.truncate(self.partial_path, keep)
+            os.ftruncate(self._file.fileno(), keep)
         return rows, keep
 
     def _load_meta(self) -> dict[str, Any] | None:
@@ -200,9 +201,8 @@ class ResultWriter:
         payload = {"header": self.header, "rows": self._done, "bytes": self._bytes,
                    "complete": self.complete, "checkpoint": self.checkpoint}
         temporary = self.meta_path.with_name(self.meta_path.name + ".tmp")
-        with open(temporary, "w", encoding="utf-8") as file:
-            json.dump(payload, file, ensure_ascii=False, indent=2)
-            file.write("\n")
+        with create_new(temporary) as file:
+            file.write((json.dumps(payload, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, self.meta_path)
@@ -216,7 +216,9 @@ class ParquetResultWriter(ResultWriter):
     "double" for a column whose first batch holds only nulls); other columns are inferred."""
 
     def __init__(self, path: PathLike, resume: bool = False, header: dict[str, Any] | None = None,
-                 overwrite: bool = False, types: Mapping[str, str] | None = None) -> None:
+                 overwrite: bool = False, inputs: Mapping[str, PathLike | None] | None = None,
+                 companions: Mapping[str, PathLike | None] | None = None,
+                 types: Mapping[str, str] | None = None) -> None:
         if resume:
             raise InputError("cannot resume a Parquet output (a killed run leaves no readable "
                              "file); write JSON Lines (.jsonl) to be able to resume", path=path)
@@ -225,7 +227,7 @@ class ParquetResultWriter(ResultWriter):
         self._arrow = import_pyarrow(path, "writing Parquet")
         self._types = dict(types or {})
         self._parquet: Any = None
-        super().__init__(path, header=header, overwrite=overwrite)
+        super().__init__(path, header=header, overwrite=overwrite, inputs=inputs, companions=companions)
 
     def write_many(self, rows: Iterable[dict[str, Any]],
                    checkpoint: dict[str, Any] | None = None) -> None:
@@ -261,32 +263,17 @@ class ParquetResultWriter(ResultWriter):
 
 
 def open_results(path: PathLike, resume: bool = False, header: dict[str, Any] | None = None,
-                 overwrite: bool = False, types: Mapping[str, str] | None = None) -> ResultWriter:
-    """The writer for `path`: Parquet for a `.parquet` name, else JSON Lines."""
+                 overwrite: bool = False, types: Mapping[str, str] | None = None,
+                 inputs: Mapping[str, PathLike | None] | None = None,
+                 companions: Mapping[str, PathLike | None] | None = None) -> ResultWriter:
+    """The writer for `path`: Parquet for a `.parquet` name, else JSON Lines (never compressed:
+    a compressed name is refused rather than holding plain text)."""
+    refuse_compressed_name(path)
     if str(path).lower().endswith(".parquet"):
-        return ParquetResultWriter(path, resume=resume, header=header, overwrite=overwrite, types=types)
-    return ResultWriter(path, resume=resume, header=header, overwrite=overwrite)
-
-
-def _check_output_path(path: Path) -> None:
-    """An output must be a regular file (or not exist yet): a directory, device or FIFO has no
-    place for the partial file and the progress record beside it."""
-    if path.exists() and not path.is_file():
-        raise InputError("is not a regular file; give a file path, or - for standard output",
-                         path=path)
-
-
-def _exclusive_lock(lock_path: Path, output: Path) -> IO[bytes]:
-    """Holds an exclusive flock on `lock_path` for the life of the run, or fails at once."""
-    handle = open(lock_path, "ab")
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise InputError(f"another gpu-neighbors run is writing this output (it holds "
-                         f"{lock_path.name}); wait for it to finish or choose another output",
-                         path=output) from None
-    return handle
+        return ParquetResultWriter(path, resume=resume, header=header, overwrite=overwrite, types=types,
+                                   inputs=inputs, companions=companions)
+    return ResultWriter(path, resume=resume, header=header, overwrite=overwrite, inputs=inputs,
+                        companions=companions)
 
 
 def _json_normalised(header: dict[str, Any] | None) -> Any:
@@ -325,14 +312,3 @@ def _complete_lines(path: Path, size: int) -> tuple[int, int]:
                 keep = position + chunk.rindex(b"\n") + 1
             position += len(chunk)
     return lines, keep
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Makes a rename durable; POSIX only (Windows cannot open a directory)."""
-    if os.name != "posix":
-        return
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from gpu_neighbors.evaluation.agreement import Agreement
 from gpu_neighbors.evaluation.calibration import CoveragePoint
 from gpu_neighbors.evaluation.protocols import CurvePoint, SweepPoint
+from gpu_neighbors.evaluation.systems import SystemComparison
 
 RHO_COLOR = "tab:blue"
 COVERAGE_COLOR = "tab:orange"
@@ -32,7 +33,7 @@ def _figure(width: float = 7.0, height: float = 4.2) -> Figure:
 
 
 def _save(figure: Figure, path: Path) -> Path:
-    figure.savefig(path, dpi=DPI, bbox_inches="tight")
+    figure.savefig(path, dpi=DPI, bbox_inches="tight", format="png")  # the path may be a .partial
     return path
 
 
@@ -192,3 +193,26 @@ def _wrap(label: str, width: int = 16) -> str:
         else:
             line += piece
     return "\n".join([*lines, line])
+
+
+def plot_systems(panels: Sequence[tuple[str, SystemComparison]], path: Path) -> Path:
+    """Each system's mean with its 95% bootstrap interval, one panel per comparison (the
+    candidates' estimates; the training set's leave-one-out estimates and human scores),
+    systems in the first panel's order. The panels share one scale, so an estimate that shrinks
+    differences between systems shows as points closer together than the human ones."""
+    order = [row.system for row in panels[0][1].systems]
+    figure = _figure(max(5.0, 0.9 * len(order) + 2.5) * len(panels) * 0.8 + 1.0, 4.2)
+    axes = figure.subplots(1, len(panels), squeeze=False, sharey=True)[0]
+    for axis, (title, comparison) in zip(axes, panels):
+        rows = {row.system: row for row in comparison.systems}
+        names = [name for name in order if name in rows] + [name for name in rows if name not in order]
+        means = np.array([rows[name].mean for name in names])
+        errors = np.array([[rows[name].mean - rows[name].low, rows[name].high - rows[name].mean] for name in names]).T
+        axis.errorbar(np.arange(len(names)), means, yerr=np.nan_to_num(errors), fmt="o", color=RHO_COLOR,
+                      ecolor="black", capsize=4)
+        axis.set_xticks(np.arange(len(names)), [_wrap(name) for name in names], fontsize=8)
+        axis.set_xlim(-0.5, len(names) - 0.5)
+        axis.set_title(title, fontsize=10)
+        axis.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("mean (95% bootstrap interval)")
+    return _save(figure, path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,11 @@ from gpu_neighbors.evaluation.protocols import (
     sweep,
 )
 from gpu_neighbors.data import ScoredData
+from gpu_neighbors.data.output import SafeOutput
 from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
 from gpu_neighbors.core.signature import Signature
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE
+from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS as SCAN_SMOOTHINGS
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.evaluation.tables import cell, markdown_table
 from gpu_neighbors.core.tuning import tune
@@ -75,7 +77,6 @@ KERNEL_CAVEATS = {
     "bertscore": "The paper does not state its BERTScore model, layer, idf or rescaling, and tau = 0.10 "
                  "means different pairs under different models and baselines; ours are {settings}.",
 }
-SCAN_SMOOTHINGS = ("none", "epsilon", "add1", "exp")
 
 
 @dataclass(frozen=True)
@@ -241,52 +242,60 @@ def implementation_scan(
 # -- writing ------------------------------------------------------------------------------------
 
 
-def write_report(report: Report, out_dir: Path | str, page: Path | str | None = None, paper: str | None = None) -> Path:
+def write_report(report: Report, out_dir: Path | str, page: Path | str | None = None, paper: str | None = None,
+                 *, inputs: Mapping[str, Path | str | None] | None = None, overwrite: bool = False) -> Path:
     """Write the PNGs into `out_dir` and the markdown to `page` (default out_dir/report.md),
-    with image links relative to the page. Returns the page's path."""
+    with image links relative to the page. Returns the page's path. Written as every output
+    is (`data.output.SafeOutput`): all files appear together when complete, never onto one of
+    `inputs`, and an existing page is replaced only with `overwrite`."""
     from gpu_neighbors.evaluation import plots
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    page = Path(page) if page is not None else out_dir / "report.md"
-    page.parent.mkdir(parents=True, exist_ok=True)
+    page = report_page(out_dir, page)
+    main = report.kernels[0]
+    human_rho = report.humans.get("Human (average)")
+    images = {name: out_dir / f"{name}.png"
+              for name in ("kernels", "scatter", "curve", "calibration", *(f"sweep_{p}" for p in report.main["sweeps"]))}
 
     def link(path: Path) -> str:
         return Path(os.path.relpath(path, page.parent)).as_posix()
 
-    main = report.kernels[0]
-    human_rho = report.humans.get("Human (average)")
-    images = {
-        "kernels": plots.plot_kernels(
+    outputs = {"--page": page, **{f"--out {path.name}": path for path in images.values()}}
+    with SafeOutput(outputs, inputs=inputs, overwrite=overwrite) as files:
+        plots.plot_kernels(
             [(result.spec.label, result.default.agreement, result.tuned.agreement) for result in report.kernels],
-            report.humans, out_dir / "kernels.png",
-        ),
-        "scatter": plots.plot_scatter(
+            report.humans, files.create_path(images["kernels"]),
+        )
+        plots.plot_scatter(
             report.data.scores,
             [(f"{main.spec.label}, given thresholds", main.default.prediction.scores),
              (f"{main.spec.label}, tuned (nested)", main.tuned.prediction.scores)],
-            _groups(report.data), out_dir / "scatter.png",
-        ),
-        "curve": plots.plot_curve(report.main["curve"], out_dir / "curve.png"),
-        "calibration": plots.plot_calibration(report.main["calibration"], out_dir / "calibration.png"),
-    }
-    for parameter, points in report.main["sweeps"].items():
-        images[f"sweep_{parameter}"] = plots.plot_sweep(
-            points, _given(main.thresholds, parameter), human_rho.spearman if human_rho else None,
-            out_dir / f"sweep_{parameter}.png",
+            _groups(report.data), files.create_path(images["scatter"]),
         )
-    sections = [_intro(report)]
-    if paper is not None:
-        sections.append(_paper_section(report, paper))
-    sections += [
-        _kernel_section(report, link(images["kernels"])),
-        _tuning_section(report, link(images["scatter"])),
-        _sweep_section(report, {parameter: link(images[f"sweep_{parameter}"]) for parameter in ("a", "b", "tau")}),
-        _curve_section(report, link(images["curve"])),
-        _calibration_section(report, link(images["calibration"])),
-    ]
-    page.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
+        plots.plot_curve(report.main["curve"], files.create_path(images["curve"]))
+        plots.plot_calibration(report.main["calibration"], files.create_path(images["calibration"]))
+        for parameter, points in report.main["sweeps"].items():
+            plots.plot_sweep(
+                points, _given(main.thresholds, parameter), human_rho.spearman if human_rho else None,
+                files.create_path(images[f"sweep_{parameter}"]),
+            )
+        sections = [_intro(report)]
+        if paper is not None:
+            sections.append(_paper_section(report, paper))
+        sections += [
+            _kernel_section(report, link(images["kernels"])),
+            _tuning_section(report, link(images["scatter"])),
+            _sweep_section(report, {parameter: link(images[f"sweep_{parameter}"]) for parameter in ("a", "b", "tau")}),
+            _curve_section(report, link(images["curve"])),
+            _calibration_section(report, link(images["calibration"])),
+        ]
+        files.create().write(("\n\n".join(sections) + "\n").encode("utf-8"))
     return page
+
+
+def report_page(out_dir: Path | str, page: Path | str | None = None) -> Path:
+    """Where the report's markdown goes: `page`, or OUT/report.md."""
+    return Path(page) if page is not None else Path(out_dir) / "report.md"
 
 
 def _groups(data: ScoredData) -> list[str] | None:

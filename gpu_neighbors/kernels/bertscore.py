@@ -49,7 +49,9 @@ from pathlib import Path
 
 import torch
 
-from gpu_neighbors.text.tokenizers import Tokenizer
+from gpu_neighbors.core.tiling import HostTensors
+from gpu_neighbors.text.hub import hub_access
+from gpu_neighbors.text.tokenizers import Tokenizer, one_line
 from gpu_neighbors.kernels.base import Kernel
 
 PRECISIONS = ("float32", "float16", "bfloat16")
@@ -61,10 +63,12 @@ BASELINE_SEED = 0
 
 
 @dataclass(frozen=True)
-class TokenEmbeddings:
+class TokenEmbeddings(HostTensors):
     """Unit token embeddings and normalised weights of a list of texts (a ragged batch).
 
     Texts with the same tokens share one stored slice, so `offsets` may repeat."""
+
+    host_tensors = ("lengths",)
 
     vectors: torch.Tensor  # [tokens, hidden], unit rows
     weights: torch.Tensor  # float32 [tokens], summing to 1 (or 0) over each text
@@ -94,7 +98,7 @@ class TokenEmbeddings:
         return self.vectors[index], weights
 
 
-class BertScoreKernel(Kernel[TokenEmbeddings]):
+class BertScoreKernel(HostTensors, Kernel[TokenEmbeddings]):
     """BERTScore F1 of candidate vs training text, optionally idf-weighted and rescaled.
 
     model: Hugging Face name (already in the local cache) or local folder.
@@ -107,6 +111,8 @@ class BertScoreKernel(Kernel[TokenEmbeddings]):
     float16 on CUDA, float32 on the CPU.
     The scorer's tokenizer is not used: the model brings its own.
     """
+
+    host_tensors = ("_token_weight",)  # indexed by host token ids while batches are padded
 
     name = "bertscore"
     default_tau = 0.10
@@ -393,12 +399,13 @@ def load_model(name: str, layer: int, allow_download: bool = False):
 
     where = {"local_files_only": not allow_download, "trust_remote_code": False}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, **where)
-        model = AutoModel.from_pretrained(name, **where)
-    except (OSError, ValueError) as error:
+        with hub_access(allow_download):
+            tokenizer = AutoTokenizer.from_pretrained(name, **where)
+            model = AutoModel.from_pretrained(name, **where)
+    except Exception as error:  # a damaged folder fails in many ways, each an input error
         raise ValueError(
             f"cannot load BERTScore model {name!r}: give a local folder or a model already in the "
-            f"Hugging Face cache, or a hub name with --allow-download ({error})"
+            f"Hugging Face cache, or a hub name with --allow-download ({one_line(error)})"
         ) from None
     model.eval()
     if hasattr(model, "encoder") and hasattr(model, "decoder"):

@@ -11,7 +11,9 @@ and BLEU* = 0 when x is empty or shares no unigram with s. A zero m_n is smoothe
     add1    (method2) P_n = (m_n + 1) / (t_n + 1) for every n >= 2, zero or not
     exp     (method3) P_n = 1 / (2^k t_n) for the k-th order with m_n = 0
 Per order, one sparse product of the candidates' occurrence features with the training set's
-gives every clipped count of a tile at once (see `ngrams.py`).
+gives every clipped count of a tile at once (see `ngrams.py`). No exp, log or root runs on the
+device: every factor of a pair's value is gathered from host tables by its lengths and counts
+(`bleu_tables.py`) and multiplied in a fixed order, so a tile is the same bits on every device.
 
 Other `weights` (1 to 4 orders from 1, e.g. BLEU-4's (1/4, 1/4, 1/4, 1/4)) take a general
 path on the same stored counts: NLTK's formula (`bleu_sets.bleu_from_counts`) per pair sharing a
@@ -48,44 +50,73 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
+from gpu_neighbors.core.sparse import sparse_mm
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
-from gpu_neighbors.kernels.bleu_sets import bleu_from_counts, check_weights
+from gpu_neighbors.kernels.bleu_sets import check_weights
+from gpu_neighbors.kernels.bleu_tables import (
+    PrecisionTables,
+    bleu_of_rows,
+    brevity,
+    check_smoothing,
+    star_by_length,
+    star_order_factors,
+)
 from gpu_neighbors.text.ngrams import NgramFeatures, OrderTable, lookup_sorted, occurrence_rank
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, TokenizedTexts, Tokenizer
 from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary
 
-SMOOTHINGS = ("none", "epsilon", "add1", "exp")
-EPSILON = 0.1  # NLTK's SmoothingFunction default epsilon for method1
 MAX_ORDER = 4
 # BLEU*: BLEU-4 without the unigram precision, the paper's kernel and the default; any other
 # weights take the general path (`weighted_bleu`).
 BLEU_STAR_WEIGHTS = (0.0, 1 / 3, 1 / 3, 1 / 3)
 FIT_SLICE = 65_536  # training texts tokenized at a time
-# What sharing order n = 2, 3, 4 divides out of a pair's product of smoothed numerators. Their
-# product is the pair's numerator product with m_2 = m_3 = m_4 = 0. For `exp` the zeros are
-# numbered k = 1, 2, 3 from order 2; sharing order n leaves zeros only above n, so it removes
-# the factor 2^-k of the last zero, k = 5 - n. `none` divides out 1 and is masked apart.
-UNMATCHED_NUMERATORS = {
-    "none": (1.0, 1.0, 1.0),
-    "epsilon": (EPSILON, EPSILON, EPSILON),
-    "add1": (1.0, 1.0, 1.0),
-    "exp": (1 / 8, 1 / 4, 1 / 2),
-}
 DROPPED = -2  # id-table value of ids that decode would drop (special tokens, vocabulary holes)
 FEATURE_BYTES = 4  # one float32 entry of the dense candidate-feature matrix of the id path
 FEATURE_SHARE = 2  # at most 1/FEATURE_SHARE of the memory budget goes to those features
 WORD_SLICE_BYTES = 1 << 25  # dense candidate-word matrix of the shared-word join, per slice
 
 
+# Every exp, log and root comes from host tables (`bleu_tables`), gathered by integer index:
+# BLEU*'s order factors [3, counts], or the precision tables of other weights.
+Factors = torch.Tensor | PrecisionTables
+
+
+@dataclass(frozen=True)
+class ChunkWords:
+    """The distinct words of a chunk of candidates and who holds them, for BLEU*'s shared-word
+    join: found once per chunk (data-dependent shapes, so host synchronisations on a GPU), so
+    that the tiles need none."""
+
+    words: torch.Tensor  # int64 [W]: sorted unigram feature ids (g, 1) of the chunk's words
+    rows: torch.Tensor  # int64 [E]: candidate of each (candidate, word) entry, row-major order
+    word_of: torch.Tensor  # int64 [E]: the entry's word, a position in `words`
+
+    @classmethod
+    def of(cls, unigrams: torch.Tensor, first_occurrence: torch.Tensor) -> ChunkWords:
+        """From unigram occurrence features (COO [rows x F_1]) and which features say "holds
+        word g" (bool [F_1])."""
+        rows, features = unigrams.coalesce().indices()
+        keep = first_occurrence[features]
+        rows, features = rows[keep], features[keep]
+        words, word_of = torch.unique(features, sorted=True, return_inverse=True)
+        return cls(words, rows, word_of)
+
+
 @dataclass(frozen=True)
 class EncodedBleu:
-    """A chunk of candidates: occurrence matrices per order and token counts."""
+    """A chunk of candidates: occurrence matrices per order, token counts, the host-made
+    factors their lengths and counts can reach, and (BLEU*) their words."""
 
     features: list[torch.Tensor]  # sparse COO [rows x F_n] for n = 1..4
-    lengths: torch.Tensor  # float64 [rows]
+    lengths: torch.Tensor  # int64 [rows]
+    length_index: torch.Tensor  # int64 [rows]: the row of `by_length` of each candidate's length
+    by_length: torch.Tensor  # float64 [distinct lengths, distinct training lengths]
+    factors: Factors
+    words: ChunkWords | None = None
 
     def __len__(self) -> int:
         return int(self.lengths.numel())
@@ -94,10 +125,10 @@ class EncodedBleu:
 @dataclass(frozen=True)
 class TrainingBlock:
     """Training texts of one block on the ids' device: occurrence matrices per order (CSR) and
-    lengths."""
+    the codes of their lengths (columns of the by-length tables)."""
 
     features: list[torch.Tensor]
-    lengths: torch.Tensor
+    length_codes: torch.Tensor
 
 
 @dataclass
@@ -108,9 +139,10 @@ class IdTables:
     tables: list[OrderTable]
     vocab_size: int
     feature_widths: list[int]  # columns of the training matrices per order
-    unmatched_numerators: torch.Tensor  # float64 [3]: UNMATCHED_NUMERATORS of the smoothing
-    weights: torch.Tensor  # float64 [orders]: the kernel's weights
     blocks: dict[tuple[int, int], TrainingBlock] = field(default_factory=dict)
+    # Per padded width: the by-length table of lengths 0..width and the factors counts up to
+    # width reach, made on the host once (the width is a host integer: no sync).
+    by_width: dict[int, tuple[torch.Tensor, Factors]] = field(default_factory=dict)
 
     def tokens(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
@@ -158,12 +190,14 @@ class IdTables:
 
 @dataclass(frozen=True)
 class EncodedIds:
-    """A chunk of token-id rows: dense occurrence features per order [F_n, rows], lengths, and
-    the tables of their device."""
+    """A chunk of token-id rows: dense occurrence features per order [F_n, rows], lengths, the
+    tables of their device, and the by-length table and factors of their padded width."""
 
     features: list[torch.Tensor]
-    lengths: torch.Tensor  # float64 [rows]
+    lengths: torch.Tensor  # int64 [rows]
     tables: IdTables
+    by_length: torch.Tensor  # float64 [width + 1, distinct training lengths]
+    factors: Factors
 
     def __len__(self) -> int:
         return int(self.lengths.numel())
@@ -183,9 +217,7 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         weights: Sequence[float] = BLEU_STAR_WEIGHTS,
     ) -> None:
         super().__init__(tokenizer=tokenizer, device=device)
-        if smoothing not in SMOOTHINGS:
-            raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, not {smoothing!r}")
-        self.smoothing = smoothing
+        self.smoothing = check_smoothing(smoothing)
         self.weights = check_weights(weights)
         self._id_tables: TransientCache[torch.device, IdTables] = TransientCache()
 
@@ -193,11 +225,12 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         # Token strings as Python lists take ~0.7 GB per million texts: tokenize in slices and
         # keep only the ids (a slice's tokens join the vocabulary before its ids are looked up).
         self.vocabulary = Vocabulary()
-        slices = []
+        slices, lengths = [], []
         for first in range(0, len(texts), FIT_SLICE):
             tokenized = self.tokenizer.tokenize_many(texts[first : first + FIT_SLICE])
             self.vocabulary.add(tokenized)
             slices.append(self.vocabulary.batch(tokenized, self.device))
+            lengths.append(np.asarray(tokenized.lengths, dtype=np.int64))
         batch = TokenBatch(
             ids=torch.cat([part.ids for part in slices]),
             lengths=torch.cat([part.lengths for part in slices]),
@@ -205,20 +238,38 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         del slices
         self.ngrams = NgramFeatures(MAX_ORDER)
         self._train = self.ngrams.fit(batch, len(self.vocabulary))
-        self._train_lengths = batch.lengths.to(torch.float64)
+        # Row offsets of the training matrices on the host, so cutting a block reads no device.
+        self._train_rows = [matrix.crow_indices().cpu().numpy() for matrix in self._train]
+        table = self.ngrams.tables[0]
+        self._first_occurrence = table.feature_keys % table.max_rank == 0
+        # The training lengths as codes of their distinct values: the columns of by-length tables.
+        values, codes = np.unique(np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
+                                  return_inverse=True)
+        self._train_length_values = values
+        self._train_length_codes = torch.from_numpy(codes.reshape(-1).astype(np.int64)).to(self.device)
         self._id_tables.clear()
 
     def _encode(self, texts: Sequence[str]) -> EncodedBleu:
-        return self.encode_batch(self.encode_tokens(texts))
-
-    def encode_tokens(self, texts: Sequence[str]) -> TokenBatch:
-        """Token ids of `texts` in this kernel's vocabulary."""
-        return self.vocabulary.batch(self.tokenizer.tokenize_many(texts), self.device)
-
-    def encode_batch(self, batch: TokenBatch) -> EncodedBleu:
-        """Encode candidates that are already token ids in this kernel's vocabulary."""
+        tokenized = self.tokenizer.tokenize_many(texts)
+        batch = self.vocabulary.batch(tokenized, self.device)
         features = [matrix.to_sparse_coo() for matrix in self.ngrams.transform(batch)]
-        return EncodedBleu(features, batch.lengths.to(torch.float64))
+        values, index = np.unique(np.asarray(tokenized.lengths, dtype=np.int64), return_inverse=True)
+        by_length, factors = self._tables_for(values, self.device)
+        words = ChunkWords.of(features[0], self._first_occurrence) if self.weights == BLEU_STAR_WEIGHTS else None
+        return EncodedBleu(features, batch.lengths, torch.from_numpy(index.reshape(-1)).to(self.device),
+                           by_length, factors, words)
+
+    def _tables_for(self, lengths: np.ndarray, device: torch.device) -> tuple[torch.Tensor, Factors]:
+        """The by-length table of candidate `lengths` (distinct, host) against the training
+        lengths, and the factors their counts can reach (m_n <= t_n <= the longest), on `device`."""
+        longest = int(lengths.max(initial=0))
+        if self.weights == BLEU_STAR_WEIGHTS:
+            table = star_by_length(lengths, self._train_length_values, self.smoothing)
+            factors: Factors = torch.from_numpy(star_order_factors(longest + 1, self.smoothing)).to(device)
+        else:
+            table = brevity(lengths[:, None], self._train_length_values[None, :])
+            factors = PrecisionTables(self.weights, self.smoothing, max(longest, 1) + 1, device)
+        return torch.from_numpy(table).to(device), factors
 
     def tile(self, encoded: EncodedBleu | EncodedIds, start: int, stop: int) -> torch.Tensor:
         if isinstance(encoded, EncodedIds):
@@ -228,24 +279,29 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         # COO products: torch 2.13's CSR x CSR product on the CPU (MKL) leaks about the size of
         # its result on every call, which a stream of millions of tiles cannot afford.
         matches = (
-            torch.sparse.mm(features, row_block(train, start, stop).t().to_sparse_coo())
-            for features, train in zip(encoded.features[: len(self.weights)], self._train)
+            sparse_mm(features, self._block(order, start, stop).t().to_sparse_coo())
+            for order, features in enumerate(encoded.features[: len(self.weights)])
         )
-        return weighted_bleu(matches, encoded.lengths, self._train_lengths[start:stop], self.weights,
-                             self.smoothing)
+        assert isinstance(encoded.factors, PrecisionTables)
+        return weighted_bleu(matches, encoded, self._train_length_codes[start:stop], encoded.factors)
 
     def _bleu_star_tile(self, encoded: EncodedBleu, start: int, stop: int) -> torch.Tensor:
         """BLEU*: unigrams only as the shared-word join, counted products for orders 2-4 (a
         pair that shares a bigram shares a word, so they touch only pairs the join keeps)."""
-        table = self.ngrams.tables[0]
-        shared = shared_words(
-            encoded.features[0], row_block(self._train[0], start, stop), table.feature_keys % table.max_rank == 0
-        )
+        assert encoded.words is not None
+        shared = shared_words(encoded.words, len(encoded), self._block(0, start, stop))
         matches = (
-            torch.sparse.mm(features, row_block(train, start, stop).t().to_sparse_coo())
-            for features, train in zip(encoded.features[1:], self._train[1:])
+            sparse_mm(features, self._block(order, start, stop).t().to_sparse_coo())
+            for order, features in enumerate(encoded.features[1:], start=1)
         )
-        return bleu_star(shared, matches, encoded.lengths, self._train_lengths[start:stop], self.smoothing)
+        by_length = encoded.by_length.index_select(1, self._train_length_codes[start:stop])
+        assert isinstance(encoded.factors, torch.Tensor)
+        return bleu_star(shared, matches, by_length.index_select(0, encoded.length_index), encoded.factors,
+                         self.smoothing)
+
+    def _block(self, order: int, start: int, stop: int) -> torch.Tensor:
+        """Training texts start..stop-1 of one order's matrix (CSR), cut at host offsets."""
+        return row_block(self._train[order], start, stop, self._train_rows[order])
 
     def pair_bytes(self) -> int:
         # Worst case, every pair shares every order and every candidate length differs: the
@@ -278,7 +334,11 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
     def _encode_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> EncodedIds:
         tables = self._tables_on(input_ids.device)
         tokens, lengths = tables.tokens(input_ids.long(), attention_mask)
-        return EncodedIds(tables.candidate_features(tokens, lengths), lengths.to(torch.float64), tables)
+        width = int(input_ids.shape[1])
+        if width not in tables.by_width:
+            tables.by_width[width] = self._tables_for(np.arange(width + 1), input_ids.device)
+        by_length, factors = tables.by_width[width]
+        return EncodedIds(tables.candidate_features(tokens, lengths), lengths, tables, by_length, factors)
 
     def id_row_bytes(self) -> int:
         return FEATURE_SHARE * FEATURE_BYTES * sum(matrix.shape[1] + 1 for matrix in self._train)
@@ -286,12 +346,10 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
     def _dense_tile(self, encoded: EncodedIds, start: int, stop: int) -> torch.Tensor:
         block = self._block_on(encoded.tables, start, stop)
         matches = [(train @ candidates).t() for train, candidates in zip(block.features, encoded.features)]
-        if self.weights != BLEU_STAR_WEIGHTS:
-            return dense_weighted_bleu(matches, encoded.lengths, block.lengths, encoded.tables.weights,
-                                       self.smoothing)
-        return dense_bleu_star(
-            matches, encoded.lengths, block.lengths, self.smoothing, encoded.tables.unmatched_numerators
-        )
+        by_length = encoded.by_length.index_select(1, block.length_codes).index_select(0, encoded.lengths)
+        if isinstance(encoded.factors, PrecisionTables):
+            return dense_weighted_bleu(matches, encoded.lengths, by_length, encoded.factors)
+        return dense_bleu_star(matches, by_length, encoded.factors, self.smoothing)
 
     def _block_on(self, tables: IdTables, start: int, stop: int) -> TrainingBlock:
         """Training texts start..stop-1 on the tables' device, moved there on first use."""
@@ -299,8 +357,8 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         if block is None:
             device = tables.lookup.device
             block = tables.blocks[start, stop] = TrainingBlock(
-                [row_block(matrix, start, stop).to(device) for matrix in self._train],
-                self._train_lengths[start:stop].to(device),
+                [self._block(order, start, stop).to(device) for order in range(len(self._train))],
+                self._train_length_codes[start:stop].to(device),
             )
         return block
 
@@ -328,18 +386,15 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
                 ],
                 vocab_size=self.ngrams.vocab_size,
                 feature_widths=[matrix.shape[1] for matrix in self._train],
-                unmatched_numerators=torch.tensor(
-                    UNMATCHED_NUMERATORS[self.smoothing], dtype=torch.float64, device=device
-                ),
-                weights=torch.tensor(self.weights, dtype=torch.float64, device=device),
             )
         return self._id_tables[device]
 
 
-def row_block(matrix: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-    """Rows start..stop-1 of a CSR matrix, without copying the rest."""
+def row_block(matrix: torch.Tensor, start: int, stop: int, offsets: np.ndarray) -> torch.Tensor:
+    """Rows start..stop-1 of a CSR matrix, without copying the rest; `offsets` are its row
+    offsets on the host (so no device read)."""
     crow = matrix.crow_indices()
-    first, last = int(crow[start]), int(crow[stop])
+    first, last = int(offsets[start]), int(offsets[stop])
     return torch.sparse_csr_tensor(
         crow[start : stop + 1] - first,
         matrix.col_indices()[first:last],
@@ -349,76 +404,81 @@ def row_block(matrix: torch.Tensor, start: int, stop: int) -> torch.Tensor:
     )
 
 
-def shared_words(candidates: torch.Tensor, train: torch.Tensor, first_occurrence: torch.Tensor) -> torch.Tensor:
+def shared_words(words: ChunkWords, num_rows: int, train: torch.Tensor) -> torch.Tensor:
     """Float64 [rows x cols], 1 where a candidate x training pair shares a word and 0 where not
     (an indicator to multiply by: on the CPU that is several times faster than a boolean mask),
-    as a join on the words alone (no match counts): the candidates' distinct words form a sparse
-    0/1 matrix over the chunk's own vocabulary, the training block's words a dense one over the
-    same words (in slices of at most WORD_SLICE_BYTES), and one sparse x dense matmul per slice
-    gives a dense result. `candidates`: unigram occurrence features, COO [rows x F_1]; `train`:
-    the block's, CSR [cols x F_1]; `first_occurrence`: bool [F_1], the features (g, 1) that
-    say "holds word g"."""
-    num_rows, num_cols = candidates.shape[0], train.shape[0]
-    device = first_occurrence.device
-    rows, features = candidates.coalesce().indices()
-    keep = first_occurrence[features]
-    rows, features = rows[keep], features[keep]
-    words, word_of = torch.unique(features, sorted=True, return_inverse=True)
+    as a join on the words alone (no match counts): the candidates' words form a sparse 0/1
+    matrix over the chunk's own vocabulary (`words`), the training block's words a dense one over
+    the same words (in slices of at most WORD_SLICE_BYTES), and one sparse x dense matmul per
+    slice gives a dense result. `train`: the block's unigram occurrence features, CSR [cols x F_1].
+
+    Every shape is known on the host: training entries outside the slice (or not words of the
+    chunk) are written to a spare row that is dropped, and when the chunk's words fit one slice
+    (the common case) the candidate side is used whole. Only a chunk of more words than a slice
+    selects its entries slice by slice."""
+    num_cols = train.shape[0]
+    device = words.words.device
     crow = train.crow_indices()
-    train_rows = torch.repeat_interleave(torch.arange(num_cols, device=device), crow[1:] - crow[:-1])
-    train_words = lookup_sorted(words, train.col_indices())  # -1: not a word of the chunk
-    found = train_words >= 0
-    train_rows, train_words = train_rows[found], train_words[found]
+    columns = train.col_indices()
+    train_rows = torch.repeat_interleave(torch.arange(num_cols, device=device), crow[1:] - crow[:-1],
+                                         output_size=columns.numel())
+    train_words = lookup_sorted(words.words, columns)  # -1: not a word of the chunk
+    count = words.words.numel()
     shared = None
     width = max(WORD_SLICE_BYTES // (4 * max(num_cols, 1)), 1)
-    for first in range(0, max(words.numel(), 1), width):
-        last = min(first + width, words.numel())
-        dense = torch.zeros((last - first, num_cols), dtype=torch.float32, device=device)
+    for first in range(0, max(count, 1), width):
+        last = min(first + width, count)
+        size = last - first
+        dense = torch.zeros((size + 1, num_cols), dtype=torch.float32, device=device)
         inside = (train_words >= first) & (train_words < last)
-        dense[train_words[inside] - first, train_rows[inside]] = 1.0
-        inside = (word_of >= first) & (word_of < last)
+        dense.index_put_((torch.where(inside, train_words - first, size), train_rows),
+                         torch.ones((), dtype=torch.float32, device=device).expand(train_rows.shape))
+        if size == count:
+            rows, word_of = words.rows, words.word_of
+        else:
+            chosen = (words.word_of >= first) & (words.word_of < last)
+            rows, word_of = words.rows[chosen], words.word_of[chosen] - first
         sparse = torch.sparse_coo_tensor(
-            torch.stack([rows[inside], word_of[inside] - first]),
-            torch.ones(int(inside.sum()), dtype=torch.float32, device=device),
-            (num_rows, last - first),
+            torch.stack([rows, word_of]),
+            torch.ones(rows.shape, dtype=torch.float32, device=device),
+            (num_rows, size),
             check_invariants=False,
+            is_coalesced=True,  # (row, word) entries are unique and in row-major order
         )
-        counts = torch.sparse.mm(sparse, dense)
+        counts = sparse_mm(sparse, dense[:size])
         shared = counts if shared is None else shared.add_(counts)
-    assert shared is not None
+    if shared is None:
+        return torch.zeros((num_rows, num_cols), dtype=torch.float64, device=device)
     return shared.clamp_(max=1.0).to(torch.float64)
 
 
 def bleu_star(
     shared: torch.Tensor,
     matches: Iterable[torch.Tensor],
-    candidate_lengths: torch.Tensor,
-    train_lengths: torch.Tensor,
+    by_length: torch.Tensor,
+    factors: torch.Tensor,
     smoothing: str,
 ) -> torch.Tensor:
     """BLEU* [rows x cols] (float64) from which pairs share a word (`shared`, the 0/1 float64
-    indicator from `shared_words`, overwritten) and sparse COO clipped match counts m_2..m_4
-    [rows x cols].
+    indicator from `shared_words`, overwritten), sparse COO clipped match counts m_2..m_4
+    [rows x cols], the value of each pair with m_2 = m_3 = m_4 = 0 (`by_length`, gathered from
+    `bleu_tables.star_by_length`: it depends on the two lengths alone) and the order factors
+    [3, counts] of `bleu_tables.star_order_factors`.
 
     A shared n-gram contains shared (n-1)-grams, so the orders a pair does not share are always
     its last ones, and every smoothing factorises over orders: a pair sharing a word starts from
-    its value with m_2 = m_3 = m_4 = 0, which depends on the two lengths alone, and each higher
-    order n it shares multiplies that by (smoothed numerator of m_n / UNMATCHED_NUMERATORS[n])^(1/3);
-    only the pairs sharing a bigram are touched past the first step. Under `none` only the pairs
-    sharing a 4-gram keep a value.
+    its by-length value, and each higher order n it shares multiplies that by
+    (smoothed numerator of m_n / unmatched numerator of n)^(1/3), a table entry; only the pairs
+    sharing a bigram are touched past the first step. Under `none` only the pairs sharing a
+    4-gram keep a value.
     """
-    device = candidate_lengths.device
-    # Tabulate the unigram-only value for the distinct candidate lengths of the chunk against
-    # every training text, then spread it over the tile where a word is shared.
-    lengths, length_index = torch.unique(candidate_lengths, return_inverse=True)
-    numerators = torch.tensor(UNMATCHED_NUMERATORS[smoothing], dtype=torch.float64, device=device)
-    by_length = unigram_only_bleu(lengths, train_lengths, numerators, smoothing)
-    score = shared.mul_(by_length.index_select(0, length_index))
-    del by_length
+    device = by_length.device
+    score = shared.mul_(by_length)
     rows = cols = torch.empty(0, dtype=torch.int64, device=device)
     for order, product in enumerate(matches, start=2):
         rows, cols, counts = _stored_entries(product)
-        score.index_put_((rows, cols), score[rows, cols] * shared_order_factor(counts, order, smoothing))
+        factor = factors[order - 2].index_select(0, counts.to(torch.int64))
+        score.index_put_((rows, cols), score[rows, cols] * factor)
     if smoothing == "none":  # rows, cols: the pairs sharing a 4-gram
         kept = score[rows, cols]
         score.zero_()
@@ -426,44 +486,20 @@ def bleu_star(
     return score
 
 
-def unigram_only_bleu(
-    candidate_lengths: torch.Tensor,
-    train_lengths: torch.Tensor,
-    unmatched_numerators: torch.Tensor,
-    smoothing: str,
-) -> torch.Tensor:
-    """BLEU* [rows x cols] of pairs that share a unigram but no bigram (so no higher order
-    either): it depends on the two lengths alone. `unmatched_numerators` is
-    UNMATCHED_NUMERATORS[smoothing] as a float64 tensor on the device."""
-    add_one = 1.0 if smoothing == "add1" else 0.0
-    orders = torch.arange(2, MAX_ORDER + 1, dtype=torch.float64, device=candidate_lengths.device)
-    denominators = (candidate_lengths[:, None] - orders + 1).clamp(min=1) + add_one
-    value = torch.exp(torch.log(unmatched_numerators / denominators).sum(dim=1) / 3)
-    brevity = torch.exp(torch.clamp(1 - train_lengths[None, :] / candidate_lengths[:, None].clamp(min=1), max=0))
-    return value[:, None] * brevity
-
-
-def shared_order_factor(counts: torch.Tensor, order: int, smoothing: str) -> torch.Tensor:
-    """What sharing order n >= 2 with m_n = `counts` multiplies a pair's BLEU* by."""
-    add_one = 1.0 if smoothing == "add1" else 0.0
-    return ((counts.to(torch.float64) + add_one) / UNMATCHED_NUMERATORS[smoothing][order - 2]) ** (1 / 3)
-
-
 def dense_bleu_star(
     matches: list[torch.Tensor],
-    candidate_lengths: torch.Tensor,
-    train_lengths: torch.Tensor,
+    by_length: torch.Tensor,
+    factors: torch.Tensor,
     smoothing: str,
-    unmatched_numerators: torch.Tensor,
 ) -> torch.Tensor:
     """`bleu_star` for dense match counts m_1..m_4 [rows x cols]: the same factorisation over
     orders, elementwise in the same operation order (so the same bits), with masks where the
-    sparse form skips pairs, so no shape depends on the data. `unmatched_numerators` is
-    UNMATCHED_NUMERATORS[smoothing] already on the device."""
-    unigram_only = unigram_only_bleu(candidate_lengths, train_lengths, unmatched_numerators, smoothing)
-    score = torch.where(matches[0] > 0, unigram_only, 0.0)
+    sparse form skips pairs, so no shape depends on the data. `by_length` [rows x cols] and
+    `factors` as there, already on the device."""
+    score = torch.where(matches[0] > 0, by_length, 0.0)
     for order, counts in enumerate(matches[1:], start=2):
-        score = torch.where(counts > 0, score * shared_order_factor(counts, order, smoothing), score)
+        factor = factors[order - 2].index_select(0, counts.to(torch.int64).reshape(-1)).view(counts.shape)
+        score = torch.where(counts > 0, score * factor, score)
     if smoothing == "none":
         score = torch.where(matches[-1] > 0, score, 0.0)
     return score
@@ -471,51 +507,49 @@ def dense_bleu_star(
 
 def weighted_bleu(
     matches: Iterable[torch.Tensor],
-    candidate_lengths: torch.Tensor,
-    train_lengths: torch.Tensor,
-    weights: Sequence[float],
-    smoothing: str,
+    encoded: EncodedBleu,
+    train_length_codes: torch.Tensor,
+    tables: PrecisionTables,
 ) -> torch.Tensor:
-    """BLEU with any 1-4 `weights` [rows x cols] (float64) from sparse COO clipped match counts
-    m_1..m_K [rows x cols], as NLTK `sentence_bleu([s], x, weights, smoothing_function)`: NLTK's
-    formula (`bleu_sets.bleu_from_counts`) on the pairs that share a unigram; the others are 0
-    under every smoothing. A shared n-gram contains shared unigrams, so every higher order's
-    stored pairs are among the unigram ones."""
+    """BLEU with any 1-4 weights [rows x cols] (float64) from sparse COO clipped match counts
+    m_1..m_K [rows x cols], as NLTK `sentence_bleu([s], x, weights, smoothing_function)`, on the
+    pairs that share a unigram; the others are 0 under every smoothing. A shared n-gram contains
+    shared unigrams, so every higher order's stored pairs are among the unigram ones. The
+    brevity penalty comes from the chunk's by-length table, the precisions from `tables`."""
     matches = iter(matches)
     rows, cols, unigrams = _stored_entries(next(matches))
-    width = len(train_lengths)
+    width = len(train_length_codes)
     pairs = rows * width + cols  # sorted: coalesced COO entries are in (row, column) order
-    counts = [unigrams]
+    counts = [unigrams.to(torch.int64)]
     for product in matches:
         order_rows, order_cols, order_counts = _stored_entries(product)
-        column = torch.zeros_like(unigrams)
-        column[torch.searchsorted(pairs, order_rows * width + order_cols)] = order_counts
+        column = torch.zeros_like(counts[0])
+        column[torch.searchsorted(pairs, order_rows * width + order_cols)] = order_counts.to(torch.int64)
         counts.append(column)
-    lengths = candidate_lengths[rows]
-    orders = torch.arange(1, len(counts) + 1, dtype=torch.float64, device=lengths.device)
+    lengths = encoded.lengths[rows]
+    orders = torch.arange(1, len(counts) + 1, device=lengths.device)
     totals = (lengths[:, None] - orders + 1).clamp(min=1)
-    values = bleu_from_counts(torch.stack(counts, dim=1), totals, lengths, train_lengths[cols], weights, smoothing)
-    score = torch.zeros((len(candidate_lengths), width), dtype=torch.float64, device=lengths.device)
+    penalty = encoded.by_length[encoded.length_index[rows], train_length_codes[cols]]
+    values = bleu_of_rows(tables, torch.stack(counts, dim=1), totals, lengths, penalty)
+    score = torch.zeros((len(encoded), width), dtype=torch.float64, device=lengths.device)
     score[rows, cols] = values
     return score
 
 
 def dense_weighted_bleu(
     matches: list[torch.Tensor],
-    candidate_lengths: torch.Tensor,
-    train_lengths: torch.Tensor,
-    weights: torch.Tensor,
-    smoothing: str,
+    lengths: torch.Tensor,
+    by_length: torch.Tensor,
+    tables: PrecisionTables,
 ) -> torch.Tensor:
     """`weighted_bleu` for dense match counts [rows x cols] per order, every pair at once (no
-    shape depends on the data); `weights` already on the device."""
+    shape depends on the data); `by_length` [rows x cols] holds each pair's brevity penalty."""
     rows, cols = matches[0].shape
-    counts = torch.stack([order.reshape(-1) for order in matches[: weights.numel()]], dim=1)
-    lengths = candidate_lengths[:, None].expand(rows, cols).reshape(-1)
-    orders = torch.arange(1, weights.numel() + 1, dtype=torch.float64, device=lengths.device)
+    counts = torch.stack([order.reshape(-1) for order in matches[: tables.orders]], dim=1).to(torch.int64)
+    lengths = lengths[:, None].expand(rows, cols).reshape(-1)
+    orders = torch.arange(1, tables.orders + 1, device=lengths.device)
     totals = (lengths[:, None] - orders + 1).clamp(min=1)
-    references = train_lengths[None, :].expand(rows, cols).reshape(-1)
-    return bleu_from_counts(counts, totals, lengths, references, weights, smoothing).view(rows, cols)
+    return bleu_of_rows(tables, counts, totals, lengths, by_length.reshape(-1)).view(rows, cols)
 
 
 def _stored_entries(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -10,17 +10,15 @@ in the number of n-grams of the set, not quadratic in its size.
 """
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 import torch
 
+from gpu_neighbors.kernels.bleu_tables import PrecisionTables, bleu_of_rows, brevity, check_smoothing
 from gpu_neighbors.text.ngrams import NgramFeatures
 from gpu_neighbors.text.tokenizers import Tokenizer
 from gpu_neighbors.text.vocabulary import Vocabulary
 
-SMOOTHINGS = ("none", "epsilon", "add1", "exp")
-EPSILON = 0.1  # NLTK's SmoothingFunction default epsilon for method1
 BLEU4_WEIGHTS = (0.25, 0.25, 0.25, 0.25)
 
 
@@ -42,36 +40,25 @@ def bleu_from_counts(
     totals: torch.Tensor,
     lengths: torch.Tensor,
     reference_lengths: torch.Tensor,
-    weights: Sequence[float] | torch.Tensor,
+    weights: Sequence[float],
     smoothing: str,
 ) -> torch.Tensor:
     """BLEU per row as NLTK's `corpus_bleu` of one hypothesis: `matches` and `totals` [rows,
     orders] are the clipped n-gram matches and max(1, number of n-grams) per order, `lengths`
-    the hypothesis lengths and `reference_lengths` the closest reference lengths [rows];
-    `weights` may already be a tensor on the device (no copy then)."""
-    if smoothing not in SMOOTHINGS:
-        raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, not {smoothing!r}")
-    matches, totals = matches.to(torch.float64), totals.to(torch.float64)
-    zero = matches == 0
-    if smoothing == "none":  # method0: log(smallest float) for a zero precision
-        precision = torch.where(zero, sys.float_info.min, matches / totals)
-    elif smoothing == "epsilon":  # method1
-        precision = torch.where(zero, EPSILON / totals, matches / totals)
-    elif smoothing == "add1":  # method2: every order but the first
-        add = torch.ones_like(matches)
-        add[:, 0] = 0
-        precision = (matches + add) / (totals + add)
-    else:  # method3: 1 / (2^k t) for the k-th order with no match, k counted from 1
-        k = torch.cumsum(zero.to(torch.float64), dim=1)
-        precision = torch.where(zero, 1 / (2.0**k * totals), matches / totals)
-    weight = torch.as_tensor(weights, dtype=torch.float64, device=matches.device)
-    log_mean = (weight * torch.log(precision)).sum(dim=1)
-    lengths = lengths.to(torch.float64)
-    reference_lengths = reference_lengths.to(torch.float64)
-    brevity = torch.where(lengths > reference_lengths, 1.0,
-                          torch.exp(1 - reference_lengths / lengths.clamp(min=1)))
-    value = brevity * torch.exp(log_mean)
-    return torch.where((matches[:, 0] == 0) | (lengths == 0), 0.0, value)
+    the hypothesis lengths and `reference_lengths` the closest reference lengths [rows].
+
+    Every exp and log comes from host tables (`bleu_tables`), so the result is the same bits on
+    every device; sizing them reads the lengths on the host once. A path that must not wait
+    for the device (token ids) builds a `PrecisionTables` for its padded width itself and calls
+    `bleu_of_rows`."""
+    check_smoothing(smoothing)
+    device = matches.device
+    lengths, reference_lengths = lengths.to(torch.int64), reference_lengths.to(torch.int64)
+    totals = totals.to(torch.int64)
+    size = int(totals.max()) + 1 if totals.numel() else 1
+    tables = PrecisionTables(weights, smoothing, size, device)
+    penalty = brevity(lengths.cpu().numpy(), reference_lengths.cpu().numpy())
+    return bleu_of_rows(tables, matches.to(torch.int64), totals, lengths, torch.from_numpy(penalty).to(device))
 
 
 def closest_other_lengths(lengths: torch.Tensor) -> torch.Tensor:

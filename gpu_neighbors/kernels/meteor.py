@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 from nltk.stem.porter import PorterStemmer
 
+from gpu_neighbors.core.sparse import sparse_mm
 from gpu_neighbors.text.tokenizers import Tokenizer
 from gpu_neighbors.kernels.wordnet import load_wordnet
 from gpu_neighbors.kernels.base import Kernel
@@ -309,7 +310,7 @@ class MeteorKernel(Kernel[MeteorBatch]):
         )
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            return torch.sparse.mm(block, encoded.reach).coalesce().indices()
+            return sparse_mm(block, encoded.reach).coalesce().indices()
 
     def _score(self, matches: int, chunks: int, hyp_length: int, ref_length: int) -> float:
         """NLTK's formula in its operation order, so the floats agree to the last bit."""

@@ -99,7 +99,9 @@ class RougeKernel(Kernel[PaddedTokens]):
         self._train = self.vocabulary.batch(tokenized, self.device)
         lengths = self._train.lengths
         self._train_lengths = lengths.to(torch.float64)
-        self._words = num_words(int(lengths.max()) if len(lengths) else 0)
+        # On the host too: a tile's word count is read from it, not from the device.
+        self._host_lengths = lengths.cpu().tolist()
+        self._words = num_words(max(self._host_lengths, default=0))
 
         # One posting per (training text, token): its key token * N + text, sorted, and the
         # bitmask of the positions where the token occurs in that text.
@@ -129,40 +131,30 @@ class RougeKernel(Kernel[PaddedTokens]):
     def tile(self, encoded: PaddedTokens, start: int, stop: int) -> torch.Tensor:
         rows, cols = len(encoded), stop - start
         train_lengths = self._train_lengths[start:stop]
-        words = num_words(int(train_lengths.max()) if cols else 0)
-        vectors, touched = self._bit_vectors(encoded.ids, start, stop, words)
-        # Pairs that share no token have LCS 0 and F 0: score only the others.
-        pair = torch.nonzero(touched).squeeze(1)
-        del touched
-        unmatched = vectors[pair].bitwise_xor_(WORD_MASK)
+        words = num_words(max(self._host_lengths[start:stop], default=0))
+        vectors = self._bit_vectors(encoded.ids, start, stop, words)
+        # Every pair, so that no size depends on the data (no host sync): a pair that shares no
+        # token keeps V all ones, LCS 0, and F 0 (where 0/0 would be NaN).
+        lcs = popcount(vectors.bitwise_xor_(WORD_MASK)).sum(1, dtype=torch.float64).view(rows, cols)
         del vectors
-        lcs = popcount(unmatched).sum(1, dtype=torch.float64)
-        del unmatched
-        row = pair // cols
-        precision = lcs / encoded.lengths.to(torch.float64)[row]
-        recall = lcs / train_lengths[pair - row * cols]
-        scores = torch.zeros(rows * cols, dtype=torch.float64, device=self.device)
-        scores[pair] = 2 * precision * recall / (precision + recall)
-        return scores.view(rows, cols)
+        precision = lcs / encoded.lengths.to(torch.float64)[:, None]
+        recall = lcs / train_lengths[None, :]
+        return torch.where(lcs > 0, 2 * precision * recall / (precision + recall), 0.0)
 
-    def _bit_vectors(
-        self, ids: torch.Tensor, start: int, stop: int, words: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Final bit vectors V [rows * cols, words] of every (candidate, training text) pair
-        (zero bits within the text's length: the LCS; bits beyond it stay one, as U is zero
-        there), and which pairs share a token [rows * cols]."""
+    def _bit_vectors(self, ids: torch.Tensor, start: int, stop: int, words: int) -> torch.Tensor:
+        """Final bit vectors V [rows * cols, words] of every (candidate, training text) pair:
+        zero bits within the text's length are the LCS; bits beyond it stay one, as U is zero
+        there, and so do all bits of a pair that shares no token."""
         pairs = ids.shape[0] * (stop - start)
         vectors = torch.full((pairs, words), WORD_MASK, dtype=torch.int64, device=self.device)
-        touched = torch.zeros(pairs, dtype=torch.bool, device=self.device)
         for step_bounds, pair, masks in self._join(ids, start, stop, words):
-            touched[pair] = True
             for lo, hi in zip(step_bounds, step_bounds[1:]):
                 if hi > lo:
                     step_pair = pair[lo:hi]
                     v = vectors[step_pair]
                     u = v & masks[lo:hi]
                     vectors[step_pair] = add_words(v, u).bitwise_or_(v.sub_(u))  # u in v: no borrow
-        return vectors, touched
+        return vectors
 
     def _join(
         self, ids: torch.Tensor, start: int, stop: int, words: int
@@ -181,33 +173,19 @@ class RougeKernel(Kernel[PaddedTokens]):
         count = torch.searchsorted(self._posting_keys, keys + stop) - first
         count = torch.where(slot_ids >= 0, count, 0)
         ends = torch.cumsum(count, 0)
+        # The one host read of a tile: where each step's entries end, which sizes the join.
         step_ends = [0, *ends.view(-1, rows)[:, -1].tolist()] if rows else [0]
-        occupied = torch.nonzero(count).squeeze(1)
-        occupied_start = ends[occupied] - count[occupied]
-        posting_offset = first[occupied] - occupied_start  # entry number -> posting
-        pair_base = (occupied % rows) * cols - start  # + training text -> pair
-
-        groups = self._step_groups(step_ends, rows * cols)
-        slot_bounds = torch.searchsorted(
-            occupied_start,
-            torch.tensor([step_ends[group.start] for group in groups] + [step_ends[-1]],
-                         device=self.device),
-        ).tolist()
-        for group, first_slot, stop_slot in zip(groups, slot_bounds, slot_bounds[1:]):
-            if first_slot == stop_slot:
-                continue
+        starts = ends - count
+        for group in self._step_groups(step_ends, rows * cols):
             group_start = step_ends[group.start]
+            if step_ends[group.stop] == group_start:
+                continue
             entry = torch.arange(group_start, step_ends[group.stop], device=self.device)
-            # The slot of each entry, as a running count of slot starts (repeat_interleave would
-            # do, but stalls on a busy multi-threaded CPU).
-            marker = torch.zeros_like(entry)
-            marker[0] = first_slot
-            marker[occupied_start[first_slot + 1 : stop_slot] - group_start] = 1
-            slot = torch.cumsum(marker, 0)
-            posting = entry + posting_offset[slot]
-            pair = pair_base[slot] + self._posting_text[posting]
+            slot = torch.searchsorted(ends, entry, right=True)  # the slot whose range holds it
+            posting = first[slot] + (entry - starts[slot])
+            pair = (slot % rows) * cols - start + self._posting_text[posting]
             masks = self._posting_masks[posting, :words]
-            del entry, marker, slot, posting  # only pair and masks live through the steps
+            del entry, slot, posting  # only pair and masks live through the steps
             step_bounds = [end - group_start for end in step_ends[group.start : group.stop + 1]]
             yield step_bounds, pair, masks
 
@@ -228,7 +206,7 @@ class RougeKernel(Kernel[PaddedTokens]):
         # Worst case: every pair has a join entry at every step (one token repeated everywhere).
         # Live per pair, in int64 per word of V: V and the group's match masks all along, and in
         # a step the gathered v, u, the sum and the carry scan's cummax (about 9 in all), plus
-        # the index tensors of the join (a few int64) and the touched flag. Peak RSS measured on
+        # the index tensors of the join (a few int64). Peak RSS measured on
         # that worst case on CPU: 70 to 190 bytes a pair for 1 word, 230 for 2, 550 for 5, 800
         # for 12; the bound keeps a margin for the allocator.
         return 8 * (14 * self._words + 12)

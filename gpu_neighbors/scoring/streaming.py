@@ -16,12 +16,13 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
+import torch
 
 from gpu_neighbors.data import (
     CandidateBatch,
@@ -36,7 +37,7 @@ from gpu_neighbors.data.jsonlines import Column
 from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS
 from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.scoring.progress import ScoringProgress
-from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.scorer import NeighborsScorer, PreparedCandidates
 
 T = TypeVar("T")
 # Arrow types of the result columns, for a Parquet output (a batch may hold only nulls).
@@ -85,6 +86,7 @@ def score_file(
     explain: int = 0,
     train_texts: list[str] | None = None,
     workers: int = 1,
+    inputs: Mapping[str, PathLike | None] | None = None,
 ) -> RunSummary:
     """Scores every candidate of `candidates` with a fitted `scorer` into `output`: JSON Lines,
     or Parquet for a `.parquet` name (the same rows and values; no resume).
@@ -100,6 +102,8 @@ def score_file(
     `workers` > 1 scores that many batches at once in this process, each in its own thread
     (torch releases the GIL inside its operations, so on a multi-core CPU each batch's tiles run
     on their own core); rows are written in input order and are the same whatever the count.
+    `inputs` ({name: path}) are other files the run reads (e.g. the training set): no output,
+    rejects file or sidecar may be one of them, nor the candidates.
     """
     for name, value in (("batch_size", batch_size), ("workers", workers)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -113,10 +117,14 @@ def score_file(
         "skip_bad": skip_bad,  # rejected records take no index, so skipping shifts every row
         **(header or {}),
         **({"explain": explain} if explain else {}),
+        **({"explain_text": True} if train_texts is not None else {}),  # rows with texts or without
     }
     started = time.perf_counter()
-    with open_results(output, resume=resume, header=settings, overwrite=overwrite,
-                      types=RESULT_TYPES) as writer:
+    with open_results(output, resume=resume, header=settings, overwrite=overwrite, types=RESULT_TYPES,
+                      inputs={"--candidates": candidates, **(inputs or {})},
+                      companions={"--rejects": rejects}) as writer:
+        if rejects is not None:  # moved into place with the output, once the run completes
+            stream.rejects = writer.companion_partial(rejects)
         already = writer.done
         total = count_records(candidates, file_format=file_format, quoting=quoting) if progress else None
         consumed = hashlib.sha256()
@@ -150,6 +158,15 @@ BatchScorer = Callable[
 (`score_file(score_batches=...)`; `distributed.RayBatchScorer` spreads them over a Ray cluster)."""
 
 
+def predict_batches(
+    scorer: NeighborsScorer, batches: Iterable[CandidateBatch], workers: int = 1
+) -> Iterator[tuple[CandidateBatch, Prediction]]:
+    """Each batch with its prediction, in input order, exactly as `score_file` scores them
+    (read ahead in a thread, `workers` batches at once): for callers that reduce the estimates
+    instead of writing them, e.g. the comparison of systems."""
+    return _score_here(scorer, batches, None, workers)
+
+
 def _score_here(
     scorer: NeighborsScorer, batches: Iterable[CandidateBatch], neighbors: int | None, workers: int = 1
 ) -> Iterator[tuple[CandidateBatch, Prediction]]:
@@ -158,7 +175,7 @@ def _score_here(
     (`prepares_ahead`), encodes them too."""
     items: Iterator[tuple[CandidateBatch, Any]]
     if scorer.kernel_.prepares_ahead:
-        items = _read_ahead(((batch, scorer.prepare(batch.texts)) for batch in batches), READ_AHEAD)
+        items = _read_ahead(((batch, _prepare_aside(scorer, batch.texts)) for batch in batches), READ_AHEAD)
     else:
         items = ((batch, batch.texts) for batch in _read_ahead(batches, READ_AHEAD))
     if workers == 1:
@@ -185,6 +202,25 @@ def _score_here(
             yield done, future.result()
         if stopped is not None:
             raise stopped
+
+
+def _prepare_aside(scorer: NeighborsScorer, texts: list[str]) -> PreparedCandidates:
+    """`scorer.prepare` for the reader thread. On CUDA its device work (copying the encodings
+    over) goes to a stream of its own, so that it overlaps the scoring on the default stream
+    instead of queueing behind it: the stream first waits for the work already queued (fit's
+    tables), and the reader waits for the stream before handing the batch over, so every
+    encoding is complete when scoring reads it. `predict` ends with a copy to the host, so no
+    scoring work still reads a batch's encodings when they are freed and their memory returns
+    to this stream. Not run here: no CUDA machine has run the suite yet."""
+    device = scorer.device_
+    if device.type != "cuda":
+        return scorer.prepare(texts)
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        prepared = scorer.prepare(texts)
+    stream.synchronize()
+    return prepared
 
 
 CANDIDATES_DIGEST = "candidates_sha256"  # of the texts written so far, in the progress record

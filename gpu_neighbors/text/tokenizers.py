@@ -20,6 +20,8 @@ from itertools import chain
 
 import numpy as np
 
+from gpu_neighbors.text.hub import hub_access
+
 SEPARATOR = "\ue000"  # private use: no tokenizer rule matches it, no text is expected to hold it
 
 
@@ -157,13 +159,14 @@ class HuggingFaceTokenizer(Tokenizer):
         from transformers import AutoTokenizer
 
         try:
-            self.hf = AutoTokenizer.from_pretrained(
-                name_or_path, trust_remote_code=False, local_files_only=not allow_download
-            )
-        except (OSError, ValueError) as error:
+            with hub_access(allow_download):
+                self.hf = AutoTokenizer.from_pretrained(
+                    name_or_path, trust_remote_code=False, local_files_only=not allow_download
+                )
+        except Exception as error:  # a damaged folder fails in many ways, each an input error
             if os.path.isdir(name_or_path):
                 raise ValueError(f"cannot load a Hugging Face tokenizer from the folder "
-                                 f"{name_or_path!r}: {error}") from None
+                                 f"{name_or_path!r}: {one_line(error)}") from None
             raise ValueError(
                 f"unknown tokenizer {name_or_path!r}: not one of the built-in ones "
                 f"({', '.join(BUILT_IN_TOKENIZERS)}), and cannot load a Hugging Face tokenizer "
@@ -174,6 +177,12 @@ class HuggingFaceTokenizer(Tokenizer):
 
     def _split(self, text: str) -> list[str]:
         return self.hf.tokenize(text)
+
+
+def one_line(error: Exception) -> str:
+    """An error of a loader as one line: its type where its text is empty or unhelpful."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 BUILT_IN_TOKENIZERS: dict[str, type[Tokenizer]] = {

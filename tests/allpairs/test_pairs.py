@@ -7,6 +7,7 @@ import pytest
 
 from allpairs_cases import SMALL, full_matrix, texts  # noqa: F401  (texts is a fixture)
 from gpu_neighbors.allpairs.pairs import pairs
+from gpu_neighbors.data import InputError
 
 pq = pytest.importorskip("pyarrow.parquet")
 
@@ -67,7 +68,7 @@ def test_pairs_threshold_equals_brute_force(texts, tmp_path, itself):
 def test_pairs_bad_input(tmp_path):
     existing = tmp_path / "m.npy"
     existing.write_bytes(b"")
-    with pytest.raises(FileExistsError, match="exists"):
+    with pytest.raises(InputError, match="exists already"):
         pairs(["a b", "c d"], output=existing, device="cpu")
     pairs(["a b", "c d"], output=existing, overwrite=True, device="cpu")
     assert np.load(existing).shape == (2, 2)

@@ -73,11 +73,11 @@ def test_pairs_npy_and_parquet(samples, tmp_path):
     (["self-bleu", "--data", "{empty}"], "0 texts"),
     (["self-bleu", "--data", "{data}", "--weights", "0.5,0.6"], "--weights must be 1 to 4 non-negative weights"),
     (["self-bleu", "--data", "{data}", "--weights", "0.2,0.2,0.2,0.2,0.2"], "--weights must be 1 to 4"),
-    (["self-bleu", "--data", "{data}", "--output", "{existing}"], "exists; pass --overwrite"),
+    (["self-bleu", "--data", "{data}", "--output", "{existing}"], "exists already; pass --overwrite"),
     (["mbr", "--candidates", "{lonely}", "--group-field", "input", "--output", "{new}"], "group 'b' has one candidate"),
     (["mbr", "--candidates", "{data}", "--group-field", "missing", "--output", "{new}"], "field 'missing'"),
     (["mbr", "--candidates", "{one}", "--output", "{new}"], "1 candidate: MBR"),
-    (["pairs", "--candidates", "{data}", "--output", "{existing}"], "exists; pass --overwrite"),
+    (["pairs", "--candidates", "{data}", "--output", "{existing}"], "exists already; pass --overwrite"),
     (["pairs", "--candidates", "{data}", "--output", "{dir}/x.parquet"], "needs top_k or min_similarity"),
     (["pairs", "--candidates", "{one}", "--output", "{dir}/x.npy"], "1 text against itself"),
 ])

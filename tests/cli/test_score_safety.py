@@ -221,8 +221,11 @@ def test_device_meta_is_refused(tmp_path, files, capsys):
 
 def test_ctrl_c_while_loading_is_a_message(tmp_path, files):
     train, candidates = files
+    # SIGINT restored in the child: a shell starts background jobs with it ignored, and a test
+    # suite run as one would otherwise see no interrupt at all.
     process = subprocess.Popen([*COMMAND, *score(train, candidates, tmp_path / "out.jsonl")],
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(0.3)  # still importing torch
     process.send_signal(signal.SIGINT)
     _, error = process.communicate(timeout=120)

@@ -11,7 +11,7 @@ from scipy import stats
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.evaluation.protocols import cross_validate
 from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
-from gpu_neighbors.core.tuning import TuningGrid, tune
+from gpu_neighbors.core.tuning import TuningGrid, between_similarities, tune
 
 # Clusters {0, 1, 2} and {3, 4, 5}: 0.5 within, 0.2 across. tau = 0.3 keeps the cluster mates
 # (rho = 1 - 6 * 16 / 210 = 0.543: the order holds across clusters and flips within them);
@@ -32,8 +32,9 @@ HAND_GRID = TuningGrid(taus=(0.1, 0.3, 0.6), min_neighbors=(1, 2, 3), max_fracti
 
 def test_choice_by_hand():
     result = tune(clusters(), grid=HAND_GRID, min_coverage=0.8)
-    # tau 0.3 with a in {1, 2} and b in {0.5, 1} all give the same mask; the loosest wins.
-    assert result.thresholds == Thresholds(0.3, 1, 1.0)
+    # tau 0.3 with a in {1, 2} and b in {0.5, 1} all give the same mask; the loosest wins. The
+    # tuned tau is the midpoint of the similarities around 0.3 (0.2 and 0.5): the same pairs.
+    assert result.thresholds == Thresholds(0.35, 1, 1.0)
     assert result.spearman == pytest.approx(1 - 6 * 16 / 210)
     assert result.coverage == 1.0 and result.feasible and result.settings_tried == 27
 
@@ -74,7 +75,10 @@ def test_tune_equals_an_exhaustive_search_on_real_text(huse_texts, huse_scores):
     for min_coverage in (0.3, 0.6, 0.9):
         result = tune(sims, grid=grid, min_coverage=min_coverage)
         best = exhaustive(matrix, scores, grid.taus, grid.min_neighbors, grid.max_fractions, min_coverage)
-        assert (result.thresholds.tau, result.thresholds.min_neighbors, result.thresholds.max_fraction) == best[0]
+        tau, a, b = best[0]
+        off_diagonal = matrix[~np.eye(len(texts), dtype=bool)]
+        moved = float(between_similarities(np.array([tau]), off_diagonal)[0])  # the same pairs
+        assert (result.thresholds.tau, result.thresholds.min_neighbors, result.thresholds.max_fraction) == (moved, a, b)
         assert result.spearman == pytest.approx(best[1], abs=1e-12)
         assert result.coverage == best[2] >= min_coverage
         choices.add(result.thresholds)
@@ -84,7 +88,9 @@ def test_tune_equals_an_exhaustive_search_on_real_text(huse_texts, huse_scores):
 def test_data_driven_tau_grid_uses_only_the_training_items():
     sims = clusters()
     taus = TuningGrid().tau_values(sims.off_diagonal(np.arange(3)), default_tau=0.08)
-    assert set(taus) <= {0.5, 0.08}  # items 0-2 are 0.5-similar among themselves
+    # items 0-2 are 0.5-similar among themselves (0.2 across clusters is not seen): every
+    # quantile is 0.5, moved below it to 0.25 (every pair a neighbour), as 0.08 is
+    assert set(taus) <= {0.25, 0.08}
 
 
 def test_fit_with_tune_predicts_with_the_chosen_thresholds(huse_texts, huse_scores):

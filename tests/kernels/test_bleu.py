@@ -10,7 +10,8 @@ from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
-from gpu_neighbors.kernels.bleu import SMOOTHINGS, BleuKernel
+from gpu_neighbors.kernels.bleu import BleuKernel
+from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.text.tokenizers import Sacrebleu13aTokenizer, WhitespaceTokenizer
 from parity import assert_matches_reference
 
@@ -81,3 +82,14 @@ def test_scorer_similarity_equals_kernel_pairs(huse_texts):
     assert similarity.device.type == "cpu"
     expected = [[nltk_bleu_star(c.split(), s.split(), "exp") for s in huse_texts[:40]] for c in huse_texts[40:60]]
     np.testing.assert_allclose(similarity.numpy(), expected, rtol=0, atol=1e-9)
+
+
+def test_shared_word_join_in_many_slices_equals_one(huse_texts, monkeypatch):
+    """A chunk with more words than a slice holds takes the sliced join: same bits."""
+    from gpu_neighbors.kernels import bleu
+
+    train, candidates = huse_texts[:120], huse_texts[120:]
+    whole = NeighborsScorer(device="cpu", thresholds="paper").fit(train, [0.5] * len(train)).similarity(candidates)
+    monkeypatch.setattr(bleu, "WORD_SLICE_BYTES", 4 * len(train) * 7)  # 7 words a slice
+    sliced = NeighborsScorer(device="cpu", thresholds="paper").fit(train, [0.5] * len(train)).similarity(candidates)
+    assert whole.abs().sum() > 0 and torch.equal(sliced, whole)

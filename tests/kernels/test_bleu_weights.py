@@ -11,7 +11,8 @@ from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.core.validation import ParameterError
-from gpu_neighbors.kernels.bleu import BLEU_STAR_WEIGHTS, SMOOTHINGS, BleuKernel
+from gpu_neighbors.kernels.bleu import BLEU_STAR_WEIGHTS, BleuKernel
+from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 from parity import assert_matches_reference, assert_tiling_invariant
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from census import Census
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels import Kernel
-from gpu_neighbors.kernels.bleu import SMOOTHINGS
+from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 from minilm import MODEL_PATH
 
@@ -146,49 +146,19 @@ def test_refit_rebuilds_the_tables(tokenizer, huse_texts, huse_scores):
     assert_same(scorer.predict_ids(ids), scorer.predict(decoded))
 
 
-# Ops that size their output from device data or read it on the host: each one makes the
-# host wait for a CUDA device.
-SYNCING_OPS = {
-    "aten._local_scalar_dense", "aten.nonzero", "aten.masked_select", "aten.bincount",
-    "aten.unique_dim", "aten._unique", "aten._unique2", "aten.unique_consecutive",
-    "aten.repeat_interleave", "aten.is_nonzero", "aten.equal", "aten.lift_fresh",
-    "aten.item",
-}
-
-
-class SyncAudit(TorchDispatchMode):
-    """Records every aten op that would synchronise with the host, and sparse x sparse products
-    (cuSPARSE sizes their output on the host)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.syncing: list[str] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func.overloadpacket._qualified_op_name.replace("::", ".")
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        indices = args[1] if name == "aten.index" else []
-        if (
-            name in SYNCING_OPS
-            or any(i is not None and i.dtype == torch.bool for i in indices)
-            or (name in {"aten.mm", "aten.addmm", "aten._sparse_sparse_matmul"}
-                and sum(t.layout != torch.strided for t in tensors) > 1)
-        ):
-            self.syncing.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def test_no_host_synchronisation_after_the_first_call(tokenizer, huse_texts, huse_scores):
     scorer = fitted(tokenizer, huse_texts, huse_scores, chunk_size=16, memory_budget=200_000)
     batch = tokenizer.hf(huse_texts[100:], padding=True, return_tensors="pt")
     scorer.predict_ids(batch["input_ids"], batch["attention_mask"])  # builds the tables
-    with SyncAudit() as audit:
+    audit = Census(scope="ids")  # the census's list of syncing operations (tests/census.py)
+    with audit, audit.host_copies():
         scorer.predict_ids(batch["input_ids"], batch["attention_mask"])
         scorer.reward(batch["input_ids"], attention_mask=batch["attention_mask"], subsample=0.5)
-    assert audit.syncing == []
-    with SyncAudit() as text_path:  # the audit does see syncs where there are some
+    assert audit.syncs["ids"] == 0, audit.sync_ops
+    text_path = Census(scope="texts")
+    with text_path, text_path.host_copies():  # the audit does see syncs where there are some
         scorer.predict(huse_texts[100:110])
-    assert text_path.syncing
+    assert text_path.syncs["texts"] > 0
 
 
 def test_clear_errors(tokenizer, huse_texts, huse_scores):

@@ -146,7 +146,9 @@ def test_reader_stays_one_batch_ahead_of_the_writer(tmp_path, train_file, candid
     monkeypatch.setattr(NeighborsScorer, "predict", recording_predict)
     source = write_candidates(tmp_path / "c.jsonl", candidates)
     output = tmp_path / "out.jsonl"
-    assert main(score_args(train_file, source, output, "--batch-size", "40", "--quiet")) == 0
+    # One worker: with more, that many batches are in flight too and predict's call order is the
+    # threads' (the bound below would hold only on an idle machine).
+    assert main(score_args(train_file, source, output, "--batch-size", "40", "--workers", "1", "--quiet")) == 0
     assert read_rows(output) == expected
     assert [size for size, _ in calls] == [40] * (len(candidates) // 40) + (
         [len(candidates) % 40] if len(candidates) % 40 else []

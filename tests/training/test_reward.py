@@ -112,7 +112,8 @@ def test_the_training_loop_example_runs():
     spec = importlib.util.spec_from_file_location("training_loop_example", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
-    log = example.main(["--steps", "2", "--warmup-steps", "2", "--batch-size", "8", "--device", "cpu"])
+    log = example.main(["--steps", "2", "--warmup-steps", "2", "--batch-size", "8", "--device", "cpu",
+                        "--tokenizer", MODEL_PATH])
     assert [entry["step"] for entry in log] == [0, 2]
     assert all(entry["count"] == 64 and 0 <= entry["coverage"] <= 1 for entry in log)
     assert np.isfinite(log[-1]["reward"])

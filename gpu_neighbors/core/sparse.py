@@ -1,0 +1,31 @@
+"""Sparse products that never hand the library an operand with no stored entries.
+
+cuSPARSE has no product for an operand with nnz = 0 in some versions (it raises, or returns
+garbage), and a chunk of candidates that shares no n-gram with a training block is common (empty
+texts, unseen words, a block of another language). The number of stored entries is host metadata
+for COO and CSR tensors, so checking it costs no device synchronisation.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def stored_entries(matrix: torch.Tensor) -> int:
+    """How many entries a sparse (COO or CSR) or dense matrix stores, read from host metadata."""
+    if matrix.layout == torch.sparse_coo:
+        return int(matrix._nnz())
+    if matrix.layout == torch.sparse_csr:
+        return int(matrix.values().numel())
+    return int(matrix.numel())
+
+
+def sparse_mm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """`torch.sparse.mm(left, right)` (left sparse COO; right sparse COO or dense), or its
+    all-zero result made directly when either operand stores nothing."""
+    if stored_entries(left) and stored_entries(right):
+        return torch.sparse.mm(left, right)
+    shape = (left.shape[0], right.shape[1])
+    if right.layout == torch.strided:
+        return torch.zeros(shape, dtype=right.dtype, device=right.device)
+    empty = torch.zeros((2, 0), dtype=torch.int64, device=left.device)
+    return torch.sparse_coo_tensor(empty, torch.zeros(0, dtype=left.dtype, device=left.device), shape)

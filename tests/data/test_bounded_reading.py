@@ -1,0 +1,49 @@
+"""Issue 22, items 13 and 14 (input side): a line is read no further than --max-chars needs,
+and JSON too deep or with too long an integer is a bad record naming file and line, set aside
+by --skip-bad."""
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+import pytest
+
+from gpu_neighbors.data import InputError, iter_candidates
+
+HUGE = 40 << 20  # one line of 40 MB
+
+
+def test_one_huge_line_costs_no_more_memory_than_the_limit(tmp_path):
+    path = tmp_path / "c.jsonl"
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(json.dumps({"text": "first"}) + "\n")
+        file.write('{"text": "' + "x" * HUGE + '"}\n')
+        file.write(json.dumps({"text": "last"}) + "\n")
+    rejects = tmp_path / "rejects.jsonl"
+    stream = iter_candidates(path, skip_bad=True, rejects=rejects, max_chars=1000)
+    tracemalloc.start()
+    try:
+        texts = [candidate.text for candidate in stream]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert texts == ["first", "last"]
+    assert peak < 8 << 20, f"{peak / 2**20:.1f} MiB held while reading a {HUGE >> 20} MB line"
+    rejected = json.loads(rejects.read_text(encoding="utf-8"))
+    assert rejected["line"] == 2 and "longer than" in rejected["reason"]
+    assert len(rejected["raw"]) <= 200  # the rejects file keeps where it was, not the line
+
+
+@pytest.mark.parametrize("line, reason", [
+    ('{"text": "t", "deep": ' + "[" * 5000 + "]" * 5000 + "}", "JSON nested too deeply"),
+    ('{"text": "t", "big": ' + "9" * 5000 + "}", "unreadable JSON number"),
+    ('{"text": ' + "[" * 5000 + "]" * 5000 + "}", "JSON nested too deeply"),
+])
+def test_deep_or_huge_json_is_a_bad_record(tmp_path, line, reason):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"text": "a"}\n' + line + '\n{"text": "b"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match=rf"c\.jsonl:2: .*{reason}"):
+        list(iter_candidates(path))
+    stream = iter_candidates(path, skip_bad=True)
+    assert [candidate.text for candidate in stream] == ["a", "b"]
+    assert stream.rejected == 1
