@@ -126,7 +126,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(tables.to_json(row if chosen is None else {**row, "tuned_thresholds": chosen}))
     else:
-        note = f", thresholds tuned per text (min coverage {args.min_coverage})" if tuned else ""
+        note = f", settings tuned per text (min coverage {args.min_coverage})" if tuned else ""
         print(f"leave-one-out on {args.data} ({scorer.signature}{note})")
         for key, value in row.items():
             print(f"  {key:<14} {value:.4f}" if isinstance(value, float) else f"  {key:<14} {value}")
