@@ -11,10 +11,19 @@ the test side (the neighbour model sees only the training side's q; `core/pairwi
   that the run stays within about ten minutes on two CPU cores.
 
 Rows: the paper's thresholds; tuned (tau, a, b: the default of `fit` from 50 texts); weighted
-(tau, a, b, p); top-k (k, p); per kernel; `auto` (the kernel with the best inner leave-one-out
-rho, chosen in each outer split from the training side alone) for the tuned threshold and the
-top-k estimators; TF-IDF + ridge and mean-pooled MiniLM + ridge baselines on the same splits.
-Spearman with a bootstrap 95% interval over the test texts, Pearson, coverage.
+(tau, a, b, p); top-k (k, p); kernel ridge on the kernel's similarities (penalty by exact
+leave-one-out, `core/kernel_ridge.py`); per kernel; kernel ridge on the TF-IDF cosine kernel
+(the baseline's features: ridge in dual form); `auto` (the kernel with the best inner
+leave-one-out rho, chosen in each outer split from the training side alone) for the tuned
+threshold, top-k and kernel ridge estimators, and over all top-k and kernel-ridge models;
+TF-IDF + ridge and mean-pooled MiniLM + ridge baselines on the same splits. Spearman with a
+bootstrap 95% interval over the test texts, Pearson, coverage.
+
+Intervals (issue 20): each estimator's conformal interval at level 0.9 (`core/conformal.py`),
+calibrated on the exact leave-one-out residuals of the training side of each split, scaled by
+the neighbours' spread (kernel ridge: constant width); its empirical coverage on the test texts
+with an estimate, its mean width, and the mean width of a constant-width interval calibrated on
+the same residuals (spread ignored).
 
     .venv/bin/python bench/quality.py [--mlqe-train 2000 --mlqe-dev 500] [--kernels bleu,rouge,bertscore]
 """
@@ -36,6 +45,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from gpu_neighbors import NeighborsScorer  # noqa: E402
+from gpu_neighbors.core import kernel_ridge  # noqa: E402
+from gpu_neighbors.core.conformal import Calibration  # noqa: E402
+from gpu_neighbors.core.correlation import spearman_rows  # noqa: E402
 from gpu_neighbors.core.neighbours import Prediction, Thresholds  # noqa: E402
 from gpu_neighbors.core.pairwise import PairwiseSimilarities  # noqa: E402
 from gpu_neighbors.core.tuning import SIMILARITY_POWERS, TuningGrid, tune  # noqa: E402
@@ -46,13 +58,27 @@ from gpu_neighbors.evaluation.protocols import fold_indices  # noqa: E402
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "quality.md"
 RESAMPLES = 1000
+LEVEL = 0.9
 VARIANTS = {
     "paper": None,
     "tuned": ("threshold", TuningGrid()),
     "weighted": ("threshold", TuningGrid(powers=SIMILARITY_POWERS)),
     "top-k": ("topk", TuningGrid(powers=SIMILARITY_POWERS)),
 }
-AUTO_FROM = {"auto (tuned)": "tuned", "auto (top-k)": "top-k"}
+AUTO_FROM = {"auto (tuned)": ("tuned",), "auto (top-k)": ("top-k",), "auto (kernel ridge)": ("kernel ridge",),
+             "auto (top-k or kernel ridge)": ("top-k", "kernel ridge")}
+TFIDF_KERNEL = "tfidf"
+
+
+@dataclass
+class Outcome:
+    """Out-of-split estimates and intervals of every test item, each split's inner rho."""
+
+    prediction: Prediction
+    inner: list[float]
+    low: np.ndarray
+    high: np.ndarray
+    constant: np.ndarray  # half widths of the constant-width interval
 
 
 def minilm() -> tuple[str, int]:
@@ -115,11 +141,23 @@ def make_scorer(kernel: str) -> NeighborsScorer:
     return NeighborsScorer(kernel=kernel, device="cpu", thresholds="paper", kernel_options=options)
 
 
-def run_variant(sims: PairwiseSimilarities, splits, paper: Thresholds, variant) -> tuple[Prediction, list, list]:
+def intervals(calibration_estimates, calibration_spreads, truth, estimates, spreads):
+    """(low, high, constant half width) at LEVEL from the training side's leave-one-out."""
+    low, high = Calibration.fit(calibration_estimates, calibration_spreads, truth).interval(estimates, spreads, LEVEL)
+    constant = Calibration.fit(calibration_estimates, np.zeros_like(calibration_spreads), truth)
+    return low, high, constant.quantile(LEVEL) * constant.floor * np.ones(len(estimates))
+
+
+def empty_outcome(n: int) -> Outcome:
+    nan = np.full(n, np.nan)
+    prediction = Prediction(nan.copy(), np.zeros(n, dtype=np.int64), nan.copy(), np.zeros(n, dtype=bool))
+    return Outcome(prediction, [], nan.copy(), nan.copy(), nan.copy())
+
+
+def run_variant(sims: PairwiseSimilarities, splits, paper: Thresholds, variant) -> tuple[Outcome, list]:
     """Out-of-split estimates of every test item, the inner rho of each split, the settings used."""
-    n = len(sims)
-    scores, covered = np.full(n, np.nan), np.zeros(n, dtype=bool)
-    inner, used = [], []
+    outcome = empty_outcome(len(sims))
+    used = []
     for test, train in splits:
         if variant is None:
             chosen, rho = paper, np.nan
@@ -128,22 +166,67 @@ def run_variant(sims: PairwiseSimilarities, splits, paper: Thresholds, variant) 
             result = tune(sims, train, grid=grid, default_tau=paper.tau, estimator=estimator, base=paper)
             chosen, rho = result.thresholds, result.spearman
         part = sims.predict(test, train, chosen)
-        scores[test], covered[test] = part.scores, part.covered
-        inner.append(rho if np.isfinite(rho) else -np.inf)
+        loo = sims.leave_one_out(train, chosen)
+        outcome.prediction.scores[test], outcome.prediction.covered[test] = part.scores, part.covered
+        outcome.low[test], outcome.high[test], outcome.constant[test] = intervals(
+            loo.scores, loo.std, sims.scores[train], part.scores, part.std)
+        outcome.inner.append(rho if np.isfinite(rho) else -np.inf)
         used.append(chosen)
-    return Prediction(scores, np.zeros(n, dtype=np.int64), np.full(n, np.nan), covered), inner, used
+    return outcome, used
 
 
-def summarise(prediction: Prediction, truth: np.ndarray, tested: np.ndarray) -> dict:
+def run_kernel_ridge(blocks, scores: np.ndarray, splits, penalties=None) -> tuple[Outcome, list]:
+    """Kernel ridge fitted on each training side (penalty by exact leave-one-out there);
+    `blocks(test, train)` gives the similarities (train x train, test x train)."""
+    outcome = empty_outcome(scores.size)
+    used = []
+    for test, train in splits:
+        inside, across = blocks(test, train)
+        model = kernel_ridge.fit(inside, scores[train], penalties)
+        estimates = model.predict(across)
+        outcome.prediction.scores[test], outcome.prediction.covered[test] = estimates, True
+        outcome.low[test], outcome.high[test], outcome.constant[test] = intervals(
+            model.loo, np.zeros(train.size), scores[train], estimates, np.zeros(test.size))
+        rho = float(spearman_rows(model.loo[None, :], scores[train])[0])
+        outcome.inner.append(rho if np.isfinite(rho) else -np.inf)
+        used.append(model.penalty)
+    return outcome, used
+
+
+def tfidf_blocks(texts: list[str]):
+    """TF-IDF cosine similarities of a split: the baseline's features fitted on its training
+    side, as the baseline pipeline fits them (so kernel ridge on them is that ridge, in dual form)."""
+    def blocks(test: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        features = baselines.tfidf_ridge().steps[0][1]
+        inside = features.fit_transform([texts[index] for index in train])
+        across = features.transform([texts[index] for index in test])
+        return (inside @ inside.T).toarray(), (across @ inside.T).toarray()
+    return blocks
+
+
+def matrix_blocks(matrix: np.ndarray):
+    return lambda test, train: (matrix[np.ix_(train, train)], matrix[np.ix_(test, train)])
+
+
+def summarise(outcome: Outcome, truth: np.ndarray, tested: np.ndarray) -> dict:
+    prediction = outcome.prediction
     part = Prediction(prediction.scores[tested], prediction.num_neighbors[tested], prediction.std[tested],
                       prediction.covered[tested])
     result = agreement(part, truth[tested], resamples=RESAMPLES).as_dict()
-    return {key: result.get(key) for key in ("spearman", "spearman_low", "spearman_high", "pearson", "coverage")}
+    row = {key: result.get(key) for key in ("spearman", "spearman_low", "spearman_high", "pearson", "coverage")}
+    defined = tested[np.isfinite(outcome.low[tested])]
+    inside = (outcome.low[defined] <= truth[defined]) & (truth[defined] <= outcome.high[defined])
+    row.update(interval_coverage=float(inside.mean()) if defined.size else None,
+               width=float(np.mean(outcome.high[defined] - outcome.low[defined])) if defined.size else None,
+               constant_width=float(np.mean(2 * outcome.constant[defined])) if defined.size else None)
+    return row
 
 
-def describe(used: list[Thresholds]) -> str:
+def describe(used: list) -> str:
     setting, count = Counter(used).most_common(1)[0]
-    if setting.estimator == "topk":
+    if not isinstance(setting, Thresholds):
+        text = f"penalty={setting:.3g}"
+    elif setting.estimator == "topk":
         text = f"k={setting.top_k}, p={setting.power:g}"
     else:
         text = f"tau={setting.tau:.3g}, a={setting.min_neighbors}, b={setting.max_fraction:g}"
@@ -154,7 +237,7 @@ def describe(used: list[Thresholds]) -> str:
 
 def evaluate(data: DataSet, kernels: list[str]) -> None:
     tested = np.concatenate([test for test, _ in data.splits])
-    per_kernel: dict[str, dict[str, tuple]] = {}
+    per_kernel: dict[str, dict[str, Outcome]] = {}
     for kernel in kernels:
         start = time.perf_counter()
         scorer = make_scorer(kernel)
@@ -166,24 +249,42 @@ def evaluate(data: DataSet, kernels: list[str]) -> None:
         per_kernel[kernel] = {}
         for name, variant in VARIANTS.items():
             start = time.perf_counter()
-            prediction, inner, used = run_variant(sims, data.splits, paper, variant)
-            per_kernel[kernel][name] = (prediction, inner)
-            data.results[f"{kernel}, {name}"] = {**summarise(prediction, data.scores, tested), "settings": describe(used)}
+            outcome, used = run_variant(sims, data.splits, paper, variant)
+            per_kernel[kernel][name] = outcome
+            data.results[f"{kernel}, {name}"] = {**summarise(outcome, data.scores, tested), "settings": describe(used)}
             print(f"    {name}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    for label, variant in AUTO_FROM.items():
-        scores = np.full(len(data.texts), np.nan)
-        covered = np.zeros(len(data.texts), dtype=bool)
+        add_kernel_ridge(data, kernel, matrix_blocks(sims.matrix.numpy()), per_kernel, tested)
+    if baselines.available():
+        add_kernel_ridge(data, TFIDF_KERNEL, tfidf_blocks(data.texts), per_kernel, tested)
+    for label, variants in AUTO_FROM.items():
+        outcome = empty_outcome(len(data.texts))
         picks = []
         for index, (test, _) in enumerate(data.splits):
-            best = max(kernels, key=lambda kernel: per_kernel[kernel][variant][1][index])  # ties: the first
-            prediction = per_kernel[best][variant][0]
-            scores[test], covered[test] = prediction.scores[test], prediction.covered[test]
-            picks.append(best)
-        prediction = Prediction(scores, np.zeros(len(scores), dtype=np.int64), np.full(len(scores), np.nan), covered)
+            # ties: the first kernel, then the first estimator
+            best = max(((kernel, variant) for variant in variants for kernel in per_kernel
+                        if variant in per_kernel[kernel]),
+                       key=lambda pair: per_kernel[pair[0]][pair[1]].inner[index])
+            chosen = per_kernel[best[0]][best[1]]
+            outcome.prediction.scores[test] = chosen.prediction.scores[test]
+            outcome.prediction.covered[test] = chosen.prediction.covered[test]
+            for name in ("low", "high", "constant"):
+                getattr(outcome, name)[test] = getattr(chosen, name)[test]
+            picks.append(best[0] if len(variants) == 1 else f"{best[0]} {best[1]}")
         counts = Counter(picks).most_common()
-        data.results[label] = {**summarise(prediction, data.scores, tested),
+        data.results[label] = {**summarise(outcome, data.scores, tested),
                                "settings": ", ".join(f"{kernel} {count}/{len(picks)}" for kernel, count in counts)}
     run_baselines(data, tested)
+
+
+def add_kernel_ridge(data: DataSet, kernel: str, blocks, per_kernel: dict, tested: np.ndarray) -> None:
+    start = time.perf_counter()
+    # the TF-IDF kernel tries the baseline's own alphas, so that it is that ridge in dual form
+    penalties = baselines.ALPHAS if kernel == TFIDF_KERNEL else None
+    outcome, used = run_kernel_ridge(blocks, data.scores, data.splits, penalties)
+    per_kernel.setdefault(kernel, {})["kernel ridge"] = outcome
+    label = "TF-IDF cosine" if kernel == TFIDF_KERNEL else kernel
+    data.results[f"{label}, kernel ridge"] = {**summarise(outcome, data.scores, tested), "settings": describe(used)}
+    print(f"    {kernel} kernel ridge: {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
 
 def run_baselines(data: DataSet, tested: np.ndarray) -> None:
@@ -200,7 +301,9 @@ def run_baselines(data: DataSet, tested: np.ndarray) -> None:
         if len(data.splits) == 1:
             test, train = data.splits[0]
             predicted[test] = baselines.fit_predict(make, features[train], data.scores[train], features[test])
-        data.results[name] = {**summarise(baselines.as_prediction(predicted), data.scores, tested), "settings": ""}
+        nan = np.full(len(data.texts), np.nan)
+        outcome = Outcome(baselines.as_prediction(predicted), [], nan, nan, nan)
+        data.results[name] = {**summarise(outcome, data.scores, tested), "settings": ""}
     print(f"  {data.name} baselines: {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
 
@@ -212,24 +315,30 @@ def cell(value) -> str:
 
 def write(sets: list[DataSet], seconds: float, kernels: list[str]) -> str:
     lines = [
-        "# Estimator quality on the development data (issue 13)",
+        "# Estimator quality on the development data (issues 13 and 20)",
         "",
         "Made by `bench/quality.py` (see its docstring for the protocols) in "
         f"{seconds / 60:.1f} min on this machine's CPU (2 cores). Kernels: {', '.join(kernels)} (BLEU*: add1 "
         "smoothing, whitespace tokens; ROUGE-L F; BERTScore F1 with all-MiniLM-L6-v2, all 6 layers, "
         "rescaled with an estimated baseline). *tuned* is what `fit` does by default from 50 training "
         "texts; every tuned setting is chosen on the training side of each split alone. rho: Spearman over "
-        "the covered test texts, with a bootstrap 95% interval; Pearson likewise.",
+        "the covered test texts, with a bootstrap 95% interval; Pearson likewise. Intervals: conformal at "
+        f"level {LEVEL:g} from the training side's exact leave-one-out residuals (`core/conformal.py`); "
+        "interval coverage is the share of test texts with an estimate whose truth lies in its interval; "
+        "constant width: the same calibration ignoring the spread (the issue's yardstick); the baselines "
+        "have none.",
         "",
     ]
     for data in sets:
         lines += [f"## {data.name}: {data.protocol}", "",
-                  "| model | rho | 95% interval | Pearson | coverage | settings (most used) |",
-                  "|---|---|---|---|---|---|"]
+                  f"| model | rho | 95% interval | Pearson | coverage | interval coverage ({LEVEL:g}) | mean width "
+                  "| constant width | settings (most used) |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for name, row in data.results.items():
             interval = f"[{cell(row['spearman_low'])}, {cell(row['spearman_high'])}]"
             lines.append(f"| {name} | {cell(row['spearman'])} | {interval} | {cell(row['pearson'])} | "
-                         f"{cell(row['coverage'])} | {row['settings']} |")
+                         f"{cell(row['coverage'])} | {cell(row['interval_coverage'])} | {cell(row['width'])} | "
+                         f"{cell(row['constant_width'])} | {row['settings']} |")
         lines.append("")
     return "\n".join(lines)
 

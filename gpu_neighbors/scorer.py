@@ -54,7 +54,7 @@ from gpu_neighbors.core.tiling import (
     reduce_tiles,
     resolve_device,
 )
-from gpu_neighbors.core import tuning
+from gpu_neighbors.core import conformal, tuning
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
 REWARD_DTYPE = torch.float32
@@ -105,7 +105,9 @@ class NeighborsScorer:
         it has at least 50 texts and none of them is given (else the paper's, with a warning
         below 50 texts); "tuned" always; "paper" never: the paper's settings, exactly.
     estimator: "threshold" (the paper's rule) or "topk" (similarity-weighted mean q of the
-        top_k most similar training texts; defined whenever any training text is similar).
+        top_k most similar training texts; defined whenever any training text is similar);
+        None (the default): topk, unless thresholds="paper" or tau, min_neighbors or
+        max_fraction is given, which ask for the paper's rule.
     weighting: "uniform" (plain mean) or "similarity" (weights k(x, s)^power); None: uniform
         for threshold, similarity for topk. power, top_k: None tunes them (else 1 and 50).
     kernels: with kernel="auto", the kernels to choose from (with their estimator settings) by
@@ -122,6 +124,9 @@ class NeighborsScorer:
     chunk_size: candidates per chunk; None derives it from the budget. Results never depend on it.
     progress: show a progress bar on stderr for long predictions.
     score_range: (low, high) every training score must lie in; None accepts any finite score.
+    level: nominal coverage of the interval [low, high] `predict` gives with each estimate
+        (conformal prediction on the training set's exact leave-one-out residuals, scaled by
+        the neighbours' spread; `core/conformal.py` states the guarantee).
     Defaults, types and ranges are declared once, in `core.validation.SCORER_PARAMETERS`.
     """
 
@@ -132,7 +137,7 @@ class NeighborsScorer:
         min_neighbors: int | None = DEFAULTS["min_neighbors"],
         max_fraction: float | None = DEFAULTS["max_fraction"],
         thresholds: str = DEFAULTS["thresholds"],
-        estimator: str = DEFAULTS["estimator"],
+        estimator: str | None = DEFAULTS["estimator"],
         weighting: str | None = DEFAULTS["weighting"],
         power: float | None = DEFAULTS["power"],
         top_k: int | None = DEFAULTS["top_k"],
@@ -148,6 +153,7 @@ class NeighborsScorer:
         chunk_size: int | None = DEFAULTS["chunk_size"],
         progress: bool = DEFAULTS["progress"],
         score_range: tuple[float, float] | None = DEFAULTS["score_range"],
+        level: float = DEFAULTS["level"],
     ) -> None:
         self.kernel = kernel
         self.tau = tau
@@ -170,6 +176,7 @@ class NeighborsScorer:
         self.chunk_size = chunk_size
         self.progress = progress
         self.score_range = score_range
+        self.level = level
 
     # -- fitting -------------------------------------------------------------------------
 
@@ -222,8 +229,8 @@ class NeighborsScorer:
             PAPER_MIN_NEIGHBORS if self.min_neighbors is None else self.min_neighbors,
             PAPER_MAX_FRACTION if self.max_fraction is None else self.max_fraction,
             (DEFAULT_POWER if self.power is None else float(self.power)) if weighted else 0.0,
-            self.estimator,
-            min(self.top_k or DEFAULT_TOP_K, len(texts)) if self.estimator == "topk" else None,
+            self._estimator(),
+            min(self.top_k or DEFAULT_TOP_K, len(texts)) if self._estimator() == "topk" else None,
         ))
         self.tuning_: tuning.TuningResult | None = None
         self.selection_: dict[str, float] | None = None
@@ -231,10 +238,23 @@ class NeighborsScorer:
             # One similarity pass over the training set; the tau it was fitted with joins the grid.
             self.tuning_ = tuning.tune(
                 self._tuning_pass(texts), grid=self.tuning_grid(), min_coverage=min_coverage,
-                default_tau=self.tau_, estimator=self.estimator, base=self.thresholds_,
+                default_tau=self.tau_, estimator=self._estimator(), base=self.thresholds_,
             )
             self._use(self.tuning_.thresholds)
+        self.calibration_ = self._calibrate(texts)
         return self
+
+    def _calibrate(self, texts: list[str]) -> conformal.Calibration:
+        """Exact leave-one-out of the calibration texts (all training texts, or a seeded sample
+        of them when there are many), each scored by every other training text through the tile
+        loop with the settings `predict` uses; their residuals calibrate the intervals."""
+        sample = conformal.calibration_sample(len(texts))
+        chosen = [texts[index] for index in sample]
+        own = torch.as_tensor(sample, dtype=torch.int64, device=self.device_)
+        prediction = self._pass(
+            lambda first, last: self.kernel_.encode(chosen[first:last]), len(chosen), own=own, progress=False
+        )[0].numpy()
+        return conformal.Calibration.fit(prediction.scores, prediction.std, self.train_scores_[sample])
 
     def _check_against_training_set(self, texts: list[str]) -> None:
         """Refuse settings that cannot work on this training set and the fitted kernel, and warn
@@ -243,7 +263,7 @@ class NeighborsScorer:
             requirement = f"in [0, 1] for the {self.kernel} kernel (its similarities lie there)"
             raise ParameterError(SCORER_PARAMETERS["tau"], self.tau, requirement)
         needed = PAPER_MIN_NEIGHBORS if self.min_neighbors is None else self.min_neighbors
-        if self.estimator == "threshold" and needed > len(texts):
+        if self._estimator() == "threshold" and needed > len(texts):
             if self.min_neighbors is not None:
                 requirement = (f"at most the {len(texts)} training texts, or no text could ever "
                                "have enough neighbours for an estimate")
@@ -270,7 +290,18 @@ class NeighborsScorer:
     def _weighting(self) -> str:
         if self.weighting is not None:
             return self.weighting
-        return "uniform" if self.estimator == "threshold" else "similarity"
+        return "uniform" if self._estimator() == "threshold" else "similarity"
+
+    def _estimator(self) -> str:
+        """The estimator used: as given; by default topk (an estimate for every text with any
+        similar training text), unless the paper's rule is asked for (thresholds="paper", or
+        tau, min_neighbors or max_fraction given), which keeps the paper's threshold rule."""
+        if self.estimator is not None:
+            return self.estimator
+        paper = self.thresholds == "paper" or any(
+            value is not None for value in (self.tau, self.min_neighbors, self.max_fraction)
+        )
+        return "threshold" if paper else "topk"
 
     def _tunes(self, num_texts: int, tune: bool | None) -> bool:
         """Whether `fit` tunes: as forced by `tune`, else as `thresholds` says (auto: when no
@@ -282,7 +313,8 @@ class NeighborsScorer:
         if self.thresholds == "auto" and not self._given() and num_texts < MIN_TUNING_TEXTS:
             warn(
                 f"{num_texts} training texts are fewer than {MIN_TUNING_TEXTS}: too few to tune the "
-                f"thresholds on, so the paper's are used ({self.signature})")
+                f"settings on, so the {'paper' if self.estimator_ == 'threshold' else 'default'}'s "
+                f"are used ({self.signature})")
         return False
 
     def tunes(self, num_texts: int) -> bool:
@@ -296,7 +328,7 @@ class NeighborsScorer:
     def _given(self) -> bool:
         """Whether a setting the estimator uses was given (then `auto` keeps the settings)."""
         given = [self.power] + (
-            [self.top_k] if self.estimator == "topk" else [self.tau, self.min_neighbors, self.max_fraction]
+            [self.top_k] if self._estimator() == "topk" else [self.tau, self.min_neighbors, self.max_fraction]
         )
         return any(value is not None for value in given)
 
@@ -421,14 +453,21 @@ class NeighborsScorer:
         texts of each candidate (index, similarity, known score; all of them when k exceeds the
         training set), from the same pass, in `Prediction.neighbors`."""
         if return_neighbors is None:
-            return self.predict_tensors(candidates).numpy()
+            return self._with_intervals(self.predict_tensors(candidates).numpy())
         self._check_fitted()
         if isinstance(return_neighbors, bool) or not isinstance(return_neighbors, int) or return_neighbors < 1:
             raise ValueError(f"return_neighbors must be a positive integer or None, not {return_neighbors!r}")
         encode, rows, plan = self._candidate_chunks(candidates)
         prediction, top = self._pass(encode, rows, plan=plan, neighbors=min(return_neighbors, self.num_train))
         assert top is not None  # asked for
-        return replace(prediction.numpy(), neighbors=top.neighbors(self._quality.raw))
+        return replace(self._with_intervals(prediction.numpy()), neighbors=top.neighbors(self._quality.raw))
+
+    def _with_intervals(self, prediction: Prediction) -> Prediction:
+        """`prediction` with each estimate's conformal interval at `level` (clipped to
+        score_range, where the truth lies)."""
+        bounds = None if self.score_range is None else (float(self.score_range[0]), float(self.score_range[1]))
+        low, high = self.calibration_.interval(prediction.scores, prediction.std, self.level, bounds)
+        return replace(prediction, low=low, high=high)
 
     @_library_threads
     def prepare(self, candidates: Sequence[str]) -> PreparedCandidates:
@@ -581,6 +620,7 @@ class NeighborsScorer:
             self.max_fraction_, self.num_train, __version__, estimator=self.estimator_, power=self.power_,
             top_k=self.top_k_, tuned=self.tuning_ is not None,
             selection=None if self.selection_ is None else tuple(self.selection_.items()),
+            level=self.level,
         )
 
     @property
@@ -610,29 +650,36 @@ class NeighborsScorer:
         quality: Quality | None = None,
         progress: bool = True,
         neighbors: int = 0,
+        own: torch.Tensor | None = None,
     ) -> tuple[TensorPrediction, TopK | None]:
         """The tile loop over candidate rows 0..rows-1 with the estimator's reduction (neighbour
         statistics, or a running top-k), and with `neighbors` > 0 the top `neighbors` training
-        texts of each row from the same tiles."""
+        texts of each row from the same tiles. `own[r]`: row r is that training text, left out
+        of its own neighbours (leave-one-out of a sample of the training set)."""
         quality = quality or self._quality
         plan = plan or self._plan()
 
         def ranking(k: int) -> TopKReduction:
             return TopKReduction(rows, k, quality.tie_rank, leave_one_out=leave_one_out, subset=subset)
 
+        def reduce(reduction: Reduction[Result]) -> Result:
+            if own is not None:
+                reduction = conformal.WithoutOwn(reduction, own)
+            return self._reduce(encode, rows, plan, reduction, progress)
+
         if self.estimator_ == "topk":
             k = int(self.top_k_ or 1)
-            top = self._reduce(encode, rows, plan, ranking(max(k, neighbors)), progress)
+            top = reduce(ranking(max(k, neighbors)))
             return estimate_topk(top, quality, k, self.power_), top.first(neighbors) if neighbors else None
         counts = NeighborReduction(
             rows, quality, self.tau_, leave_one_out=leave_one_out, subset=subset, power=self.power_
         )
         shown = None
         if neighbors:
-            stats, shown = self._reduce(encode, rows, plan, Both(counts, ranking(neighbors)), progress)
+            stats, shown = reduce(Both(counts, ranking(neighbors)))
         else:
-            stats = self._reduce(encode, rows, plan, counts, progress)
-        num_train = (self.num_train if subset is None else subset.size) - int(leave_one_out)
+            stats = reduce(counts)
+        num_train = (self.num_train if subset is None else subset.size) - int(leave_one_out or own is not None)
         return estimate_tensors(stats, quality, num_train, self.min_neighbors_, self.max_fraction_), shown
 
     def _similarity(self, encode: Callable[[int, int], Any], rows: int) -> torch.Tensor:

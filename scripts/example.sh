@@ -8,8 +8,8 @@ bash "$root/scripts/setup.sh"
 cd "$root"
 mkdir -p out
 .venv/bin/gpu-neighbors score --train examples/train.jsonl --candidates examples/candidates.txt \
-    --output out/example_scores.jsonl --tau 0.2 --overwrite
+    --output out/example_scores.jsonl --overwrite
 echo "--- out/example_scores.jsonl"
 cat out/example_scores.jsonl
 echo "--- leave-one-out on examples/train.jsonl"
-.venv/bin/gpu-neighbors evaluate --data examples/train.jsonl --tau 0.2
+.venv/bin/gpu-neighbors evaluate --data examples/train.jsonl

@@ -95,16 +95,18 @@ def test_prepared_candidates_predict_as_their_texts(huse_texts, huse_scores, ker
     assert np.isfinite(scorer.predict(prepared).scores).sum() >= 10
 
 
-def test_candidate_order_and_training_order_do_not_matter(huse_texts, huse_scores):
+@pytest.mark.parametrize("estimator", ["threshold", None])  # None: the default, top-k
+def test_candidate_order_and_training_order_do_not_matter(huse_texts, huse_scores, estimator):
     rng = np.random.default_rng(0)
-    scorer = NeighborsScorer(device="cpu").fit(huse_texts, huse_scores)
+    scorer = NeighborsScorer(device="cpu", estimator=estimator).fit(huse_texts, huse_scores)
     candidates = huse_texts[:80]
     base = scorer.predict(candidates)
     order = rng.permutation(len(candidates))
     shuffled = scorer.predict([candidates[i] for i in order])
     np.testing.assert_array_equal(shuffled.scores, base.scores[order])
     train_order = rng.permutation(len(huse_texts))
-    refit = NeighborsScorer(device="cpu").fit([huse_texts[i] for i in train_order], np.take(huse_scores, train_order))
+    refit = NeighborsScorer(device="cpu", estimator=estimator).fit(
+        [huse_texts[i] for i in train_order], np.take(huse_scores, train_order))
     again = refit.predict(candidates)
     np.testing.assert_array_equal(again.num_neighbors, base.num_neighbors)
     np.testing.assert_allclose(again.scores, base.scores, rtol=0, atol=1e-12)

@@ -126,13 +126,16 @@ def command_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(tables.to_json(row if chosen is None else {**row, "tuned_thresholds": chosen}))
     else:
-        note = f", thresholds tuned per text (min coverage {args.min_coverage})" if tuned else ""
+        note = f", settings tuned per text (min coverage {args.min_coverage})" if tuned else ""
         print(f"leave-one-out on {args.data} ({scorer.signature}{note})")
         for key, value in row.items():
             print(f"  {key:<14} {value:.4f}" if isinstance(value, float) else f"  {key:<14} {value}")
         for choice in chosen or []:
-            print(f"  chosen in {choice['folds']} folds: tau={choice['tau']:.4g} a={choice['min_neighbors']} "
-                  f"b={choice['max_fraction']:g}")
+            if choice.get("estimator") == "topk":
+                setting = f"k={choice['top_k']} p={choice.get('power', 0):g}"
+            else:
+                setting = f"tau={choice['tau']:.4g} a={choice['min_neighbors']} b={choice['max_fraction']:g}"
+            print(f"  chosen in {choice['folds']} folds: {setting}")
     return 0
 
 

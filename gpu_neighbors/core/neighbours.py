@@ -396,6 +396,8 @@ class Prediction:
     covered: np.ndarray  # bool
     estimator: str = "threshold"  # which estimator made the estimates: threshold or topk
     neighbors: Neighbors | None = None  # with predict(return_neighbors=k)
+    low: np.ndarray | None = None  # float64 conformal interval (`conformal.py`), NaN where undefined
+    high: np.ndarray | None = None
 
     @property
     def coverage(self) -> float:

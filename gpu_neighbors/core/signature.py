@@ -24,6 +24,7 @@ class Signature:
     top_k: int | None = None
     tuned: bool = False
     selection: tuple[tuple[str, float], ...] | None = None  # kernel="auto": inner rho per kernel
+    level: float | None = None  # of the intervals (low, high), which change with it
 
     def fields(self) -> dict[str, str]:
         """The settings as printed, in order; a and b are the paper's names. The estimator, p, k,
@@ -40,6 +41,8 @@ class Signature:
         if self.selection is not None:
             fields["auto"] = ",".join(f"{name}={rho:.3f}" for name, rho in self.selection)
         fields.update(n=str(self.num_train), version=self.version)
+        if self.level is not None:
+            fields["level"] = f"{self.level:g}"
         return fields
 
     def __str__(self) -> str:

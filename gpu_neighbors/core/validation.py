@@ -27,6 +27,7 @@ DEFAULT_AUTO_KERNELS = ("bleu", "rouge", "bertscore")
 DEFAULT_TOP_K = 50
 MAX_TOP_K = 1000
 MAX_POWER = 64
+DEFAULT_LEVEL = 0.9  # of the conformal intervals (core/conformal.py)
 
 
 class NotFittedError(ValueError, AttributeError, RuntimeError):
@@ -187,9 +188,11 @@ SCORER_PARAMETERS = _table(
               "auto: tune tau, a, b (and p, k) by leave-one-out on the training set when it has "
               f">= {MIN_TUNING_TEXTS} texts and none is given, else the paper's; tuned: always; "
               "paper: the paper's settings", metavar="MODE"),
-    Parameter("estimator", str, one_of(*ESTIMATOR_NAMES), "threshold",
+    Parameter("estimator", str, one_of(*ESTIMATOR_NAMES), None,
               "threshold: mean q of the neighbours within tau (the paper's rule); topk: weighted "
-              "mean q of the k most similar training texts"),
+              "mean q of the k most similar training texts (an estimate for every text with any "
+              "similar training text)", optional=True,
+              none_means="topk, unless --paper-thresholds or tau, a or b is given: threshold"),
     Parameter("weighting", str, one_of(*WEIGHTINGS), None,
               "uniform: plain mean; similarity: weights k(x, s)^p", optional=True,
               none_means="uniform for threshold, similarity for topk"),
@@ -228,6 +231,9 @@ SCORER_PARAMETERS = _table(
     Parameter("score_range", tuple, Constraint("(low, high) with finite low <= high", _is_range), (0.0, 1.0),
               "range every known score must lie in, as in the paper", optional=True,
               none_means="any finite score", metavar=("LOW", "HIGH")),
+    Parameter("level", float, interval(0, 1, closed="neither"), DEFAULT_LEVEL,
+              "nominal coverage of each estimate's interval [low, high] (conformal, from the "
+              "training set's leave-one-out residuals)"),
 )
 # Settings of `fit`: tuning chooses tau, a and b with at least this coverage.
 FIT_PARAMETERS = _table(

@@ -11,6 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from gpu_neighbors.evaluation.agreement import Agreement
+from gpu_neighbors.evaluation.calibration import CoveragePoint
 from gpu_neighbors.evaluation.protocols import CurvePoint, SweepPoint
 from gpu_neighbors.evaluation.systems import SystemComparison
 
@@ -150,6 +151,25 @@ def plot_scatter(
         axis.set_title(f"{title}\n({int(covered.sum())} of {truth.size} items covered)", fontsize=10)
     axes[0].set_ylabel("estimated quality")
     axes[-1].legend(loc="upper left", fontsize=8)
+    return _save(figure, path)
+
+
+def plot_calibration(points: Sequence[CoveragePoint], path: Path) -> Path:
+    """Empirical against nominal coverage of the intervals, with a binomial 95% band around
+    the diagonal (what sampling alone would give with as many checked texts)."""
+    figure = _figure(4.8, 4.4)
+    axis = figure.subplots()
+    nominal = np.array([point.level for point in points])
+    checked = max(min(point.checked for point in points), 1)
+    band = 1.96 * np.sqrt(nominal * (1 - nominal) / checked)
+    axis.fill_between(nominal, nominal - band, nominal + band, color="gray", alpha=0.2, label="binomial 95% band")
+    axis.plot([0, 1], [0, 1], color="gray", linewidth=0.8, linestyle=":", label="empirical = nominal")
+    axis.plot(nominal, [point.coverage for point in points], marker="o", color=RHO_COLOR, label="empirical")
+    axis.set_xlim(min(nominal) - 0.05, 1.0)
+    axis.set_ylim(min(nominal) - 0.1, 1.0)
+    axis.set_xlabel("nominal coverage (level)")
+    axis.set_ylabel("share of held-out texts inside their interval")
+    axis.legend(loc="upper left", fontsize=8)
     return _save(figure, path)
 
 

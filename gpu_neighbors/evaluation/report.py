@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from gpu_neighbors.evaluation.agreement import Agreement, human_agreement
+from gpu_neighbors.evaluation.calibration import calibration_curve
 from gpu_neighbors.evaluation.protocols import (
     CrossValidation,
     CurvePoint,
@@ -198,6 +199,7 @@ def build_report(
         "kfold_tuned": cross_validate(sims, thresholds, folds=folds, seed=seed, tune_thresholds=True,
                                       min_coverage=min_coverage, resamples=resamples),
         "tuned_on_all": tune(sims, min_coverage=min_coverage, default_tau=thresholds.tau),
+        "calibration": calibration_curve(sims, thresholds, folds=folds, seed=seed),
     }
     if paper is not None:
         report.scan, report.word_overlap = implementation_scan(data, make_scorer, resamples=resamples)
@@ -253,7 +255,7 @@ def write_report(report: Report, out_dir: Path | str, page: Path | str | None = 
     main = report.kernels[0]
     human_rho = report.humans.get("Human (average)")
     images = {name: out_dir / f"{name}.png"
-              for name in ("kernels", "scatter", "curve", *(f"sweep_{p}" for p in report.main["sweeps"]))}
+              for name in ("kernels", "scatter", "curve", "calibration", *(f"sweep_{p}" for p in report.main["sweeps"]))}
 
     def link(path: Path) -> str:
         return Path(os.path.relpath(path, page.parent)).as_posix()
@@ -271,6 +273,7 @@ def write_report(report: Report, out_dir: Path | str, page: Path | str | None = 
             _groups(report.data), files.create_path(images["scatter"]),
         )
         plots.plot_curve(report.main["curve"], files.create_path(images["curve"]))
+        plots.plot_calibration(report.main["calibration"], files.create_path(images["calibration"]))
         for parameter, points in report.main["sweeps"].items():
             plots.plot_sweep(
                 points, _given(main.thresholds, parameter), human_rho.spearman if human_rho else None,
@@ -284,6 +287,7 @@ def write_report(report: Report, out_dir: Path | str, page: Path | str | None = 
             _tuning_section(report, link(images["scatter"])),
             _sweep_section(report, {parameter: link(images[f"sweep_{parameter}"]) for parameter in ("a", "b", "tau")}),
             _curve_section(report, link(images["curve"])),
+            _calibration_section(report, link(images["calibration"])),
         ]
         files.create().write(("\n\n".join(sections) + "\n").encode("utf-8"))
     return page
@@ -463,6 +467,23 @@ def _curve_section(report: Report, image: str) -> str:
         markdown_table(rows, digits=3),
         "",
         f"![Training-set size curve]({image})",
+    ])
+
+
+def _calibration_section(report: Report, image: str) -> str:
+    points = report.main["calibration"]
+    rows = [{"level": point.level, "empirical coverage": point.coverage, "texts checked": point.checked,
+             "mean width": point.mean_width} for point in points]
+    return "\n".join([
+        f"## Do the intervals hold? (`{report.kernels[0].spec.label}`)",
+        "",
+        f"{report.settings['folds']}-fold cross-validation (seed {report.settings['seed']}): in each fold "
+        "the conformal intervals are calibrated on the training side's exact leave-one-out residuals "
+        "alone, then each held-out text with an estimate is checked against its interval.",
+        "",
+        markdown_table(rows, digits=3),
+        "",
+        f"![Calibration: nominal against empirical coverage]({image})",
     ])
 
 

@@ -3,7 +3,8 @@
 The driver fits the scorer and serialises it once (`torch.save`) into Ray's object store; each
 actor loads those bytes with every tensor mapped onto its own device, the GPU Ray assigned it or
 else the CPU. Nothing is refitted, and a scorer fitted on a CPU-only driver runs on GPU workers.
-Rows keep their input columns and gain `score` (NaN where undefined), `num_neighbors` and `std`;
+Rows keep their input columns and gain `score` (NaN where undefined), `num_neighbors`, `std` and
+the interval `low`, `high`;
 since neighbour sums are exact, every row equals what `NeighborsScorer.predict` gives in one
 process. Ray is an optional extra: `pip install 'gpu-neighbors[ray]'`. See docs/ray.md.
 """
@@ -24,7 +25,7 @@ from gpu_neighbors.scorer import NeighborsScorer
 if TYPE_CHECKING:
     import ray.data
 
-OUTPUT_COLUMNS = ("score", "num_neighbors", "std")
+OUTPUT_COLUMNS = ("score", "num_neighbors", "std", "low", "high")
 DEFAULT_RAY_BATCH = 4096  # rows per actor call
 
 
@@ -76,11 +77,14 @@ class ScoringActor:
                 "rename or drop them first"
             )
         prediction = self.scorer.predict(batch[self.text_column].tolist())
+        assert prediction.low is not None and prediction.high is not None  # predict gives intervals
         return {
             **batch,
             "score": prediction.scores,
             "num_neighbors": prediction.num_neighbors,
             "std": prediction.std,
+            "low": prediction.low,
+            "high": prediction.high,
         }
 
 
@@ -160,16 +164,16 @@ class RayBatchScorer:
                 ray.data.from_items(rows), scorer, batch_size=self.batch_size,
                 num_gpus=self.num_gpus, num_actors=self.num_actors,
             )
-            yield from _regroup(batches, scored.iter_batches(batch_size=None, batch_format="numpy"))
+            yield from _regroup(batches, scored.iter_batches(batch_size=None, batch_format="numpy"), scorer.estimator_)
         finally:
             context.execution_options.preserve_order, context.enable_progress_bars = preserved
 
 
 def _regroup(
-    batches: list[CandidateBatch], results: Iterable[dict[str, np.ndarray]]
+    batches: list[CandidateBatch], results: Iterable[dict[str, np.ndarray]], estimator: str
 ) -> Iterator[tuple[CandidateBatch, Prediction]]:
     """Cut the scored rows, which arrive in input order in Ray's own batch sizes, back into
-    `batches`; a row out of order is a bug, not something to write."""
+    `batches` (made by `estimator`); a row out of order is a bug, not something to write."""
     columns = ("index", *OUTPUT_COLUMNS)
     pending: dict[str, list[np.ndarray]] = {name: [] for name in columns}
     buffered = 0
@@ -191,4 +195,7 @@ def _regroup(
             num_neighbors=head["num_neighbors"],
             std=head["std"],
             covered=~np.isnan(head["score"]),
+            estimator=estimator,
+            low=head["low"],
+            high=head["high"],
         )

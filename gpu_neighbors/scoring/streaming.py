@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 
 from gpu_neighbors.data import (
@@ -41,7 +42,7 @@ from gpu_neighbors.scorer import NeighborsScorer, PreparedCandidates
 T = TypeVar("T")
 # Arrow types of the result columns, for a Parquet output (a batch may hold only nulls).
 RESULT_TYPES = {"index": "int64", "text": "string", "score": "double", "num_neighbors": "int64",
-                "std": "double", "estimator": "string"}
+                "std": "double", "estimator": "string", "low": "double", "high": "double"}
 DEFAULT_BATCH_SIZE = 8192  # candidates scored and made durable per step
 READ_AHEAD = 2  # batches a reader thread may parse while one is scored
 
@@ -90,8 +91,8 @@ def score_file(
     """Scores every candidate of `candidates` with a fitted `scorer` into `output`: JSON Lines,
     or Parquet for a `.parquet` name (the same rows and values; no resume).
 
-    One row per candidate in input order: {"index", "text", "score", "num_neighbors", "std"},
-    score and std null where undefined. A bad record stops the run with an InputError naming
+    One row per candidate in input order: {"index", "text", "score", "num_neighbors", "std",
+    "estimator", "low", "high"}, score, std and the interval [low, high] null where undefined. A bad record stops the run with an InputError naming
     file and line (rows before it stay on disk, so a fixed file can be resumed), or with
     `skip_bad` goes to `rejects`. `header` adds settings that must match on resume.
     `score_batches` scores the batches elsewhere (e.g. on a Ray cluster); default: this process.
@@ -301,9 +302,9 @@ def _read_ahead(items: Iterable[T], depth: int) -> Iterator[T]:
 def _columns(
     batch: CandidateBatch, prediction: Prediction, train_texts: list[str] | None = None
 ) -> dict[str, Column]:
-    """The batch's result rows as columns: index, text, score, num_neighbors, std, estimator
-    (score and std are float arrays whose NaN, where undefined, is written as null), and with
-    explained predictions their neighbours."""
+    """The batch's result rows as columns: index, text, score, num_neighbors, std, estimator,
+    the interval low and high (score, std, low and high are float arrays whose NaN, where
+    undefined or unbounded, is written as null), and with explained predictions their neighbours."""
     columns: dict[str, Column] = {
         "index": batch.indices,
         "text": batch.texts,
@@ -312,6 +313,10 @@ def _columns(
         "std": prediction.std,
         "estimator": [prediction.estimator] * len(batch),
     }
+    if prediction.low is not None and prediction.high is not None:
+        # an unbounded end (too few calibration texts for the level, and no score range) is null too
+        columns.update(low=np.where(np.isinf(prediction.low), np.nan, prediction.low),
+                       high=np.where(np.isinf(prediction.high), np.nan, prediction.high))
     if prediction.neighbors is not None:
         columns["neighbors"] = [
             [{**neighbor, "text": train_texts[int(neighbor["index"])]} if train_texts is not None else neighbor

@@ -31,11 +31,12 @@ def test_score_writes_one_line_per_candidate_in_order(tmp_path, train_file, huse
     rows = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
     assert [row["index"] for row in rows] == list(range(len(texts)))
     assert [row["text"] for row in rows] == texts
-    assert set(rows[0]) == {"index", "text", "score", "num_neighbors", "std", "estimator"}
+    assert set(rows[0]) == {"index", "text", "score", "num_neighbors", "std", "estimator", "low", "high"}
     expected = NeighborsScorer().fit(huse_texts[:120], huse_scores[:120]).predict(texts)
-    for row, score, count in zip(rows, expected.scores, expected.num_neighbors):
+    for row, score, count, low, high in zip(rows, expected.scores, expected.num_neighbors, expected.low, expected.high):
         assert row["num_neighbors"] == count
         assert (row["score"] is None) if math.isnan(score) else row["score"] == score
+        assert (row["low"], row["high"]) == ((None, None) if math.isnan(score) else (low, high))
     assert rows[-2]["score"] is None and rows[-2]["num_neighbors"] == 0
 
 

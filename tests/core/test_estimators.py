@@ -184,8 +184,12 @@ def test_tuned_by_default_from_50_texts_and_paper_below(huse_texts, huse_scores)
     assert paper.tuning_ is None and paper.thresholds_ == Thresholds(0.08, 5, 0.66)
     given = NeighborsScorer(device="cpu", tau=0.08).fit(huse_texts[:60], huse_scores[:60])
     assert given.tuning_ is None
-    with pytest.warns(UserWarning, match="fewer than 50"):
+    with pytest.warns(UserWarning, match="fewer than 50.*the default's"):
         small = NeighborsScorer(device="cpu").fit(huse_texts[:49], huse_scores[:49])
+    # the default estimator (top-k: an estimate for every text) with its untuned k and p
+    assert small.thresholds_ == Thresholds(0.08, 5, 0.66, 1.0, "topk", 49)
+    with pytest.warns(UserWarning, match="fewer than 50.*the paper's"):
+        small = NeighborsScorer(device="cpu", estimator="threshold").fit(huse_texts[:49], huse_scores[:49])
     assert small.thresholds_ == Thresholds(0.08, 5, 0.66)
 
 
@@ -218,3 +222,34 @@ def test_bad_settings_are_refused_through_the_table(settings, message):
 def test_unknown_kernel_in_the_list_is_named():
     with pytest.raises(ValueError, match="unknown kernel 'blue'"):
         NeighborsScorer(device="cpu", kernel="auto", kernels=("bleu", "blue")).fit(TEXTS, SCORES)
+
+
+def test_the_default_answers_every_text_with_a_similar_training_text(huse_texts, huse_scores):
+    """Issue 20: the default estimator gives an estimate exactly where some training text is
+    similar (similarity > 0), where the paper's rule leaves texts out; tiny training sets that
+    the old default accepted are still accepted."""
+    train, scores = huse_texts[:150], huse_scores[:150]
+    candidates = huse_texts[150:] + ["", "zzz qqq"]
+    default = NeighborsScorer(device="cpu").fit(train, scores)
+    prediction = default.predict(candidates)
+    similar = (default.similarity(candidates).numpy() > 0).any(axis=1)
+    np.testing.assert_array_equal(prediction.covered, similar)
+    assert similar[:-2].all() and not similar[-2:].any()
+    paper = NeighborsScorer(device="cpu", thresholds="paper").fit(train, scores).predict(candidates)
+    assert paper.coverage < prediction.coverage
+    for size in (1, 2, 3):
+        with pytest.warns(UserWarning, match="fewer than 50"):
+            tiny = NeighborsScorer(device="cpu").fit(train[:size], scores[:size])
+        assert np.isfinite(tiny.predict(train[:size]).scores).all()
+
+
+def test_paper_mode_is_the_papers_rule_on_the_similarity_matrix(huse_texts, huse_scores):
+    """thresholds="paper" predicts what the paper's rule (tau 0.08, a 5, b 0.66, plain mean)
+    gives on the full similarity matrix (PairwiseSimilarities: no tile loop), bit for bit."""
+    texts, scores = huse_texts, np.asarray(huse_scores)
+    sims = NeighborsScorer(device="cpu", thresholds="paper").fit_pairwise(texts, scores)
+    train, test = np.arange(150), np.arange(150, len(texts))
+    expected = sims.predict(test, train, Thresholds(0.08, 5, 0.66))
+    scorer = NeighborsScorer(device="cpu", thresholds="paper").fit(texts[:150], scores[:150])
+    assert scorer.thresholds_ == Thresholds(0.08, 5, 0.66)
+    np.testing.assert_array_equal(scorer.predict(texts[150:]).scores, expected.scores)

@@ -95,7 +95,7 @@ def test_data_driven_tau_grid_uses_only_the_training_items():
 
 def test_fit_with_tune_predicts_with_the_chosen_thresholds(huse_texts, huse_scores):
     texts, scores = huse_texts[:40], huse_scores[:40]
-    tuned = NeighborsScorer(device="cpu").fit(texts, scores, tune=True, min_coverage=0.5)
+    tuned = NeighborsScorer(device="cpu", estimator="threshold").fit(texts, scores, tune=True, min_coverage=0.5)
     chosen = tuned.tuning_.thresholds
     assert (tuned.tau_, tuned.min_neighbors_, tuned.max_fraction_) == (chosen.tau, chosen.min_neighbors, chosen.max_fraction)
     assert (tuned.tau, tuned.min_neighbors, tuned.max_fraction) == (None, None, None)  # constructor untouched
@@ -128,7 +128,8 @@ def test_nested_tuning_never_sees_the_test_items(huse_texts, huse_scores):
         assert same.thresholds == fold.thresholds
         # and the fold equals a scorer tuned by fit() on the training fold alone
         train = np.setdiff1d(np.arange(24), fold.test)
-        refit = NeighborsScorer(device="cpu").fit([texts[i] for i in train], scores[train], tune=True, min_coverage=0.5)
+        refit = NeighborsScorer(device="cpu", estimator="threshold").fit(
+            [texts[i] for i in train], scores[train], tune=True, min_coverage=0.5)
         assert refit.thresholds_ == fold.thresholds
         direct = refit.predict([texts[i] for i in fold.test])
         np.testing.assert_array_equal(result.prediction.scores[fold.test], direct.scores)

@@ -36,7 +36,7 @@ def fit(**settings):
 
 def test_every_numeric_setting_refuses_booleans():
     assert set(NUMERIC) == {"tau", "min_neighbors", "max_fraction", "power", "top_k", "memory_budget", "chunk_size",
-                            "min_coverage"}
+                            "min_coverage", "level"}
     for name in NUMERIC:
         for flag in (True, False):
             with pytest.raises(ParameterError, match=rf"^{name} must be .*, not {flag}$"):
@@ -134,11 +134,13 @@ def test_signature_prints_the_old_line():
     signature = Signature("bleu", (("tok", "13a+lc"), ("smooth", "exp")), 0.1, 5, 0.66, 7, "0.1.0")
     assert str(signature) == "kernel:bleu|tok:13a+lc|smooth:exp|tau:0.1|a:5|b:0.66|n:7|version:0.1.0"
     scorer = fit(tau=0.1, smoothing="exp", tokenizer="13a", lowercase=True)
-    assert scorer.signature == Signature("bleu", (("tok", "13a+lc"), ("smooth", "exp")), 0.1, 5, 0.66, 3, __version__)
+    assert scorer.signature == Signature("bleu", (("tok", "13a+lc"), ("smooth", "exp")), 0.1, 5, 0.66, 3, __version__,
+                                         level=0.9)
     old = "|".join(f"{key}:{value}" for key, value in {
         "kernel": "bleu", **scorer.kernel_.settings(), "tau": f"{scorer.tau_:g}", "a": str(scorer.min_neighbors_),
         "b": f"{scorer.max_fraction_:g}", "n": str(scorer.num_train), "version": __version__}.items())
-    assert str(scorer.signature) == old
+    # the intervals' level closes the line: low and high change with it, so a resume must match it
+    assert str(scorer.signature) == old + "|level:0.9"
 
 
 def test_not_fitted_error():

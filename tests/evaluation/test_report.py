@@ -25,7 +25,7 @@ from gpu_neighbors.evaluation.report import (
     write_report,
 )
 
-PNGS = {"kernels.png", "scatter.png", "curve.png", "sweep_a.png", "sweep_b.png", "sweep_tau.png"}
+PNGS = {"kernels.png", "scatter.png", "curve.png", "sweep_a.png", "sweep_b.png", "sweep_tau.png", "calibration.png"}
 
 
 def test_kernel_spec_parsing():
@@ -60,7 +60,7 @@ def test_report_writes_every_section_and_plot(tmp_path, small_data):
         pixels = image.imread(tmp_path / "assets" / name)
         assert pixels.shape[0] > 300 and pixels.shape[1] > 500
     for heading in ("## Agreement by kernel", "## Tuned against given thresholds", "## Threshold sweeps",
-                    "## Training-set size", "### Table 1", "### Which BLEU* produced", "### Figures 2 and 3",
+                    "## Training-set size", "## Do the intervals hold?", "### Table 1", "### Which BLEU* produced", "### Figures 2 and 3",
                     "### Figure 4", "### Table 2", "### Differences we could not close"):
         assert heading in text
     assert "**nosuch could not be evaluated**: ValueError: unknown kernel 'nosuch'" in text

@@ -308,7 +308,9 @@ def test_output_bytes_are_json_dumps_of_each_row(tmp_path, train_file, candidate
         score, spread = float(prediction.scores[index]), float(prediction.std[index])
         row = {"index": index, "text": text, "score": None if np.isnan(score) else score,
                "num_neighbors": int(prediction.num_neighbors[index]),
-               "std": None if np.isnan(spread) else spread, "estimator": prediction.estimator}
+               "std": None if np.isnan(spread) else spread, "estimator": prediction.estimator,
+               "low": None if np.isnan(score) else float(prediction.low[index]),
+               "high": None if np.isnan(score) else float(prediction.high[index])}
         if explain:
             row["neighbors"] = [{**neighbor, "text": train_texts[neighbor["index"]]}
                                 for neighbor in prediction.neighbors.rows(index)]
@@ -370,3 +372,17 @@ def test_workers_are_refused_with_ray_which_has_its_own(tmp_path, train_file, ca
     assert main(score_args(train_file, source, output, "--quiet", "--ray", "--workers", "2")) == 2
     assert "--workers is for the one-process scorer" in capsys.readouterr().err
     assert not output.exists()
+
+
+def test_an_unbounded_interval_is_written_as_null(tmp_path):
+    """Three training texts calibrate no 0.9 interval (the rank ceil(0.9 (m + 1)) exceeds m):
+    with no score range to clip to, its ends are infinite, which JSON cannot hold: null, not a
+    refused row."""
+    scorer = NeighborsScorer(device="cpu", score_range=None).fit(["a b c", "a b d", "a c d"], [0.5, 3.0, 2.0])
+    assert np.isinf(scorer.predict(["a b c"]).low).all()
+    candidates = tmp_path / "c.txt"
+    candidates.write_text("a b c\n", encoding="utf-8")
+    output = tmp_path / "out.jsonl"
+    streaming.score_file(scorer, candidates, output)
+    row = json.loads(output.read_text(encoding="utf-8"))
+    assert row["score"] is not None and (row["low"], row["high"]) == (None, None)

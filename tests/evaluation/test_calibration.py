@@ -1,0 +1,30 @@
+"""The calibration plot's figures (evaluation/calibration.py) against an independent route:
+scorers fitted on each fold's training side, whose `predict` gives the intervals (calibrated by
+their own tile-loop leave-one-out)."""
+from __future__ import annotations
+
+import numpy as np
+
+from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.evaluation.calibration import calibration_curve
+from gpu_neighbors.evaluation.protocols import fold_indices
+
+
+def test_coverage_equals_refitted_scorers(huse_texts, huse_scores):
+    texts, scores = huse_texts[:120], np.asarray(huse_scores[:120])
+    settings = {"device": "cpu", "thresholds": "paper"}
+    sims = NeighborsScorer(**settings).fit_pairwise(texts, scores)
+    points = calibration_curve(sims, NeighborsScorer(**settings).fit(texts, scores).thresholds_, folds=3,
+                               levels=(0.6, 0.9))
+    for point in points:
+        inside = checked = 0
+        for test in fold_indices(len(texts), 3, 0):
+            train = np.setdiff1d(np.arange(len(texts)), test)
+            scorer = NeighborsScorer(level=point.level, **settings).fit([texts[i] for i in train], scores[train])
+            prediction = scorer.predict([texts[i] for i in test])
+            defined = np.isfinite(prediction.low)
+            truth = scores[test][defined]
+            inside += int(np.sum((prediction.low[defined] <= truth) & (truth <= prediction.high[defined])))
+            checked += int(defined.sum())
+        assert (point.checked, point.coverage) == (checked, inside / checked)
+    assert points[0].mean_width < points[1].mean_width
