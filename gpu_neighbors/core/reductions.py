@@ -73,18 +73,22 @@ class NpyReduction:
     """Every tile written at its place in a float32 `.npy` file [rows, columns] (C order), with
     positioned writes rather than a writable memory map, whose dirty pages would count against
     the process until unmapped: the file goes through the page cache and the process holds only
-    the tile. `np.load(path, mmap_mode="r")` maps the result back."""
+    the tile. `np.load(path, mmap_mode="r")` maps the result back. `path` must exist already
+    (the output mechanism creates it exclusively) and is never opened through a link."""
 
     def __init__(self, path: str | os.PathLike[str], rows: int, columns: int) -> None:
         self.path = Path(path)
         self.columns = columns
-        with open(self.path, "wb") as handle:
+        # Never through a symbolic link: the caller made the file (exclusively) for us, and a link
+        # put in its place since would send the matrix into the link's target.
+        flags = os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        with os.fdopen(os.open(self.path, flags), "wb") as handle:
             header = {"descr": np.lib.format.dtype_to_descr(NPY_DTYPE), "fortran_order": False,
                       "shape": (rows, columns)}
             np.lib.format.write_array_header_2_0(handle, header)
             self.offset = handle.tell()
             handle.truncate(self.offset + rows * columns * NPY_DTYPE.itemsize)
-        self.descriptor: int | None = os.open(self.path, os.O_WRONLY)
+        self.descriptor: int | None = os.open(self.path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
 
     def add(self, tile: Tile) -> None:
         assert self.descriptor is not None, "the file is closed: result() was called"

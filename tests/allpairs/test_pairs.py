@@ -85,3 +85,20 @@ def test_pairs_bad_input(tmp_path):
     with pytest.raises(ValueError, match="candidates: 0 texts"):
         pairs([], ["a"], output=tmp_path / "y.npy", device="cpu")
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_the_npy_writer_never_follows_a_link(tmp_path):
+    """A link put where the output mechanism made the partial file is refused, and its target
+    is left as it was."""
+    import errno
+
+    from gpu_neighbors.core.reductions import NpyReduction
+
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n", encoding="utf-8")
+    link = tmp_path / "out.npy.partial"
+    link.symlink_to(target)
+    with pytest.raises(OSError) as error:
+        NpyReduction(link, 2, 2)
+    assert error.value.errno == errno.ELOOP
+    assert target.read_text(encoding="utf-8") == "keep me\n"
