@@ -249,11 +249,14 @@ class NeighborsScorer:
         of them when there are many), each scored by every other training text through the tile
         loop with the settings `predict` uses; their residuals calibrate the intervals."""
         sample = conformal.calibration_sample(len(texts))
-        chosen = [texts[index] for index in sample]
         own = torch.as_tensor(sample, dtype=torch.int64, device=self.device_)
-        prediction = self._pass(
-            lambda first, last: self.kernel_.encode(chosen[first:last]), len(chosen), own=own, progress=False
-        )[0].numpy()
+        encode: Callable[[int, int], Any]
+        if sample.size == len(texts):  # every training text: the kernel's encoding of them, made by fit
+            encode = self.kernel_.encode_train
+        else:
+            chosen = [texts[index] for index in sample]
+            encode = lambda first, last: self.kernel_.encode(chosen[first:last])  # noqa: E731
+        prediction = self._pass(encode, len(sample), own=own, progress=False)[0].numpy()
         return conformal.Calibration.fit(prediction.scores, prediction.std, self.train_scores_[sample])
 
     def _check_against_training_set(self, texts: list[str]) -> None:
