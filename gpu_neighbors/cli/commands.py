@@ -117,7 +117,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
     tuned = args.tune or scorer.tunes(len(data.texts) - 1)
     if tuned:  # nested: each left-out text's thresholds are tuned on the other texts only
-        nested = cross_validate(_pass_of(scorer), scorer.thresholds_, folds=None, tune_thresholds=True,
+        nested = cross_validate(scorer.training_pass(), scorer.thresholds_, folds=None, tune_thresholds=True,
                                 min_coverage=args.min_coverage, grid=scorer.tuning_grid())
         result, chosen = nested.agreement, nested.as_dict()["thresholds"]
     else:
@@ -142,11 +142,6 @@ def command_evaluate(args: argparse.Namespace) -> int:
 # -- evaluation studio: protocols on one similarity pass (protocols.py), the report (report.py) --
 
 
-def _pass_of(scorer: NeighborsScorer) -> PairwiseSimilarities:
-    """The one all-pairs similarity pass of a fitted scorer's training set."""
-    return scorer.training_pass()
-
-
 def _studio_pass(args: argparse.Namespace) -> tuple[PairwiseSimilarities, Thresholds, str]:
     similarities, scorer, _ = _studio_scorer(args)
     return similarities, scorer.thresholds_, str(scorer.signature)
@@ -156,7 +151,7 @@ def _studio_scorer(args: argparse.Namespace) -> tuple[PairwiseSimilarities, Neig
     """The one pass of the data and its scorer, fitted untuned (protocols tune inside splits)."""
     data = read_data(args, args.data)
     scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
-    return _pass_of(scorer), scorer, data
+    return scorer.training_pass(), scorer, data
 
 
 def _emit(args: argparse.Namespace, title: str, rows: list[dict[str, Any]], **details: Any) -> None:
