@@ -83,6 +83,12 @@ ADVERSARIAL_TEXTS = [
 ]
 
 
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    """`records` as a JSON Lines file at `path` (the CLI tests' inputs)."""
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="session")
 def huse_records() -> list[dict]:
     if not SHARED_DATA.exists():

@@ -7,14 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from conftest import write_jsonl
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.cli import main
 from gpu_neighbors.evaluation.agreement import agreement
-
-
-def write_jsonl(path, records):
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
 
 
 @pytest.fixture()

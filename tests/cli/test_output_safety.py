@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_jsonl
 from gpu_neighbors.cli import main
 
 LIMIT = 2048  # bytes a limited run may write to any one file: more than a lock or progress record
@@ -25,11 +26,6 @@ LIMIT = 2048  # bytes a limited run may write to any one file: more than a lock 
 # at the write that crosses LIMIT (Python ignores the signal, which turns it into an OSError).
 KILLED_AT_LIMIT = ("import signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_DFL); "
                    "from gpu_neighbors.cli import main; sys.exit(main(sys.argv[1:]))")
-
-
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
-    return path
 
 
 @pytest.fixture()

@@ -13,14 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_jsonl
 from gpu_neighbors.cli import main
 
 COMMAND = [sys.executable, "-m", "gpu_neighbors.cli"]
-
-
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
-    return path
 
 
 @pytest.fixture()
