@@ -32,13 +32,12 @@ import torch
 
 from gpu_neighbors.core.threads import one_thread
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts, check_weights
-from gpu_neighbors.kernels.bleu_tables import PrecisionTables, bleu_of_rows, brevity, check_smoothing
+from gpu_neighbors.kernels.bleu_tables import PrecisionTables, bleu_of_rows, brevity, check_smoothing, table_size
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 from gpu_neighbors.text.vocabulary import Vocabulary
 
 KEY_BITS = 62  # bits of a non-negative int64 key that the fields may use
 CHUNK_ELEMENTS = 1 << 24  # rows per chunk: at most this many n-gram x segment counters at once
-TABLE_STEP = 256  # table sizes are multiples of this
 
 References = Sequence[str] | Sequence[Sequence[str]] | torch.Tensor
 
@@ -60,8 +59,8 @@ class AlignedCounts:
     def sentence_bleu(self, weights: tuple[float, ...], smoothing: str) -> torch.Tensor:
         """NLTK's sentence BLEU per row, from tables sized by the widths (no host read)."""
         device = self.matches.device
-        tables = precision_tables(weights, smoothing, _rounded(self.width + 1), device)
-        penalties = brevity_table(_rounded(self.width + 1), _rounded(self.reference_width + 1), device)
+        tables = precision_tables(weights, smoothing, table_size(self.width + 1), device)
+        penalties = brevity_table(table_size(self.width + 1), table_size(self.reference_width + 1), device)
         return bleu_of_rows(tables, self.matches, self.totals, self.lengths,
                             penalties[self.lengths, self.reference_lengths])
 
@@ -70,11 +69,6 @@ class AlignedCounts:
         return bleu_from_counts(self.matches.sum(0, keepdim=True), self.totals.sum(0, keepdim=True),
                                 self.lengths.sum().reshape(1), self.reference_lengths.sum().reshape(1),
                                 weights, smoothing)[0]
-
-
-def _rounded(size: int) -> int:
-    """`size` rounded up to a multiple of TABLE_STEP, so that batches of similar widths share tables."""
-    return -(-size // TABLE_STEP) * TABLE_STEP
 
 
 @lru_cache(maxsize=32)

@@ -64,6 +64,7 @@ from gpu_neighbors.kernels.bleu_tables import (
     check_smoothing,
     star_by_length,
     star_order_factors,
+    table_size,
 )
 from gpu_neighbors.text.ngrams import NgramFeatures, OrderTable, lookup_sorted, occurrence_rank
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, TokenizedTexts, Tokenizer
@@ -140,8 +141,9 @@ class IdTables:
     vocab_size: int
     feature_widths: list[int]  # columns of the training matrices per order
     blocks: dict[tuple[int, int], TrainingBlock] = field(default_factory=dict)
-    # Per padded width: the by-length table of lengths 0..width and the factors counts up to
-    # width reach, made on the host once (the width is a host integer: no sync).
+    # Per table size (the padded width + 1, rounded up by `table_size`): the by-length table of
+    # lengths below it and the factors counts below it reach, made on the host once (the width
+    # is a host integer: no sync).
     by_width: dict[int, tuple[torch.Tensor, Factors]] = field(default_factory=dict)
 
     def tokens(
@@ -334,10 +336,10 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
     def _encode_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> EncodedIds:
         tables = self._tables_on(input_ids.device)
         tokens, lengths = tables.tokens(input_ids.long(), attention_mask)
-        width = int(input_ids.shape[1])
-        if width not in tables.by_width:
-            tables.by_width[width] = self._tables_for(np.arange(width + 1), input_ids.device)
-        by_length, factors = tables.by_width[width]
+        size = table_size(int(input_ids.shape[1]) + 1)  # lengths 0..width
+        if size not in tables.by_width:
+            tables.by_width[size] = self._tables_for(np.arange(size), input_ids.device)
+        by_length, factors = tables.by_width[size]
         return EncodedIds(tables.candidate_features(tokens, lengths), lengths, tables, by_length, factors)
 
     def id_row_bytes(self) -> int:

@@ -30,6 +30,15 @@ UNMATCHED_NUMERATORS = {
 }
 
 
+TABLE_STEP = 256  # tables for padded widths are sized in multiples of this
+
+
+def table_size(size: int) -> int:
+    """`size` rounded up to a multiple of TABLE_STEP: token-id batches of similar padded widths
+    share one table, so a training loop whose widths vary keeps a few tables, not one per width."""
+    return -(-size // TABLE_STEP) * TABLE_STEP
+
+
 def check_smoothing(smoothing: str) -> str:
     if smoothing not in SMOOTHINGS:
         raise ValueError(f"smoothing must be one of {', '.join(SMOOTHINGS)}, not {smoothing!r}")

@@ -146,6 +146,21 @@ def test_refit_rebuilds_the_tables(tokenizer, huse_texts, huse_scores):
     assert_same(scorer.predict_ids(ids), scorer.predict(decoded))
 
 
+def test_padded_widths_share_their_tables(tokenizer, huse_texts, huse_scores):
+    """A training loop's batches come at many padded widths: they share the host tables of
+    their rounded size (not one table per width), and the padding changes no estimate."""
+    scorer = fitted(tokenizer, huse_texts, huse_scores, tau=0.05)
+    batch = tokenizer.hf(huse_texts[-20:], padding=True, return_tensors="pt")
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    reference = scorer.predict_ids(ids, mask)
+    for extra in (1, 7, 40):
+        padded_ids = torch.nn.functional.pad(ids, (0, extra), value=tokenizer.hf.pad_token_id)
+        padded = scorer.predict_ids(padded_ids, torch.nn.functional.pad(mask, (0, extra)))
+        assert torch.equal(padded.scores.nan_to_num(-1), reference.scores.nan_to_num(-1))
+    (tables,) = scorer.kernel_._id_tables.values()
+    assert len(tables.by_width) == 1
+
+
 def test_no_host_synchronisation_after_the_first_call(tokenizer, huse_texts, huse_scores):
     scorer = fitted(tokenizer, huse_texts, huse_scores, chunk_size=16, memory_budget=200_000)
     batch = tokenizer.hf(huse_texts[100:], padding=True, return_tensors="pt")
