@@ -19,7 +19,7 @@ from gpu_neighbors.allpairs.self_bleu import DEFAULT_SMOOTHING
 from gpu_neighbors.cli.options import add_parameter, bertscore_options, positive_int, refuse_resume
 from gpu_neighbors.data import InputError, iter_candidates
 from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_format
-from gpu_neighbors.data.output import SafeOutput, refuse_compressed_name
+from gpu_neighbors.data.output import SafeOutput
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 
 KERNEL_SETTINGS = ("kernel", "smoothing", "weights", "tokenizer", "lowercase", "device", "memory_budget")
@@ -126,8 +126,6 @@ def _texts_and_groups(path: str, text_field: str, group_field: str) -> tuple[lis
 def command_self_bleu(args: argparse.Namespace) -> int:
     from gpu_neighbors.allpairs.self_bleu import self_bleu
 
-    if args.output is not None:
-        refuse_compressed_name(args.output)
     with SafeOutput({"--output": args.output}, inputs={"--data": args.data}, overwrite=args.overwrite) as files:
         texts, lines = _texts(args.data, args.text_field)
         if len(texts) < 2:
@@ -148,7 +146,6 @@ def command_self_bleu(args: argparse.Namespace) -> int:
 def command_mbr(args: argparse.Namespace) -> int:
     from gpu_neighbors.allpairs.mbr import mbr
 
-    refuse_compressed_name(args.output)
     with SafeOutput({"--output": args.output}, inputs={"--candidates": args.candidates},
                     overwrite=args.overwrite) as files:
         if args.group_field is None:

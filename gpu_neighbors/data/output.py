@@ -193,10 +193,11 @@ class SafeOutput:
 def check_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, PathLike | None] | None,
                   *, overwrite: bool = False, resumable: bool = False) -> None:
     """The checks `SafeOutput` makes before writing, for a command to make before a long read:
-    each output a regular file or new, no output or sidecar an input or a symbolic link
-    sidecar, and (unless `overwrite`) the main output, the first, new."""
+    each output a regular file or new and not named as a compressed file, no output or sidecar
+    an input or a symbolic link sidecar, and (unless `overwrite`) the main output, the first, new."""
     named = {name: path for name, path in outputs.items() if path is not None and str(path) != STANDARD_STREAM}
     for name, path in list(named.items()):
+        refuse_compressed_name(path)
         check_regular(Path(path))
         for suffix in SIDECARS:
             side = sidecar(path, suffix)
@@ -224,7 +225,8 @@ def refuse_compressed_name(path: PathLike) -> None:
     """Outputs are written uncompressed: a name promising compression would hold plain text."""
     if str(path).lower().endswith(COMPRESSED_SUFFIXES):
         raise InputError("is a compressed file's name, but results are written uncompressed; give a "
-                         ".jsonl name (and compress the finished file if you like)", path=path)
+                         "name without the compression suffix (and compress the finished file if you "
+                         "like)", path=path)
 
 
 def check_regular(path: Path) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike, preview
 from gpu_neighbors.data.formats import COUNT_CHUNK_BYTES, import_pyarrow
-from gpu_neighbors.data.output import SafeOutput, create_new, refuse_compressed_name, sidecar
+from gpu_neighbors.data.output import SafeOutput, create_new, sidecar
 from gpu_neighbors.data.jsonlines import Column, UnwritableRow, encode_columns, encode_rows, plain_json
 
 _MISSING = object()
@@ -267,8 +267,7 @@ def open_results(path: PathLike, resume: bool = False, header: dict[str, Any] | 
                  inputs: Mapping[str, PathLike | None] | None = None,
                  companions: Mapping[str, PathLike | None] | None = None) -> ResultWriter:
     """The writer for `path`: Parquet for a `.parquet` name, else JSON Lines (never compressed:
-    a compressed name is refused rather than holding plain text)."""
-    refuse_compressed_name(path)
+    a compressed name is refused rather than holding plain text: `output.check_outputs`)."""
     if str(path).lower().endswith(".parquet"):
         return ParquetResultWriter(path, resume=resume, header=header, overwrite=overwrite, types=types,
                                    inputs=inputs, companions=companions)
