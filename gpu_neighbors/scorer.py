@@ -30,6 +30,7 @@ from gpu_neighbors.core.neighbours import (
     estimate_tensors,
     text_checksums,
 )
+from gpu_neighbors.core.kernel_ridge import RidgeReduction
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.topk import Both, TopK, TopKReduction, estimate_topk
 from gpu_neighbors.core.signature import Signature
@@ -54,7 +55,7 @@ from gpu_neighbors.core.tiling import (
     reduce_tiles,
     resolve_device,
 )
-from gpu_neighbors.core import conformal, tuning
+from gpu_neighbors.core import conformal, kernel_ridge, tuning
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
 REWARD_DTYPE = torch.float32
@@ -104,12 +105,15 @@ class NeighborsScorer:
     thresholds: "auto" tunes tau, a and b (and p, k) by leave-one-out on the training set when
         it has at least 50 texts and none of them is given (else the paper's, with a warning
         below 50 texts); "tuned" always; "paper" never: the paper's settings, exactly.
-    estimator: "threshold" (the paper's rule) or "topk" (similarity-weighted mean q of the
-        top_k most similar training texts; defined whenever any training text is similar);
-        None (the default): topk, unless thresholds="paper" or tau, min_neighbors or
-        max_fraction is given, which ask for the paper's rule.
+    estimator: "threshold" (the paper's rule), "topk" (similarity-weighted mean q of the
+        top_k most similar training texts; defined whenever any training text is similar) or
+        "ridge" (kernel ridge regression on the similarities, `core/kernel_ridge.py`; defined
+        for every text); None (the default): when `fit` tunes, topk or ridge, whichever has the
+        higher exact leave-one-out rho on the training set, else topk; thresholds="paper" or
+        tau, min_neighbors or max_fraction given ask for the paper's rule.
     weighting: "uniform" (plain mean) or "similarity" (weights k(x, s)^power); None: uniform
         for threshold, similarity for topk. power, top_k: None tunes them (else 1 and 50).
+    penalty: lambda of the ridge estimator; None chooses it by exact leave-one-out.
     kernels: with kernel="auto", the kernels to choose from (with their estimator settings) by
         inner leave-one-out on the training set; kernel_options is then keyed by kernel name.
     device: "auto" (CUDA when present), "cpu", "cuda", "cuda:1", ...
@@ -141,6 +145,7 @@ class NeighborsScorer:
         weighting: str | None = DEFAULTS["weighting"],
         power: float | None = DEFAULTS["power"],
         top_k: int | None = DEFAULTS["top_k"],
+        penalty: float | None = DEFAULTS["penalty"],
         kernels: Sequence[str] = DEFAULTS["kernels"],
         device: str | torch.device = DEFAULTS["device"],
         smoothing: str | None = DEFAULTS["smoothing"],
@@ -164,6 +169,7 @@ class NeighborsScorer:
         self.weighting = weighting
         self.power = power
         self.top_k = top_k
+        self.penalty = penalty
         self.kernels = kernels
         self.device = device
         self.smoothing = smoothing
@@ -223,7 +229,7 @@ class NeighborsScorer:
                                        text_checksums(texts))
         self._qualities: TransientCache[torch.device, Quality] = TransientCache()
         self._streams: TransientCache[tuple[int, torch.device], torch.Generator] = TransientCache()
-        weighted = self._weighting() == "similarity"
+        weighted = self._weighting() == "similarity" and self._estimator() != "ridge"
         self._use(Thresholds(
             self.tau_,
             PAPER_MIN_NEIGHBORS if self.min_neighbors is None else self.min_neighbors,
@@ -231,23 +237,48 @@ class NeighborsScorer:
             (DEFAULT_POWER if self.power is None else float(self.power)) if weighted else 0.0,
             self._estimator(),
             min(self.top_k or DEFAULT_TOP_K, len(texts)) if self._estimator() == "topk" else None,
+            self.penalty,
         ))
         self.tuning_: tuning.TuningResult | None = None
         self.selection_: dict[str, float] | None = None
+        self.ridge_: kernel_ridge.KernelRidge | None = None
+        self._ridge_sample: np.ndarray | None = None
+        sample_pass = None
         if self._tunes(len(texts), tune):
             # One similarity pass over the training set; the tau it was fitted with joins the grid.
+            sample_pass = self._tuning_pass(texts)
             self.tuning_ = tuning.tune(
-                self._tuning_pass(texts), grid=self.tuning_grid(), min_coverage=min_coverage,
+                sample_pass[1], grid=self.tuning_grid(), min_coverage=min_coverage,
                 default_tau=self.tau_, estimator=self._estimator(), base=self.thresholds_,
             )
             self._use(self.tuning_.thresholds)
+        if self.estimator_ == "ridge":
+            self._fit_ridge(sample_pass or self._tuning_pass(texts))
         self.calibration_ = self._calibrate(texts)
         return self
+
+    def _fit_ridge(self, sample_pass: tuple[np.ndarray | None, PairwiseSimilarities]) -> None:
+        """Kernel ridge on the training set (above MAX_TUNING_TEXTS texts, on the tuning pass's
+        seeded sample of them: the other texts' dual weights are zero), at the tuned or given
+        penalty, else at the one exact leave-one-out chooses."""
+        sample, similarities = sample_pass
+        everything = np.arange(len(similarities))
+        model = similarities.ridge(everything, self.penalty_)
+        self._ridge_loo = kernel_ridge.leave_one_out_prediction(model.loo, similarities.similar_counts(everything))
+        if sample is not None:
+            alpha = np.zeros(self.num_train)
+            alpha[sample] = model.alpha
+            model = replace(model, alpha=alpha)
+        self.ridge_, self._ridge_sample = model, sample
+        self.penalty_: float | None = model.penalty
+        self._ridge_weights: TransientCache[torch.device, kernel_ridge.RidgeWeights] = TransientCache()
 
     def _calibrate(self, texts: list[str]) -> conformal.Calibration:
         """Exact leave-one-out of the calibration texts (all training texts, or a seeded sample
         of them when there are many), each scored by every other training text through the tile
         loop with the settings `predict` uses; their residuals calibrate the intervals."""
+        if self.estimator_ == "ridge":
+            return self._calibrate_ridge(texts)
         sample = conformal.calibration_sample(len(texts))
         own = torch.as_tensor(sample, dtype=torch.int64, device=self.device_)
         encode: Callable[[int, int], Any]
@@ -258,6 +289,21 @@ class NeighborsScorer:
             encode = lambda first, last: self.kernel_.encode(chosen[first:last])  # noqa: E731
         prediction = self._pass(encode, len(sample), own=own, progress=False)[0].numpy()
         return conformal.Calibration.fit(prediction.scores, prediction.std, self.train_scores_[sample])
+
+    def _calibrate_ridge(self, texts: list[str]) -> conformal.Calibration:
+        """Ridge intervals from exact closed-form leave-one-out residuals (constant width: the
+        model has no spread); where it was fitted on a sample, from its estimates of the training
+        texts outside the sample, which it never saw."""
+        assert self.ridge_ is not None
+        if self._ridge_sample is None:
+            chosen = conformal.calibration_sample(len(texts))
+            estimates = self._ridge_loo.scores[chosen]
+        else:
+            outside = np.setdiff1d(np.arange(len(texts)), self._ridge_sample)
+            chosen = outside[conformal.calibration_sample(outside.size)]
+            encode = lambda first, last: self.kernel_.encode([texts[index] for index in chosen[first:last]])  # noqa: E731
+            estimates = self._pass(encode, chosen.size, progress=False)[0].scores.cpu().numpy()
+        return conformal.Calibration.fit(estimates, np.zeros(chosen.size), self.train_scores_[chosen])
 
     def _check_against_training_set(self, texts: list[str]) -> None:
         """Refuse settings that cannot work on this training set and the fitted kernel, and warn
@@ -282,13 +328,16 @@ class NeighborsScorer:
 
     def tuning_grid(self) -> tuning.TuningGrid:
         """What tuning searches for these settings: p only under similarity weighting (and
-        only when not given), k only for topk (and only when not given)."""
+        only when not given), k only for topk (and only when not given); by default (no
+        estimator given) both topk and ridge, keeping the better."""
         if self._weighting() == "uniform":
             powers: tuple[float, ...] = tuning.UNIFORM_POWERS
         else:
             powers = tuning.SIMILARITY_POWERS if self.power is None else (float(self.power),)
         top_ks = tuning.DEFAULT_TOP_KS if self.top_k is None else (self.top_k,)
-        return tuning.TuningGrid(powers=powers, top_ks=top_ks)
+        resolved = self._estimator()
+        estimators = ("topk", "ridge") if self.estimator is None and resolved == "topk" else ()
+        return tuning.TuningGrid(powers=powers, top_ks=top_ks, estimators=estimators)
 
     def _weighting(self) -> str:
         if self.weighting is not None:
@@ -330,28 +379,32 @@ class NeighborsScorer:
 
     def _given(self) -> bool:
         """Whether a setting the estimator uses was given (then `auto` keeps the settings)."""
+        estimator = self._estimator()
+        if estimator == "ridge":
+            return self.penalty is not None
         given = [self.power] + (
-            [self.top_k] if self._estimator() == "topk" else [self.tau, self.min_neighbors, self.max_fraction]
+            [self.top_k] if estimator == "topk" else [self.tau, self.min_neighbors, self.max_fraction]
         )
         return any(value is not None for value in given)
 
-    def _tuning_pass(self, texts: list[str]) -> PairwiseSimilarities:
-        """The training set's one similarity pass for tuning; above MAX_TUNING_TEXTS texts, that
-        of a seeded random sample of that many, fitted alone (its [n x n] matrix must fit in
-        memory)."""
+    def _tuning_pass(self, texts: list[str]) -> tuple[np.ndarray | None, PairwiseSimilarities]:
+        """The training set's one similarity pass for tuning (and the ridge fit), with the
+        sample it covers: all texts (None), or above MAX_TUNING_TEXTS texts a seeded random sample
+        of that many, fitted alone (its [n x n] matrix must fit in memory)."""
         if self.num_train <= MAX_TUNING_TEXTS:
-            return self.training_pass()
+            return None, self.training_pass()
         warn(
             f"tuning on a random sample of {MAX_TUNING_TEXTS} of the {self.num_train} training texts "
             "(a and b are chosen for a training set of that size)")
         sample = np.sort(np.random.default_rng(0).choice(self.num_train, MAX_TUNING_TEXTS, replace=False))
         clone = NeighborsScorer(**{**self.get_params(), "thresholds": "paper"})
         clone.fit([texts[index] for index in sample], self.train_scores_[sample], tune=False)
-        return clone.training_pass()
+        return sample, clone.training_pass()
 
     def _use(self, chosen: Thresholds) -> None:
         self.tau_, self.min_neighbors_, self.max_fraction_ = chosen.tau, chosen.min_neighbors, chosen.max_fraction
         self.power_, self.estimator_, self.top_k_ = chosen.power, chosen.estimator, chosen.top_k
+        self.penalty_ = chosen.penalty
 
     def _fit_auto(
         self, texts: list[str], quality: np.ndarray, tune: bool | None, min_coverage: float
@@ -469,7 +522,8 @@ class NeighborsScorer:
         """`prediction` with each estimate's conformal interval at `level` (clipped to
         score_range, where the truth lies)."""
         bounds = None if self.score_range is None else (float(self.score_range[0]), float(self.score_range[1]))
-        low, high = self.calibration_.interval(prediction.scores, prediction.std, self.level, bounds)
+        spreads = np.zeros(len(prediction)) if self.estimator_ == "ridge" else prediction.std
+        low, high = self.calibration_.interval(prediction.scores, spreads, self.level, bounds)
         return replace(prediction, low=low, high=high)
 
     @_library_threads
@@ -570,6 +624,9 @@ class NeighborsScorer:
         kept by this scorer until it is refitted: the k-th call with a seed draws the same subset
         in every run."""
         self._check_fitted()
+        if self.estimator_ == "ridge":
+            raise ValueError("subsample applies to the neighbour estimators (threshold, topk): the ridge "
+                             "estimator's weights are fitted on the whole training set")
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
             raise ValueError(f"subsample must be a fraction in (0, 1], not {fraction!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
@@ -591,9 +648,23 @@ class NeighborsScorer:
     @_library_threads
     def leave_one_out(self) -> Prediction:
         """Each training text scored by all the others (the paper's protocol): the training set
-        against itself with the diagonal masked, not |S| refits."""
+        against itself with the diagonal masked, not |S| refits. Ridge: the exact closed form
+        (and, fitted on a sample, the estimates of the texts outside it)."""
         self._check_fitted()
+        if self.ridge_ is not None:
+            return self._ridge_leave_one_out()
         return self._pass(self.kernel_.encode_train, self.num_train, leave_one_out=True)[0].numpy()
+
+    def _ridge_leave_one_out(self) -> Prediction:
+        """One pass for the counts and, for texts outside a ridge sample (dual weight zero, so
+        never seen by the model), their estimates; the closed form for the others."""
+        assert self.ridge_ is not None
+        prediction = self._pass(self.kernel_.encode_train, self.num_train, leave_one_out=True)[0].numpy()
+        scores = prediction.scores.copy()
+        fitted = np.arange(self.num_train) if self._ridge_sample is None else self._ridge_sample
+        scores[fitted] = self._ridge_loo.scores  # one per text the model was fitted on, in its order
+        covered = np.isfinite(scores)
+        return replace(prediction, scores=scores, covered=covered)
 
     @_library_threads
     def similarity(self, candidates: Sequence[str]) -> torch.Tensor:
@@ -621,7 +692,7 @@ class NeighborsScorer:
         return Signature(
             self.kernel_.name, tuple(self.kernel_.settings().items()), self.tau_, self.min_neighbors_,
             self.max_fraction_, self.num_train, __version__, estimator=self.estimator_, power=self.power_,
-            top_k=self.top_k_, tuned=self.tuning_ is not None,
+            top_k=self.top_k_, penalty=self.penalty_, tuned=self.tuning_ is not None,
             selection=None if self.selection_ is None else tuple(self.selection_.items()),
             level=self.level,
         )
@@ -632,7 +703,8 @@ class NeighborsScorer:
         the weight power p, the estimator and its k."""
         self._check_fitted()
         return Thresholds(
-            self.tau_, self.min_neighbors_, self.max_fraction_, self.power_, self.estimator_, self.top_k_
+            self.tau_, self.min_neighbors_, self.max_fraction_, self.power_, self.estimator_, self.top_k_,
+            self.penalty_,
         )
 
     # -- tiling --------------------------------------------------------------------------
@@ -670,6 +742,12 @@ class NeighborsScorer:
                 reduction = conformal.WithoutOwn(reduction, own)
             return self._reduce(encode, rows, plan, reduction, progress)
 
+        if self.estimator_ == "ridge":
+            weights = self._ridge_weights_on(quality.device)
+            if neighbors:
+                estimates, top = reduce(Both(RidgeReduction(rows, weights, leave_one_out), ranking(neighbors)))
+                return estimates, top
+            return reduce(RidgeReduction(rows, weights, leave_one_out)), None
         if self.estimator_ == "topk":
             k = int(self.top_k_ or 1)
             top = reduce(ranking(max(k, neighbors)))
@@ -703,6 +781,13 @@ class NeighborsScorer:
             return reduce_tiles(encode, self.kernel_.tile, chunks, blocks, reduction)
         with _progress_bar(rows) as bar:
             return reduce_tiles(encode, self.kernel_.tile, chunks, blocks, reduction, bar.update)
+
+    def _ridge_weights_on(self, device: torch.device) -> kernel_ridge.RidgeWeights:
+        """The ridge model's dual weights as limbs on `device`, made once per device."""
+        assert self.ridge_ is not None
+        if device not in self._ridge_weights:
+            self._ridge_weights[device] = kernel_ridge.RidgeWeights.of(self.ridge_, device)
+        return self._ridge_weights[device]
 
     def _quality_on(self, device: torch.device) -> Quality:
         """The training q on `device` (token ids may live elsewhere than the scorer)."""

@@ -19,6 +19,12 @@ for the symmetric case). With G = K + lambda I, the Schur complement of the bord
 (A^-1)_ii = (G^-1)_ii - (G^-1 1)_i (1^T G^-1)_i / (1^T G^-1 1). One inverse of G per lambda
 (cubic in n); a symmetric K is diagonalised once and every lambda costs O(n^2). Beyond a few
 thousand training texts the cubic cost dominates: see README, "Kernel ridge at scale".
+
+The scorer's estimator "ridge" fits on similarities quantised to whole 2^-20 units (`quantised`,
+the unit of the neighbour weights) and predicts through the tile loop (`RidgeReduction`): each
+estimate sum_j k(x, s_j) alpha_j is a sum of integers (a similarity in units times a 13-bit limb
+of alpha in fixed point), exact in float64 in any order, so the estimates are the same bits for
+every chunk size, tile order and device, and equal the fitted model's own arithmetic.
 """
 from __future__ import annotations
 
@@ -26,6 +32,19 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+
+from gpu_neighbors.core.neighbours import (
+    WEIGHT_BITS,
+    WEIGHTED_COLUMNS,
+    WEIGHTED_LIMB_BITS,
+    FixedPoint,
+    Prediction,
+    TensorPrediction,
+    decode_limbs,
+    excluded_pairs,
+)
+from gpu_neighbors.core.tiling import Tile
 
 # Penalties tried, in units of the mean diagonal of K (self-similarity), so one grid serves
 # every kernel; chosen by exact leave-one-out squared error, as RidgeCV chooses its alpha.
@@ -97,3 +116,72 @@ def _solve(inverse: np.ndarray, scores: np.ndarray, penalty: float) -> KernelRid
     alpha = inverse @ scores - right * intercept
     diagonal = np.diag(inverse) - right * left / total
     return KernelRidge(alpha, intercept, float(penalty), scores - alpha / diagonal)
+
+
+def quantised(similarities: torch.Tensor) -> torch.Tensor:
+    """Similarities clamped to [-1, 1] in whole 2^-20 units (float64 integers): what the ridge
+    estimator fits on and sums, so every product with a 13-bit limb stays below 2^33."""
+    return torch.round(similarities.to(torch.float64).clamp(-1.0, 1.0) * 2.0**WEIGHT_BITS)
+
+
+def fit_quantised(matrix: torch.Tensor, scores: np.ndarray, penalties: Sequence[float] | None = None) -> KernelRidge:
+    """`fit` on the training similarities as the estimator sees them (`quantised`)."""
+    return fit((quantised(matrix) * 2.0**-WEIGHT_BITS).cpu().numpy(), scores, penalties)
+
+
+@dataclass(frozen=True)
+class RidgeWeights:
+    """A fitted model's dual weights as fixed-point 13-bit limbs [n, 4] (most significant first)
+    on a device, with their shift and the intercept: what `RidgeReduction` multiplies tiles by."""
+
+    limbs: torch.Tensor
+    shift: int
+    intercept: float
+
+    @classmethod
+    def of(cls, model: KernelRidge, device: torch.device) -> RidgeWeights:
+        fixed = FixedPoint.encode(torch.as_tensor(model.alpha, dtype=torch.float64))
+        return cls(fixed.fine_limbs().to(device), fixed.shift, model.intercept)
+
+
+class RidgeReduction:
+    """sum_j k(x, s_j) alpha_j for candidate rows 0..rows-1, tile by tile, as exact limb sums;
+    also how many training texts have a positive similarity with each row (leave_one_out: the
+    rows are the training texts, each not counted as similar to itself; the sum keeps every
+    column, since the ridge model's leave-one-out is its closed form)."""
+
+    def __init__(self, rows: int, weights: RidgeWeights, leave_one_out: bool = False) -> None:
+        device = weights.limbs.device
+        self.weights = weights
+        self.leave_one_out = leave_one_out
+        self.total = torch.zeros((rows, weights.limbs.shape[1]), dtype=torch.int64, device=device)
+        self.count = torch.zeros(rows, dtype=torch.int64, device=device)
+
+    def add(self, tile: Tile) -> None:
+        rows = slice(tile.row, tile.row + tile.values.shape[0])
+        units = quantised(tile.values)
+        similar = tile.values > 0
+        excluded = excluded_pairs(tile, self.leave_one_out, None)
+        self.count[rows] += (similar if excluded is None else similar & ~excluded).sum(dim=1)
+        for start in range(0, units.shape[1], WEIGHTED_COLUMNS):
+            stop = min(start + WEIGHTED_COLUMNS, units.shape[1])
+            limbs = self.weights.limbs[tile.column + start : tile.column + stop]
+            self.total[rows] += (units[:, start:stop] @ limbs).to(torch.int64)
+
+    def result(self) -> TensorPrediction:
+        """An estimate for every row with a similar training text (as topk: where none is, the
+        model would only say its intercept); no spread (NaN)."""
+        shift = self.weights.shift + WEIGHT_BITS
+        scores = decode_limbs(self.total, WEIGHTED_LIMB_BITS, shift) + self.weights.intercept
+        covered = self.count > 0
+        nan = torch.full_like(scores, float("nan"))
+        return TensorPrediction(scores=torch.where(covered, scores, nan), num_neighbors=self.count, std=nan,
+                                covered=covered, estimator="ridge")
+
+
+def leave_one_out_prediction(loo: np.ndarray, similar: np.ndarray) -> Prediction:
+    """The exact leave-one-out estimates as a `Prediction`, undefined (as `RidgeReduction`'s)
+    where no other training text is similar; `similar` counts those."""
+    covered = similar > 0
+    return Prediction(np.where(covered, loo, np.nan), similar.astype(np.int64), np.full(loo.size, np.nan),
+                      covered, "ridge")

@@ -210,7 +210,7 @@ class Quality:
         return self.values.high.device
 
 
-ESTIMATORS = ("threshold", "topk")
+ESTIMATORS = ("threshold", "topk", "ridge")
 
 
 @dataclass(frozen=True)
@@ -226,12 +226,15 @@ class Thresholds:
     power: float = 0.0
     estimator: str = "threshold"
     top_k: int | None = None
+    penalty: float | None = None
 
     def __post_init__(self) -> None:
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, not {self.estimator!r}")
         if self.estimator == "topk" and (self.top_k is None or self.top_k < 1):
             raise ValueError(f"the topk estimator needs top_k >= 1, not {self.top_k!r}")
+        if self.penalty is not None and not self.penalty > 0:
+            raise ValueError(f"the ridge penalty must be > 0 (or None: chosen by leave-one-out), not {self.penalty!r}")
 
     def as_dict(self) -> dict[str, float | int | str]:
         """tau, a and b; p, the estimator and k only where they differ from the paper's model."""
@@ -240,8 +243,10 @@ class Thresholds:
         }
         if self.power:
             settings["power"] = self.power
-        if self.estimator != "threshold":
+        if self.estimator == "topk":
             settings.update(estimator=self.estimator, top_k=int(self.top_k or 0))
+        elif self.estimator == "ridge":
+            settings.update(estimator=self.estimator, penalty=float(self.penalty or 0.0))
         return settings
 
 

@@ -16,7 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from gpu_neighbors.core import kernel_ridge
 from gpu_neighbors.core.neighbours import NeighborStats, Prediction, Quality, Thresholds, estimate
+from gpu_neighbors.core.tiling import Tile
 from gpu_neighbors.core.topk import TopK, estimate_topk, rank_rows
 
 
@@ -78,6 +80,9 @@ class PairwiseSimilarities:
         """Each of `items` scored by the other `items` (a scorer fitted on `items`, then its
         leave_one_out)."""
         items = _indices(items)
+        if thresholds.estimator == "ridge":
+            return kernel_ridge.leave_one_out_prediction(self.ridge(items, thresholds.penalty).loo,
+                                                         self.similar_counts(items))
         return self._predict(items, items, items.size - 1, thresholds)
 
     def predict(self, test: np.ndarray, train: np.ndarray, thresholds: Thresholds) -> Prediction:
@@ -87,7 +92,25 @@ class PairwiseSimilarities:
             raise ValueError("test and training items overlap; use leave_one_out for that")
         return self._predict(test, train, train.size, thresholds)
 
+    def similar_counts(self, items: np.ndarray) -> np.ndarray:
+        """How many other items of `items` have a positive similarity with each (int64)."""
+        items = _indices(items)
+        block = self.matrix[np.ix_(items, items)] > 0
+        return (block.sum(dim=1) - block.diagonal().to(torch.int64)).numpy()
+
+    def ridge(self, train: np.ndarray, penalty: float | None = None) -> kernel_ridge.KernelRidge:
+        """Kernel ridge fitted on items `train` (as the scorer fits it), at `penalty` or, when
+        None, at the one exact leave-one-out chooses."""
+        train = _indices(train)
+        block = self.matrix[np.ix_(train, train)]
+        return kernel_ridge.fit_quantised(block, self.scores[train], None if penalty is None else [penalty])
+
     def _predict(self, test: np.ndarray, train: np.ndarray, num_train: int, thresholds: Thresholds) -> Prediction:
+        if thresholds.estimator == "ridge":
+            weights = kernel_ridge.RidgeWeights.of(self.ridge(train, thresholds.penalty), torch.device("cpu"))
+            reduction = kernel_ridge.RidgeReduction(test.size, weights)
+            reduction.add(Tile(self.matrix[np.ix_(test, train)], 0, 0))
+            return reduction.result().numpy()
         if thresholds.estimator == "topk":
             k = int(thresholds.top_k or 1)
             return self.estimate_top(self.top(test, train, k), train, k, thresholds.power)

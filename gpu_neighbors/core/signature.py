@@ -22,16 +22,20 @@ class Signature:
     estimator: str = "threshold"
     power: float = 0.0
     top_k: int | None = None
+    penalty: float | None = None
     tuned: bool = False
     selection: tuple[tuple[str, float], ...] | None = None  # kernel="auto": inner rho per kernel
     level: float | None = None  # of the intervals (low, high), which change with it
 
     def fields(self) -> dict[str, str]:
-        """The settings as printed, in order; a and b are the paper's names. The estimator, p, k,
+        """The settings as printed, in order; a and b are the paper's names. The estimator, p, k
+        (or the ridge penalty),
         whether the settings were tuned and the automatic kernel choice appear where used."""
         fields = {"kernel": self.kernel, **dict(self.kernel_settings)}
         if self.estimator == "topk":
             fields.update(estimator="topk", k=str(self.top_k))
+        elif self.estimator == "ridge":
+            fields.update(estimator="ridge", penalty="loo" if self.penalty is None else f"{self.penalty:.4g}")
         else:
             fields.update(tau=f"{self.tau:g}", a=str(self.min_neighbors), b=f"{self.max_fraction:g}")
         if self.power:

@@ -10,12 +10,13 @@ top-k estimator ranks the training set once and reads every (k, p) from that ran
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from gpu_neighbors.core.correlation import spearman_rows
+from gpu_neighbors.core.kernel_ridge import RELATIVE_PENALTIES
 from gpu_neighbors.core.neighbours import Thresholds, is_covered
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE
@@ -50,6 +51,7 @@ class TuningGrid:
     max_fractions: Sequence[float] = DEFAULT_MAX_FRACTIONS
     powers: Sequence[float] = UNIFORM_POWERS
     top_ks: Sequence[int] = DEFAULT_TOP_KS
+    estimators: Sequence[str] = ()  # several: tune each and keep the best (empty: the one asked for)
 
     def k_values(self, num_train: int) -> list[int]:
         """The grid's k that a training set of `num_train` texts can fill (at least one)."""
@@ -140,7 +142,18 @@ def tune(
 ) -> TuningResult:
     """Best grid point for the training items `items` (all when None), judged by leave-one-out
     among those items only: the highest rho with coverage >= min_coverage. `estimator="topk"`
-    searches k and p instead of tau, a, b and p (its tau, a and b stay those of `base`)."""
+    searches k and p instead of tau, a, b and p (its tau, a and b stay those of `base`);
+    "ridge" chooses kernel ridge's penalty by exact leave-one-out squared error. A grid with
+    `estimators` tunes each of those instead, and keeps the one with the highest inner rho
+    (ties: the first)."""
+    grid = grid or TuningGrid()
+    if grid.estimators:
+        single = replace(grid, estimators=())
+        results = [tune(similarities, items, grid=single, min_coverage=min_coverage, default_tau=default_tau,
+                        estimator=name, base=base) for name in grid.estimators]
+        best = max(results, key=lambda result: (result.feasible, result.spearman if np.isfinite(result.spearman)
+                                                else -np.inf))
+        return replace(best, settings_tried=sum(result.settings_tried for result in results))
     if not 0.0 <= min_coverage <= 1.0:
         raise ValueError(f"min_coverage must be in [0, 1], not {min_coverage!r}")
     grid = grid or TuningGrid()
@@ -152,6 +165,8 @@ def tune(
         similarities = similarities.subset(items)
         items = np.arange(items.size)
     truth = similarities.scores[items]
+    if estimator == "ridge":
+        return _tune_ridge(similarities, items, truth, min_coverage, base)
     if estimator == "topk":
         return _tune_topk(similarities, items, truth, grid, min_coverage, base)
     a_values, b_values = grid.pairs()
@@ -198,6 +213,21 @@ def _tune_topk(
     return _choose(rows, min_coverage)
 
 
+def _tune_ridge(
+    similarities: PairwiseSimilarities,
+    items: np.ndarray,
+    truth: np.ndarray,
+    min_coverage: float,
+    base: Thresholds | None,
+) -> TuningResult:
+    """Kernel ridge's penalty by exact leave-one-out error; rho of those leave-one-out estimates."""
+    base = base or Thresholds(0.0, 1, 1.0)
+    model = similarities.ridge(items)
+    setting = Thresholds(base.tau, base.min_neighbors, base.max_fraction, 0.0, "ridge", None, model.penalty)
+    rho = float(spearman_rows(model.loo[None, :], truth)[0])
+    return _choose([(setting, rho, 1.0)], min_coverage, len(RELATIVE_PENALTIES))
+
+
 def _score_masks(covered: np.ndarray, means: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """rho and coverage of every coverage mask; identical masks are ranked once."""
     packed = np.ascontiguousarray(np.packbits(covered, axis=1))
@@ -207,7 +237,7 @@ def _score_masks(covered: np.ndarray, means: np.ndarray, truth: np.ndarray) -> t
     return rho[inverse.ravel()], covered.mean(axis=1)
 
 
-def _choose(rows: list[tuple[Thresholds, float, float]], min_coverage: float) -> TuningResult:
+def _choose(rows: list[tuple[Thresholds, float, float]], min_coverage: float, tried: int | None = None) -> TuningResult:
     table = np.array([(rho, coverage) for _, rho, coverage in rows], dtype=np.float64)
     rho = np.where(np.isfinite(table[:, 0]), table[:, 0], -np.inf)
     feasible = (table[:, 1] >= min_coverage) & np.isfinite(table[:, 0])
@@ -224,5 +254,5 @@ def _choose(rows: list[tuple[Thresholds, float, float]], min_coverage: float) ->
         coverage=float(coverage),
         min_coverage=min_coverage,
         feasible=bool(feasible.any()),
-        settings_tried=len(rows),
+        settings_tried=len(rows) if tried is None else tried,
     )

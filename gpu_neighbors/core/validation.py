@@ -21,7 +21,7 @@ DEFAULT_MIN_COVERAGE = 0.8
 # Tuned by default from this many training texts; below, the paper's thresholds and a warning.
 MIN_TUNING_TEXTS = 50
 THRESHOLD_MODES = ("auto", "tuned", "paper")
-ESTIMATOR_NAMES = ("threshold", "topk")
+ESTIMATOR_NAMES = ("threshold", "topk", "ridge")
 WEIGHTINGS = ("uniform", "similarity")
 DEFAULT_AUTO_KERNELS = ("bleu", "rouge", "bertscore")
 DEFAULT_TOP_K = 50
@@ -191,8 +191,10 @@ SCORER_PARAMETERS = _table(
     Parameter("estimator", str, one_of(*ESTIMATOR_NAMES), None,
               "threshold: mean q of the neighbours within tau (the paper's rule); topk: weighted "
               "mean q of the k most similar training texts (an estimate for every text with any "
-              "similar training text)", optional=True,
-              none_means="topk, unless --paper-thresholds or tau, a or b is given: threshold"),
+              "similar training text); ridge: kernel ridge regression on the similarities (an "
+              "estimate for every text)", optional=True,
+              none_means="when tuning, topk or ridge, whichever has the higher leave-one-out rho on the "
+                         "training set; else topk; with --paper-thresholds or tau, a or b given: threshold"),
     Parameter("weighting", str, one_of(*WEIGHTINGS), None,
               "uniform: plain mean; similarity: weights k(x, s)^p", optional=True,
               none_means="uniform for threshold, similarity for topk"),
@@ -201,6 +203,9 @@ SCORER_PARAMETERS = _table(
     Parameter("top_k", int, interval(1, MAX_TOP_K, integer=True), None,
               "k of the topk estimator (capped at the training set's size)", optional=True,
               none_means=f"tuned, else {DEFAULT_TOP_K}", metavar="K"),
+    Parameter("penalty", float, interval(0, closed="neither"), None,
+              "lambda of the ridge estimator (in the similarities' units)", optional=True,
+              none_means="chosen by exact leave-one-out on the training set", metavar="LAMBDA"),
     Parameter("kernels", tuple, Constraint("a non-empty list of kernel names", _is_names), DEFAULT_AUTO_KERNELS,
               "with kernel auto: the kernels to choose from by inner leave-one-out on the training set",
               metavar="K1,K2,..."),

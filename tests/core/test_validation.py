@@ -35,7 +35,7 @@ def fit(**settings):
 
 
 def test_every_numeric_setting_refuses_booleans():
-    assert set(NUMERIC) == {"tau", "min_neighbors", "max_fraction", "power", "top_k", "memory_budget", "chunk_size",
+    assert set(NUMERIC) == {"tau", "min_neighbors", "max_fraction", "power", "top_k", "penalty", "memory_budget", "chunk_size",
                             "min_coverage", "level"}
     for name in NUMERIC:
         for flag in (True, False):

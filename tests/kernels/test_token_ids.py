@@ -161,14 +161,16 @@ def test_padded_widths_share_their_tables(tokenizer, huse_texts, huse_scores):
     assert len(tables.by_width) == 1
 
 
-def test_no_host_synchronisation_after_the_first_call(tokenizer, huse_texts, huse_scores):
-    scorer = fitted(tokenizer, huse_texts, huse_scores, chunk_size=16, memory_budget=200_000)
+@pytest.mark.parametrize("estimator", ["topk", "ridge"])
+def test_no_host_synchronisation_after_the_first_call(tokenizer, huse_texts, huse_scores, estimator):
+    scorer = fitted(tokenizer, huse_texts, huse_scores, chunk_size=16, memory_budget=200_000, estimator=estimator)
     batch = tokenizer.hf(huse_texts[100:], padding=True, return_tensors="pt")
     scorer.predict_ids(batch["input_ids"], batch["attention_mask"])  # builds the tables
     audit = Census(scope="ids")  # the census's list of syncing operations (tests/census.py)
     with audit, audit.host_copies():
         scorer.predict_ids(batch["input_ids"], batch["attention_mask"])
-        scorer.reward(batch["input_ids"], attention_mask=batch["attention_mask"], subsample=0.5)
+        subsample = 0.5 if estimator == "topk" else None  # ridge weights are fitted on every text
+        scorer.reward(batch["input_ids"], attention_mask=batch["attention_mask"], subsample=subsample)
     assert audit.syncs["ids"] == 0, audit.sync_ops
     text_path = Census(scope="texts")
     with text_path, text_path.host_copies():  # the audit does see syncs where there are some

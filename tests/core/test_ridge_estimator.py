@@ -1,0 +1,121 @@
+"""The scorer's ridge estimator (kernel ridge on the tile pipeline, core/kernel_ridge.py): exact
+sums that no tiling changes, leave-one-out equal to refitting the scorer without each text,
+protocols equal to the scorer, the default's choice between topk and ridge, large training
+sets fitted on a sample, and clear refusals."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.core import tuning
+from gpu_neighbors.core.correlation import spearman_rows
+
+TRAIN = 120
+
+
+def ridge(texts, scores, **settings) -> NeighborsScorer:
+    return NeighborsScorer(device="cpu", estimator="ridge", **settings).fit(texts, scores)
+
+
+@pytest.fixture(scope="module")
+def split(huse_texts, huse_scores):
+    texts, scores = list(huse_texts), np.asarray(huse_scores)
+    return texts[:TRAIN], scores[:TRAIN], texts[TRAIN:]
+
+
+def test_estimates_are_the_same_bits_for_every_tiling(split):
+    train, scores, candidates = split
+    reference = ridge(train, scores).predict(candidates)
+    assert reference.estimator == "ridge" and reference.coverage > 0.9
+    for chunk_size, budget in ((1, 5_000), (7, 40_000), (33, None)):
+        other = ridge(train, scores, chunk_size=chunk_size, memory_budget=budget).predict(candidates)
+        np.testing.assert_array_equal(other.scores, reference.scores)
+        np.testing.assert_array_equal(other.low, reference.low)
+    reordered = ridge(train, scores).predict(candidates[::-1])
+    np.testing.assert_array_equal(reordered.scores[::-1], reference.scores)
+
+
+def test_estimates_are_the_fitted_model_applied_to_the_similarities(split):
+    """The exact limb sums equal the model's float arithmetic on the quantised similarities to
+    rounding: the reduction computes the model, not something near it."""
+    train, scores, candidates = split
+    scorer = ridge(train, scores)
+    similarities = np.clip(scorer.similarity(candidates).numpy(), -1, 1)
+    units = np.round(similarities * 2.0**20) / 2.0**20
+    expected = units @ scorer.ridge_.alpha + scorer.ridge_.intercept
+    prediction = scorer.predict(candidates)
+    defined = prediction.covered
+    np.testing.assert_allclose(prediction.scores[defined], expected[defined], rtol=0, atol=1e-12)
+    assert np.all(np.isnan(prediction.scores[~defined]))
+    np.testing.assert_array_equal(defined, prediction.num_neighbors > 0)
+
+
+def test_leave_one_out_equals_refitting_without_each_text(split):
+    train, scores, _ = split
+    texts, truth = train[:40], scores[:40]
+    scorer = ridge(texts, truth)
+    loo = scorer.leave_one_out()
+    for left_out in (0, 7, 23, 39):
+        keep = [index for index in range(len(texts)) if index != left_out]
+        refit = ridge([texts[index] for index in keep], truth[keep], penalty=scorer.penalty_)
+        again = refit.predict([texts[left_out]]).scores[0]
+        assert abs(loo.scores[left_out] - again) < 1e-9, left_out
+
+
+def test_protocols_cut_from_one_pass_equal_the_scorer(split):
+    train, scores, candidates = split
+    scorer = ridge(train, scores)
+    everything = NeighborsScorer(device="cpu", thresholds="paper").fit(train + candidates,
+                                                                       np.zeros(len(train) + len(candidates)))
+    pass_ = everything.training_pass()
+    pass_.scores[: len(train)] = scores
+    test, fitted = np.arange(len(train), len(train) + len(candidates)), np.arange(len(train))
+    from_pass = pass_.predict(test, fitted, scorer.thresholds_)
+    np.testing.assert_allclose(from_pass.scores, scorer.predict(candidates).scores, rtol=0, atol=1e-12)
+    loo = pass_.leave_one_out(fitted, scorer.thresholds_)
+    np.testing.assert_allclose(loo.scores, scorer.leave_one_out().scores, rtol=0, atol=1e-12)
+
+
+def test_the_default_keeps_the_estimator_with_the_higher_leave_one_out_rho(split):
+    train, scores, _ = split
+    scorer = NeighborsScorer(device="cpu").fit(train, scores)
+    similarities = scorer.training_pass()
+    base = NeighborsScorer(device="cpu", thresholds="paper").fit(train, scores).thresholds_
+    topk = tuning.tune(similarities, grid=tuning.TuningGrid(powers=tuning.SIMILARITY_POWERS), estimator="topk",
+                       default_tau=base.tau, base=base)
+    ridge_result = tuning.tune(similarities, estimator="ridge", base=base)
+    better = max((topk, ridge_result), key=lambda result: result.spearman)
+    assert scorer.estimator_ == better.thresholds.estimator
+    assert scorer.tuning_.spearman == better.spearman
+    if scorer.estimator_ == "ridge":
+        loo = scorer.leave_one_out()
+        rho = spearman_rows(np.where(loo.covered, loo.scores, np.nan)[None, :], scores)[0]
+        assert abs(rho - scorer.tuning_.spearman) < 1e-12
+
+
+def test_a_large_training_set_is_fitted_on_a_sample(split, monkeypatch):
+    """Above MAX_TUNING_TEXTS the model is fitted on a seeded sample: the other texts' weights
+    are zero, so their estimates are held out, and they calibrate the intervals."""
+    monkeypatch.setattr("gpu_neighbors.scorer.MAX_TUNING_TEXTS", 60)
+    train, scores, _ = split
+    with pytest.warns(UserWarning, match="random sample of 60"):
+        scorer = ridge(train, scores)
+    sample = scorer._ridge_sample
+    assert sample is not None and sample.size == 60
+    outside = np.setdiff1d(np.arange(TRAIN), sample)
+    assert np.all(scorer.ridge_.alpha[outside] == 0) and np.any(scorer.ridge_.alpha[sample] != 0)
+    loo = scorer.leave_one_out()
+    held_out = scorer.predict([train[index] for index in outside])
+    np.testing.assert_array_equal(loo.scores[outside], held_out.scores)
+    assert scorer.calibration_.size > 0
+
+
+def test_refusals_name_the_problem(split):
+    train, scores, _ = split
+    scorer = ridge(train, scores)
+    with pytest.raises(ValueError, match="subsample applies to the neighbour estimators"):
+        scorer.reward(train[:3], subsample=0.5)
+    with pytest.raises(ValueError, match="penalty must be"):
+        ridge(train, scores, penalty=0.0)
+    assert "estimator:ridge|penalty:" in str(scorer.signature)
