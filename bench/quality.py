@@ -64,9 +64,10 @@ VARIANTS = {
     "tuned": ("threshold", TuningGrid()),
     "weighted": ("threshold", TuningGrid(powers=SIMILARITY_POWERS)),
     "top-k": ("topk", TuningGrid(powers=SIMILARITY_POWERS)),
+    "default (top-k or ridge)": ("topk", TuningGrid(powers=SIMILARITY_POWERS, estimators=("topk", "ridge"))),
 }
 AUTO_FROM = {"auto (tuned)": ("tuned",), "auto (top-k)": ("top-k",), "auto (kernel ridge)": ("kernel ridge",),
-             "auto (top-k or kernel ridge)": ("top-k", "kernel ridge")}
+             "auto (top-k or kernel ridge)": ("top-k", "kernel ridge"), "auto (default)": ("default (top-k or ridge)",)}
 TFIDF_KERNEL = "tfidf"
 
 
@@ -168,8 +169,10 @@ def run_variant(sims: PairwiseSimilarities, splits, paper: Thresholds, variant) 
         part = sims.predict(test, train, chosen)
         loo = sims.leave_one_out(train, chosen)
         outcome.prediction.scores[test], outcome.prediction.covered[test] = part.scores, part.covered
+        ridge = chosen.estimator == "ridge"  # no spread: constant width, as the scorer does
         outcome.low[test], outcome.high[test], outcome.constant[test] = intervals(
-            loo.scores, loo.std, sims.scores[train], part.scores, part.std)
+            loo.scores, np.zeros(train.size) if ridge else loo.std, sims.scores[train], part.scores,
+            np.zeros(test.size) if ridge else part.std)
         outcome.inner.append(rho if np.isfinite(rho) else -np.inf)
         used.append(chosen)
     return outcome, used
@@ -228,6 +231,8 @@ def describe(used: list) -> str:
         text = f"penalty={setting:.3g}"
     elif setting.estimator == "topk":
         text = f"k={setting.top_k}, p={setting.power:g}"
+    elif setting.estimator == "ridge":
+        text = f"ridge, penalty={setting.penalty:.3g}"
     else:
         text = f"tau={setting.tau:.3g}, a={setting.min_neighbors}, b={setting.max_fraction:g}"
         if setting.power:

@@ -521,10 +521,19 @@ class NeighborsScorer:
     def _with_intervals(self, prediction: Prediction) -> Prediction:
         """`prediction` with each estimate's conformal interval at `level` (clipped to
         score_range, where the truth lies)."""
+        low, high = self._intervals_of(torch.from_numpy(prediction.scores), torch.from_numpy(prediction.std))
+        return replace(prediction, low=low.numpy(), high=high.numpy())
+
+    def intervals(self, prediction: TensorPrediction) -> tuple[torch.Tensor, torch.Tensor]:
+        """(low, high) of `predict_tensors`' estimates at `level`, as `predict` gives them, left
+        on the estimates' device with no host synchronisation (training loops, metrics)."""
+        self._check_fitted()
+        return self._intervals_of(prediction.scores, prediction.std)
+
+    def _intervals_of(self, scores: torch.Tensor, std: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         bounds = None if self.score_range is None else (float(self.score_range[0]), float(self.score_range[1]))
-        spreads = np.zeros(len(prediction)) if self.estimator_ == "ridge" else prediction.std
-        low, high = self.calibration_.interval(prediction.scores, spreads, self.level, bounds)
-        return replace(prediction, low=low, high=high)
+        spreads = torch.zeros_like(scores) if self.estimator_ == "ridge" else std
+        return self.calibration_.interval_tensors(scores, spreads, self.level, bounds)
 
     @_library_threads
     def prepare(self, candidates: Sequence[str]) -> PreparedCandidates:

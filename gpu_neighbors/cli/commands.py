@@ -133,6 +133,8 @@ def command_evaluate(args: argparse.Namespace) -> int:
         for choice in chosen or []:
             if choice.get("estimator") == "topk":
                 setting = f"k={choice['top_k']} p={choice.get('power', 0):g}"
+            elif choice.get("estimator") == "ridge":
+                setting = f"ridge penalty={choice['penalty']:.4g}"
             else:
                 setting = f"tau={choice['tau']:.4g} a={choice['min_neighbors']} b={choice['max_fraction']:g}"
             print(f"  chosen in {choice['folds']} folds: {setting}")

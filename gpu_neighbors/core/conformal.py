@@ -94,14 +94,22 @@ class Calibration:
     ) -> tuple[np.ndarray, np.ndarray]:
         """(low, high) float64 around each estimate (NaN where it is NaN), clipped to `bounds`
         (the score range: the truth lies inside, so clipping never loses coverage)."""
-        half = self.quantile(level) * (np.asarray(spreads, dtype=np.float64) + self.floor)
-        estimates = np.asarray(estimates, dtype=np.float64)
-        with np.errstate(invalid="ignore"):
-            low, high = estimates - half, estimates + half
+        low, high = self.interval_tensors(torch.as_tensor(np.asarray(estimates, dtype=np.float64)),
+                                          torch.as_tensor(np.asarray(spreads, dtype=np.float64)), level, bounds)
+        return low.numpy(), high.numpy()
+
+    def interval_tensors(
+        self, estimates: torch.Tensor, spreads: torch.Tensor, level: float, bounds: tuple[float, float] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`interval` on tensors, on their device: Q is a host number, so nothing waits."""
+        half = self.quantile(level) * (spreads.to(torch.float64) + self.floor)
+        estimates = estimates.to(torch.float64)
+        low, high = estimates - half, estimates + half
         if bounds is not None:
-            low, high = np.clip(low, *bounds), np.clip(high, *bounds)
-        defined = np.isfinite(estimates)
-        return np.where(defined, low, np.nan), np.where(defined, high, np.nan)
+            low, high = low.clamp(*bounds), high.clamp(*bounds)
+        nan = torch.full_like(estimates, float("nan"))
+        defined = torch.isfinite(estimates)
+        return torch.where(defined, low, nan), torch.where(defined, high, nan)
 
 
 def calibration_sample(num_train: int, seed: int = 0) -> np.ndarray:

@@ -32,7 +32,10 @@ class NeighborsQuality(Metric):
     `update(texts)` or `update(input_ids, attention_mask=None)` (token ids need the bleu kernel
     with the model's Hugging Face tokenizer; see `NeighborsScorer.predict_ids`). `compute()`
     returns {"quality": mean estimate over covered texts (NaN if none), "coverage": covered
-    share (NaN if nothing seen), "count": texts seen}.
+    share (NaN if nothing seen), "count": texts seen, "low", "high": the means of the covered
+    texts' interval ends at the scorer's `level` (each text's interval holds its own truth with
+    that probability, `conformal.py`; their mean ends describe how sure the estimates are, and
+    are not an interval for the mean quality)}.
     """
 
     is_differentiable = False
@@ -40,6 +43,8 @@ class NeighborsQuality(Metric):
     full_state_update = False
 
     quality_sum: torch.Tensor
+    low_sum: torch.Tensor
+    high_sum: torch.Tensor
     covered: torch.Tensor
     total: torch.Tensor
 
@@ -47,7 +52,8 @@ class NeighborsQuality(Metric):
         super().__init__(**kwargs)
         scorer._check_fitted()
         self.scorer = scorer
-        self.add_state("quality_sum", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        for name in ("quality_sum", "low_sum", "high_sum"):
+            self.add_state(name, torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("covered", torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
         self.add_state("total", torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
 
@@ -56,8 +62,9 @@ class NeighborsQuality(Metric):
     ) -> None:
         prediction = self.scorer.predict_tensors(inputs, attention_mask=attention_mask)
         device = self.total.device
-        covered_scores = torch.where(prediction.covered, prediction.scores, 0.0)
-        self.quality_sum += covered_scores.sum().to(device, self.quality_sum.dtype)
+        low, high = self.scorer.intervals(prediction)
+        for state, values in ((self.quality_sum, prediction.scores), (self.low_sum, low), (self.high_sum, high)):
+            state += torch.where(prediction.covered, values, 0.0).sum().to(device, state.dtype)
         self.covered += prediction.covered.sum().to(device)
         self.total += prediction.covered.numel()
 
@@ -65,6 +72,8 @@ class NeighborsQuality(Metric):
         covered = self.covered.to(torch.float64)
         return {
             "quality": self.quality_sum / covered,
+            "low": self.low_sum / covered,
+            "high": self.high_sum / covered,
             "coverage": covered / self.total.to(torch.float64),
             "count": self.total.clone(),
         }

@@ -168,7 +168,7 @@ def test_no_host_synchronisation_after_the_first_call(tokenizer, huse_texts, hus
     scorer.predict_ids(batch["input_ids"], batch["attention_mask"])  # builds the tables
     audit = Census(scope="ids")  # the census's list of syncing operations (tests/census.py)
     with audit, audit.host_copies():
-        scorer.predict_ids(batch["input_ids"], batch["attention_mask"])
+        scorer.intervals(scorer.predict_ids(batch["input_ids"], batch["attention_mask"]))
         subsample = 0.5 if estimator == "topk" else None  # ridge weights are fitted on every text
         scorer.reward(batch["input_ids"], attention_mask=batch["attention_mask"], subsample=subsample)
     assert audit.syncs["ids"] == 0, audit.sync_ops

@@ -35,16 +35,21 @@ def batches(texts: list[str], size: int) -> list[list[str]]:
     return [texts[i : i + size] for i in range(0, len(texts), size)]
 
 
-def expected(scorer: NeighborsScorer, texts: list[str]) -> tuple[float, float, int]:
+def expected(scorer: NeighborsScorer, texts: list[str]) -> tuple[float, float, int, float, float]:
+    """What `predict` says of the texts: the metric's figures computed from its output."""
     prediction = scorer.predict(texts)
-    return float(np.nanmean(prediction.scores)), float(prediction.covered.mean()), len(texts)
+    return (float(np.nanmean(prediction.scores)), float(prediction.covered.mean()), len(texts),
+            float(np.nanmean(prediction.low)), float(np.nanmean(prediction.high)))
 
 
-def assert_result(result: dict, quality: float, coverage: float, count: int) -> None:
-    assert set(result) == {"quality", "coverage", "count"}
+def assert_result(result: dict, quality: float, coverage: float, count: int, low: float, high: float) -> None:
+    assert set(result) == {"quality", "coverage", "count", "low", "high"}
     assert result["quality"].item() == pytest.approx(quality, rel=1e-12)
     assert result["coverage"].item() == pytest.approx(coverage, rel=1e-12)
     assert result["count"].item() == count
+    assert result["low"].item() == pytest.approx(low, rel=1e-12)
+    assert result["high"].item() == pytest.approx(high, rel=1e-12)
+    assert low < quality < high
 
 
 def test_lazy_export_is_the_metric():

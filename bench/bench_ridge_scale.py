@@ -1,0 +1,65 @@
+"""Scale of the estimators with the training set: `fit` and `predict` time of the default
+(top-k or ridge, whichever has the better leave-one-out rho), top-k alone and ridge alone, BLEU*
+kernel, on texts spliced from the HUSE summaries (bench/huse.py) with synthetic scores (a
+noisy function of length and word overlap with a reference text, so there is something to fit).
+
+Kernel ridge solves on an [n x n] matrix (cubic), so above MAX_TUNING_TEXTS (4,000) training
+texts the scorer fits it on a seeded sample of that many (their dual weights; the others' are
+zero) and calibrates its intervals on texts outside the sample; this measures what that costs
+at 10^4 and 10^5 texts (10^6 is the same fit plus a linear pass).
+
+    .venv/bin/python bench/bench_ridge_scale.py [--sizes 1000,4000,10000,100000] [--candidates 1000]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import warnings
+
+import numpy as np
+import torch
+
+from huse import spliced_texts
+from per_core import timed
+
+from gpu_neighbors import NeighborsScorer
+
+
+def synthetic_scores(texts: list[str], rng: np.random.Generator) -> np.ndarray:
+    reference = set(texts[0].split())
+    overlap = np.array([len(reference & set(text.split())) / max(1, len(text.split())) for text in texts])
+    length = np.array([len(text.split()) for text in texts], dtype=np.float64)
+    raw = overlap - 0.01 * length + rng.normal(scale=0.1, size=len(texts))
+    return (raw - raw.min()) / (raw.max() - raw.min())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,4000,10000,100000")
+    parser.add_argument("--candidates", type=int, default=1000)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    texts = spliced_texts(max(sizes) + args.candidates, random.Random(0))
+    scores = synthetic_scores(texts, np.random.default_rng(0))
+    candidates = texts[-args.candidates:]
+    print(f"| training texts | estimator | chosen | fit (s) | predict {args.candidates:,} (s) | interval coverage on the candidates |")
+    print("|---|---|---|---|---|---|")
+    for size in sizes:
+        for estimator in (None, "topk", "ridge"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit_seconds, scorer = timed(lambda: NeighborsScorer(device="cpu", estimator=estimator).fit(
+                    texts[:size], scores[:size]))
+            predict_seconds, prediction = timed(lambda: scorer.predict(candidates))
+            truth = scores[-args.candidates:]
+            inside = (prediction.low <= truth) & (truth <= prediction.high)
+            coverage = inside[prediction.covered].mean()
+            print(f"| {size:,} | {estimator or 'default'} | {scorer.estimator_} | {fit_seconds:.1f} | "
+                  f"{predict_seconds:.2f} | {coverage:.3f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
