@@ -100,10 +100,22 @@ class PairwiseSimilarities:
 
     def ridge(self, train: np.ndarray, penalty: float | None = None) -> kernel_ridge.KernelRidge:
         """Kernel ridge fitted on items `train` (as the scorer fits it), at `penalty` or, when
-        None, at the one exact leave-one-out chooses."""
+        None, at the one exact leave-one-out chooses. Above MAX_RIDGE_TEXTS items it is fitted
+        on a seeded sample of them (`kernel_ridge.fitting_sample`): the others get dual weight
+        zero, and their `loo` is the model's estimate, made without them."""
         train = _indices(train)
-        block = self.matrix[np.ix_(train, train)]
-        return kernel_ridge.fit_quantised(block, self.scores[train], None if penalty is None else [penalty])
+        sample = kernel_ridge.fitting_sample(train.size)
+        fitted = train if sample is None else train[sample]
+        block = self.matrix[np.ix_(fitted, fitted)]
+        model = kernel_ridge.fit_quantised(block, self.scores[fitted], None if penalty is None else [penalty])
+        if sample is None:
+            return model
+        alpha = np.zeros(train.size)
+        alpha[sample] = model.alpha
+        units = kernel_ridge.quantised(self.matrix[np.ix_(train, fitted)]).numpy() * 2.0**-kernel_ridge.WEIGHT_BITS
+        loo = units @ model.alpha + model.intercept
+        loo[sample] = model.loo
+        return kernel_ridge.KernelRidge(alpha, model.intercept, model.penalty, loo)
 
     def _predict(self, test: np.ndarray, train: np.ndarray, num_train: int, thresholds: Thresholds) -> Prediction:
         if thresholds.estimator == "ridge":

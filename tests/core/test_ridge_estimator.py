@@ -111,6 +111,22 @@ def test_a_large_training_set_is_fitted_on_a_sample(split, monkeypatch):
     assert scorer.calibration_.size > 0
 
 
+def test_above_max_ridge_texts_the_model_is_fitted_on_a_sample(split, monkeypatch):
+    """The cubic solve runs on MAX_RIDGE_TEXTS texts: the others' weights are zero and their
+    leave-one-out estimates are the model's own (it never saw them); protocols do the same."""
+    monkeypatch.setattr("gpu_neighbors.core.kernel_ridge.MAX_RIDGE_TEXTS", 50)
+    train, scores, candidates = split
+    scorer = ridge(train, scores)
+    fitted = np.flatnonzero(scorer.ridge_.alpha)
+    assert fitted.size == 50
+    outside = np.setdiff1d(np.arange(TRAIN), fitted)
+    loo = scorer.leave_one_out()
+    held_out = scorer.predict([train[index] for index in outside])
+    np.testing.assert_allclose(loo.scores[outside], held_out.scores, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(scorer.training_pass().leave_one_out(np.arange(TRAIN), scorer.thresholds_).scores,
+                               loo.scores, rtol=0, atol=1e-12)
+
+
 def test_refusals_name_the_problem(split):
     train, scores, _ = split
     scorer = ridge(train, scores)
