@@ -120,7 +120,8 @@ class TfidfKernel(Kernel[EncodedTfidf]):
         # Worst case, every pair shares an n-gram (common: char bigrams such as " t" are in
         # nearly every text): the product's CSR result inside torch.sparse.mm (int64 column,
         # float64 value), its COO result (two int64 indices, a float64 value) and the dense
-        # float64 tile.
+        # float64 tile. Peak RSS measured on the CPU for tiles of 0.4-3 Mi pairs with all pairs
+        # sharing an n-gram (HUSE, GUG, MLQE texts): 34 to 38 bytes a pair.
         return 16 + 24 + 8
 
     @property
