@@ -120,7 +120,7 @@ class TfidfFeatures:
         self.bigram_table = np.unique(bigram_keys)
         self.word_features = len(names) + self.bigram_table.size
 
-        codes, word_lengths, words_per_text = _padded_words(lowered)
+        codes, word_lengths, _ = _padded_words(lowered)
         self.alphabet = np.unique(codes)
         chars = np.searchsorted(self.alphabet, codes).astype(np.int64)
         self.char_tables = [np.arange(self.alphabet.size, dtype=np.int64)]
