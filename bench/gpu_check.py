@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 STEPS = ("parity", "tests", "bench")
-EXACT_KERNELS = ("bleu", "rouge", "meteor")
+EXACT_KERNELS = ("bleu", "rouge", "meteor", "tfidf")
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
                "special_tokens_map.json")
 SIGNIFICAND_BITS = {"float16": 11, "bfloat16": 8}

@@ -99,8 +99,9 @@ def _library_threads(method: Callable[Concatenate[NeighborsScorer, P], R]) -> Ca
 class NeighborsScorer:
     """Estimate text quality as the mean known quality of a text's kernel neighbours.
 
-    kernel: "bleu" (BLEU*), "rouge" (ROUGE-L F), "meteor" or "bertscore".
-    tau: similarity threshold; None takes the kernel's default from the paper.
+    kernel: "bleu" (BLEU*), "rouge" (ROUGE-L F), "meteor", "bertscore" or "tfidf" (cosine of
+        the TF-IDF + ridge baseline's word and char_wb n-gram features).
+    tau: similarity threshold; None takes the kernel's default (the paper's; 0.03 for tfidf).
     min_neighbors (a) and max_fraction (b): an estimate exists when a <= |N(x)| <= b |S|.
     thresholds: "auto" tunes tau, a and b (and p, k) by leave-one-out on the training set when
         it has at least 50 texts and none of them is given (else the paper's, with a warning

@@ -313,6 +313,7 @@ def run_workloads(census: Census) -> dict[str, list[int]]:
         {"kernel": "bleu", "smoothing": "none", "estimator": "topk", "top_k": 5},
         {"kernel": "rouge"},
         {"kernel": "meteor"},
+        {"kernel": "tfidf"},
         {"kernel": "bertscore", "kernel_options": {"model": MODEL_PATH, "layer": 2, "rescale": False}},
         {"kernel": "bertscore", "kernel_options": {"model": MODEL_PATH, "layer": 2, "idf": True,
                                                    "rescale": False, "precision": "bfloat16"}},

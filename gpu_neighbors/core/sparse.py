@@ -3,10 +3,12 @@
 cuSPARSE has no product for an operand with nnz = 0 in some versions (it raises, or returns
 garbage), and a chunk of candidates that shares no n-gram with a training block is common (empty
 texts, unseen words, a block of another language). The number of stored entries is host metadata
-for COO and CSR tensors, so checking it costs no device synchronisation.
+for COO and CSR tensors, so checking it costs no device synchronisation. `row_block` cuts a
+contiguous block of training rows out of a CSR matrix at host offsets (no device read either).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -29,3 +31,17 @@ def sparse_mm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
         return torch.zeros(shape, dtype=right.dtype, device=right.device)
     empty = torch.zeros((2, 0), dtype=torch.int64, device=left.device)
     return torch.sparse_coo_tensor(empty, torch.zeros(0, dtype=left.dtype, device=left.device), shape)
+
+
+def row_block(matrix: torch.Tensor, start: int, stop: int, offsets: np.ndarray) -> torch.Tensor:
+    """Rows start..stop-1 of a CSR matrix, without copying the rest; `offsets` are its row
+    offsets on the host (so no device read)."""
+    crow = matrix.crow_indices()
+    first, last = int(offsets[start]), int(offsets[stop])
+    return torch.sparse_csr_tensor(
+        crow[start : stop + 1] - first,
+        matrix.col_indices()[first:last],
+        matrix.values()[first:last],
+        (stop - start, matrix.shape[1]),
+        check_invariants=False,
+    )

@@ -177,7 +177,7 @@ SCORER_PARAMETERS = _table(
     Parameter("kernel", str, instance_of(str, description="a kernel name"), "bleu",
               "similarity kernel"),
     Parameter("tau", float, interval(), None, "similarity threshold", optional=True,
-              none_means="the kernel's, from the paper"),
+              none_means="the kernel's default: the paper's, or for tfidf (not in the paper) 0.03"),
     Parameter("min_neighbors", int, interval(1, integer=True), None,
               "a: fewest neighbours for an estimate", optional=True,
               none_means="tuned, else the paper's 5", metavar="A"),

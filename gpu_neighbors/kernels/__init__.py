@@ -18,6 +18,7 @@ _KERNEL_CLASSES = {
     "rouge": "rouge:RougeKernel",
     "meteor": "meteor:MeteorKernel",
     "bertscore": "bertscore:BertScoreKernel",
+    "tfidf": "tfidf:TfidfKernel",
 }
 
 KERNEL_NAMES: tuple[str, ...] = tuple(_KERNEL_CLASSES)

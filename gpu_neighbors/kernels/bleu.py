@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from gpu_neighbors.core.sparse import sparse_mm
+from gpu_neighbors.core.sparse import row_block, sparse_mm
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.bleu_sets import check_weights
@@ -390,20 +390,6 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
                 feature_widths=[matrix.shape[1] for matrix in self._train],
             )
         return self._id_tables[device]
-
-
-def row_block(matrix: torch.Tensor, start: int, stop: int, offsets: np.ndarray) -> torch.Tensor:
-    """Rows start..stop-1 of a CSR matrix, without copying the rest; `offsets` are its row
-    offsets on the host (so no device read)."""
-    crow = matrix.crow_indices()
-    first, last = int(offsets[start]), int(offsets[stop])
-    return torch.sparse_csr_tensor(
-        crow[start : stop + 1] - first,
-        matrix.col_indices()[first:last],
-        matrix.values()[first:last],
-        (stop - start, matrix.shape[1]),
-        check_invariants=False,
-    )
 
 
 def shared_words(words: ChunkWords, num_rows: int, train: torch.Tensor) -> torch.Tensor:
