@@ -109,9 +109,9 @@ class NeighborsScorer:
     estimator: "threshold" (the paper's rule), "topk" (similarity-weighted mean q of the
         top_k most similar training texts; defined whenever any training text is similar) or
         "ridge" (kernel ridge regression on the similarities, `core/kernel_ridge.py`; defined
-        for every text); None (the default): when `fit` tunes, topk or ridge, whichever has the
-        higher exact leave-one-out rho on the training set, else topk; thresholds="paper" or
-        tau, min_neighbors or max_fraction given ask for the paper's rule.
+        for every text with any similar training text); None (the default): the kernel's
+        (topk; ridge for bertscore, where it measured better on every development set);
+        thresholds="paper" or tau, min_neighbors or max_fraction given ask for the paper's rule.
     weighting: "uniform" (plain mean) or "similarity" (weights k(x, s)^power); None: uniform
         for threshold, similarity for topk. power, top_k: None tunes them (else 1 and 50).
     penalty: lambda of the ridge estimator; None chooses it by exact leave-one-out.
@@ -329,16 +329,13 @@ class NeighborsScorer:
 
     def tuning_grid(self) -> tuning.TuningGrid:
         """What tuning searches for these settings: p only under similarity weighting (and
-        only when not given), k only for topk (and only when not given); by default (no
-        estimator given) both topk and ridge, keeping the better."""
+        only when not given), k only for topk (and only when not given)."""
         if self._weighting() == "uniform":
             powers: tuple[float, ...] = tuning.UNIFORM_POWERS
         else:
             powers = tuning.SIMILARITY_POWERS if self.power is None else (float(self.power),)
         top_ks = tuning.DEFAULT_TOP_KS if self.top_k is None else (self.top_k,)
-        resolved = self._estimator()
-        estimators = ("topk", "ridge") if self.estimator is None and resolved == "topk" else ()
-        return tuning.TuningGrid(powers=powers, top_ks=top_ks, estimators=estimators)
+        return tuning.TuningGrid(powers=powers, top_ks=top_ks)
 
     def _weighting(self) -> str:
         if self.weighting is not None:
@@ -346,15 +343,18 @@ class NeighborsScorer:
         return "uniform" if self._estimator() == "threshold" else "similarity"
 
     def _estimator(self) -> str:
-        """The estimator used: as given; by default topk (an estimate for every text with any
-        similar training text), unless the paper's rule is asked for (thresholds="paper", or
-        tau, min_neighbors or max_fraction given), which keeps the paper's threshold rule."""
+        """The estimator used: as given; by default the kernel's (`Kernel.default_estimator`:
+        topk, an estimate for every text with any similar training text; ridge for BERTScore),
+        unless the paper's rule is asked for (thresholds="paper", or tau, min_neighbors or
+        max_fraction given), which keeps the paper's threshold rule."""
         if self.estimator is not None:
             return self.estimator
         paper = self.thresholds == "paper" or any(
             value is not None for value in (self.tau, self.min_neighbors, self.max_fraction)
         )
-        return "threshold" if paper else "topk"
+        if paper:
+            return "threshold"
+        return kernel_class(self.kernel).default_estimator if self.kernel in KERNEL_NAMES else "topk"
 
     def _tunes(self, num_texts: int, tune: bool | None) -> bool:
         """Whether `fit` tunes: as forced by `tune`, else as `thresholds` says (auto: when no

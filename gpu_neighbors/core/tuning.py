@@ -10,7 +10,7 @@ top-k estimator ranks the training set once and reads every (k, p) from that ran
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -51,7 +51,6 @@ class TuningGrid:
     max_fractions: Sequence[float] = DEFAULT_MAX_FRACTIONS
     powers: Sequence[float] = UNIFORM_POWERS
     top_ks: Sequence[int] = DEFAULT_TOP_KS
-    estimators: Sequence[str] = ()  # several: tune each and keep the best (empty: the one asked for)
 
     def k_values(self, num_train: int) -> list[int]:
         """The grid's k that a training set of `num_train` texts can fill (at least one)."""
@@ -143,17 +142,7 @@ def tune(
     """Best grid point for the training items `items` (all when None), judged by leave-one-out
     among those items only: the highest rho with coverage >= min_coverage. `estimator="topk"`
     searches k and p instead of tau, a, b and p (its tau, a and b stay those of `base`);
-    "ridge" chooses kernel ridge's penalty by exact leave-one-out squared error. A grid with
-    `estimators` tunes each of those instead, and keeps the one with the highest inner rho
-    (ties: the first)."""
-    grid = grid or TuningGrid()
-    if grid.estimators:
-        single = replace(grid, estimators=())
-        results = [tune(similarities, items, grid=single, min_coverage=min_coverage, default_tau=default_tau,
-                        estimator=name, base=base) for name in grid.estimators]
-        best = max(results, key=lambda result: (result.feasible, result.spearman if np.isfinite(result.spearman)
-                                                else -np.inf))
-        return replace(best, settings_tried=sum(result.settings_tried for result in results))
+    "ridge" chooses kernel ridge's penalty by exact leave-one-out squared error."""
     if not 0.0 <= min_coverage <= 1.0:
         raise ValueError(f"min_coverage must be in [0, 1], not {min_coverage!r}")
     grid = grid or TuningGrid()

@@ -193,8 +193,8 @@ SCORER_PARAMETERS = _table(
               "mean q of the k most similar training texts (an estimate for every text with any "
               "similar training text); ridge: kernel ridge regression on the similarities (an "
               "estimate for every text)", optional=True,
-              none_means="when tuning, topk or ridge, whichever has the higher leave-one-out rho on the "
-                         "training set; else topk; with --paper-thresholds or tau, a or b given: threshold"),
+              none_means="the kernel's: topk (ridge for bertscore); with --paper-thresholds or tau, a or b "
+                         "given: threshold"),
     Parameter("weighting", str, one_of(*WEIGHTINGS), None,
               "uniform: plain mean; similarity: weights k(x, s)^p", optional=True,
               none_means="uniform for threshold, similarity for topk"),

@@ -39,6 +39,10 @@ class Kernel(ABC, Generic[Encoded]):
     # streaming run may encode whole batches ahead in its reader thread; false where it is a
     # model's embeddings (large, and made on the device).
     prepares_ahead: ClassVar[bool] = True
+    # The estimator a scorer uses when none is given (bench/quality.md): top-k for the sparse
+    # overlap kernels, whose similarities are zero for most pairs, and kernel ridge for
+    # embedding kernels, whose dense, smooth similarities a regression uses better.
+    default_estimator: ClassVar[str] = "topk"
 
     def __init__(self, *, tokenizer: Tokenizer, device: torch.device) -> None:
         self.tokenizer = tokenizer

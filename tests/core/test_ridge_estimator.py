@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from gpu_neighbors import NeighborsScorer
-from gpu_neighbors.core import tuning
+from gpu_neighbors.kernels.bertscore import BertScoreKernel
+from gpu_neighbors.kernels.bleu import BleuKernel
 from gpu_neighbors.core.correlation import spearman_rows
 
 TRAIN = 120
@@ -77,21 +78,19 @@ def test_protocols_cut_from_one_pass_equal_the_scorer(split):
     np.testing.assert_allclose(loo.scores, scorer.leave_one_out().scores, rtol=0, atol=1e-12)
 
 
-def test_the_default_keeps_the_estimator_with_the_higher_leave_one_out_rho(split):
+def test_the_default_estimator_is_the_kernels(split, monkeypatch):
+    """topk for the overlap kernels, ridge for BERTScore; the paper's settings keep the
+    threshold rule; a tuned ridge's inner rho is that of its exact leave-one-out."""
     train, scores, _ = split
+    assert BertScoreKernel.default_estimator == "ridge" and BleuKernel.default_estimator == "topk"
+    assert NeighborsScorer(device="cpu").fit(train, scores).estimator_ == "topk"
+    monkeypatch.setattr(BleuKernel, "default_estimator", "ridge")
     scorer = NeighborsScorer(device="cpu").fit(train, scores)
-    similarities = scorer.training_pass()
-    base = NeighborsScorer(device="cpu", thresholds="paper").fit(train, scores).thresholds_
-    topk = tuning.tune(similarities, grid=tuning.TuningGrid(powers=tuning.SIMILARITY_POWERS), estimator="topk",
-                       default_tau=base.tau, base=base)
-    ridge_result = tuning.tune(similarities, estimator="ridge", base=base)
-    better = max((topk, ridge_result), key=lambda result: result.spearman)
-    assert scorer.estimator_ == better.thresholds.estimator
-    assert scorer.tuning_.spearman == better.spearman
-    if scorer.estimator_ == "ridge":
-        loo = scorer.leave_one_out()
-        rho = spearman_rows(np.where(loo.covered, loo.scores, np.nan)[None, :], scores)[0]
-        assert abs(rho - scorer.tuning_.spearman) < 1e-12
+    assert scorer.estimator_ == "ridge"
+    loo = scorer.leave_one_out()
+    rho = spearman_rows(np.where(loo.covered, loo.scores, np.nan)[None, :], scores)[0]
+    assert abs(rho - scorer.tuning_.spearman) < 1e-12
+    assert NeighborsScorer(device="cpu", thresholds="paper").fit(train, scores).estimator_ == "threshold"
 
 
 def test_a_large_training_set_is_fitted_on_a_sample(split, monkeypatch):
