@@ -462,5 +462,5 @@ def _count_clipped(keys: torch.Tensor, orders: int, bits: int, segment_bits: int
         index = torch.cumsum(new, dim=1).add_(counters)
         counts.zero_().scatter_add_(1, index, ones)
         most = references if segments == 2 else references.amax(dim=1)  # one reference: its counts
-        clipped.append(torch.minimum(candidate, most).sum(dim=1))
-    return torch.stack(clipped, dim=1)
+        clipped.append(torch.minimum(candidate, most).sum(dim=1, dtype=torch.int32))  # no int64 copy
+    return torch.stack(clipped, dim=1).long()
