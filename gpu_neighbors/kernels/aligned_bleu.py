@@ -7,14 +7,15 @@ sum_{(g,k)} [c_x(g) >= k][some reference holds (g, k)], here summed per n-gram; 
 formula of `bleu_tables` (`bleu_of_rows`; corpus BLEU through `bleu_sets.bleu_from_counts`).
 
 A candidate and its references form one row [candidate | reference 1 | ... | reference R],
-each segment padded to a width known on the host plus `orders` - 1 columns, tokens packed to the
-front; the rest of segment s holds a filler of its own, so an n-gram that runs past its segment
-matches no n-gram of another segment and adds nothing. Every n-gram of orders 1..K starting at a
-column is one int64 key of K fields of b bits (field j: the value j columns on). One sort of
-each row by that key puts equal n-grams together for every order at once (equal n-grams share
-the top n fields), so per order a cumulative sum of "top n fields changed" numbers the row's
-distinct n-grams, one scatter-add counts each n-gram per segment, and min(candidate, max over
-references) summed gives the clipped matches.
+each segment padded to a width known on the host plus `orders` - 1 columns, its kept tokens
+scattered to the front; the rest of segment s holds a filler of its own, so an n-gram that runs
+past its segment matches no n-gram of another segment and adds nothing. Every n-gram of orders
+1..K starting at a column is one int64 key of K fields of b bits (field j: the value j columns
+on), with the column's segment in the lowest bits. One sort of each row by that key puts equal
+n-grams together for every order at once (equal n-grams share the top n fields), so per order a
+cumulative sum of "top n fields changed" numbers the row's distinct n-grams, one scatter-add
+counts each n-gram per segment, and min(candidate, max over references) summed gives the
+clipped matches.
 
 Sorting is most of the time, and PyTorch sorts a flat integer tensor (radix sort) about twice
 as fast as the rows of a matrix, int32 twice as fast again; so where row * 2^(K b) + key fits
