@@ -284,3 +284,12 @@ def test_vocab_size_is_checked():
         gpu_neighbors.sentence_bleu(candidates, references, vocab_size=0)
     with pytest.raises(ValueError, match="go with token ids"):
         gpu_neighbors.sentence_bleu(["a"], ["a"], vocab_size=5)
+
+
+def test_rows_too_wide_for_one_key(monkeypatch):
+    monkeypatch.setattr(aligned_bleu, "KEY_BITS", 21)  # 4 fields of 5 bits and the segment bit
+    narrow = torch.arange(10)[None]  # 2 x (10 + 3) positions: ranks below 32 fit
+    assert gpu_neighbors.sentence_bleu(narrow, narrow).tolist() == [1.0]
+    wide = torch.arange(20)[None]
+    with pytest.raises(ValueError, match="spans 46 token positions; 4-gram keys fit at most 32"):
+        gpu_neighbors.sentence_bleu(wide, wide)
