@@ -340,6 +340,7 @@ def run_workloads(census: Census) -> dict[str, list[int]]:
                           attention_mask=batch["attention_mask"],
                           reference_mask=references["attention_mask"][:, None, :].expand(-1, 2, -1),
                           reference_counts=torch.ones(len(candidates), dtype=torch.int64), smoothing=smoothing)
+        sentence_bleu(batch["input_ids"], references["input_ids"], vocab_size=tokenizer.hf.vocab_size)
         mbr(texts[:30], [index % 3 for index in range(30)], device="cpu", memory_budget=200_000)
         with tempfile.TemporaryDirectory() as folder:
             pairs(texts[:20], texts[20:50], output=Path(folder) / "pairs.npy", device="cpu")

@@ -7,15 +7,23 @@ sum_{(g,k)} [c_x(g) >= k][some reference holds (g, k)], here summed per n-gram; 
 formula of `bleu_tables` (`bleu_of_rows`; corpus BLEU through `bleu_sets.bleu_from_counts`).
 
 A candidate and its references form one row [candidate | reference 1 | ... | reference R],
-each segment padded to a width known on the host, tokens packed to the front. Every n-gram of
-orders 1..K starting at a position is one int64 key: K fields of b bits, field j the token at
-position + j (plus 1), or 0 past the end of its segment. One sort of each row by that key puts
-equal n-grams together for every order at once (equal n-grams share the top n fields), so per
-order a cumulative sum of "top n fields changed" numbers the row's distinct n-grams, one
-scatter-add counts each n-gram per segment, and min(candidate, max over references) summed
-gives the clipped matches. Where K fields of the token ids do not fit in 62 bits, a first sort
-renumbers each row's tokens densely (ids < row width). Every exp and power is gathered from host
-tables sized by the padded widths (`bleu_tables`), kept per setting and device.
+each segment padded to a width known on the host plus `orders` - 1 columns, its kept tokens
+scattered to the front; the rest of segment s holds a filler of its own, so an n-gram that runs
+past its segment matches no n-gram of another segment and adds nothing. Every n-gram of orders
+1..K starting at a column is one int64 key of K fields of b bits (field j: the value j columns
+on), with the column's segment in the lowest bits. One sort of each row by that key puts equal
+n-grams together for every order at once (equal n-grams share the top n fields), so per order a
+cumulative sum of "top n fields changed" numbers the row's distinct n-grams, one scatter-add
+counts each n-gram per segment, and min(candidate, max over references) summed gives the
+clipped matches.
+
+Sorting is most of the time, and PyTorch sorts a flat integer tensor (radix sort) about twice
+as fast as the rows of a matrix, int32 twice as fast again; so where row * 2^(K b) + key fits
+an int64, the rows are sorted as one flat tensor. Fields get few bits by renumbering each row's
+values densely (ids below the row width, about 12 bits), itself one flat sort of row * 2^v + id
+where the ids are known to be below 2^v (`vocab_size`, or the text path's vocabulary), else a
+flat sort of the whole chunk first. Every exp and power is gathered from host tables sized by
+the padded widths (`bleu_tables`), kept per setting and device.
 
 Every shape comes from the inputs' shapes, and nothing reads device data on the host: no
 `.item()`, `nonzero`, `unique`, boolean-mask indexing or data-sized output, so on the token-id
@@ -37,7 +45,10 @@ from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 from gpu_neighbors.text.vocabulary import Vocabulary
 
 KEY_BITS = 62  # bits of a non-negative int64 key that the fields may use
-CHUNK_ELEMENTS = 1 << 24  # rows per chunk: at most this many n-gram x segment counters at once
+# Rows per chunk: at most this many token positions at once (each row's segments included), so
+# that a chunk's flat sorts stay in cache: one thread radix-sorts 2^18 int64 at 15 ns each, 2^20
+# at 23 ns, 2^21 at 57 ns (2^18 int32 at 7 ns, 2^21 at 12 ns).
+CHUNK_ELEMENTS = 1 << 18
 
 References = Sequence[str] | Sequence[Sequence[str]] | torch.Tensor
 
@@ -97,6 +108,7 @@ def sentence_bleu(
     attention_mask: torch.Tensor | None = None,
     reference_mask: torch.Tensor | None = None,
     reference_counts: torch.Tensor | None = None,
+    vocab_size: int | None = None,
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
     """BLEU of each candidate against its own references: float64 [candidates], equal to NLTK
@@ -109,13 +121,15 @@ def sentence_bleu(
     [batch, R, length'] (up to R each; `reference_counts` [batch] says how many, the rest are
     ignored), with optional masks of the same shapes; positions with mask 0 or a negative id are
     dropped. The result is on the ids' device, with no host synchronisation; a candidate with no
-    reference scores 0.
+    reference scores 0. `vocab_size` (the tokenizer's, optional): every kept id is below it (checked
+    on the device, asynchronously); it spares one of three sorts (bench/results.md: about a quarter
+    of the time at 256 x 1,024).
     `smoothing`: "none" (NLTK method0), "epsilon" (method1), "add1" (method2), "exp" (method3).
     """
     weights, smoothing = check_weights(weights), check_smoothing(smoothing)
     counts = aligned_counts(candidates, references, len(weights), tokenizer=tokenizer,
                             attention_mask=attention_mask, reference_mask=reference_mask,
-                            reference_counts=reference_counts, device=device)
+                            reference_counts=reference_counts, vocab_size=vocab_size, device=device)
     return counts.sentence_bleu(weights, smoothing)
 
 
@@ -130,6 +144,7 @@ def corpus_bleu(
     attention_mask: torch.Tensor | None = None,
     reference_mask: torch.Tensor | None = None,
     reference_counts: torch.Tensor | None = None,
+    vocab_size: int | None = None,
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
     """Corpus BLEU (a float64 scalar tensor) of the same inputs as `sentence_bleu`, equal to
@@ -138,7 +153,7 @@ def corpus_bleu(
     weights, smoothing = check_weights(weights), check_smoothing(smoothing)
     counts = aligned_counts(candidates, references, len(weights), tokenizer=tokenizer,
                             attention_mask=attention_mask, reference_mask=reference_mask,
-                            reference_counts=reference_counts, device=device)
+                            reference_counts=reference_counts, vocab_size=vocab_size, device=device)
     return counts.corpus_bleu(weights, smoothing)
 
 
@@ -151,6 +166,7 @@ def aligned_counts(
     attention_mask: torch.Tensor | None = None,
     reference_mask: torch.Tensor | None = None,
     reference_counts: torch.Tensor | None = None,
+    vocab_size: int | None = None,
     device: torch.device | str = "cpu",
 ) -> AlignedCounts:
     """`AlignedCounts` of texts or token ids (see `sentence_bleu` for the two input forms)."""
@@ -158,24 +174,32 @@ def aligned_counts(
         if not isinstance(references, torch.Tensor):
             raise TypeError("token-id candidates need token-id references (a tensor), not "
                             f"{type(references).__name__}")
+        if vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int)
+                                       or vocab_size < 1):
+            raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
         packed = pack_ids(candidates, references, attention_mask, reference_mask, reference_counts)
-        return count_packed(packed, orders, id_bound=None)
+        return count_packed(packed, orders, id_bound=vocab_size)
     if isinstance(references, torch.Tensor):
         raise TypeError("text candidates need text references, not a tensor")
-    if attention_mask is not None or reference_mask is not None or reference_counts is not None:
-        raise ValueError("attention_mask, reference_mask and reference_counts go with token ids, not texts")
+    if any(option is not None for option in (attention_mask, reference_mask, reference_counts, vocab_size)):
+        raise ValueError("attention_mask, reference_mask, reference_counts and vocab_size go with token ids, "
+                         "not texts")
     packed, vocabulary_size = pack_texts(candidates, references, make_tokenizer(tokenizer), torch.device(device))
     return count_packed(packed, orders, id_bound=vocabulary_size)
 
 
 @dataclass(frozen=True)
 class Packed:
-    """Candidates [rows, Lc] and references [rows, R, Lr] as non-negative ids packed to the
-    front, with their lengths; `valid` [rows, R] says which references exist."""
+    """Candidates [rows, Lc] and references [rows, R, Lr] as int64 ids with the column each goes
+    to (`_columns`: the kept ones in order to the front of a segment, after a spill area of L
+    columns that takes the dropped ones), with their lengths; `valid` [rows, R] says which
+    references exist."""
 
     candidates: torch.Tensor
+    candidate_columns: torch.Tensor
     lengths: torch.Tensor
     references: torch.Tensor
+    reference_columns: torch.Tensor
     reference_lengths: torch.Tensor
     valid: torch.Tensor
 
@@ -211,14 +235,14 @@ def pack_texts(
     padded_references = _pad(reference_ids.ids.numpy(), reference_lengths[slots])
     references_3d = np.zeros((len(groups), width, padded_references.shape[1]), dtype=np.int64)
     references_3d[slots] = padded_references
-    lengths = candidate_ids.lengths.numpy()
-    packed = Packed(
-        candidates=torch.from_numpy(_pad(candidate_ids.ids.numpy(), lengths)).to(device),
-        lengths=candidate_ids.lengths.to(device),
-        references=torch.from_numpy(references_3d).to(device),
-        reference_lengths=torch.from_numpy(reference_lengths).to(device),
-        valid=torch.from_numpy(slots).to(device),
-    )
+    candidate_lengths = candidate_ids.lengths.numpy()
+    ids = torch.from_numpy(_pad(candidate_ids.ids.numpy(), candidate_lengths)).to(device)
+    lengths = candidate_ids.lengths.to(device)
+    candidate_columns, _ = _columns(torch.arange(ids.shape[1], device=device) < lengths[:, None])
+    reference_columns, _ = _columns(torch.from_numpy(np.arange(references_3d.shape[2]) < reference_lengths[:, :, None])
+                                    .to(device))
+    packed = Packed(ids, candidate_columns, lengths, torch.from_numpy(references_3d).to(device), reference_columns,
+                    torch.from_numpy(reference_lengths).to(device), torch.from_numpy(slots).to(device))
     return packed, len(vocabulary)
 
 
@@ -271,34 +295,34 @@ def pack_ids(
         if tensor is not None and tensor.device != candidates.device:
             raise ValueError(f"every tensor must be on the candidates' device {candidates.device}, "
                              f"found one on {tensor.device}")
-    packed_candidates, lengths = _pack(candidates.long(), attention_mask)
-    flat, flat_lengths = _pack(references.long().reshape(rows * slots, -1),
-                               None if reference_mask is None else reference_mask.reshape(rows * slots, -1))
-    reference_lengths = torch.where(valid, flat_lengths.view(rows, slots), 0)
-    return Packed(packed_candidates, lengths, flat.view(rows, slots, -1), reference_lengths, valid)
+    candidates, references = candidates.long(), references.long()
+    candidate_columns, lengths = _columns(_kept(candidates, attention_mask))
+    reference_columns, reference_lengths = _columns(_kept(references, reference_mask) & valid[:, :, None])
+    return Packed(candidates, candidate_columns, lengths, references, reference_columns, reference_lengths, valid)
 
 
-def _pack(ids: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Kept ids (mask not 0, id >= 0) moved to the front of each row in order, dropped ones after
-    them, by a scatter to positions counted with cumulative sums (no sort); and how many each row
-    keeps."""
+def _kept(ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """The positions BLEU reads: mask not 0 and id >= 0."""
     kept = ids >= 0
-    if mask is not None:
-        kept &= mask != 0
-    flags = kept.to(torch.int64)
-    kept_before = torch.cumsum(flags, dim=1) - flags
-    counts = kept_before[:, -1] + flags[:, -1] if ids.shape[1] else flags.sum(dim=1)
-    dropped_before = torch.arange(ids.shape[1], device=ids.device) - kept_before
-    target = torch.where(kept, kept_before, counts[:, None] + dropped_before)
-    return torch.empty_like(ids).scatter_(1, target, ids.clamp(min=0)), counts
+    return kept if mask is None else kept & (mask != 0)
+
+
+def _columns(kept: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where each position goes in 2L columns (L the last dimension): a kept one to L + the number
+    kept before it, a dropped one to its own position, in a spill area cut off after the scatter
+    (`_placed`), so the kept ids land at the front in order with no sort; and how many each row
+    keeps."""
+    width = kept.shape[-1]
+    kept_so_far = torch.cumsum(kept, dim=-1)
+    lengths = kept_so_far[..., -1] if width else kept.sum(dim=-1)
+    return torch.where(kept, kept_so_far + (width - 1), torch.arange(width, device=kept.device)), lengths
 
 
 def count_packed(packed: Packed, orders: int, id_bound: int | None) -> AlignedCounts:
     """Clipped matches per order, chunk by chunk of rows (the chunks are sized from shapes)."""
     rows = packed.candidates.shape[0]
     width = packed.candidates.shape[1] + packed.references.shape[1] * packed.references.shape[2]
-    segments = packed.references.shape[1] + 1
-    step = max(1, CHUNK_ELEMENTS // (width * segments))
+    step = max(1, CHUNK_ELEMENTS // width)
     matches = torch.cat([
         _clipped_matches(packed, first, min(first + step, rows), orders, id_bound)
         for first in range(0, rows, step)
@@ -320,59 +344,127 @@ def closest_lengths(packed: Packed) -> torch.Tensor:
 
 def _clipped_matches(packed: Packed, first: int, last: int, orders: int, id_bound: int | None) -> torch.Tensor:
     """int64 [last - first, orders]: sum over n-grams of min(candidate count, max reference count)."""
+    fields, segment = _segment_fields(packed, first, last, orders)
+    rows, width = fields.shape
+    slots = packed.references.shape[1]
+    segment_bits = slots.bit_length()
+    bits = None if id_bound is None else (id_bound + slots).bit_length()
+    if id_bound is not None:
+        torch._assert_async((fields < id_bound).all(), f"token ids must be below vocab_size ({id_bound})")
+        fields = fields + (slots + 1)  # non-negative, below 2**bits
+    if bits is None or _row_bits(rows) + bits * orders + segment_bits > KEY_BITS:
+        fields, bits = _dense_fields(fields, bits), (width - 1).bit_length()
+        if bits * orders + segment_bits > KEY_BITS:
+            raise ValueError(f"a candidate with its references spans {width} token positions; "
+                             f"{orders}-gram keys fit at most {1 << ((KEY_BITS - segment_bits) // orders)}")
+    keys = _gram_keys(fields, segment, orders, bits, segment_bits)
+    keys, _ = _sort_rows(keys, bits * orders + segment_bits)
+    return _count_clipped(keys, orders, bits, segment_bits, slots + 1)
+
+
+def _segment_fields(packed: Packed, first: int, last: int, orders: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows [candidate | reference 1 | ... | reference R], each segment followed by
+    `orders` - 1 more columns: int64 [rows, W] holding the kept ids at the front of a segment
+    and -1 - s in the rest of segment s, so an n-gram that runs past its segment's end holds its
+    segment's own filler and can equal no n-gram of another segment; and each column's segment
+    [W]."""
     device = packed.candidates.device
-    candidates, references = packed.candidates[first:last], packed.references[first:last]
-    rows, slots = candidates.shape[0], references.shape[1]
-    candidate_width, reference_width = candidates.shape[1], references.shape[2]
-    tokens = torch.cat([candidates, references.reshape(rows, -1)], dim=1)  # [rows, W]
-    width = tokens.shape[1]
-    # Per position: its segment (0 the candidate, r the r-th reference), place in it, its length.
+    rows, slots = last - first, packed.references.shape[1]
+    extra = orders - 1
+    candidate_fields = _placed(packed.candidates[first:last], packed.candidate_columns[first:last], extra,
+                               torch.full((), -1, dtype=torch.int64, device=device))
+    reference_fields = _placed(packed.references[first:last], packed.reference_columns[first:last], extra,
+                               -2 - torch.arange(slots, device=device)[:, None])
+    candidate_width, reference_width = candidate_fields.shape[1], reference_fields.shape[2]
+    fields = torch.cat([candidate_fields, reference_fields.reshape(rows, slots * reference_width)], dim=1)
     segment = torch.cat([torch.zeros(candidate_width, dtype=torch.int64, device=device),
                          torch.arange(1, slots + 1, device=device)[:, None].expand(slots, reference_width).reshape(-1)])
-    place = torch.cat([torch.arange(candidate_width, device=device),
-                       torch.arange(reference_width, device=device).repeat(slots)])
-    segment_lengths = torch.cat([packed.lengths[first:last, None].expand(rows, candidate_width),
-                                 packed.reference_lengths[first:last, :, None].expand(rows, slots, reference_width).reshape(rows, -1)],
-                                dim=1)
-    inside = place[None, :] < segment_lengths
-    fields = torch.where(inside, tokens + 1, 0)
-    bits = int(id_bound).bit_length() if id_bound is not None else KEY_BITS
-    if bits * orders > KEY_BITS:
-        fields, bits = _dense_fields(fields), width.bit_length()
-        if bits * orders > KEY_BITS:
-            raise ValueError(f"a candidate with its references spans {width} token positions; "
-                             f"{orders}-gram keys fit at most {(1 << (KEY_BITS // orders)) - 1}")
-    key = torch.zeros_like(fields)
-    for offset in range(orders):  # field `offset`: the token offset places further on, 0 past the segment
-        shifted = torch.zeros_like(fields)
+    return fields, segment
+
+
+def _placed(ids: torch.Tensor, columns: torch.Tensor, extra: int, filler: torch.Tensor) -> torch.Tensor:
+    """[..., L + extra]: the ids scattered to their `columns` over `filler`, the spill area cut off."""
+    width = ids.shape[-1]
+    out = filler.expand(*ids.shape[:-1], 2 * width + extra).contiguous()
+    return out.scatter_(-1, columns, ids)[..., width:]
+
+
+def _row_bits(rows: int) -> int:
+    return max(rows - 1, 0).bit_length()
+
+
+def _sort_rows(values: torch.Tensor, bits: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row of `values` sorted, and the column each sorted value came from. Where the values
+    are non-negative and below 2**bits and row * 2**bits + value fits an int64, one flat sort of
+    that (int32 where it fits 31 bits), as for a single row: PyTorch sorts a flat integer tensor
+    with a radix sort (fbgemm's on the CPU, CUB's on CUDA), about twice as fast as the rows of a
+    matrix on the CPU (8 ms against 18 ms for 256 x 2,048 int64, one thread; 4 ms in int32).
+    The sorted values then carry the row in their high bits, which adjacent values of one row
+    share."""
+    rows, width = values.shape
+    row = torch.arange(rows, device=values.device)[:, None]
+    if rows > 1:
+        if bits is None or _row_bits(rows) + bits > KEY_BITS:
+            return torch.sort(values, dim=1)
+        dtype = torch.int32 if _row_bits(rows) + bits <= 31 else torch.int64
+        values = (row.to(dtype) << bits) | values.to(dtype)
+    ordered, index = torch.sort(values.reshape(-1))
+    return ordered.view(rows, width), index.view(rows, width) - row * width
+
+
+def _ranks(values: torch.Tensor, bits: int | None) -> torch.Tensor:
+    """Each row's values renumbered 0, 1, ... in sorted order (equal values, equal ranks)."""
+    ordered, columns = _sort_rows(values, bits)
+    changed = torch.zeros_like(values, dtype=torch.int64)
+    torch.ne(ordered[:, 1:], ordered[:, :-1], out=changed[:, 1:])
+    return torch.empty_like(values, dtype=torch.int64).scatter_(1, columns, torch.cumsum(changed, dim=1))
+
+
+def _dense_fields(fields: torch.Tensor, bits: int | None) -> torch.Tensor:
+    """Each row's fields renumbered 0, 1, ... in sorted order: ids below the row width, so that
+    `orders` of them fit one key. Fields with no known bound, or too many bits to sort flat with
+    their row, are first ranked over the whole chunk (one flat sort; ranks below rows x width)."""
+    rows, width = fields.shape
+    if bits is None or _row_bits(rows) + bits > KEY_BITS:
+        fields, bits = _ranks(fields.reshape(1, -1), None).view(rows, width), (rows * width - 1).bit_length()
+    return _ranks(fields, bits)
+
+
+def _gram_keys(fields: torch.Tensor, segment: torch.Tensor, orders: int, bits: int, segment_bits: int) -> torch.Tensor:
+    """int64 [rows, W]: the n-grams of every order starting at each column as one key, field j
+    (from the top) the field `j` columns further on (0 past the row's end, inside the last
+    segment's extra columns), so that equal n-grams share their top n fields; the column's
+    segment in the low `segment_bits`, so that the sort brings it along (no gather by position)."""
+    keys = fields.clone()
+    width = fields.shape[1]
+    for offset in range(1, orders):
+        keys <<= bits
         if offset < width:
-            shifted[:, : width - offset] = fields[:, offset:]
-        shifted = torch.where(place[None, :] + offset < segment_lengths, shifted, 0)
-        key = key | (shifted << (bits * (orders - 1 - offset)))
-    key, position = torch.sort(key, dim=1)
-    owner = segment[position].to(torch.int32)  # [rows, W]: the segment of each sorted n-gram
-    field_mask = (1 << bits) - 1
-    counts = torch.zeros((rows, width * (slots + 1)), dtype=torch.int32, device=device)
-    changed = torch.ones((rows, width), dtype=torch.int32, device=device)
-    result = []
+            keys[:, : width - offset] |= fields[:, offset:]
+    keys <<= segment_bits
+    return keys.bitwise_or_(segment)
+
+
+def _count_clipped(keys: torch.Tensor, orders: int, bits: int, segment_bits: int, segments: int) -> torch.Tensor:
+    """int64 [rows, orders] from each row's sorted keys: per order, a key whose top n fields
+    differ from the previous key's starts a new n-gram, a cumulative sum numbers the n-grams,
+    one scatter-add counts each in its segment's counters, and min(candidate, max over
+    references) is summed. One order at a time, in buffers reused across orders (on the CPU,
+    stacking the orders was slower: four times the memory traffic, out of cache)."""
+    rows, width = keys.shape
+    device = keys.device
+    differ = keys[:, 1:] ^ keys[:, :-1]
+    counters = (keys & ((1 << segment_bits) - 1)) * width  # the first counter of each key's segment
+    new = torch.zeros((rows, width), dtype=torch.int64, device=device)
+    ones = torch.ones((rows, width), dtype=torch.int32, device=device)
+    counts = torch.empty((rows, segments * width), dtype=torch.int32, device=device)
+    candidate = counts[:, :width]
+    references = counts[:, width:] if segments == 2 else counts.view(rows, segments, width)[:, 1:]
+    clipped = []
     for order in range(1, orders + 1):
-        top = key >> (bits * (orders - order))
-        present = ((top & field_mask) != 0).to(torch.int32)  # a whole n-gram starts here
-        torch.ne(top[:, 1:], top[:, :-1], out=changed[:, 1:])
-        gram = torch.cumsum(changed, dim=1, dtype=torch.int32) - 1  # the row's n-grams numbered 0, 1, ...
-        counts.zero_()
-        counts.scatter_add_(1, (gram * (slots + 1) + owner).long(), present)
-        per_segment = counts.view(rows, width, slots + 1)
-        clipped = torch.minimum(per_segment[:, :, 0], per_segment[:, :, 1:].amax(dim=2))
-        result.append(clipped.sum(dim=1, dtype=torch.int64))
-    return torch.stack(result, dim=1)
-
-
-def _dense_fields(fields: torch.Tensor) -> torch.Tensor:
-    """Each row's tokens renumbered 1, 2, ... in sorted order (0 stays 0): ids below the row width."""
-    values, position = torch.sort(fields, dim=1)
-    changed = torch.ones_like(values)
-    changed[:, 1:] = (values[:, 1:] != values[:, :-1]).to(torch.int64)
-    dense = torch.cumsum(changed, dim=1)
-    dense = torch.where(values == 0, 0, dense)
-    return torch.empty_like(fields).scatter_(1, position, dense)
+        torch.ge(differ, 1 << (bits * (orders - order) + segment_bits), out=new[:, 1:])
+        index = torch.cumsum(new, dim=1).add_(counters)
+        counts.zero_().scatter_add_(1, index, ones)
+        most = references if segments == 2 else references.amax(dim=1)  # one reference: its counts
+        clipped.append(torch.minimum(candidate, most).sum(dim=1, dtype=torch.int32))  # no int64 copy
+    return torch.stack(clipped, dim=1).long()

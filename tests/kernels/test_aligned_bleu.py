@@ -211,3 +211,85 @@ def test_clear_errors():
         gpu_neighbors.sentence_bleu(["a"], ["a"], smoothing="floor")
     with pytest.raises(ValueError, match="weights must sum to 1"):
         gpu_neighbors.sentence_bleu(["a"], ["a"], weights=(0.5, 0.2))
+
+
+def random_ids(rows: int, length: int, vocabulary: int,
+               seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Candidates, two references per row and a candidate mask: few distinct ids so that n-grams
+    repeat, references sharing much of their candidate."""
+    generator = torch.Generator().manual_seed(seed)
+    candidates = torch.randint(0, vocabulary, (rows, length), generator=generator)
+    redrawn = torch.randint(0, vocabulary, (rows, 2, length), generator=generator)
+    keep = torch.rand((rows, 2, length), generator=generator) < 0.6
+    references = torch.where(keep, candidates[:, None, :], redrawn)
+    mask = torch.rand((rows, length), generator=generator) < 0.9
+    return candidates, references, mask
+
+
+def nltk_on_ids(candidates, references, mask, counts, weights, smoothing) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.array([
+            bleu_score.sentence_bleu([refs[k].tolist() for k in range(int(count))],
+                                     candidate[keep].tolist(), weights=weights,
+                                     smoothing_function=NLTK_SMOOTHING[smoothing]) if count else 0.0
+            for candidate, keep, refs, count in zip(candidates, mask, references, counts)
+        ])
+
+
+@pytest.mark.parametrize("key_bits", [62, 36])  # 36: no n-gram key fits a flat sort with its row
+@pytest.mark.parametrize("vocabulary, vocab_size", [(3, None), (3, 3), (40, 64), (40, None), (1000, 32000),
+                                                    (1000, 1 << 40)])
+def test_vocab_size_and_every_sort_path_equal_nltk(monkeypatch, key_bits, vocabulary, vocab_size):
+    """Ids from 3 distinct (every n-gram repeats) to 1,000, with and without a known vocabulary
+    size (whose fields fit a flat sort without renumbering, after renumbering in int32 or int64,
+    or only after ranking the chunk), with masked positions and ragged references."""
+    monkeypatch.setattr(aligned_bleu, "KEY_BITS", key_bits)
+    candidates, references, mask = random_ids(24, 60, vocabulary)
+    counts = torch.tensor([2, 2, 1] * 8)
+    weights = (0.1, 0.2, 0.3, 0.4)
+    ours = gpu_neighbors.sentence_bleu(candidates, references, attention_mask=mask, reference_counts=counts,
+                                       weights=weights, smoothing="add1", vocab_size=vocab_size)
+    np.testing.assert_allclose(ours.numpy(), nltk_on_ids(candidates, references, mask, counts, weights, "add1"),
+                               rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("weights", [(1.0,), (0.25,) * 4])
+def test_ids_near_the_int64_bounds_and_repeated_tokens(weights):
+    """Ids near 2**63 (no field of them fits a key), all-same-token rows, empty rows."""
+    big = (1 << 63) - 1
+    candidates = torch.tensor([[big, big - 1, big, big - 1, big], [7, 7, 7, 7, 7], [0, big, 0, big, 0],
+                               [5, 5, -1, -1, -1]])
+    references = torch.tensor([[big - 1, big, big - 1, big, 3], [7, 7, 7, -1, -1], [big, 0, big, 0, big],
+                               [-1, -1, -1, -1, -1]])
+    mask = candidates >= 0
+    ours = gpu_neighbors.sentence_bleu(candidates, references, weights=weights, smoothing="exp")
+    expected = nltk_on_ids(candidates, references[:, None, :].clamp(min=0), mask, torch.ones(4),
+                           weights, "exp")
+    expected[3] = nltk_on_ids(candidates[3:], torch.zeros((1, 1, 0), dtype=torch.long), mask[3:], torch.ones(1),
+                              weights, "exp")[0]
+    np.testing.assert_allclose(ours.numpy(), expected, rtol=0, atol=1e-9)
+
+
+def test_vocab_size_is_checked():
+    candidates, references, mask = random_ids(4, 10, 50)
+    dropped = torch.where(mask, candidates, 10_000)  # masked ids may be anything
+    expected = gpu_neighbors.sentence_bleu(candidates, references, attention_mask=mask)
+    np.testing.assert_array_equal(
+        gpu_neighbors.sentence_bleu(dropped, references, attention_mask=mask, vocab_size=50).numpy(),
+        expected.numpy())
+    with pytest.raises(RuntimeError, match=r"token ids must be below vocab_size \(49\)"):
+        gpu_neighbors.sentence_bleu(candidates, references, vocab_size=49)
+    with pytest.raises(ValueError, match="vocab_size must be a positive int"):
+        gpu_neighbors.sentence_bleu(candidates, references, vocab_size=0)
+    with pytest.raises(ValueError, match="go with token ids"):
+        gpu_neighbors.sentence_bleu(["a"], ["a"], vocab_size=5)
+
+
+def test_rows_too_wide_for_one_key(monkeypatch):
+    monkeypatch.setattr(aligned_bleu, "KEY_BITS", 21)  # 4 fields of 5 bits and the segment bit
+    narrow = torch.arange(10)[None]  # 2 x (10 + 3) positions: ranks below 32 fit
+    assert gpu_neighbors.sentence_bleu(narrow, narrow).tolist() == [1.0]
+    wide = torch.arange(20)[None]
+    with pytest.raises(ValueError, match="spans 46 token positions; 4-gram keys fit at most 32"):
+        gpu_neighbors.sentence_bleu(wide, wide)
