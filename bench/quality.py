@@ -11,8 +11,8 @@ the test side (the neighbour model sees only the training side's q; `core/pairwi
   that the run stays within about ten minutes on two CPU cores.
 
 Rows, per kernel: the paper's thresholds; tuned (tau, a, b); weighted (tau, a, b, p); top-k
-(k, p); kernel ridge on the kernel's unquantised
-similarities and every training text (penalty by exact leave-one-out, `core/kernel_ridge.py`).
+(k, p); kernel ridge (the scorer's ridge estimator: penalty by exact leave-one-out,
+`core/kernel_ridge.py`; the default estimator of the bertscore kernel).
 The tfidf kernel (the TF-IDF + ridge baseline's features, cosine; kernel ridge on it is that ridge
 in dual form) and BERTScore with an estimated baseline depend on the training set (idf,
 baseline), so they get one pass per split, fitted on its training side (`split_passes`); the
@@ -49,7 +49,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from gpu_neighbors import NeighborsScorer  # noqa: E402
-from gpu_neighbors.core import kernel_ridge  # noqa: E402
 from gpu_neighbors.core.conformal import Calibration  # noqa: E402
 from gpu_neighbors.core.correlation import spearman_rows  # noqa: E402
 from gpu_neighbors.core.neighbours import Prediction, Thresholds, text_checksums  # noqa: E402
@@ -68,6 +67,7 @@ VARIANTS = {
     "tuned": ("threshold", TuningGrid()),
     "weighted": ("threshold", TuningGrid(powers=SIMILARITY_POWERS)),
     "top-k": ("topk", TuningGrid(powers=SIMILARITY_POWERS)),
+    "kernel ridge": ("ridge", TuningGrid()),
 }
 AUTO_FROM = {"auto (tuned)": ("tuned",), "auto (top-k)": ("top-k",), "auto (kernel ridge)": ("kernel ridge",),
              "auto (top-k or kernel ridge)": ("top-k", "kernel ridge")}
@@ -198,25 +198,6 @@ def run_variant(passes: list[PairwiseSimilarities], splits, paper: Thresholds, v
     return outcome, used
 
 
-def run_kernel_ridge(passes: list[PairwiseSimilarities], scores: np.ndarray, splits) -> tuple[Outcome, list]:
-    """Kernel ridge fitted on each training side (penalty by exact leave-one-out there, on the
-    unquantised similarities and every training text: the model alone, not the scorer's estimator)."""
-    outcome = empty_outcome(scores.size)
-    used = []
-    for sims, (test, train) in zip(passes, splits):
-        matrix = sims.matrix.numpy()
-        inside, across = matrix[np.ix_(train, train)], matrix[np.ix_(test, train)]
-        model = kernel_ridge.fit(inside, scores[train])
-        estimates = model.predict(across)
-        outcome.prediction.scores[test], outcome.prediction.covered[test] = estimates, True
-        outcome.low[test], outcome.high[test], outcome.constant[test] = intervals(
-            model.loo, np.zeros(train.size), scores[train], estimates, np.zeros(test.size))
-        rho = float(spearman_rows(model.loo[None, :], scores[train])[0])
-        outcome.inner.append(rho if np.isfinite(rho) else -np.inf)
-        used.append(model.penalty)
-    return outcome, used
-
-
 def summarise(outcome: Outcome, truth: np.ndarray, tested: np.ndarray) -> dict:
     prediction = outcome.prediction
     part = Prediction(prediction.scores[tested], prediction.num_neighbors[tested], prediction.std[tested],
@@ -233,12 +214,10 @@ def summarise(outcome: Outcome, truth: np.ndarray, tested: np.ndarray) -> dict:
 
 def describe(used: list) -> str:
     setting, count = Counter(used).most_common(1)[0]
-    if not isinstance(setting, Thresholds):
-        text = f"penalty={setting:.3g}"
-    elif setting.estimator == "topk":
+    if setting.estimator == "topk":
         text = f"k={setting.top_k}, p={setting.power:g}"
     elif setting.estimator == "ridge":
-        text = f"ridge, penalty={setting.penalty:.3g}"
+        text = f"penalty={setting.penalty:.3g}"
     else:
         text = f"tau={setting.tau:.3g}, a={setting.min_neighbors}, b={setting.max_fraction:g}"
         if setting.power:
@@ -265,7 +244,6 @@ def evaluate(data: DataSet, kernels: list[str]) -> None:
             per_kernel[kernel][name] = outcome
             data.results[f"{kernel}, {name}"] = {**summarise(outcome, data.scores, tested), "settings": describe(used)}
             print(f"    {name}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
-        add_kernel_ridge(data, kernel, passes, per_kernel, tested)
     for label, variants in AUTO_FROM.items():
         outcome = empty_outcome(len(data.texts))
         picks = []
@@ -284,15 +262,6 @@ def evaluate(data: DataSet, kernels: list[str]) -> None:
         data.results[label] = {**summarise(outcome, data.scores, tested),
                                "settings": ", ".join(f"{kernel} {count}/{len(picks)}" for kernel, count in counts)}
     run_baselines(data, tested)
-
-
-def add_kernel_ridge(data: DataSet, kernel: str, passes: list[PairwiseSimilarities], per_kernel: dict,
-                     tested: np.ndarray) -> None:
-    start = time.perf_counter()
-    outcome, used = run_kernel_ridge(passes, data.scores, data.splits)
-    per_kernel.setdefault(kernel, {})["kernel ridge"] = outcome
-    data.results[f"{kernel}, kernel ridge"] = {**summarise(outcome, data.scores, tested), "settings": describe(used)}
-    print(f"    {kernel} kernel ridge: {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
 
 def run_baselines(data: DataSet, tested: np.ndarray) -> None:

@@ -85,7 +85,8 @@ class AlignedBleu(Metric):
     `update(candidates, references, ...)` takes what `gpu_neighbors.sentence_bleu` takes (texts,
     or token ids with masks and `reference_counts`; token ids stay on their device with no host
     sync). `compute()` returns {"sentence_bleu": mean of NLTK's sentence_bleu over the samples
-    (NaN before any update), "corpus_bleu": NLTK's corpus_bleu of all of them, "count"}. Every
+    (NaN before any update), "corpus_bleu": NLTK's corpus_bleu of all of them, "count"}.
+    `vocab_size` (token ids: the tokenizer's size) lets the id path skip a sort. Every
     state is a sum (of sentence BLEU, of clipped matches and n-gram totals per order, of lengths),
     so DDP ranks add up to one process that saw every batch.
     """
@@ -102,8 +103,9 @@ class AlignedBleu(Metric):
     reference_lengths: torch.Tensor
 
     def __init__(self, weights: Sequence[float] = BLEU4_WEIGHTS, smoothing: str = "none",
-                 tokenizer: str | Tokenizer = "whitespace", **kwargs: Any) -> None:
+                 tokenizer: str | Tokenizer = "whitespace", vocab_size: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.vocab_size = vocab_size
         self.weights = check_weights(weights)
         self.smoothing = check_smoothing(smoothing)
         self.tokenizer = make_tokenizer(tokenizer)
@@ -123,7 +125,7 @@ class AlignedBleu(Metric):
         device = self.total.device
         counts = aligned_counts(candidates, references, len(self.weights), tokenizer=self.tokenizer,
                                 attention_mask=attention_mask, reference_mask=reference_mask,
-                                reference_counts=reference_counts, device=device)
+                                reference_counts=reference_counts, vocab_size=self.vocab_size, device=device)
         self.bleu_sum += counts.sentence_bleu(self.weights, self.smoothing).sum().to(device)
         self.total += counts.lengths.numel()
         self.matches += counts.matches.sum(0).to(device)

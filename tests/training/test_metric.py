@@ -180,3 +180,21 @@ def test_aligned_bleu_over_ranks_equals_nltk(huse_texts):
         assert got["count"].item() == len(candidates)
         assert got["sentence_bleu"].item() == pytest.approx(sentence, abs=1e-9)
         assert got["corpus_bleu"].item() == pytest.approx(corpus, abs=1e-9)
+
+
+def test_aligned_bleu_on_token_ids_takes_the_vocabulary_size():
+    """With vocab_size the id path skips a sort and gives the same values; an id at or above it
+    is refused (on the CPU the device-side check raises at once)."""
+    generator = torch.Generator().manual_seed(0)
+    candidates = torch.randint(1, 50, (6, 12), generator=generator)
+    references = torch.where(torch.rand((6, 12), generator=generator) < 0.3,
+                             torch.randint(1, 50, (6, 12), generator=generator), candidates)
+    results = []
+    for vocab_size in (None, 50):
+        metric = gpu_neighbors.AlignedBleu(smoothing="epsilon", vocab_size=vocab_size)
+        metric.update(candidates, references)
+        results.append(metric.compute())
+    for key in ("sentence_bleu", "corpus_bleu"):
+        assert results[0][key].item() == results[1][key].item()
+    with pytest.raises(RuntimeError):
+        gpu_neighbors.AlignedBleu(vocab_size=10).update(candidates, references)
