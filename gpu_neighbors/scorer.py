@@ -618,7 +618,8 @@ class NeighborsScorer:
         (default: the training mean, which neither rewards nor punishes what the scorer cannot
         judge). Against reward hacking the paper advises a large training set subsampled at every
         evaluation, so a policy cannot learn the n-grams of a few good texts: `subsample` scores
-        each call against a fresh random fraction of the training set (`draw_subset`)."""
+        each call against a fresh random fraction of the training set (`draw_subset`; the ridge
+        estimator sums only that fraction's terms, scaled up, `kernel_ridge.RidgeReduction`)."""
         self._check_fitted()
         fill = float(np.mean(self.train_scores_)) if undefined is None else _finite(undefined, "undefined")
         device = inputs.device if isinstance(inputs, torch.Tensor) else self.device_
@@ -634,9 +635,6 @@ class NeighborsScorer:
         kept by this scorer until it is refitted: the k-th call with a seed draws the same subset
         in every run."""
         self._check_fitted()
-        if self.estimator_ == "ridge":
-            raise ValueError("subsample applies to the neighbour estimators (threshold, topk): the ridge "
-                             "estimator's weights are fitted on the whole training set")
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
             raise ValueError(f"subsample must be a fraction in (0, 1], not {fraction!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
@@ -755,9 +753,10 @@ class NeighborsScorer:
         if self.estimator_ == "ridge":
             weights = self._ridge_weights_on(quality.device)
             if neighbors:
-                estimates, top = reduce(Both(RidgeReduction(rows, weights, leave_one_out), ranking(neighbors)))
+                estimates, top = reduce(Both(RidgeReduction(rows, weights, leave_one_out, subset),
+                                             ranking(neighbors)))
                 return estimates, top
-            return reduce(RidgeReduction(rows, weights, leave_one_out)), None
+            return reduce(RidgeReduction(rows, weights, leave_one_out, subset)), None
         if self.estimator_ == "topk":
             k = int(self.top_k_ or 1)
             top = reduce(ranking(max(k, neighbors)))

@@ -41,6 +41,7 @@ from gpu_neighbors.core.neighbours import (
     FixedPoint,
     Prediction,
     TensorPrediction,
+    TrainingSubset,
     decode_limbs,
     excluded_pairs,
 )
@@ -159,12 +160,18 @@ class RidgeReduction:
     """sum_j k(x, s_j) alpha_j for candidate rows 0..rows-1, tile by tile, as exact limb sums;
     also how many training texts have a positive similarity with each row (leave_one_out: the
     rows are the training texts, each not counted as similar to itself; the sum keeps every
-    column, since the ridge model's leave-one-out is its closed form)."""
+    column, since the ridge model's leave-one-out is its closed form).
 
-    def __init__(self, rows: int, weights: RidgeWeights, leave_one_out: bool = False) -> None:
+    subset (subsampled rewards, `NeighborsScorer.draw_subset`): only those training texts'
+    terms are summed, and the sum is scaled by |S| / |subset|, so that over random subsets it is
+    the full model's on average (Horvitz-Thompson); the dual weights are not refitted."""
+
+    def __init__(self, rows: int, weights: RidgeWeights, leave_one_out: bool = False,
+                 subset: TrainingSubset | None = None) -> None:
         device = weights.limbs.device
         self.weights = weights
         self.leave_one_out = leave_one_out
+        self.subset = subset
         self.total = torch.zeros((rows, weights.limbs.shape[1]), dtype=torch.int64, device=device)
         self.count = torch.zeros(rows, dtype=torch.int64, device=device)
 
@@ -172,6 +179,9 @@ class RidgeReduction:
         rows = slice(tile.row, tile.row + tile.values.shape[0])
         units = quantised(tile.values)
         similar = tile.values > 0
+        outside = excluded_pairs(tile, False, self.subset)
+        if outside is not None:
+            units, similar = units.masked_fill(outside, 0.0), similar & ~outside
         excluded = excluded_pairs(tile, self.leave_one_out, None)
         self.count[rows] += (similar if excluded is None else similar & ~excluded).sum(dim=1)
         for start in range(0, units.shape[1], WEIGHTED_COLUMNS):
@@ -183,7 +193,10 @@ class RidgeReduction:
         """An estimate for every row with a similar training text (as topk: where none is, the
         model would only say its intercept); no spread (NaN)."""
         shift = self.weights.shift + WEIGHT_BITS
-        scores = decode_limbs(self.total, WEIGHTED_LIMB_BITS, shift) + self.weights.intercept
+        sums = decode_limbs(self.total, WEIGHTED_LIMB_BITS, shift)
+        if self.subset is not None:
+            sums = sums * (self.weights.limbs.shape[0] / self.subset.size)
+        scores = sums + self.weights.intercept
         covered = self.count > 0
         nan = torch.full_like(scores, float("nan"))
         return TensorPrediction(scores=torch.where(covered, scores, nan), num_neighbors=self.count, std=nan,

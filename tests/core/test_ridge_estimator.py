@@ -126,11 +126,27 @@ def test_above_max_ridge_texts_the_model_is_fitted_on_a_sample(split, monkeypatc
                                loo.scores, rtol=0, atol=1e-12)
 
 
+def test_a_subsample_sums_its_own_terms_scaled_up(split):
+    """Subsampled rewards: only the drawn training texts' terms, times |S| / |subset| (unbiased
+    over random subsets); the whole set gives predict's estimates."""
+    train, scores, candidates = split
+    scorer = ridge(train, scores)
+    device = scorer.device_
+    whole = scorer.predict_tensors(candidates, scorer.draw_subset(1.0, 0, device))
+    np.testing.assert_array_equal(whole.scores.numpy(), scorer.predict(candidates).scores)
+    subset = scorer.draw_subset(0.5, 3, device)
+    part = scorer.predict_tensors(candidates, subset).numpy()
+    units = np.round(np.clip(scorer.similarity(candidates).numpy(), -1, 1) * 2.0**20) / 2.0**20
+    kept = subset.mask.numpy()
+    expected = units[:, kept] @ scorer.ridge_.alpha[kept] * (TRAIN / subset.size) + scorer.ridge_.intercept
+    defined = part.covered
+    np.testing.assert_allclose(part.scores[defined], expected[defined], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(part.num_neighbors, (units[:, kept] > 0).sum(axis=1))
+
+
 def test_refusals_name_the_problem(split):
     train, scores, _ = split
     scorer = ridge(train, scores)
-    with pytest.raises(ValueError, match="subsample applies to the neighbour estimators"):
-        scorer.reward(train[:3], subsample=0.5)
     with pytest.raises(ValueError, match="penalty must be"):
         ridge(train, scores, penalty=0.0)
     assert "estimator:ridge|penalty:" in str(scorer.signature)

@@ -169,8 +169,7 @@ def test_no_host_synchronisation_after_the_first_call(tokenizer, huse_texts, hus
     audit = Census(scope="ids")  # the census's list of syncing operations (tests/census.py)
     with audit, audit.host_copies():
         scorer.intervals(scorer.predict_ids(batch["input_ids"], batch["attention_mask"]))
-        subsample = 0.5 if estimator == "topk" else None  # ridge weights are fitted on every text
-        scorer.reward(batch["input_ids"], attention_mask=batch["attention_mask"], subsample=subsample)
+        scorer.reward(batch["input_ids"], attention_mask=batch["attention_mask"], subsample=0.5)
     assert audit.syncs["ids"] == 0, audit.sync_ops
     text_path = Census(scope="texts")
     with text_path, text_path.host_copies():  # the audit does see syncs where there are some
