@@ -118,8 +118,8 @@ class BertScoreKernel(HostTensors, Kernel[TokenEmbeddings]):
     default_tau = 0.10
     uses_tokenizer = False
     prepares_ahead = False  # embeddings: large, made on the device
-    # Kernel ridge beat top-k with this kernel on every development set, by 0.03 to 0.09 rho
-    # (MiniLM: HUSE 0.303 vs 0.277, GUG 0.501 vs 0.416, MLQE 0.442 vs 0.369; bench/quality.md).
+    # Kernel ridge beat top-k with this kernel on every development set, by 0.02 to 0.09 rho
+    # (MiniLM: HUSE 0.301 vs 0.281, GUG 0.501 vs 0.415, MLQE 0.447 vs 0.369; bench/quality.md).
     default_estimator = "ridge"
 
     def __init__(
