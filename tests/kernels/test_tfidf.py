@@ -112,10 +112,33 @@ def test_tile_is_the_same_bits_in_any_summation_order(huse_texts):
     kernel = fitted(huse_texts[:80])
     encoded = kernel.encode(huse_texts[80:140] + MORE_ADVERSARIAL)
     tile = kernel.tile(encoded, 0, kernel.num_train)
+    position = kernel._head.position
+    head_ids = torch.from_numpy(np.argsort(np.where(position >= 0, position, position.size))[: kernel._head.size])
+
+    def every_feature(head: torch.Tensor, tail: torch.Tensor) -> torch.Tensor:
+        dense = tail.to_dense().clone()
+        dense[:, head_ids] += head
+        return dense
+
     reverse = torch.arange(kernel._train.shape[1] - 1, -1, -1)
-    candidates, train = encoded.features.to_dense()[:, reverse], kernel._train.to_dense()[:, reverse]
+    candidates = every_feature(encoded.head, encoded.tail)[:, reverse]
+    train = every_feature(kernel._train_head, kernel._train)[:, reverse]
     assert torch.equal((candidates @ train.T) * TILE_SCALE, tile)
     assert (tile > 0.1).sum() >= 50
+
+
+def test_the_dense_head_changes_no_bit(huse_texts, monkeypatch):
+    """The most frequent features multiply as a dense product, the rest as a sparse one: the
+    tile is the same bits with no head, a small one, or every feature in it."""
+    candidates = huse_texts[80:160] + MORE_ADVERSARIAL + UNSEEN
+    tiles = []
+    for size in (0, 7, 256, 100_000):
+        monkeypatch.setattr("gpu_neighbors.kernels.tfidf.HEAD_FEATURES", size)
+        kernel = fitted(huse_texts[:80])
+        assert kernel._head.size == min(size, kernel._train.shape[1])
+        tiles.append(kernel.tile(kernel.encode(candidates), 0, kernel.num_train))
+    for tile in tiles[1:]:
+        assert torch.equal(tile, tiles[0])
 
 
 @pytest.mark.parametrize("leave_one_out", [False, True])
