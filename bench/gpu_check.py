@@ -120,7 +120,8 @@ def texts_and_scores(count: int) -> tuple[list[str], list[float]]:
 
 def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
     """Each kernel fitted on the same texts on the CPU and on `device`: similarities and
-    estimates (predict and leave-one-out) compared."""
+    estimates (predict with its intervals, and leave-one-out) compared; the exact kernels under
+    every estimator (the paper's rule, and top-k and ridge tuned as `fit` tunes them)."""
     import numpy as np
     import torch
 
@@ -128,19 +129,21 @@ def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
 
     texts, scores = texts_and_scores(200)  # the HUSE set: 120 training texts, 80 candidates
     train, train_scores, candidates = texts[:120], scores[:120], texts[120:]
-    settings: list[tuple[str, dict[str, Any], str]] = [(name, {}, "exact") for name in EXACT_KERNELS]
+    estimators = {"threshold": {"thresholds": "paper"}, "topk": {"estimator": "topk"}, "ridge": {"estimator": "ridge"}}
+    settings: list[tuple[str, dict[str, Any], str, str]] = [
+        (name, {}, "exact", estimator) for name in EXACT_KERNELS for estimator in estimators]
     # Raw F (no rescaling): the tolerances are on BERTScore itself, not on F stretched by 1/(1-b).
     settings += [("bertscore", {"model": str(model), "layer": 4, "rescale": False, "precision": precision},
-                  precision) for precision in TOLERANCE]
+                  precision, "threshold") for precision in TOLERANCE]
     rows = []
-    for kernel, options, precision in settings:
-        row: dict[str, Any] = {"kernel": kernel, "precision": precision}
+    for kernel, options, precision, estimator in settings:
+        row: dict[str, Any] = {"kernel": kernel, "precision": precision, "estimator": estimator}
         try:
             fitted = {}
             for side, where in (("reference", "cpu"), ("checked", device)):
                 side_options = {**options, "precision": "float32"} if side == "reference" and options else options
                 scorer = NeighborsScorer(kernel=kernel, device=where, kernel_options=side_options,
-                                         thresholds="paper")
+                                         **estimators[estimator])
                 fitted[side] = scorer.fit(train, train_scores)
             on_cpu, on_device = fitted["reference"], fitted["checked"]
             similarity = (on_cpu.similarity(candidates), on_device.similarity(candidates))
@@ -153,7 +156,9 @@ def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
                     first, second = predict(on_cpu), predict(on_device)
                     row[f"{name}_identical"] = bool(
                         np.array_equal(first.scores, second.scores, equal_nan=True)
-                        and np.array_equal(first.num_neighbors, second.num_neighbors))
+                        and np.array_equal(first.num_neighbors, second.num_neighbors)
+                        and (first.low is None or (np.array_equal(first.low, second.low, equal_nan=True)
+                                                   and np.array_equal(first.high, second.high, equal_nan=True))))
                 row["passed"] = all(value for key, value in row.items() if key.endswith("_identical"))
             else:
                 row["tolerance"] = TOLERANCE[precision]
@@ -162,7 +167,8 @@ def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
             row.update(passed=False, error=f"{type(error).__name__}: {error}")
             traceback.print_exc()
         rows.append(row)
-        print(f"parity {kernel} {precision}: {'ok' if row['passed'] else 'FAILED'}", file=sys.stderr, flush=True)
+        print(f"parity {kernel} {precision} {estimator}: {'ok' if row['passed'] else 'FAILED'}", file=sys.stderr,
+              flush=True)
     return rows
 
 
@@ -281,12 +287,13 @@ def summary_page(step: str, device: str, result: dict[str, Any]) -> str:
         lines += ["", f"error: {result['error']}"]
     if "parity" in result:
         lines += ["", "## Kernel parity, CPU against the device", "",
-                  "| kernel | precision | max abs difference | tolerance | passed | detail |",
-                  "|---|---|---:|---:|---|---|"]
+                  "| kernel | precision | estimator | max abs difference | tolerance | passed | detail |",
+                  "|---|---|---|---:|---:|---|---|"]
         for row in result["parity"]:
             detail = row.get("error") or ", ".join(f"{key}={value}" for key, value in row.items()
                                                    if key.endswith("_identical"))
-            lines.append(f"| {row['kernel']} | {row['precision']} | {row.get('similarity_max_difference', '-')} "
+            lines.append(f"| {row['kernel']} | {row['precision']} | {row['estimator']} "
+                         f"| {row.get('similarity_max_difference', '-')} "
                          f"| {row.get('tolerance', 'identical')} | {row['passed']} | {detail} |")
         ids = result["ids"]
         lines += ["", "## Token ids without a host sync", "",
