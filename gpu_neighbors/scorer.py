@@ -312,6 +312,9 @@ class NeighborsScorer:
         if self.tau is not None and self.kernel_.bounded and not 0 <= self.tau <= 1:
             requirement = f"in [0, 1] for the {self.kernel} kernel (its similarities lie there)"
             raise ParameterError(SCORER_PARAMETERS["tau"], self.tau, requirement)
+        if self._estimator() == "ridge" and len(texts) < 2:
+            requirement = f"another estimator for {len(texts)} training text: kernel ridge fits on at least 2"
+            raise ParameterError(SCORER_PARAMETERS["estimator"], "ridge", requirement)
         needed = PAPER_MIN_NEIGHBORS if self.min_neighbors is None else self.min_neighbors
         if self._estimator() == "threshold" and needed > len(texts):
             if self.min_neighbors is not None:
