@@ -9,6 +9,7 @@ zero) and calibrates its intervals on texts outside the sample; this measures wh
 at 10^4 and 10^5 texts (10^6 is the same fit plus a linear pass).
 
     .venv/bin/python bench/bench_ridge_scale.py [--sizes 1000,4000,10000,100000] [--candidates 1000]
+        [--estimators default,topk,ridge]
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,4000,10000,100000")
     parser.add_argument("--candidates", type=int, default=1000)
+    parser.add_argument("--estimators", default="default,topk,ridge", help="which rows, comma-separated")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     sizes = [int(size) for size in args.sizes.split(",")]
@@ -47,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| training texts | estimator | chosen | fit (s) | predict {args.candidates:,} (s) | interval coverage on the candidates |")
     print("|---|---|---|---|---|---|")
     for size in sizes:
-        for estimator in (None, "topk", "ridge"):
+        for name in args.estimators.split(","):
+            estimator = None if name == "default" else name
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 fit_seconds, scorer = timed(lambda: NeighborsScorer(device="cpu", estimator=estimator).fit(
