@@ -49,7 +49,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from gpu_neighbors import NeighborsScorer  # noqa: E402
-from gpu_neighbors.core.conformal import Calibration  # noqa: E402
+from gpu_neighbors.core.conformal import Calibration, difficulty  # noqa: E402
 from gpu_neighbors.core.correlation import spearman_rows  # noqa: E402
 from gpu_neighbors.core.neighbours import Prediction, Thresholds, text_checksums  # noqa: E402
 from gpu_neighbors.core.pairwise import PairwiseSimilarities  # noqa: E402
@@ -189,10 +189,9 @@ def run_variant(passes: list[PairwiseSimilarities], splits, paper: Thresholds, v
         part = sims.predict(test, train, chosen)
         loo = sims.leave_one_out(train, chosen)
         outcome.prediction.scores[test], outcome.prediction.covered[test] = part.scores, part.covered
-        ridge = chosen.estimator == "ridge"  # no spread: constant width, as the scorer does
         outcome.low[test], outcome.high[test], outcome.constant[test] = intervals(
-            loo.scores, np.zeros(train.size) if ridge else loo.std, sims.scores[train], part.scores,
-            np.zeros(test.size) if ridge else part.std)
+            loo.scores, difficulty(loo.estimator, loo.std), sims.scores[train], part.scores,
+            difficulty(part.estimator, part.std))
         outcome.inner.append(rho if np.isfinite(rho) else -np.inf)
         used.append(chosen)
     return outcome, used
@@ -214,15 +213,7 @@ def summarise(outcome: Outcome, truth: np.ndarray, tested: np.ndarray) -> dict:
 
 def describe(used: list) -> str:
     setting, count = Counter(used).most_common(1)[0]
-    if setting.estimator == "topk":
-        text = f"k={setting.top_k}, p={setting.power:g}"
-    elif setting.estimator == "ridge":
-        text = f"penalty={setting.penalty:.3g}"
-    else:
-        text = f"tau={setting.tau:.3g}, a={setting.min_neighbors}, b={setting.max_fraction:g}"
-        if setting.power:
-            text += f", p={setting.power:g}"
-    return text + (f" ({count}/{len(used)} splits)" if len(used) > 1 else "")
+    return setting.summary() + (f" ({count}/{len(used)} splits)" if len(used) > 1 else "")
 
 
 def evaluate(data: DataSet, kernels: list[str]) -> None:

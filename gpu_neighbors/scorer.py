@@ -295,7 +295,6 @@ class NeighborsScorer:
         """Ridge intervals from exact closed-form leave-one-out residuals (constant width: the
         model has no spread); where it was fitted on a sample, from its estimates of the training
         texts outside the sample, which it never saw."""
-        assert self.ridge_ is not None
         if self._ridge_sample is None:
             chosen = conformal.calibration_sample(len(texts))
             estimates = self._ridge_loo.scores[chosen]
@@ -304,7 +303,8 @@ class NeighborsScorer:
             chosen = outside[conformal.calibration_sample(outside.size)]
             encode = lambda first, last: self.kernel_.encode([texts[index] for index in chosen[first:last]])  # noqa: E731
             estimates = self._pass(encode, chosen.size, progress=False)[0].scores.cpu().numpy()
-        return conformal.Calibration.fit(estimates, np.zeros(chosen.size), self.train_scores_[chosen])
+        no_spread = conformal.difficulty("ridge", estimates)
+        return conformal.Calibration.fit(estimates, no_spread, self.train_scores_[chosen])
 
     def _check_against_training_set(self, texts: list[str]) -> None:
         """Refuse settings that cannot work on this training set and the fitted kernel, and warn
@@ -536,8 +536,7 @@ class NeighborsScorer:
 
     def _intervals_of(self, scores: torch.Tensor, std: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         bounds = None if self.score_range is None else (float(self.score_range[0]), float(self.score_range[1]))
-        spreads = torch.zeros_like(scores) if self.estimator_ == "ridge" else std
-        return self.calibration_.interval_tensors(scores, spreads, self.level, bounds)
+        return self.calibration_.interval_tensors(scores, conformal.difficulty(self.estimator_, std), self.level, bounds)
 
     @_library_threads
     def prepare(self, candidates: Sequence[str]) -> PreparedCandidates:

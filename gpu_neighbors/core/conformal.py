@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Generic
+from typing import Generic, TypeVar
 
 import numpy as np
 import torch
@@ -110,6 +110,17 @@ class Calibration:
         nan = torch.full_like(estimates, float("nan"))
         defined = torch.isfinite(estimates)
         return torch.where(defined, low, nan), torch.where(defined, high, nan)
+
+
+Spreads = TypeVar("Spreads", np.ndarray, torch.Tensor)
+
+
+def difficulty(estimator: str, spreads: Spreads) -> Spreads:
+    """What an estimator's intervals scale by: the neighbours' spread, or for the ridge
+    estimator, which has none (its `std` is NaN), zero: one width, set by the floor."""
+    if estimator != "ridge":
+        return spreads
+    return torch.zeros_like(spreads) if isinstance(spreads, torch.Tensor) else np.zeros_like(spreads)
 
 
 def calibration_sample(num_train: int, seed: int = 0) -> np.ndarray:

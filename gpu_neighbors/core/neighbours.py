@@ -236,6 +236,15 @@ class Thresholds:
         if self.penalty is not None and not self.penalty > 0:
             raise ValueError(f"the ridge penalty must be > 0 (or None: chosen by leave-one-out), not {self.penalty!r}")
 
+    def summary(self) -> str:
+        """The settings the estimator uses, as reports print them."""
+        if self.estimator == "topk":
+            return f"top-k, k={self.top_k}, p={self.power:g}"
+        if self.estimator == "ridge":
+            return "ridge, penalty=" + ("loo" if self.penalty is None else f"{self.penalty:.4g}")
+        text = f"tau={self.tau:.4g}, a={self.min_neighbors}, b={self.max_fraction:g}"
+        return text + (f", p={self.power:g}" if self.power else "")
+
     def as_dict(self) -> dict[str, float | int | str]:
         """tau, a and b; p, the estimator and k only where they differ from the paper's model."""
         settings: dict[str, float | int | str] = {

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpu_neighbors.core.conformal import Calibration
+from gpu_neighbors.core.conformal import Calibration, difficulty
 from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.evaluation.protocols import fold_indices
@@ -44,9 +44,10 @@ def calibration_curve(
     for test in fold_indices(n, min(folds, n), seed):
         train = np.setdiff1d(items, test)
         loo = similarities.leave_one_out(train, thresholds)
-        calibrations.append((test, Calibration.fit(loo.scores, loo.std, similarities.scores[train])))
+        calibrations.append((test, Calibration.fit(loo.scores, difficulty(loo.estimator, loo.std),
+                                                   similarities.scores[train])))
         part = similarities.predict(test, train, thresholds)
-        estimates[test], spreads[test] = part.scores, part.std
+        estimates[test], spreads[test] = part.scores, difficulty(part.estimator, part.std)
     points = []
     for level in levels:
         low, high = np.full(n, np.nan), np.full(n, np.nan)

@@ -321,7 +321,7 @@ def _p(value: float) -> str:
 
 
 def _thresholds(thresholds: Thresholds) -> str:
-    return f"tau={thresholds.tau:.4g}, a={thresholds.min_neighbors}, b={thresholds.max_fraction:g}"
+    return thresholds.summary()
 
 
 def _fold_summary(result: CrossValidation) -> str:

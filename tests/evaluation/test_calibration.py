@@ -28,3 +28,14 @@ def test_coverage_equals_refitted_scorers(huse_texts, huse_scores):
             checked += int(defined.sum())
         assert (point.checked, point.coverage) == (checked, inside / checked)
     assert points[0].mean_width < points[1].mean_width
+
+
+def test_the_ridge_estimators_intervals_are_checked_too(huse_texts, huse_scores):
+    """The ridge estimator has no neighbour spread (std NaN): its intervals have one width, and
+    the calibration curve checks every text it estimates (none, before it used `difficulty`)."""
+    scorer = NeighborsScorer(device="cpu", estimator="ridge").fit(huse_texts[:120], huse_scores[:120])
+    points = calibration_curve(scorer.training_pass(), scorer.thresholds_, folds=5)
+    estimated = int(scorer.leave_one_out().covered.sum())
+    assert all(point.checked >= estimated - 5 for point in points)
+    assert 0.7 <= next(point for point in points if point.level == 0.9).coverage <= 1.0
+    assert scorer.thresholds_.summary().startswith("ridge, penalty=")
