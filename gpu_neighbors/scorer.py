@@ -666,15 +666,15 @@ class NeighborsScorer:
         return self._pass(self.kernel_.encode_train, self.num_train, leave_one_out=True)[0].numpy()
 
     def _ridge_leave_one_out(self) -> Prediction:
-        """One pass for the counts and, for texts outside a ridge sample (dual weight zero, so
-        never seen by the model), their estimates; the closed form for the others."""
-        assert self.ridge_ is not None
+        """The leave-one-out made at fit from the training pass, when that pass held every
+        training text; else one pass for the counts and the estimates of the texts outside the
+        pass's sample (dual weight zero, so never seen by the model), the fit's for the others."""
+        if self._ridge_sample is None:
+            return self._ridge_loo
         prediction = self._pass(self.kernel_.encode_train, self.num_train, leave_one_out=True)[0].numpy()
         scores = prediction.scores.copy()
-        fitted = np.arange(self.num_train) if self._ridge_sample is None else self._ridge_sample
-        scores[fitted] = self._ridge_loo.scores  # one per text the model was fitted on, in its order
-        covered = np.isfinite(scores)
-        return replace(prediction, scores=scores, covered=covered)
+        scores[self._ridge_sample] = self._ridge_loo.scores  # one per text of the sample, in its order
+        return replace(prediction, scores=scores, covered=np.isfinite(scores))
 
     @_library_threads
     def similarity(self, candidates: Sequence[str]) -> torch.Tensor:
