@@ -112,17 +112,22 @@ class PairwiseSimilarities:
             return model
         alpha = np.zeros(train.size)
         alpha[sample] = model.alpha
-        units = kernel_ridge.quantised(self.matrix[np.ix_(train, fitted)]).numpy() * 2.0**-kernel_ridge.WEIGHT_BITS
-        loo = units @ model.alpha + model.intercept
+        whole = kernel_ridge.KernelRidge(alpha, model.intercept, model.penalty, model.loo)
+        loo = self._ridge_estimates(whole, train, train, leave_one_out=True).scores
         loo[sample] = model.loo
         return kernel_ridge.KernelRidge(alpha, model.intercept, model.penalty, loo)
 
+    def _ridge_estimates(self, model: kernel_ridge.KernelRidge, test: np.ndarray, train: np.ndarray,
+                         leave_one_out: bool = False) -> Prediction:
+        """`model` (fitted on items `train`) applied to items `test` by the scorer's reduction."""
+        reduction = kernel_ridge.RidgeReduction(test.size, kernel_ridge.RidgeWeights.of(model, torch.device("cpu")),
+                                                leave_one_out)
+        reduction.add(Tile(self.matrix[np.ix_(test, train)], 0, 0))
+        return reduction.result().numpy()
+
     def _predict(self, test: np.ndarray, train: np.ndarray, num_train: int, thresholds: Thresholds) -> Prediction:
         if thresholds.estimator == "ridge":
-            weights = kernel_ridge.RidgeWeights.of(self.ridge(train, thresholds.penalty), torch.device("cpu"))
-            reduction = kernel_ridge.RidgeReduction(test.size, weights)
-            reduction.add(Tile(self.matrix[np.ix_(test, train)], 0, 0))
-            return reduction.result().numpy()
+            return self._ridge_estimates(self.ridge(train, thresholds.penalty), test, train)
         if thresholds.estimator == "topk":
             k = int(thresholds.top_k or 1)
             return self.estimate_top(self.top(test, train, k), train, k, thresholds.power)
