@@ -86,9 +86,11 @@ class EncodedTfidf:
 
 @dataclass(frozen=True)
 class HeadSplit:
-    """Which features are held dense: `position[f]` is feature f's column in the head, or -1."""
+    """Which features are held dense: `position[f]` is feature f's column in the head, or -1;
+    `size` of them."""
 
     position: np.ndarray
+    size: int
 
     @classmethod
     def of(cls, rows: FeatureRows, size: int) -> HeadSplit:
@@ -97,11 +99,7 @@ class HeadSplit:
         head = np.lexsort((np.arange(frequency.size), -frequency))[: min(size, frequency.size)]
         position = np.full(frequency.size, -1, dtype=np.int64)
         position[head] = np.arange(head.size)
-        return cls(position)
-
-    @property
-    def size(self) -> int:
-        return int((self.position >= 0).sum())
+        return cls(position, int(head.size))
 
     def split(self, rows: FeatureRows, values: np.ndarray) -> tuple[np.ndarray, FeatureRows]:
         """(the head as a dense [rows x size] array, the other entries as rows)."""
@@ -156,7 +154,7 @@ class TfidfKernel(Kernel[EncodedTfidf]):
 
     def tile(self, encoded: EncodedTfidf, start: int, stop: int) -> torch.Tensor:
         """Dense head product plus sparse tail product: both sums of non-negative integers whose
-        total is at most 2^52, so exact in any order, and so is their sum."""
+        total is at most 2^53 (2^52 a block), so exact in any order, and so is their sum."""
         products = sparse_mm(encoded.tail, self._block(start, stop).t().to_sparse_coo()).to_dense()
         products += encoded.head @ self._train_head[start:stop].t()
         return products.mul_(TILE_SCALE)
