@@ -119,25 +119,19 @@ def command_evaluate(args: argparse.Namespace) -> int:
     if tuned:  # nested: each left-out text's thresholds are tuned on the other texts only
         nested = cross_validate(scorer.training_pass(), scorer.thresholds_, folds=None, tune_thresholds=True,
                                 min_coverage=args.min_coverage, grid=scorer.tuning_grid())
-        result, chosen = nested.agreement, nested.as_dict()["thresholds"]
+        result, chosen, chosen_json = nested.agreement, nested.chosen_thresholds(), nested.as_dict()["thresholds"]
     else:
-        result, chosen = agreement(scorer.leave_one_out(), data.scores), None
+        result, chosen, chosen_json = agreement(scorer.leave_one_out(), data.scores), [], None
     row = {"kernel": args.kernel, **result.as_dict()}
     if args.json:
-        print(tables.to_json(row if chosen is None else {**row, "tuned_thresholds": chosen}))
+        print(tables.to_json(row if chosen_json is None else {**row, "tuned_thresholds": chosen_json}))
     else:
         note = f", settings tuned per text (min coverage {args.min_coverage})" if tuned else ""
         print(f"leave-one-out on {args.data} ({scorer.signature}{note})")
         for key, value in row.items():
             print(f"  {key:<14} {value:.4f}" if isinstance(value, float) else f"  {key:<14} {value}")
-        for choice in chosen or []:
-            if choice.get("estimator") == "topk":
-                setting = f"k={choice['top_k']} p={choice.get('power', 0):g}"
-            elif choice.get("estimator") == "ridge":
-                setting = f"ridge penalty={choice['penalty']:.4g}"
-            else:
-                setting = f"tau={choice['tau']:.4g} a={choice['min_neighbors']} b={choice['max_fraction']:g}"
-            print(f"  chosen in {choice['folds']} folds: {setting}")
+        for thresholds, count in chosen:
+            print(f"  chosen in {count} folds: {thresholds.summary()}")
     return 0
 
 
