@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             estimator = None if name == "default" else name
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fit_seconds, scorer = timed(lambda: NeighborsScorer(device="cpu", estimator=estimator).fit(
+                fit_seconds, scorer = timed(lambda: NeighborsScorer(device="cpu", kernel="bleu", estimator=estimator).fit(
                     texts[:size], scores[:size]))
             predict_seconds, prediction = timed(lambda: scorer.predict(candidates))
             truth = scores[-args.candidates:]

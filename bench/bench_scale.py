@@ -56,7 +56,7 @@ def run_cli(train: Path, candidates: Path, output: Path, threads: int | None,
             extra: tuple[str, ...] = ("--workers", "1")) -> dict:
     """One `gpu-neighbors score` in a child process: wall and scoring seconds, peak RSS."""
     command = [sys.executable, "-m", "gpu_neighbors.cli", "score", "--train", str(train),
-               "--candidates", str(candidates), "--output", str(output), *extra]
+               "--candidates", str(candidates), "--output", str(output), "--kernel", "bleu", *extra]  # BLEU*'s figures
     if threads:
         command += ["--threads", str(threads)]
     log = output.with_suffix(".log")

@@ -35,10 +35,12 @@ from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.topk import Both, TopK, TopKReduction, estimate_topk
 from gpu_neighbors.core.signature import Signature
 from gpu_neighbors.core.validation import (
+    DEFAULT_KERNEL,
     DEFAULT_MIN_COVERAGE,
     DEFAULT_TOP_K,
     DEFAULTS,
     MIN_TUNING_TEXTS,
+    PAPER_KERNEL,
     SCORER_PARAMETERS,
     ParameterError,
     check_is_fitted,
@@ -89,7 +91,7 @@ def _library_threads(method: Callable[Concatenate[NeighborsScorer, P], R]) -> Ca
 
     @functools.wraps(method)
     def wrapper(self: NeighborsScorer, *args: P.args, **kwargs: P.kwargs) -> R:
-        kernels = self.kernels if self.kernel == AUTO_KERNEL else (self.kernel,)
+        kernels = self.kernels if self.kernel_name == AUTO_KERNEL else (self.kernel_name,)
         with kernel_threads(*kernels):
             return method(self, *args, **kwargs)
 
@@ -100,7 +102,8 @@ class NeighborsScorer:
     """Estimate text quality as the mean known quality of a text's kernel neighbours.
 
     kernel: "bleu" (BLEU*), "rouge" (ROUGE-L F), "meteor", "bertscore" or "tfidf" (cosine of
-        the TF-IDF + ridge baseline's word and char_wb n-gram features).
+        the TF-IDF + ridge baseline's word and char_wb n-gram features); None (the default):
+        tfidf, or bleu when a setting of the paper's method is given (`kernel_name`).
     tau: similarity threshold; None takes the kernel's default (the paper's; 0.03 for tfidf).
     min_neighbors (a) and max_fraction (b): an estimate exists when a <= |N(x)| <= b |S|.
     thresholds: "auto" tunes tau, a and b (and p, k) by leave-one-out on the training set when
@@ -137,7 +140,7 @@ class NeighborsScorer:
 
     def __init__(
         self,
-        kernel: str = DEFAULTS["kernel"],
+        kernel: str | None = DEFAULTS["kernel"],
         tau: float | None = DEFAULTS["tau"],
         min_neighbors: int | None = DEFAULTS["min_neighbors"],
         max_fraction: float | None = DEFAULTS["max_fraction"],
@@ -218,7 +221,7 @@ class NeighborsScorer:
         validate_parameters({**self.get_params(), "min_coverage": min_coverage})
         texts = _validate_texts(texts, "training texts")
         quality = _validate_scores(scores, len(texts), self.score_range)
-        if self.kernel == AUTO_KERNEL:
+        if self.kernel_name == AUTO_KERNEL:
             return self._fit_auto(texts, quality, tune, min_coverage)
         self.device_ = resolve_device(self.device)
         self.kernel_ = self.make_kernel()
@@ -310,7 +313,7 @@ class NeighborsScorer:
         """Refuse settings that cannot work on this training set and the fitted kernel, and warn
         about duplicate texts (each copy is the other's neighbour, so leave-one-out flatters)."""
         if self.tau is not None and self.kernel_.bounded and not 0 <= self.tau <= 1:
-            requirement = f"in [0, 1] for the {self.kernel} kernel (its similarities lie there)"
+            requirement = f"in [0, 1] for the {self.kernel_name} kernel (its similarities lie there)"
             raise ParameterError(SCORER_PARAMETERS["tau"], self.tau, requirement)
         if self._estimator() == "ridge" and len(texts) < 2:
             requirement = f"another estimator for {len(texts)} training text: kernel ridge fits on at least 2"
@@ -352,12 +355,33 @@ class NeighborsScorer:
         max_fraction given), which keeps the paper's threshold rule."""
         if self.estimator is not None:
             return self.estimator
-        paper = self.thresholds == "paper" or any(
+        if self._asks_for_paper_rule():
+            return "threshold"
+        return kernel_class(self.kernel_name).default_estimator if self.kernel_name in KERNEL_NAMES else "topk"
+
+    def _asks_for_paper_rule(self) -> bool:
+        return self.thresholds == "paper" or any(
             value is not None for value in (self.tau, self.min_neighbors, self.max_fraction)
         )
-        if paper:
-            return "threshold"
-        return kernel_class(self.kernel).default_estimator if self.kernel in KERNEL_NAMES else "topk"
+
+    @property
+    def kernel_name(self) -> str:
+        """The kernel used: as given; by default (kernel=None) tfidf, the TF-IDF cosine (with
+        its default estimator it measured level with the TF-IDF + ridge baseline on every
+        development set, bench/quality.md), unless a setting of the paper's method is given --
+        its rule (thresholds="paper", tau, min_neighbors, max_fraction, estimator="threshold")
+        or a BLEU* setting (smoothing, weights, a tokenizer other than whitespace, lowercase) --
+        which keeps the paper's BLEU*: what kernel=None meant before, so those calls give the
+        same numbers as ever and the token-id path keeps its kernel."""
+        if self.kernel is not None:
+            return self.kernel
+        bleu_settings = (
+            any(getattr(self, name) is not None for name in BLEU_ONLY)
+            or self.tokenizer != DEFAULTS["tokenizer"]
+            or self.lowercase
+        )
+        paper = self._asks_for_paper_rule() or self.estimator == "threshold" or bleu_settings
+        return PAPER_KERNEL if paper else DEFAULT_KERNEL
 
     def _tunes(self, num_texts: int, tune: bool | None) -> bool:
         """Whether `fit` tunes: as forced by `tune`, else as `thresholds` says (auto: when no
@@ -436,7 +460,7 @@ class NeighborsScorer:
                 settings.update({option: None for option in BLEU_ONLY if option in settings})
             candidate = NeighborsScorer(**settings).fit(texts, quality, tune=tune, min_coverage=min_coverage)
             selection[name] = candidate.inner_spearman()
-            if best is None or selection[name] > selection[best.kernel]:
+            if best is None or selection[name] > selection[best.kernel_name]:
                 best = candidate
         assert best is not None  # kernels is never empty (validated)
         self.__dict__.update({key: value for key, value in vars(best).items() if key.endswith("_") or key.startswith("_")})
@@ -464,7 +488,7 @@ class NeighborsScorer:
         self.fit(texts, scores, tune=False)
         if self.kernel_.depends_on_training_set:
             warn(
-                f"the {self.kernel} kernel's similarities depend on the whole training set "
+                f"the {self.kernel_name} kernel's similarities depend on the whole training set "
                 f"({self.signature}): splits cut from one pass see idf weights or a baseline "
                 "computed on all items, so they approximate refitting on each split")
         return self.training_pass()
@@ -483,17 +507,17 @@ class NeighborsScorer:
         for name in ("smoothing", "weights"):
             value = getattr(self, name)
             if value is not None:
-                if self.kernel != "bleu":
-                    raise ValueError(f"{name} applies to the bleu kernel only, not {self.kernel!r}")
+                if self.kernel_name != "bleu":
+                    raise ValueError(f"{name} applies to the bleu kernel only, not {self.kernel_name!r}")
                 options[name] = value
-        cls = kernel_class(self.kernel)
-        if self.kernel == "bertscore" and self.allow_download:
+        cls = kernel_class(self.kernel_name)
+        if self.kernel_name == "bertscore" and self.allow_download:
             options.setdefault("allow_download", True)
         tokenizer = make_tokenizer(self.tokenizer, self.lowercase, self.allow_download)
         try:
             return cls(tokenizer=tokenizer, device=resolve_device(self.device), **options)
         except TypeError as error:
-            raise ValueError(f"bad kernel_options for {self.kernel!r}: {error}") from None
+            raise ValueError(f"bad kernel_options for {self.kernel_name!r}: {error}") from None
 
     def get_params(self) -> dict[str, Any]:
         """The constructor's settings, by name (as scikit-learn's `get_params`)."""

@@ -16,5 +16,5 @@ def texts(huse_texts) -> list[str]:
 
 
 def full_matrix(candidates, train, **settings) -> np.ndarray:
-    scorer = NeighborsScorer(device="cpu", **settings).fit(train, np.zeros(len(train)))
+    scorer = NeighborsScorer(device="cpu", **{"kernel": "bleu", **settings}).fit(train, np.zeros(len(train)))
     return scorer.similarity(candidates).numpy()

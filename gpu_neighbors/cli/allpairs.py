@@ -52,6 +52,7 @@ def add_allpairs_commands(subparsers: Any) -> None:
     mbr.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     refuse_resume(mbr)
     _add_settings(mbr, KERNEL_SETTINGS)
+    _default(mbr, "kernel", "bleu", "bleu")  # the all-pairs jobs' kernel is BLEU*, not the scorer's default
     mbr.set_defaults(handler=command_mbr)
 
     pairs = subparsers.add_parser("pairs", help="all-pairs similarities: the matrix (.npy) or top-k/thresholded pairs (.parquet)")
@@ -66,6 +67,7 @@ def add_allpairs_commands(subparsers: Any) -> None:
     pairs.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     refuse_resume(pairs)
     _add_settings(pairs, KERNEL_SETTINGS)
+    _default(pairs, "kernel", "bleu", "bleu")
     pairs.set_defaults(handler=command_pairs)
 
 

@@ -122,7 +122,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
         result, chosen, chosen_json = nested.agreement, nested.chosen_thresholds(), nested.as_dict()["thresholds"]
     else:
         result, chosen, chosen_json = agreement(scorer.leave_one_out(), data.scores), [], None
-    row = {"kernel": args.kernel, **result.as_dict()}
+    row = {"kernel": scorer.kernel_name, **result.as_dict()}
     if args.json:
         print(tables.to_json(row if chosen_json is None else {**row, "tuned_thresholds": chosen_json}))
     else:

@@ -78,8 +78,8 @@ class Kernel(ABC, Generic[Encoded]):
         """Refuse token ids unless this kernel can score them as the text they stand for."""
         if not self.supports_ids:
             raise ValueError(
-                f"predict_ids supports the bleu kernel; the {self.name!r} kernel takes texts: "
-                "decode the ids and call predict"
+                f"predict_ids needs the bleu kernel with the ids' Hugging Face tokenizer (tokenizer=its "
+                f"name or path); the {self.name!r} kernel takes texts: decode the ids and call predict"
             )
 
     @property

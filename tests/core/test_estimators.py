@@ -14,6 +14,7 @@ from gpu_neighbors.core.neighbours import WEIGHT_BITS, Thresholds
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.tuning import TuningGrid, tune
 from gpu_neighbors.core.validation import ParameterError
+from gpu_neighbors.kernels.tfidf import TfidfKernel
 
 TEXTS = [
     "the cat sat on the mat", "the cat sat on a mat", "a dog sat on the mat", "the dog ran in the park",
@@ -80,7 +81,7 @@ def test_weighted_threshold_matches_brute_force(fitted):
 
 def test_topk_matches_brute_force_and_neighbours_are_the_top(fitted):
     scorer, matrix = fitted
-    top = NeighborsScorer(device="cpu", estimator="topk", top_k=3, power=1.0).fit(TEXTS[:10], SCORES[:10])
+    top = NeighborsScorer(device="cpu", kernel="bleu", estimator="topk", top_k=3, power=1.0).fit(TEXTS[:10], SCORES[:10])
     prediction = top.predict(TEXTS[10:], return_neighbors=4)
     expected, order = brute_topk(matrix, 3, 1.0)
     np.testing.assert_allclose(prediction.scores, expected, rtol=1e-12, equal_nan=True)
@@ -186,8 +187,8 @@ def test_tuned_by_default_from_50_texts_and_paper_below(huse_texts, huse_scores)
     assert given.tuning_ is None
     with pytest.warns(UserWarning, match="fewer than 50.*the default's"):
         small = NeighborsScorer(device="cpu").fit(huse_texts[:49], huse_scores[:49])
-    # the default estimator (top-k: an estimate for every text) with its untuned k and p
-    assert small.thresholds_ == Thresholds(0.08, 5, 0.66, 1.0, "topk", 49)
+    # the default kernel (tfidf) and estimator (top-k: an estimate for every text), untuned k and p
+    assert small.thresholds_ == Thresholds(TfidfKernel.default_tau, 5, 0.66, 1.0, "topk", 49)
     with pytest.warns(UserWarning, match="fewer than 50.*the paper's"):
         small = NeighborsScorer(device="cpu", estimator="threshold").fit(huse_texts[:49], huse_scores[:49])
     assert small.thresholds_ == Thresholds(0.08, 5, 0.66)
@@ -229,7 +230,7 @@ def test_the_default_answers_every_text_with_a_similar_training_text(huse_texts,
     similar (similarity > 0), where the paper's rule leaves texts out; tiny training sets that
     the old default accepted are still accepted."""
     train, scores = huse_texts[:150], huse_scores[:150]
-    candidates = huse_texts[150:] + ["", "zzz qqq"]
+    candidates = huse_texts[150:] + ["", "\u0416\u0416\u0416 \u042e\u042e\u042e"]  # no character the training set has
     default = NeighborsScorer(device="cpu").fit(train, scores)
     prediction = default.predict(candidates)
     similar = (default.similarity(candidates).numpy() > 0).any(axis=1)
@@ -253,3 +254,30 @@ def test_paper_mode_is_the_papers_rule_on_the_similarity_matrix(huse_texts, huse
     scorer = NeighborsScorer(device="cpu", thresholds="paper").fit(texts[:150], scores[:150])
     assert scorer.thresholds_ == Thresholds(0.08, 5, 0.66)
     np.testing.assert_array_equal(scorer.predict(texts[150:]).scores, expected.scores)
+
+
+@pytest.mark.parametrize("settings, kernel", [
+    ({}, "tfidf"),
+    ({"estimator": "ridge"}, "tfidf"),
+    ({"thresholds": "tuned", "top_k": 5}, "tfidf"),
+    ({"thresholds": "paper"}, "bleu"),
+    ({"tau": 0.1}, "bleu"),
+    ({"min_neighbors": 2}, "bleu"),
+    ({"max_fraction": 0.5}, "bleu"),
+    ({"estimator": "threshold"}, "bleu"),
+    ({"smoothing": "exp"}, "bleu"),
+    ({"weights": (0.25, 0.25, 0.25, 0.25)}, "bleu"),
+    ({"tokenizer": "13a"}, "bleu"),
+    ({"lowercase": True}, "bleu"),
+    ({"kernel": "rouge", "tau": 0.1}, "rouge"),
+])
+def test_the_default_kernel_is_tfidf_unless_the_papers_method_is_asked_for(huse_texts, huse_scores, settings, kernel):
+    """Issue 20: kernel=None runs the TF-IDF cosine, except where a setting of the paper's method
+    (its rule or a BLEU* setting) is given: those calls keep meaning what they meant before."""
+    scorer = NeighborsScorer(device="cpu", **settings)
+    assert scorer.kernel_name == kernel
+    scorer.fit(huse_texts[:60], huse_scores[:60])
+    assert scorer.kernel_.name == kernel and str(scorer.signature).startswith(f"kernel:{kernel}|")
+    if kernel == "bleu":  # the same numbers as naming the kernel
+        named = NeighborsScorer(device="cpu", kernel="bleu", **settings).fit(huse_texts[:60], huse_scores[:60])
+        np.testing.assert_array_equal(scorer.predict(huse_texts[60:90]).scores, named.predict(huse_texts[60:90]).scores)

@@ -16,7 +16,7 @@ TRAIN = 120
 
 
 def ridge(texts, scores, **settings) -> NeighborsScorer:
-    return NeighborsScorer(device="cpu", estimator="ridge", **settings).fit(texts, scores)
+    return NeighborsScorer(device="cpu", estimator="ridge", **{"kernel": "bleu", **settings}).fit(texts, scores)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_leave_one_out_equals_refitting_without_each_text(split):
 def test_protocols_cut_from_one_pass_equal_the_scorer(split):
     train, scores, candidates = split
     scorer = ridge(train, scores)
-    everything = NeighborsScorer(device="cpu", thresholds="paper").fit(train + candidates,
+    everything = NeighborsScorer(device="cpu", kernel="bleu", thresholds="paper").fit(train + candidates,
                                                                        np.zeros(len(train) + len(candidates)))
     pass_ = everything.training_pass()
     pass_.scores[: len(train)] = scores
@@ -85,7 +85,7 @@ def test_the_default_estimator_is_the_kernels(split, monkeypatch):
     assert BertScoreKernel.default_estimator == "ridge" and BleuKernel.default_estimator == "topk"
     assert NeighborsScorer(device="cpu").fit(train, scores).estimator_ == "topk"
     monkeypatch.setattr(BleuKernel, "default_estimator", "ridge")
-    scorer = NeighborsScorer(device="cpu").fit(train, scores)
+    scorer = NeighborsScorer(device="cpu", kernel="bleu").fit(train, scores)
     assert scorer.estimator_ == "ridge"
     loo = scorer.leave_one_out()
     rho = spearman_rows(np.where(loo.covered, loo.scores, np.nan)[None, :], scores)[0]

@@ -68,7 +68,7 @@ def exhaustive(matrix, scores, grid_taus, a_values, b_values, min_coverage):
 
 def test_tune_equals_an_exhaustive_search_on_real_text(huse_texts, huse_scores):
     texts, scores = huse_texts[:30], np.asarray(huse_scores[:30])
-    sims = NeighborsScorer(device="cpu").fit_pairwise(texts, scores)
+    sims = NeighborsScorer(device="cpu", kernel="bleu").fit_pairwise(texts, scores)
     matrix = sims.matrix.numpy()
     grid = TuningGrid(taus=(0.02, 0.06, 0.1, 0.14), min_neighbors=(1, 2, 4), max_fractions=(0.3, 0.6, 1.0))
     choices = set()
@@ -113,7 +113,7 @@ def test_fit_with_tune_predicts_with_the_chosen_thresholds(huse_texts, huse_scor
 
 def test_nested_tuning_never_sees_the_test_items(huse_texts, huse_scores):
     texts, scores = huse_texts[:24], np.asarray(huse_scores[:24])
-    sims = NeighborsScorer(device="cpu").fit_pairwise(texts, scores)
+    sims = NeighborsScorer(device="cpu", kernel="bleu").fit_pairwise(texts, scores)
     thresholds = Thresholds(0.08, 5, 0.66)
     result = cross_validate(sims, thresholds, folds=4, seed=3, tune_thresholds=True, min_coverage=0.5, resamples=0)
     for fold in result.folds:

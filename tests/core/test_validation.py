@@ -53,7 +53,7 @@ def test_every_numeric_setting_refuses_booleans():
         ("chunk_size", [0, 3.0], [1, 64]),
         ("min_coverage", [-0.01, 1.01, float("nan")], [0, 0.8, 1.0]),
         ("score_range", [(2, 1), (0, float("inf")), (0,), "01"], [(1, 5), [0.0, 1.0], (3, 3)]),
-        ("kernel", [3, None], ["bleu"]),
+        ("kernel", [3, 1.0], ["bleu", None]),
         ("lowercase", [1, "yes", None], [True, False]),
         ("progress", [0], [True]),
         ("device", [0], ["cpu"]),

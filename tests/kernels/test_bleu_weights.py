@@ -47,11 +47,12 @@ def test_general_path_is_tiling_invariant(huse_texts):
     assert_tiling_invariant(kernel, huse_texts[50:80], [([7, 33], [4, 19]), ([1], [])])
 
 
-def test_default_is_bleu_star_and_weights_reach_the_signature(huse_texts, huse_scores):
-    default = NeighborsScorer(device="cpu").fit(huse_texts[:30], huse_scores[:30])
+def test_bleu_defaults_to_bleu_star_and_weights_reach_the_signature(huse_texts, huse_scores):
+    default = NeighborsScorer(kernel="bleu", device="cpu").fit(huse_texts[:30], huse_scores[:30])
     assert default.kernel_.weights == BLEU_STAR_WEIGHTS
     assert "weights" not in str(default.signature)
     bleu4 = NeighborsScorer(device="cpu", weights=(0.25, 0.25, 0.25, 0.25)).fit(huse_texts[:30], huse_scores[:30])
+    assert bleu4.kernel_name == "bleu"  # weights are a BLEU* setting: kernel=None keeps bleu
     assert "weights:0.25,0.25,0.25,0.25" in str(bleu4.signature)
     assert not torch.equal(default.similarity(huse_texts[30:40]), bleu4.similarity(huse_texts[30:40]))
 

@@ -190,14 +190,17 @@ def test_clear_errors(tokenizer, huse_texts, huse_scores):
         scorer.predict_ids(ids, torch.ones((2, 4)))
     with pytest.raises(RuntimeError, match="not fitted"):
         NeighborsScorer(tokenizer=tokenizer).predict_ids(ids)
-    whitespace = NeighborsScorer(device="cpu").fit(huse_texts[:20], huse_scores[:20])
+    whitespace = NeighborsScorer(kernel="bleu", device="cpu").fit(huse_texts[:20], huse_scores[:20])
     with pytest.raises(ValueError, match="Hugging Face tokenizer"):
         whitespace.predict_ids(ids)
+    default = NeighborsScorer(device="cpu").fit(huse_texts[:20], huse_scores[:20])  # tfidf: texts only
+    with pytest.raises(ValueError, match="needs the bleu kernel with the ids' Hugging Face tokenizer"):
+        default.predict_ids(ids)
     lowercase = NeighborsScorer(tokenizer=MODEL_PATH, lowercase=True, device="cpu")
     with pytest.raises(ValueError, match="lowercase"):
         lowercase.fit(huse_texts[:20], huse_scores[:20]).predict_ids(ids)
     scorer.kernel_ = TextOnlyKernel(tokenizer=tokenizer, device=torch.device("cpu"))
-    with pytest.raises(ValueError, match="supports the bleu kernel; the 'text-only' kernel takes texts"):
+    with pytest.raises(ValueError, match="the 'text-only' kernel takes texts"):
         scorer.predict_ids(ids)
 
 

@@ -57,7 +57,8 @@ def test_cli_ray_writes_the_same_file(local_ray, tmp_path, huse_records, candida
     texts = [text for text in candidates if text.strip()]  # plain text: one candidate per line
     cands = tmp_path / "candidates.txt"
     cands.write_text("\n".join(texts) + "\n", encoding="utf-8")
-    common = ["score", "--train", str(train), "--candidates", str(cands), "--quiet", "--batch-size", "64"]
+    common = ["score", "--train", str(train), "--candidates", str(cands), "--quiet", "--batch-size", "64",
+              "--kernel", "bleu"]  # BLEU* leaves some candidates without an estimate: None must travel too
     assert main([*common, "--output", str(tmp_path / "one.jsonl")]) == 0
     assert main([*common, "--output", str(tmp_path / "ray.jsonl"), "--ray"]) == 0
     one = (tmp_path / "one.jsonl").read_text(encoding="utf-8").splitlines()

@@ -103,7 +103,7 @@ def test_names_errors_and_default_undefined(scorer, tokenizer, huse_scores):
         reward_function(BleuReward())(prompts=["a"], completions=["a"], answer=["a"])
     with pytest.raises(ValueError, match="no completion_ids"):
         reward_function(scorer, token_ids=True)(prompts=["a"], completions=["a"])
-    whitespace = NeighborsScorer(tokenizer="whitespace").fit(["a b c"] * 3 + ["d e"] * 3, [0.1, 0.2, 0.3] * 2)
+    whitespace = NeighborsScorer(kernel="bleu", tokenizer="whitespace").fit(["a b c"] * 3 + ["d e"] * 3, [0.1, 0.2, 0.3] * 2)
     with pytest.raises(ValueError, match="Hugging Face tokenizer"):
         reward_function(whitespace, token_ids=True)
     with pytest.raises(TypeError, match="fitted NeighborsScorer or a BleuReward"):
