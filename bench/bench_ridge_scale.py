@@ -1,15 +1,15 @@
-"""Scale of the estimators with the training set: `fit` and `predict` time of the default
-(top-k or ridge, whichever has the better leave-one-out rho), top-k alone and ridge alone, BLEU*
-kernel, on texts spliced from the HUSE summaries (bench/huse.py) with synthetic scores (a
-noisy function of length and word overlap with a reference text, so there is something to fit).
+"""Scale of the estimators with the training set: `fit` and `predict` time of the kernel's
+default estimator, top-k alone and ridge alone, one thread, on texts spliced from the HUSE
+summaries (bench/huse.py) with synthetic scores (a noisy function of length and word overlap
+with a reference text, so there is something to fit).
 
-Kernel ridge solves on an [n x n] matrix (cubic), so above MAX_TUNING_TEXTS (4,000) training
+Kernel ridge solves on an [n x n] matrix (cubic), so above MAX_RIDGE_TEXTS (2,000) training
 texts the scorer fits it on a seeded sample of that many (their dual weights; the others' are
-zero) and calibrates its intervals on texts outside the sample; this measures what that costs
-at 10^4 and 10^5 texts (10^6 is the same fit plus a linear pass).
+zero); tuning reads a sample of MAX_TUNING_TEXTS (4,000) and the intervals' calibration a sample
+of 2,000 texts against all n. This measures what that costs from 10^3 to 10^6 texts.
 
     .venv/bin/python bench/bench_ridge_scale.py [--sizes 1000,4000,10000,100000] [--candidates 1000]
-        [--estimators default,topk,ridge]
+        [--estimators default,topk,ridge] [--kernel bleu]
 """
 from __future__ import annotations
 
@@ -40,12 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,4000,10000,100000")
     parser.add_argument("--candidates", type=int, default=1000)
     parser.add_argument("--estimators", default="default,topk,ridge", help="which rows, comma-separated")
+    parser.add_argument("--kernel", default=None, help="the scorer's kernel (default: its default, tfidf)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     sizes = [int(size) for size in args.sizes.split(",")]
     texts = spliced_texts(max(sizes) + args.candidates, random.Random(0))
     scores = synthetic_scores(texts, np.random.default_rng(0))
     candidates = texts[-args.candidates:]
+    print(f"kernel: {NeighborsScorer(kernel=args.kernel).kernel_name}")
     print(f"| training texts | estimator | chosen | fit (s) | predict {args.candidates:,} (s) | interval coverage on the candidates |")
     print("|---|---|---|---|---|---|")
     for size in sizes:
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             estimator = None if name == "default" else name
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fit_seconds, scorer = timed(lambda: NeighborsScorer(device="cpu", kernel="bleu", estimator=estimator).fit(
+                fit_seconds, scorer = timed(lambda: NeighborsScorer(device="cpu", kernel=args.kernel, estimator=estimator).fit(
                     texts[:size], scores[:size]))
             predict_seconds, prediction = timed(lambda: scorer.predict(candidates))
             truth = scores[-args.candidates:]

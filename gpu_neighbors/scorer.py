@@ -425,7 +425,7 @@ class NeighborsScorer:
             f"tuning on a random sample of {MAX_TUNING_TEXTS} of the {self.num_train} training texts "
             "(a and b are chosen for a training set of that size)")
         sample = np.sort(np.random.default_rng(0).choice(self.num_train, MAX_TUNING_TEXTS, replace=False))
-        clone = NeighborsScorer(**{**self.get_params(), "thresholds": "paper"})
+        clone = NeighborsScorer(**{**self.get_params(), "kernel": self.kernel_name, "thresholds": "paper"})
         clone.fit([texts[index] for index in sample], self.train_scores_[sample], tune=False)
         return sample, clone.training_pass()
 

@@ -3,6 +3,7 @@ nothing run, and every user error a one-line message. Processes, pipes, locks an
 real subprocesses; file cases run the command in-process on real files."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -216,16 +217,35 @@ def test_device_meta_is_refused(tmp_path, files, capsys):
     assert "device 'meta' cannot score" in capsys.readouterr().err
 
 
+def wait_for_reader(fifo: Path, process: subprocess.Popen) -> int:
+    """The write end of `fifo`, opened once `process` has opened it for reading (a non-blocking
+    open for writing fails with ENXIO until then); fails if the process ends first."""
+    while True:
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as error:
+            if error.errno != errno.ENXIO:
+                raise
+        if process.poll() is not None:
+            pytest.fail(f"exited with {process.returncode} before reading {fifo}: {process.communicate()[1]}")
+        time.sleep(0.01)  # polling the condition, not waiting on a guess
+
+
 def test_ctrl_c_while_loading_is_a_message(tmp_path, files):
-    train, candidates = files
+    _, candidates = files
+    train = tmp_path / "pipe.jsonl"
+    os.mkfifo(train)  # the child blocks reading it: interrupted while loading, whatever the machine's speed
     # SIGINT restored in the child: a shell starts background jobs with it ignored, and a test
     # suite run as one would otherwise see no interrupt at all.
     process = subprocess.Popen([*COMMAND, *score(train, candidates, tmp_path / "out.jsonl")],
                                stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(0.3)  # still importing torch
-    process.send_signal(signal.SIGINT)
-    _, error = process.communicate(timeout=120)
+    writer = wait_for_reader(train, process)  # the child has opened the training file
+    try:
+        process.send_signal(signal.SIGINT)
+        _, error = process.communicate(timeout=120)
+    finally:
+        os.close(writer)
     assert process.returncode == 130, error
     assert "gpu-neighbors: interrupted" in error and "Traceback" not in error
 

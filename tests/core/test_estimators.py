@@ -281,3 +281,17 @@ def test_the_default_kernel_is_tfidf_unless_the_papers_method_is_asked_for(huse_
     if kernel == "bleu":  # the same numbers as naming the kernel
         named = NeighborsScorer(device="cpu", kernel="bleu", **settings).fit(huse_texts[:60], huse_scores[:60])
         np.testing.assert_array_equal(scorer.predict(huse_texts[60:90]).scores, named.predict(huse_texts[60:90]).scores)
+
+
+def test_a_tuning_sample_keeps_the_resolved_kernel(huse_texts, huse_scores, monkeypatch):
+    """Above MAX_TUNING_TEXTS tuning reads a seeded sample, fitted by a clone with the paper's
+    thresholds: the clone must run the scorer's kernel, not the one kernel=None means with them."""
+    monkeypatch.setattr("gpu_neighbors.scorer.MAX_TUNING_TEXTS", 60)
+    texts, scores = huse_texts[:100], np.asarray(huse_scores[:100])
+    with pytest.warns(UserWarning, match="random sample of 60"):
+        scorer = NeighborsScorer(device="cpu").fit(texts, scores)
+    sample = np.sort(np.random.default_rng(0).choice(len(texts), 60, replace=False))
+    alone = NeighborsScorer(device="cpu", kernel="tfidf").fit([texts[index] for index in sample], scores[sample])
+    assert scorer.kernel_.name == "tfidf"
+    assert scorer.tuning_ is not None and alone.tuning_ is not None
+    assert scorer.tuning_.spearman == alone.tuning_.spearman
