@@ -213,3 +213,20 @@ def test_kernel_ridge_is_the_tfidf_ridge_baseline(huse_texts, huse_scores):
     np.testing.assert_allclose(ours, pipeline.predict(test), rtol=0, atol=1e-5)
     assert model.penalty == pipeline.steps[-1][1].alpha_ / 2
     assert np.std(ours) > 0.01, "the predictions must vary"
+
+
+def test_counting_in_parts_changes_no_bit(texts, monkeypatch):
+    """Texts are counted COUNT_TEXTS at a time (memory): the vocabulary, idf and every row are
+    the same bits as counting them all at once, including parts that hold only empty texts."""
+    train, candidates = texts
+    train = train + ["", " "] * 5
+    whole = TfidfFeatures()
+    whole_rows = whole.fit(train)
+    monkeypatch.setattr("gpu_neighbors.text.tfidf.COUNT_TEXTS", 7)
+    parts = TfidfFeatures()
+    parts_rows = parts.fit(train)
+    np.testing.assert_array_equal(parts.idf, whole.idf)
+    for ours, reference in ((parts_rows, whole_rows), (parts.transform(candidates), whole.transform(candidates))):
+        np.testing.assert_array_equal(ours.indptr, reference.indptr)
+        np.testing.assert_array_equal(ours.indices, reference.indices)
+        np.testing.assert_array_equal(ours.values, reference.values)
