@@ -455,13 +455,13 @@ def _occurrence_columns(fields: torch.Tensor, bound: int, shift: int) -> torch.T
     table = torch.empty(step * bound, dtype=dtype, device=device)
     columns = torch.arange(width, dtype=dtype, device=device).repeat(step)
     offsets = torch.arange(step, device=device)[:, None] * bound + shift
-    parts = []
+    out = torch.empty((rows, width), dtype=dtype, device=device)
     for first in range(0, rows, step):
         last = min(first + step, rows)
         index = (fields[first:last] + offsets[: last - first]).view(-1)
         table.scatter_(0, index, columns[: index.shape[0]])
-        parts.append(table.take(index).view(last - first, width))
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
+        torch.take(table, index, out=out[first:last].view(-1))
+    return out
 
 
 def _sorted_keys(fields: torch.Tensor, segment: torch.Tensor, orders: int, bits: int, segment_bits: int) -> torch.Tensor:
@@ -512,7 +512,8 @@ def _gram_keys(fields: torch.Tensor, segment: torch.Tensor, orders: int, bits: i
     segment's extra columns), so that equal n-grams share their top n fields; the column's
     segment in the low `segment_bits`, so that the sort brings it along (no gather by position);
     and `row` [rows, 1] (already shifted by `bits`), if given, above the fields."""
-    keys = fields.to(torch.int64, copy=True) if row is None else fields + row
+    fields = fields.long()  # int64 first: shifts and ors of int64 are vectorised, mixed dtypes not (2x)
+    keys = fields.clone() if row is None else fields + row
     width = fields.shape[1]
     for offset in range(1, orders):
         keys <<= bits
