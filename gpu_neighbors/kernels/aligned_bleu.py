@@ -24,10 +24,10 @@ get few bits by renumbering each row's values below the row width (about 12 bits
 are known to be below a bound (`vocab_size`, or the text path's vocabulary) that needs no sort:
 every column writes itself into a table [row, id] and reads back the column that stayed, so equal
 ids get equal columns and distinct ids distinct ones (`_occurrence_columns`: one scatter, one
-gather; the table is never cleared, as only written cells are read). Without a bound, each row is
-ranked by a flat sort of row * 2^v + id, after a flat sort ranking the whole chunk. Every exp and
-power is gathered from host tables sized by the padded widths (`bleu_tables`), kept per setting
-and device.
+gather; the table is never cleared, as only written cells are read). Without a bound, one flat
+sort ranks the whole chunk first (ranks below rows x width), and the ranks go through the same
+table. Every exp and power is gathered from host tables sized by the padded widths
+(`bleu_tables`), kept per setting and device.
 
 Every shape comes from the inputs' shapes, and nothing reads device data on the host: no
 `.item()`, `nonzero`, `unique`, boolean-mask indexing or data-sized output, so on the token-id
@@ -327,7 +327,7 @@ def count_packed(packed: Packed, orders: int, id_bound: int | None) -> AlignedCo
     """Clipped matches per order, chunk by chunk of rows (the chunks are sized from shapes)."""
     rows = packed.candidates.shape[0]
     width = packed.candidates.shape[1] + packed.references.shape[1] * packed.references.shape[2]
-    chunks = -(-rows // max(1, CHUNK_ELEMENTS // width))
+    chunks = -(-rows // max(1, CHUNK_ELEMENTS // max(width, 1)))
     step = -(-rows // chunks) if rows else 1  # equal chunks: 2 x 128 rows, not 127 + 127 + 2
     matches = torch.cat([
         _clipped_matches(packed, first, min(first + step, rows), orders, id_bound)
@@ -403,15 +403,20 @@ def _row_bits(rows: int) -> int:
 def _dense_fields(fields: torch.Tensor, bound: int | None, shift: int) -> torch.Tensor:
     """Each row's fields renumbered below the row width, so that `orders` of them fit one key.
     Where fields + `shift` are known to be non-negative and below `bound`, and a table of `bound`
-    cells per row is not too large, by `_occurrence_columns` (no sort); else ranked in sorted
-    order, after ranking the whole chunk (one flat sort; ranks below rows x width) where no bound,
-    or too many bits to sort flat with the row, is known."""
+    cells per row is not too large, by `_occurrence_columns` (no sort). Where no bound, or too
+    many bits to sort flat with the row, is known, the whole chunk is ranked first (one flat sort;
+    ranks below rows x width), then the ranks go through `_occurrence_columns` (19 parts of 7
+    rows at 256 x 1,024: 34.0 ms against 39.8 ms for a second, per-row ranking sort); else ranked
+    per row in sorted order."""
     rows, width = fields.shape
     if bound is not None and TABLE_ENTRIES // bound > 0:
         return _occurrence_columns(fields, bound, shift)
     bits = None if bound is None else (bound - 1).bit_length()
     if bits is None or _row_bits(rows) + bits > KEY_BITS:
-        fields, bits = _ranks(fields.reshape(1, -1), None).view(rows, width), (rows * width - 1).bit_length()
+        fields = _ranks(fields.reshape(1, -1), None).view(rows, width)
+        if TABLE_ENTRIES // max(fields.numel(), 1) > 0:
+            return _occurrence_columns(fields, max(fields.numel(), 1), 0)
+        bits = (rows * width - 1).bit_length()
     else:
         fields = fields + shift
     return _ranks(fields, bits)

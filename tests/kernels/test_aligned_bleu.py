@@ -307,3 +307,12 @@ def test_rows_too_wide_for_one_key(monkeypatch):
     wide = torch.arange(20)[None]
     with pytest.raises(ValueError, match="spans 46 token positions; 4-gram keys fit at most 32"):
         gpu_neighbors.sentence_bleu(wide, wide)
+
+
+@pytest.mark.parametrize("vocab_size", [None, 5])
+@pytest.mark.parametrize("weights", [(1.0,), (0.25,) * 4])
+def test_zero_width_ids_score_zero(weights, vocab_size):
+    """[batch, 0] ids (unigrams only: rows with no column at all) score 0, as NLTK on empty texts."""
+    empty = torch.zeros((3, 0), dtype=torch.long)
+    ours = gpu_neighbors.sentence_bleu(empty, empty, weights=weights, vocab_size=vocab_size)
+    assert ours.tolist() == [0.0, 0.0, 0.0]
