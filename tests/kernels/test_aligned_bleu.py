@@ -254,6 +254,20 @@ def test_vocab_size_and_every_sort_path_equal_nltk(monkeypatch, key_bits, vocabu
                                rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("table_rows", [0, 5, 1000])  # 0: ranked by sorts; 5: the table in 5 parts
+def test_occurrence_table_in_parts_equals_nltk(monkeypatch, table_rows):
+    """The ids renumbered through a table of (at most) `table_rows` rows at a time, or by sorts."""
+    vocab_size, slots = 32000, 2
+    monkeypatch.setattr(aligned_bleu, "TABLE_ENTRIES", table_rows * (vocab_size + slots + 1))
+    candidates, references, mask = random_ids(24, 60, 1000)
+    counts = torch.tensor([2, 2, 1] * 8)
+    weights = (0.1, 0.2, 0.3, 0.4)
+    ours = gpu_neighbors.sentence_bleu(candidates, references, attention_mask=mask, reference_counts=counts,
+                                       weights=weights, smoothing="exp", vocab_size=vocab_size)
+    np.testing.assert_allclose(ours.numpy(), nltk_on_ids(candidates, references, mask, counts, weights, "exp"),
+                               rtol=0, atol=1e-9)
+
+
 @pytest.mark.parametrize("weights", [(1.0,), (0.25,) * 4])
 def test_ids_near_the_int64_bounds_and_repeated_tokens(weights):
     """Ids near 2**63 (no field of them fits a key), all-same-token rows, empty rows."""
@@ -293,3 +307,12 @@ def test_rows_too_wide_for_one_key(monkeypatch):
     wide = torch.arange(20)[None]
     with pytest.raises(ValueError, match="spans 46 token positions; 4-gram keys fit at most 32"):
         gpu_neighbors.sentence_bleu(wide, wide)
+
+
+@pytest.mark.parametrize("vocab_size", [None, 5])
+@pytest.mark.parametrize("weights", [(1.0,), (0.25,) * 4])
+def test_zero_width_ids_score_zero(weights, vocab_size):
+    """[batch, 0] ids (unigrams only: rows with no column at all) score 0, as NLTK on empty texts."""
+    empty = torch.zeros((3, 0), dtype=torch.long)
+    ours = gpu_neighbors.sentence_bleu(empty, empty, weights=weights, vocab_size=vocab_size)
+    assert ours.tolist() == [0.0, 0.0, 0.0]
