@@ -245,12 +245,17 @@ def test_vocab_size_and_every_sort_path_equal_nltk(monkeypatch, key_bits, vocabu
     size (whose fields fit a flat sort without renumbering, after renumbering in int32 or int64,
     or only after ranking the chunk), with masked positions and ragged references."""
     monkeypatch.setattr(aligned_bleu, "KEY_BITS", key_bits)
+    assert_random_ids_equal_nltk(vocabulary, vocab_size, "add1")
+
+
+def assert_random_ids_equal_nltk(vocabulary: int, vocab_size: int | None, smoothing: str) -> None:
+    """24 masked candidates of 60 ids below `vocabulary`, ragged references, against NLTK."""
     candidates, references, mask = random_ids(24, 60, vocabulary)
     counts = torch.tensor([2, 2, 1] * 8)
     weights = (0.1, 0.2, 0.3, 0.4)
     ours = gpu_neighbors.sentence_bleu(candidates, references, attention_mask=mask, reference_counts=counts,
-                                       weights=weights, smoothing="add1", vocab_size=vocab_size)
-    np.testing.assert_allclose(ours.numpy(), nltk_on_ids(candidates, references, mask, counts, weights, "add1"),
+                                       weights=weights, smoothing=smoothing, vocab_size=vocab_size)
+    np.testing.assert_allclose(ours.numpy(), nltk_on_ids(candidates, references, mask, counts, weights, smoothing),
                                rtol=0, atol=1e-9)
 
 
@@ -259,13 +264,7 @@ def test_occurrence_table_in_parts_equals_nltk(monkeypatch, table_rows):
     """The ids renumbered through a table of (at most) `table_rows` rows at a time, or by sorts."""
     vocab_size, slots = 32000, 2
     monkeypatch.setattr(aligned_bleu, "TABLE_ENTRIES", table_rows * (vocab_size + slots + 1))
-    candidates, references, mask = random_ids(24, 60, 1000)
-    counts = torch.tensor([2, 2, 1] * 8)
-    weights = (0.1, 0.2, 0.3, 0.4)
-    ours = gpu_neighbors.sentence_bleu(candidates, references, attention_mask=mask, reference_counts=counts,
-                                       weights=weights, smoothing="exp", vocab_size=vocab_size)
-    np.testing.assert_allclose(ours.numpy(), nltk_on_ids(candidates, references, mask, counts, weights, "exp"),
-                               rtol=0, atol=1e-9)
+    assert_random_ids_equal_nltk(1000, vocab_size, "exp")
 
 
 @pytest.mark.parametrize("weights", [(1.0,), (0.25,) * 4])
