@@ -20,7 +20,6 @@ pairs in one call. The sub-grid also checks that both give the same scores.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import time
@@ -34,6 +33,7 @@ from gpu_neighbors.core.tiling import MatrixReduction, reduce_tiles, resolve_dev
 from gpu_neighbors.kernels.bertscore import BertScoreKernel  # noqa: E402
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer  # noqa: E402
 from huse import huse_texts  # noqa: E402
+from per_core import kernel_arguments  # noqa: E402
 
 
 def model_path() -> str:
@@ -154,13 +154,9 @@ def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", type=int, default=300, help="training texts")
-    parser.add_argument("--candidates", type=int, default=300, help="candidate texts")
+    parser = kernel_arguments(__doc__, 300)
     parser.add_argument("--peer-grid", type=int, default=200, help="k of the peer's k x k sub-grid")
     parser.add_argument("--repeats", type=int, default=3, help="runs per timing; the fastest is kept")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
-    parser.add_argument("--device", default="auto")
     args = parser.parse_args()
     result = measure(
         train_size=args.train,

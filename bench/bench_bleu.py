@@ -34,7 +34,6 @@ against the fastest one.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import random
 import warnings
@@ -44,7 +43,7 @@ import torch
 
 from gpu_neighbors import NeighborsScorer
 from huse import spliced_texts
-from per_core import median, one_core, timed
+from per_core import kernel_arguments, median, one_core, timed
 
 WEIGHTS = (0.0, 1 / 3, 1 / 3, 1 / 3)
 
@@ -276,11 +275,7 @@ def peers_table(result: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", type=int, default=2000)
-    parser.add_argument("--candidates", type=int, default=2000)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
-    parser.add_argument("--device", default="auto")
+    parser = kernel_arguments(__doc__, 2000)
     args = parser.parse_args()
     result = measure(args.train, args.candidates, device=args.device, threads=args.threads or None)
     print(f"all-pairs BLEU*, {args.candidates} x {args.train} texts on {result['device']}, "

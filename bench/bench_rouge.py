@@ -13,7 +13,6 @@ against the fastest peer.
 """
 from __future__ import annotations
 
-import argparse
 import random
 import time
 from collections.abc import Callable
@@ -21,31 +20,15 @@ from collections.abc import Callable
 import torch
 from rouge_score.rouge_scorer import RougeScorer, _score_lcs
 
-from gpu_neighbors.core.tiling import MatrixReduction, TilePlan, default_memory_budget, reduce_tiles, resolve_device
+from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.kernels.rouge import RougeKernel
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 from huse import huse_texts
-from per_core import median, one_core, timed
+from per_core import kernel_arguments, median, one_core, time_all_pairs, timed
 
 def resampled_texts(count: int, rng: random.Random) -> list[str]:
     texts = huse_texts()
     return [rng.choice(texts) for _ in range(count)]
-
-
-def time_ours(train: list[str], candidates: list[str], device: torch.device):
-    """Seconds for all pairs, tiled as NeighborsScorer plans it for its default memory budget,
-    and the scores."""
-    start = time.perf_counter()
-    kernel = RougeKernel(tokenizer=WhitespaceTokenizer(), device=device)
-    kernel.fit(train)
-    plan = TilePlan.from_budget(
-        default_memory_budget(device), kernel.pair_bytes(), len(train), chunk_rows=None
-    )
-    scores = reduce_tiles(
-        lambda first, last: kernel.encode(candidates[first:last]), kernel.tile,
-        plan.chunks(len(candidates)), plan.blocks(len(train)), MatrixReduction(len(candidates), len(train)),
-    )
-    return time.perf_counter() - start, scores
 
 
 class WhitespaceSplit:
@@ -90,7 +73,8 @@ def measure(
     peer_runs: dict[str, list[float]] = {name: [] for name in peers}
     mismatches = dict.fromkeys(peers, 0)
     for repeat in range(repeats):
-        ours_seconds, scores = time_ours(train, candidates, resolved)
+        ours_seconds, scores = time_all_pairs(RougeKernel(tokenizer=WhitespaceTokenizer(), device=resolved),
+                                              train, candidates)
         ours_runs.append(ours_seconds)
         sample = [(rng.randrange(candidate_size), rng.randrange(train_size)) for _ in range(peer_pairs)]
         for name, score in peers.items():
@@ -124,11 +108,7 @@ def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", type=int, default=2000, help="training texts")
-    parser.add_argument("--candidates", type=int, default=2000, help="candidate texts")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
-    parser.add_argument("--device", default="auto")
+    parser = kernel_arguments(__doc__, 2000)
     args = parser.parse_args()
     result = measure(train_size=args.train, candidate_size=args.candidates, device=args.device,
                      threads=args.threads or None)

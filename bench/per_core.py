@@ -7,6 +7,7 @@ burst of load from other work on a shared machine hits both alike; the median is
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import statistics
@@ -40,3 +41,30 @@ def timed(run: Callable[[], Any]) -> tuple[float, Any]:
 
 def median(values: list[float]) -> float:
     return float(statistics.median(values))
+
+
+def time_all_pairs(kernel: Any, train: list[str], candidates: list[str]) -> tuple[float, Any]:
+    """(seconds, [candidates x train] scores) of a kernel fitted on `train` and run over every
+    pair, in the tiles NeighborsScorer plans for its default memory budget on the kernel's
+    device: fitting, tokenizing, encoding and copying the scores to the CPU included."""
+    from gpu_neighbors.core.tiling import MatrixReduction, TilePlan, default_memory_budget, reduce_tiles
+
+    start = time.perf_counter()
+    kernel.fit(train)
+    plan = TilePlan.from_budget(default_memory_budget(kernel.device), kernel.pair_bytes(), len(train), chunk_rows=None)
+    scores = reduce_tiles(
+        lambda first, last: kernel.encode(candidates[first:last]), kernel.tile,
+        plan.chunks(len(candidates)), plan.blocks(len(train)), MatrixReduction(len(candidates), len(train)),
+    )
+    return time.perf_counter() - start, scores
+
+
+def kernel_arguments(doc: str, pairs: int) -> argparse.ArgumentParser:
+    """The options every all-pairs kernel benchmark takes: sizes (`pairs` x `pairs` by default),
+    torch threads and the device."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--train", type=int, default=pairs, help="training texts")
+    parser.add_argument("--candidates", type=int, default=pairs, help="candidate texts")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    parser.add_argument("--device", default="auto")
+    return parser

@@ -1,6 +1,7 @@
 """Every benchmark in one command: `python bench/run_all.py` writes bench/results.md and PNGs.
 
-Each kernel against its peer library (bench_bleu, bench_rouge, bench_meteor, bench_bertscore:
+Each kernel against its peer library (bench_bleu, bench_rouge, bench_meteor, bench_bertscore,
+bench_tfidf:
 their `measure()` with its defaults), then the scale benchmark (bench_scale: 10^6 candidates
 through the CLI, scaling in C and |S|, peak memory), the host path (bench_host: 10^6
 candidates against 10 training texts, against the simplest read-and-write loop), then the
@@ -33,6 +34,7 @@ KERNEL_BENCHMARKS = (
     ("bench_rouge", "ROUGE-L"),
     ("bench_meteor", "METEOR"),
     ("bench_bertscore", "BERTScore"),
+    ("bench_tfidf", "TF-IDF cosine"),
 )
 STANDARD_KEYS = {"benchmark", "pairs", "ours_seconds", "peer", "peer_seconds", "peer_pairs", "ratio"}
 QUICK_SIZES = {"train_size": 300, "candidate_size": 300, "train": 300, "candidates": 300,
