@@ -370,15 +370,17 @@ class NeighborsScorer:
         its default estimator it measured level with the TF-IDF + ridge baseline on every
         development set, bench/quality.md), unless a setting of the paper's method is given --
         its rule (thresholds="paper", tau, min_neighbors, max_fraction, estimator="threshold")
-        or a BLEU* setting (smoothing, weights, a tokenizer other than whitespace, lowercase) --
-        which keeps the paper's BLEU*: what kernel=None meant before, so those calls give the
-        same numbers as ever and the token-id path keeps its kernel."""
+        or a BLEU* setting (smoothing, weights, a tokenizer other than whitespace, lowercase,
+        kernel_options: keyword arguments of the kernel kernel=None used to mean) -- which keeps
+        the paper's BLEU*: what kernel=None meant before, so those calls give the same numbers as
+        ever and the token-id path keeps its kernel."""
         if self.kernel is not None:
             return self.kernel
         bleu_settings = (
             any(getattr(self, name) is not None for name in BLEU_ONLY)
             or self.tokenizer != DEFAULTS["tokenizer"]
             or self.lowercase
+            or bool(self.kernel_options)
         )
         paper = self._asks_for_paper_rule() or self.estimator == "threshold" or bleu_settings
         return PAPER_KERNEL if paper else DEFAULT_KERNEL

@@ -182,7 +182,7 @@ SCORER_PARAMETERS = _table(
               "similarity kernel", optional=True,
               none_means=f"{DEFAULT_KERNEL} (TF-IDF cosine); {PAPER_KERNEL} (the paper's BLEU*) when a setting of "
                          "the paper's method is given: paper thresholds, tau, a, b, the threshold estimator, "
-                         "smoothing, weights, a tokenizer other than whitespace, or lowercase"),
+                         "smoothing, weights, a tokenizer other than whitespace, lowercase, or kernel options"),
     Parameter("tau", float, interval(), None, "similarity threshold", optional=True,
               none_means="the kernel's default: the paper's, or for tfidf (not in the paper) 0.03"),
     Parameter("min_neighbors", int, interval(1, integer=True), None,

@@ -269,6 +269,8 @@ def test_paper_mode_is_the_papers_rule_on_the_similarity_matrix(huse_texts, huse
     ({"weights": (0.25, 0.25, 0.25, 0.25)}, "bleu"),
     ({"tokenizer": "13a"}, "bleu"),
     ({"lowercase": True}, "bleu"),
+    ({"kernel_options": {"smoothing": "exp"}}, "bleu"),
+    ({"kernel_options": {}}, "tfidf"),
     ({"kernel": "rouge", "tau": 0.1}, "rouge"),
 ])
 def test_the_default_kernel_is_tfidf_unless_the_papers_method_is_asked_for(huse_texts, huse_scores, settings, kernel):
