@@ -35,6 +35,9 @@ from gpu_neighbors.core.neighbours import (
 from gpu_neighbors.core.tiling import Reduction, Tile
 
 NO_INDEX = -1
+# merge_top selects before sorting when k is at most 1/SELECT_SHARE of the entries: predict of
+# 20,000 x 2,000, one thread, 2.0x faster at k = 10 and 1.6x at k = 50 (BLEU* and tfidf alike).
+SELECT_SHARE = 4
 First = TypeVar("First")
 Second = TypeVar("Second")
 
@@ -62,10 +65,20 @@ class TopK:
 def merge_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: torch.Tensor) -> TopK:
     """The first k of each row of (similarity, index) [rows, n] in the order similarity
     descending, tie rank ascending (`tie_rank[index]`; empty slots, index past the training set,
-    last): two stable sorts, the second one by similarity. Ranks are distinct, so the order
-    is total."""
+    last). Ranks are distinct, so the order is total and the first k are one set: every entry
+    above the row's k-th largest similarity, then those equal to it with the lowest ranks. That
+    set is chosen by selections (`topk`, linear in n) on a priority that encodes exactly this
+    (0 above the k-th value, 1 + rank at it), and only its k entries are sorted; where k is a
+    large share of n (k = 1,000 of 3,000 measured no faster) every entry is sorted."""
+    rows, width = similarity.shape
     size = tie_rank.numel()
     rank = torch.where(index < size, tie_rank[index.clamp(max=max(size - 1, 0))], size)
+    if SELECT_SHARE * k <= width:
+        kth = torch.topk(similarity, k, dim=1, sorted=False).values.amin(dim=1, keepdim=True)
+        excluded = torch.iinfo(torch.int64).max
+        priority = torch.where(similarity > kth, 0, torch.where(similarity == kth, rank + 1, excluded))
+        chosen = torch.topk(priority, k, dim=1, largest=False, sorted=False).indices
+        similarity, index, rank = (torch.gather(values, 1, chosen) for values in (similarity, index, rank))
     by_rank = torch.sort(rank, dim=1, stable=True)
     similarity = torch.gather(similarity, 1, by_rank.indices)
     index = torch.gather(index, 1, by_rank.indices)

@@ -297,3 +297,27 @@ def test_a_tuning_sample_keeps_the_resolved_kernel(huse_texts, huse_scores, monk
     assert scorer.kernel_.name == "tfidf"
     assert scorer.tuning_ is not None and alone.tuning_ is not None
     assert scorer.tuning_.spearman == alone.tuning_.spearman
+
+
+@pytest.mark.parametrize("k", [1, 3, 10, 39, 40, 60])
+def test_merge_top_is_the_first_k_in_the_total_order(k):
+    """The k-th-value selection against a plain sort by (similarity descending, tie rank
+    ascending) on rows full of ties, excluded pairs (-inf) and empty slots (index past the
+    training set), including k at and above the row width."""
+    from gpu_neighbors.core.topk import merge_top
+
+    generator = torch.Generator().manual_seed(5)
+    size, rows, width = 30, 64, 40
+    tie_rank = torch.randperm(size, generator=generator)
+    similarity = torch.randint(0, 4, (rows, width), generator=generator).to(torch.float64) / 4  # 4 values: ties
+    similarity[torch.rand((rows, width), generator=generator) < 0.2] = -torch.inf
+    index = torch.randint(0, size + 3, (rows, width), generator=generator)  # >= size: empty slots
+    index[index >= size] = torch.iinfo(torch.int64).max
+    top = merge_top(similarity, index, k, tie_rank)
+    for row in range(rows):
+        entries = [(float(similarity[row, j]), int(index[row, j])) for j in range(width)]
+        ranked = sorted(entries, key=lambda entry: (-entry[0], int(tie_rank[entry[1]]) if entry[1] < size else size))
+        expected = ranked[:k]
+        assert top.similarity[row].tolist() == [entry[0] for entry in expected]
+        real = [entry[1] if entry[1] < size else None for entry in expected]
+        assert [value if value < size else None for value in top.index[row].tolist()] == real
