@@ -280,7 +280,14 @@ def _padded_words(lowered: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def _by_distinct(values: np.ndarray, function: Callable[[int], float]) -> np.ndarray:
-    """`function` (a float of an int, by `math`) of every value, evaluated once per distinct one."""
-    distinct, inverse = np.unique(values, return_inverse=True)
-    table = np.array([function(int(value)) for value in distinct.tolist()], dtype=np.float64)
-    return table[inverse.reshape(-1)] if values.size else np.zeros(0, dtype=np.float64)
+    """`function` (a float of an int, by `math`) of every value (non-negative int64: counts),
+    evaluated once per distinct one and looked up in a table indexed by the value (linear: a sort
+    of the values, as `np.unique` makes, was a third of `transform`'s time)."""
+    if values.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    present = np.zeros(int(values.max()) + 1, dtype=bool)
+    present[values] = True
+    table = np.zeros(present.size, dtype=np.float64)
+    distinct = np.flatnonzero(present)
+    table[distinct] = [function(int(value)) for value in distinct.tolist()]
+    return table[values]

@@ -230,3 +230,16 @@ def test_counting_in_parts_changes_no_bit(texts, monkeypatch):
         np.testing.assert_array_equal(ours.indptr, reference.indptr)
         np.testing.assert_array_equal(ours.indices, reference.indices)
         np.testing.assert_array_equal(ours.values, reference.values)
+
+
+def test_each_count_maps_through_math_exactly():
+    """tf and idf come from `math.log` of each distinct count, looked up by value: the same bits
+    as calling it on every element, in any order, repeated values and gaps included."""
+    import math
+
+    from gpu_neighbors.text.tfidf import _by_distinct
+
+    values = np.random.default_rng(3).integers(1, 5000, size=20_000) ** 2 % 7919 + 1
+    expected = np.array([1 + math.log(int(value)) for value in values])
+    np.testing.assert_array_equal(_by_distinct(values, lambda count: 1 + math.log(count)), expected)
+    assert _by_distinct(np.zeros(0, dtype=np.int64), math.log).size == 0
