@@ -33,7 +33,7 @@ from gpu_neighbors.core.tiling import MatrixReduction, reduce_tiles, resolve_dev
 from gpu_neighbors.kernels.bertscore import BertScoreKernel  # noqa: E402
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer  # noqa: E402
 from huse import huse_texts  # noqa: E402
-from per_core import kernel_arguments  # noqa: E402
+from per_core import kernel_arguments, measured  # noqa: E402
 
 
 def model_path() -> str:
@@ -158,14 +158,7 @@ def main() -> None:
     parser.add_argument("--peer-grid", type=int, default=200, help="k of the peer's k x k sub-grid")
     parser.add_argument("--repeats", type=int, default=3, help="runs per timing; the fastest is kept")
     args = parser.parse_args()
-    result = measure(
-        train_size=args.train,
-        candidate_size=args.candidates,
-        peer_grid=args.peer_grid,
-        repeats=args.repeats,
-        device=args.device,
-        threads=args.threads or None,
-    )
+    result = measured(args, measure, peer_grid=args.peer_grid, repeats=args.repeats)
     print(
         f"BERTScore F ({result['model']}) on all {result['pairs']:,} pairs of {result['texts']} distinct "
         f"texts, device {result['device']}, {result['torch_threads']} torch threads, best of {args.repeats}"

@@ -43,7 +43,7 @@ import torch
 
 from gpu_neighbors import NeighborsScorer
 from huse import spliced_texts
-from per_core import kernel_arguments, median, one_core, timed
+from per_core import kernel_arguments, measured, median, one_core, timed
 
 WEIGHTS = (0.0, 1 / 3, 1 / 3, 1 / 3)
 
@@ -277,7 +277,7 @@ def peers_table(result: dict) -> str:
 def main() -> None:
     parser = kernel_arguments(__doc__, 2000)
     args = parser.parse_args()
-    result = measure(args.train, args.candidates, device=args.device, threads=args.threads or None)
+    result = measured(args, measure)
     print(f"all-pairs BLEU*, {args.candidates} x {args.train} texts on {result['device']}, "
           f"{result['torch_threads']} torch thread(s), medians of 3")
     print(f"ours: {result['ours_seconds']:.3f} s, {result['ours_ns_per_pair']:.1f} ns/pair "

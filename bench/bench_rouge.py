@@ -24,7 +24,7 @@ from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.kernels.rouge import RougeKernel
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 from huse import huse_texts
-from per_core import kernel_arguments, median, one_core, time_all_pairs, timed
+from per_core import kernel_arguments, measured, median, one_core, time_all_pairs, timed
 
 def resampled_texts(count: int, rng: random.Random) -> list[str]:
     texts = huse_texts()
@@ -110,8 +110,7 @@ def measure(
 def main() -> None:
     parser = kernel_arguments(__doc__, 2000)
     args = parser.parse_args()
-    result = measure(train_size=args.train, candidate_size=args.candidates, device=args.device,
-                     threads=args.threads or None)
+    result = measured(args, measure)
     print(f"ROUGE-L F on all {result['pairs']:,} pairs (HUSE texts resampled), device "
           f"{result['device']}, {result['torch_threads']} torch thread(s), peers on one core, medians of 3")
     print(f"ours: {result['ours_seconds']:.2f} s, {result['ours_ns_per_pair']:.0f} ns/pair")

@@ -25,7 +25,7 @@ from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.kernels.tfidf import TfidfKernel
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 from huse import spliced_texts
-from per_core import kernel_arguments, median, one_core, time_all_pairs, timed
+from per_core import kernel_arguments, measured, median, one_core, time_all_pairs, timed
 
 
 def scikit_learn_all_pairs(train: list[str], candidates: list[str]) -> np.ndarray:
@@ -86,8 +86,7 @@ def measure(
 def main() -> None:
     parser = kernel_arguments(__doc__, 2000)
     args = parser.parse_args()
-    result = measure(train_size=args.train, candidate_size=args.candidates, device=args.device,
-                     threads=args.threads or None)
+    result = measured(args, measure)
     peer = result["peers"][0]
     print(f"TF-IDF cosine on all {result['pairs']:,} pairs (spliced HUSE texts), device {result['device']}, "
           f"{result['torch_threads']} torch thread(s), the peer on one core, medians of 3, fitting included")

@@ -68,3 +68,9 @@ def kernel_arguments(doc: str, pairs: int) -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument("--device", default="auto")
     return parser
+
+
+def measured(args: argparse.Namespace, measure: Callable[..., dict], **settings: Any) -> dict:
+    """`measure` run with the `kernel_arguments` options given on the command line (and `settings`)."""
+    return measure(train_size=args.train, candidate_size=args.candidates, device=args.device,
+                   threads=args.threads or None, **settings)

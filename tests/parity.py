@@ -77,3 +77,27 @@ def assert_tiling_invariant(
         else:
             assert torch.allclose(cut, whole, rtol=0, atol=atol), (list(blocks), list(chunks))
     return whole
+
+
+# (chunk_size, memory_budget) pairs: one candidate per chunk, small uneven tiles, the defaults.
+SCORER_TILINGS = ((1, None), (7, 20_000), (33, 200_000), (None, None))
+
+
+def assert_scorer_tiling_invariant(kernel: str, train: Sequence[str], scores: Sequence[float],
+                                   candidates: Sequence[str], leave_one_out: bool) -> None:
+    """A scorer with `kernel` gives the same similarities and estimates, bit for bit, whatever
+    its chunk size and memory budget: on `candidates`, or on the training set left one out."""
+    from gpu_neighbors import NeighborsScorer
+
+    results = []
+    for chunk_size, budget in SCORER_TILINGS:
+        scorer = NeighborsScorer(kernel=kernel, device="cpu", chunk_size=chunk_size, memory_budget=budget)
+        scorer.fit(train, scores)
+        similarity = scorer.train_similarity() if leave_one_out else scorer.similarity(candidates)
+        results.append((similarity, scorer.leave_one_out() if leave_one_out else scorer.predict(candidates)))
+    first_similarity, first = results[0]
+    assert np.isfinite(first.scores).sum() >= 10, "the test must find some neighbourhoods"
+    for similarity, other in results[1:]:
+        assert torch.equal(similarity, first_similarity)
+        np.testing.assert_array_equal(other.scores, first.scores)
+        np.testing.assert_array_equal(other.num_neighbors, first.num_neighbors)

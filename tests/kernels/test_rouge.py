@@ -14,7 +14,13 @@ from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels.rouge import BITS_PER_WORD, RougeKernel, add_words, popcount
 from gpu_neighbors.text.tokenizers import Sacrebleu13aTokenizer, WhitespaceTokenizer
-from parity import all_pairs, assert_matches_reference, assert_tiling_invariant, reference_matrix
+from parity import (
+    all_pairs,
+    assert_matches_reference,
+    assert_scorer_tiling_invariant,
+    assert_tiling_invariant,
+    reference_matrix,
+)
 
 CPU = torch.device("cpu")
 WORD_MODULUS = 1 << BITS_PER_WORD
@@ -159,16 +165,7 @@ def test_popcount_counts_bits():
 def test_scorer_results_do_not_depend_on_chunk_size(huse_texts, huse_scores, leave_one_out):
     train, scores = huse_texts[:120], huse_scores[:120]
     candidates = huse_texts[120:] + ADVERSARIAL_TEXTS
-    results = []
-    for chunk_size, budget in [(1, None), (7, 20_000), (33, 200_000), (None, None)]:
-        scorer = NeighborsScorer(kernel="rouge", device="cpu", chunk_size=chunk_size, memory_budget=budget)
-        scorer.fit(train, scores)
-        results.append(scorer.leave_one_out() if leave_one_out else scorer.predict(candidates))
-    first = results[0]
-    assert np.isfinite(first.scores).sum() >= 10, "the test must find some neighbourhoods"
-    for other in results[1:]:
-        np.testing.assert_array_equal(other.scores, first.scores)
-        np.testing.assert_array_equal(other.num_neighbors, first.num_neighbors)
+    assert_scorer_tiling_invariant("rouge", train, scores, candidates, leave_one_out)
 
 
 def test_scorer_similarity_is_rouge_score(huse_texts, huse_scores):

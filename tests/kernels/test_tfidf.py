@@ -15,7 +15,7 @@ from gpu_neighbors.evaluation import baselines
 from gpu_neighbors.kernels.tfidf import MAX_SQUARED_NORM, SCALE, TILE_SCALE, TfidfKernel, quantise
 from gpu_neighbors.text.tfidf import FeatureRows, TfidfFeatures
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
-from parity import all_pairs, assert_tiling_invariant
+from parity import all_pairs, assert_scorer_tiling_invariant, assert_tiling_invariant
 
 CPU = torch.device("cpu")
 MORE_ADVERSARIAL = [
@@ -145,17 +145,7 @@ def test_the_dense_head_changes_no_bit(huse_texts, monkeypatch):
 def test_scorer_same_bits_for_every_chunk_size_and_budget(huse_texts, huse_scores, leave_one_out):
     train, scores = huse_texts[:150], huse_scores[:150]
     candidates = huse_texts[150:] + MORE_ADVERSARIAL
-    results = []
-    for chunk_size, budget in [(1, None), (7, 20_000), (33, 200_000), (None, None)]:
-        scorer = NeighborsScorer(kernel="tfidf", device="cpu", chunk_size=chunk_size, memory_budget=budget)
-        scorer.fit(train, scores)
-        similarity = scorer.train_similarity() if leave_one_out else scorer.similarity(candidates)
-        results.append((similarity, scorer.leave_one_out() if leave_one_out else scorer.predict(candidates)))
-    first_similarity, first = results[0]
-    assert np.isfinite(first.scores).sum() >= 10
-    for similarity, other in results[1:]:
-        assert torch.equal(similarity, first_similarity)
-        np.testing.assert_array_equal(other.scores, first.scores)
+    assert_scorer_tiling_invariant("tfidf", train, scores, candidates, leave_one_out)
 
 
 def test_permuted_training_set_gives_the_same_bits(texts):
