@@ -31,10 +31,14 @@ table. Every exp and power is gathered from host tables sized by the padded widt
 
 Every shape comes from the inputs' shapes, and nothing reads device data on the host: no
 `.item()`, `nonzero`, `unique`, boolean-mask indexing or data-sized output, so on the token-id
-path a CUDA caller never waits (the text path tokenizes on the host, then runs the same code).
+path a CUDA caller never waits (the text path tokenizes on the host, then runs the same code) --
+but for inputs so wide that a brevity table of every length pair would pass
+BREVITY_TABLE_CELLS (candidate and reference widths of about 2,000 tokens each), whose penalties
+come from each row's own lengths read on the host.
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -54,6 +58,9 @@ KEY_BITS = 62  # bits of a non-negative int64 key that the fields may use
 # at 23 ns, 2^21 at 57 ns (2^18 int32 at 7 ns, 2^21 at 12 ns).
 CHUNK_ELEMENTS = 1 << 18
 TABLE_ENTRIES = 1 << 21  # cells of `_occurrence_columns`' table at once (4 MiB in int16)
+# Largest brevity table [candidate length, reference length] (float64: 32 MiB, widths of about
+# 2,000 tokens each); past it each row's penalty is computed from its own lengths on the host.
+BREVITY_TABLE_CELLS = 1 << 22
 
 References = Sequence[str] | Sequence[Sequence[str]] | torch.Tensor
 
@@ -73,12 +80,22 @@ class AlignedCounts:
     reference_width: int
 
     def sentence_bleu(self, weights: tuple[float, ...], smoothing: str) -> torch.Tensor:
-        """NLTK's sentence BLEU per row, from tables sized by the widths (no host read)."""
+        """NLTK's sentence BLEU per row, from tables sized by the widths (no host read), but for
+        the brevity penalty of inputs over BREVITY_TABLE_CELLS (`brevity_penalties`)."""
         device = self.matches.device
         tables = precision_tables(weights, smoothing, table_size(self.width + 1), device)
-        penalties = brevity_table(table_size(self.width + 1), table_size(self.reference_width + 1), device)
-        return bleu_of_rows(tables, self.matches, self.totals, self.lengths,
-                            penalties[self.lengths, self.reference_lengths])
+        return bleu_of_rows(tables, self.matches, self.totals, self.lengths, self.brevity_penalties())
+
+    def brevity_penalties(self) -> torch.Tensor:
+        """NLTK's brevity penalty per row, the same bits either way: gathered from a table of
+        every length pair the widths allow where that table is at most BREVITY_TABLE_CELLS, else
+        computed for each row's own pair on the host (a table grows with the square of the
+        widths: 6 GB at 10,000 tokens), which makes a CUDA caller wait for the lengths."""
+        sizes = table_size(self.width + 1), table_size(self.reference_width + 1)
+        if sizes[0] * sizes[1] <= BREVITY_TABLE_CELLS:
+            return brevity_table(*sizes, self.lengths.device)[self.lengths, self.reference_lengths]
+        penalties = brevity(self.lengths.cpu().numpy(), self.reference_lengths.cpu().numpy())
+        return torch.from_numpy(np.ascontiguousarray(penalties)).to(self.lengths.device)
 
     def corpus_bleu(self, weights: tuple[float, ...], smoothing: str) -> torch.Tensor:
         """NLTK's `corpus_bleu`: every statistic summed over the candidates first."""
@@ -97,7 +114,7 @@ def precision_tables(weights: tuple[float, ...], smoothing: str, size: int, devi
 @lru_cache(maxsize=4)
 def brevity_table(candidate_size: int, reference_size: int, device: torch.device) -> torch.Tensor:
     """NLTK's brevity penalty [candidate length, reference length] for lengths below the sizes
-    (float64: 13 MB at 1,280 x 1,280, so only the last few sizes are kept)."""
+    (float64: 13 MB at 1,280 x 1,280, at most 32 MiB, so only the last few sizes are kept)."""
     table = brevity(np.arange(candidate_size)[:, None], np.arange(reference_size)[None, :])
     return torch.from_numpy(np.ascontiguousarray(table)).to(device)
 
@@ -131,7 +148,7 @@ def sentence_bleu(
     (bench/results.md: 0.022 s against 0.035 s at 256 x 1,024).
     `smoothing`: "none" (NLTK method0), "epsilon" (method1), "add1" (method2), "exp" (method3).
     """
-    weights, smoothing = check_weights(weights), check_smoothing(smoothing)
+    weights, smoothing = check_aligned_weights(weights), check_smoothing(smoothing)
     counts = aligned_counts(candidates, references, len(weights), tokenizer=tokenizer,
                             attention_mask=attention_mask, reference_mask=reference_mask,
                             reference_counts=reference_counts, vocab_size=vocab_size, device=device)
@@ -155,11 +172,17 @@ def corpus_bleu(
     """Corpus BLEU (a float64 scalar tensor) of the same inputs as `sentence_bleu`, equal to
     NLTK's `corpus_bleu`, and to sacrebleu's BLEU / 100 where the tokenizers agree and every
     candidate has at least as many tokens as the highest order."""
-    weights, smoothing = check_weights(weights), check_smoothing(smoothing)
+    weights, smoothing = check_aligned_weights(weights), check_smoothing(smoothing)
     counts = aligned_counts(candidates, references, len(weights), tokenizer=tokenizer,
                             attention_mask=attention_mask, reference_mask=reference_mask,
                             reference_counts=reference_counts, vocab_size=vocab_size, device=device)
     return counts.corpus_bleu(weights, smoothing)
+
+
+def check_aligned_weights(weights: Sequence[float]) -> tuple[float, ...]:
+    """NLTK's rule for sentence BLEU's weights: one per order from 1, as many orders as given,
+    non-negative, any sum."""
+    return check_weights(weights, most_orders=None, normalised=False)
 
 
 def aligned_counts(
@@ -179,13 +202,13 @@ def aligned_counts(
         if not isinstance(references, torch.Tensor):
             raise TypeError("token-id candidates need token-id references (a tensor), not "
                             f"{type(references).__name__}")
-        if vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int)
-                                       or vocab_size < 1):
-            raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
         packed = pack_ids(candidates, references, attention_mask, reference_mask, reference_counts)
-        return count_packed(packed, orders, id_bound=vocab_size)
+        return count_packed(packed, orders, id_bound=None if vocab_size is None else _id_bound(vocab_size))
     if isinstance(references, torch.Tensor):
         raise TypeError("text candidates need text references, not a tensor")
+    if not isinstance(references, Sequence):
+        raise TypeError(f"references: expected a list (a string or a list of strings per candidate), "
+                        f"got {type(references).__name__}")
     if any(option is not None for option in (attention_mask, reference_mask, reference_counts, vocab_size)):
         raise ValueError("attention_mask, reference_mask, reference_counts and vocab_size go with token ids, "
                          "not texts")
@@ -207,6 +230,17 @@ class Packed:
     reference_columns: torch.Tensor
     reference_lengths: torch.Tensor
     valid: torch.Tensor
+
+
+def _id_bound(vocab_size: object) -> int:
+    """`vocab_size` as an int (numpy and 0-d tensor integers too), checked positive and below 2^63."""
+    try:
+        bound = operator.index(vocab_size)  # type: ignore[arg-type]
+    except TypeError:
+        bound = 0
+    if isinstance(vocab_size, bool) or not 1 <= bound < 1 << 63:
+        raise ValueError(f"vocab_size must be a positive integer below 2^63, got {vocab_size!r}")
+    return bound
 
 
 def pack_texts(
@@ -253,7 +287,8 @@ def pack_texts(
 
 def _texts(items: object, what: str) -> list[str]:
     if isinstance(items, str) or not isinstance(items, Sequence):
-        raise TypeError(f"{what}: expected a list of strings, got {type(items).__name__}")
+        tensors = " (or token ids: a tensor)" if what == "candidates" else ""
+        raise TypeError(f"{what}: expected a list of strings{tensors}, got {type(items).__name__}")
     for index, item in enumerate(items):
         if not isinstance(item, str):
             raise TypeError(f"{what}[{index}]: expected a string, got {type(item).__name__}")
@@ -272,15 +307,17 @@ def pack_ids(
     candidates: torch.Tensor, references: torch.Tensor, attention_mask: torch.Tensor | None,
     reference_mask: torch.Tensor | None, reference_counts: torch.Tensor | None,
 ) -> Packed:
-    """Token-id inputs checked (shapes, dtypes, devices: host metadata only) and packed."""
+    """Token-id inputs checked (types, shapes, dtypes, devices: host metadata only) and packed.
+    No reference slot at all ([batch, 0, length]) is every candidate without a reference."""
+    for name, tensor in (("attention_mask", attention_mask), ("reference_mask", reference_mask),
+                         ("reference_counts", reference_counts)):
+        if tensor is not None and not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name}: expected a tensor, got {type(tensor).__name__}")
     if candidates.dim() != 2 or candidates.dtype.is_floating_point or candidates.dtype == torch.bool:
         raise ValueError(f"candidates: token ids must be an integer tensor [batch, length], "
                          f"got {candidates.dtype} {tuple(candidates.shape)}")
     rows = candidates.shape[0]
-    if references.dim() == 2:
-        references = references[:, None, :]
-        reference_mask = None if reference_mask is None else reference_mask[:, None, :]
-    if (references.dim() != 3 or references.shape[0] != rows or references.dtype.is_floating_point
+    if (references.dim() not in (2, 3) or references.shape[0] != rows or references.dtype.is_floating_point
             or references.dtype == torch.bool):
         raise ValueError(f"references: token ids must be an integer tensor [batch, length] or "
                          f"[batch, references, length] with batch = {rows}, got {references.dtype} "
@@ -289,12 +326,21 @@ def pack_ids(
                             ("reference_mask", reference_mask, references)):
         if mask is not None and mask.shape != ids.shape:
             raise ValueError(f"{name}: shape {tuple(mask.shape)} differs from its ids' {tuple(ids.shape)}")
+    if reference_counts is not None and (reference_counts.shape != (rows,) or reference_counts.dtype.is_floating_point
+                                         or reference_counts.dtype == torch.bool):
+        raise ValueError(f"reference_counts: expected an integer tensor of shape ({rows},), got "
+                         f"{reference_counts.dtype} {tuple(reference_counts.shape)}")
+    if references.dim() == 2:
+        references = references[:, None, :]
+        reference_mask = None if reference_mask is None else reference_mask[:, None, :]
+    if references.shape[1] == 0:  # no slot: one empty one, which no candidate has
+        references = references.new_zeros((rows, 1, references.shape[2]))
+        reference_mask = None
+        reference_counts = torch.zeros(rows, dtype=torch.int64, device=candidates.device)
     slots = references.shape[1]
     if reference_counts is None:
         valid = torch.ones((rows, slots), dtype=torch.bool, device=candidates.device)
     else:
-        if reference_counts.shape != (rows,):
-            raise ValueError(f"reference_counts: expected shape ({rows},), got {tuple(reference_counts.shape)}")
         valid = torch.arange(slots, device=candidates.device)[None, :] < reference_counts[:, None].to(candidates.device)
     for tensor in (references, attention_mask, reference_mask):
         if tensor is not None and tensor.device != candidates.device:
@@ -362,11 +408,11 @@ def _clipped_matches(packed: Packed, first: int, last: int, orders: int, id_boun
         fields = fields + (slots + 1)
     else:
         fields, bits = _dense_fields(fields, bound, slots + 1), (width - 1).bit_length()
-        if bits * orders + segment_bits > KEY_BITS:
-            raise ValueError(f"a candidate with its references spans {width} token positions; "
-                             f"{orders}-gram keys fit at most {1 << ((KEY_BITS - segment_bits) // orders)}")
+    if bits * orders + segment_bits > KEY_BITS:
+        words, per_word, sorted_segment = _sorted_words(fields, segment, orders, bits)
+        return _count_clipped(words, per_word, orders, bits, 0, slots + 1, sorted_segment)
     keys = _sorted_keys(fields, segment, orders, bits, segment_bits)
-    return _count_clipped(keys, orders, bits, segment_bits, slots + 1)
+    return _count_clipped([keys], orders, orders, bits, segment_bits, slots + 1)
 
 
 def _segment_fields(packed: Packed, first: int, last: int, orders: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -456,10 +502,14 @@ def _sorted_keys(fields: torch.Tensor, segment: torch.Tensor, orders: int, bits:
     carry the row in their high bits, which adjacent keys of one row share."""
     rows, width = fields.shape
     key_bits = bits * orders + segment_bits
-    if rows > 1 and _row_bits(rows) + key_bits > KEY_BITS:
-        return torch.sort(_gram_keys(fields, segment, orders, bits, segment_bits, None), dim=1)[0]
-    row = torch.arange(rows, device=fields.device)[:, None] << bits if rows > 1 else None
-    keys = _gram_keys(fields, segment, orders, bits, segment_bits, row).view(-1)
+    flat = rows == 1 or _row_bits(rows) + key_bits <= KEY_BITS
+    row = torch.arange(rows, device=fields.device)[:, None] << bits if flat and rows > 1 else None
+    keys = _gram_keys(fields, 0, orders, bits, row)
+    keys <<= segment_bits
+    keys.bitwise_or_(segment)
+    if not flat:
+        return torch.sort(keys, dim=1)[0]
+    keys = keys.view(-1)
     if _row_bits(rows) + key_bits <= 31:
         keys = keys.to(torch.int32)
     return torch.sort(keys)[0].view(rows, width)
@@ -488,36 +538,62 @@ def _ranks(values: torch.Tensor, bits: int | None) -> torch.Tensor:
     return torch.empty_like(values, dtype=torch.int64).scatter_(1, columns, torch.cumsum(changed, dim=1))
 
 
-def _gram_keys(fields: torch.Tensor, segment: torch.Tensor, orders: int, bits: int, segment_bits: int,
-               row: torch.Tensor | None) -> torch.Tensor:
-    """int64 [rows, W]: the n-grams of every order starting at each column as one key, field j
-    (from the top) the field `j` columns further on (0 past the row's end, inside the last
-    segment's extra columns), so that equal n-grams share their top n fields; the column's
-    segment in the low `segment_bits`, so that the sort brings it along (no gather by position);
-    and `row` [rows, 1] (already shifted by `bits`), if given, above the fields."""
+def _gram_keys(fields: torch.Tensor, first: int, count: int, bits: int, row: torch.Tensor | None = None) -> torch.Tensor:
+    """int64 [rows, W]: fields `first` .. `first` + `count` - 1 of the n-grams starting at each
+    column as one key, field j (from the top) the field `first` + j columns further on (0 past
+    the row's end, inside the last segment's extra columns), so that equal n-grams share their top
+    fields; and `row` [rows, 1] (already shifted by `bits`), if given, above them (first = 0)."""
     fields = fields.long()  # int64 first: shifts and ors of int64 are vectorised, mixed dtypes not (2x)
-    keys = fields.clone() if row is None else fields + row
     width = fields.shape[1]
-    for offset in range(1, orders):
+    if first == 0:
+        keys = fields.clone() if row is None else fields + row
+    else:
+        keys = torch.zeros_like(fields)
+        keys[:, : max(width - first, 0)] = fields[:, first:]
+    for offset in range(first + 1, first + count):
         keys <<= bits
         if offset < width:
             keys[:, : width - offset] |= fields[:, offset:]
-    keys <<= segment_bits
-    return keys.bitwise_or_(segment)
+    return keys
 
 
-def _count_clipped(keys: torch.Tensor, orders: int, bits: int, segment_bits: int, segments: int) -> torch.Tensor:
-    """int64 [rows, orders] from each row's sorted keys: per order, a key whose top n fields
-    differ from the previous key's starts a new n-gram, a cumulative sum numbers the n-grams,
-    one scatter-add counts each in its segment's counters (int16 where the width allows), and
-    min(candidate, max over references) is summed. One order at a time, in buffers reused across
-    orders (on the CPU, stacking the orders was slower: four times the memory traffic, out of
-    cache)."""
-    rows, width = keys.shape
-    device = keys.device
+def _sorted_words(fields: torch.Tensor, segment: torch.Tensor, orders: int,
+                  bits: int) -> tuple[list[torch.Tensor], int, torch.Tensor]:
+    """Where one int64 cannot hold the key of every order (a candidate with its references past
+    about 16,000 tokens at 4 orders, or many orders): the key as words of at most KEY_BITS // bits
+    fields (`_gram_keys`), each row sorted by them in order by stable sorts from the last word to
+    the first; the sorted words, the fields per word, and each sorted position's segment. Slower
+    than one flat sort (argsorts and gathers of rows), and as exact."""
+    rows, width = fields.shape
+    per_word = max(KEY_BITS // bits, 1)
+    words = [_gram_keys(fields, first, min(per_word, orders - first), bits) for first in range(0, orders, per_word)]
+    order = None  # the permutation that sorts each row by the words seen so far (last first)
+    for word in reversed(words):
+        index = torch.sort(word if order is None else word.gather(1, order), dim=1, stable=True)[1]
+        order = index if order is None else order.gather(1, index)
+    assert order is not None
+    return [word.gather(1, order) for word in words], per_word, segment.expand(rows, width).gather(1, order)
+
+
+def _count_clipped(words: list[torch.Tensor], per_word: int, orders: int, bits: int, segment_bits: int,
+                   segments: int, segment: torch.Tensor | None = None) -> torch.Tensor:
+    """int64 [rows, orders] from each row's sorted keys, `words` of `per_word` fields each (the
+    usual case: one word holding every field, with the segment in its low `segment_bits`; else
+    `segment` gives each sorted position's): per order n, a key whose top n fields differ from
+    the previous key's starts a new n-gram, a cumulative sum numbers the n-grams, one scatter-add
+    counts each in its segment's counters (int16 where the width allows), and min(candidate, max
+    over references) is summed. One order at a time, in buffers reused across orders (on the
+    CPU, stacking the orders was slower: four times the memory traffic, out of cache)."""
+    rows, width = words[0].shape
+    device = words[0].device
     dtype = torch.int16 if width < 1 << 15 else torch.int32
-    differ = keys[:, 1:] ^ keys[:, :-1]
-    counters = (keys & ((1 << segment_bits) - 1)) * width  # the first counter of each key's segment
+    differs = [word[:, 1:] ^ word[:, :-1] for word in words]
+    earlier: list[torch.Tensor] = []  # [j - 1]: where a word before word j differs
+    for differ in differs[:-1]:
+        earlier.append(differ != 0 if not earlier else earlier[-1] | (differ != 0))
+    if segment is None:
+        segment = words[-1] & ((1 << segment_bits) - 1)
+    counters = segment * width  # the first counter of each key's segment
     new = torch.zeros((rows, width), dtype=torch.int64, device=device)
     ones = torch.ones((rows, width), dtype=dtype, device=device)
     counts = torch.empty((rows, segments * width), dtype=dtype, device=device)
@@ -525,7 +601,12 @@ def _count_clipped(keys: torch.Tensor, orders: int, bits: int, segment_bits: int
     references = counts[:, width:] if segments == 2 else counts.view(rows, segments, width)[:, 1:]
     clipped = []
     for order in range(1, orders + 1):
-        torch.ge(differ, 1 << (bits * (orders - order) + segment_bits), out=new[:, 1:])
+        word, field = divmod(order - 1, per_word)
+        below = bits * (min(per_word, orders - word * per_word) - field - 1)  # bits of later fields
+        low = segment_bits if word == len(words) - 1 else 0
+        torch.ge(differs[word], 1 << (below + low), out=new[:, 1:])
+        if word:
+            new[:, 1:] |= earlier[word - 1]
         index = torch.cumsum(new, dim=1).add_(counters)
         counts.zero_().scatter_add_(1, index, ones)
         most = references if segments == 2 else references.amax(dim=1)  # one reference: its counts

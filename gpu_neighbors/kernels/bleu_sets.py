@@ -10,6 +10,7 @@ in the number of n-grams of the set, not quadratic in its size.
 """
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -22,15 +23,20 @@ from gpu_neighbors.text.vocabulary import Vocabulary
 BLEU4_WEIGHTS = (0.25, 0.25, 0.25, 0.25)
 
 
-def check_weights(weights: Sequence[float]) -> tuple[float, ...]:
-    """1 to 4 non-negative weights, one per n-gram order from 1, summing to 1."""
+def check_weights(weights: Sequence[float], *, most_orders: int | None = 4, normalised: bool = True) -> tuple[float, ...]:
+    """Non-negative weights, one per n-gram order from 1: at least one, at most `most_orders`
+    (None: any number), summing to 1 where `normalised`. The neighbour kernels and Self-BLEU keep
+    1-4 weights summing to 1; aligned BLEU takes any, as NLTK's `sentence_bleu` does."""
     values = tuple(weights)
-    if not 1 <= len(values) <= 4:
-        raise ValueError(f"weights: give 1 to 4 weights (one per n-gram order), not {len(values)}")
+    if not values or (most_orders is not None and len(values) > most_orders):
+        expected = "at least one weight" if most_orders is None else f"1 to {most_orders} weights"
+        raise ValueError(f"weights: give {expected} (one per n-gram order), not {len(values)}")
     for value in values:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError(f"weights must be non-negative numbers, not {value!r}")
-    if abs(sum(values) - 1.0) > 1e-6:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"weights must be real numbers, not {value!r} ({type(value).__name__})")
+        if not value >= 0:
+            raise ValueError(f"weights must be non-negative, not {value!r}")
+    if normalised and abs(sum(values) - 1.0) > 1e-6:
         raise ValueError(f"weights must sum to 1, not {sum(values):g} ({', '.join(map(str, values))})")
     return tuple(float(value) for value in values)
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from gpu_neighbors.kernels.aligned_bleu import References, aligned_counts
-from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts, check_weights
+from gpu_neighbors.kernels.aligned_bleu import References, aligned_counts, check_aligned_weights
+from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts
 from gpu_neighbors.kernels.bleu_tables import check_smoothing
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
@@ -106,7 +106,7 @@ class AlignedBleu(Metric):
                  tokenizer: str | Tokenizer = "whitespace", vocab_size: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
-        self.weights = check_weights(weights)
+        self.weights = check_aligned_weights(weights)
         self.smoothing = check_smoothing(smoothing)
         self.tokenizer = make_tokenizer(tokenizer)
         orders = len(self.weights)

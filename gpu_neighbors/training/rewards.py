@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpu_neighbors.kernels.aligned_bleu import sentence_bleu
-from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, check_weights
+from gpu_neighbors.kernels.aligned_bleu import check_aligned_weights, sentence_bleu
+from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 from gpu_neighbors.kernels.bleu_tables import check_smoothing
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
@@ -34,7 +34,7 @@ class BleuReward:
     tokenizer: str | Tokenizer = "whitespace"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "weights", check_weights(self.weights))
+        object.__setattr__(self, "weights", check_aligned_weights(self.weights))
         check_smoothing(self.smoothing)
         object.__setattr__(self, "tokenizer", make_tokenizer(self.tokenizer))
 

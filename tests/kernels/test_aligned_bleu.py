@@ -209,8 +209,49 @@ def test_clear_errors():
         gpu_neighbors.sentence_bleu(torch.zeros((2, 3)), torch.zeros((2, 3), dtype=torch.long))
     with pytest.raises(ValueError, match="smoothing must be one of"):
         gpu_neighbors.sentence_bleu(["a"], ["a"], smoothing="floor")
-    with pytest.raises(ValueError, match="weights must sum to 1"):
-        gpu_neighbors.sentence_bleu(["a"], ["a"], weights=(0.5, 0.2))
+    with pytest.raises(TypeError, match="references: expected a list"):
+        gpu_neighbors.sentence_bleu(["a"], (text for text in ["a"]))
+    with pytest.raises(TypeError, match=r"candidates: expected a list of strings \(or token ids: a tensor\)"):
+        gpu_neighbors.sentence_bleu(np.array(["a"]), ["a"])
+
+
+def test_token_id_errors_name_the_argument_as_passed():
+    ids = torch.zeros((2, 5), dtype=torch.long)
+    with pytest.raises(TypeError, match="attention_mask: expected a tensor, got list"):
+        gpu_neighbors.sentence_bleu(ids, ids, attention_mask=[[1] * 5] * 2)
+    with pytest.raises(TypeError, match="reference_counts: expected a tensor, got list"):
+        gpu_neighbors.sentence_bleu(ids, ids, reference_counts=[1, 1])
+    with pytest.raises(ValueError, match=r"reference_counts: expected an integer tensor of shape \(2,\), "
+                                         r"got torch.float32 \(2,\)"):
+        gpu_neighbors.sentence_bleu(ids, ids, reference_counts=torch.tensor([1.5, 0.5]))
+    with pytest.raises(ValueError, match=r"reference_mask: shape \(2, 4\) differs from its ids' \(2, 5\)"):
+        gpu_neighbors.sentence_bleu(ids, ids, reference_mask=torch.ones((2, 4)))
+    with pytest.raises(ValueError, match=r"batch = 2, got torch.int64 \(1, 5\)"):
+        gpu_neighbors.sentence_bleu(ids, ids[:1])
+
+
+def test_no_reference_slot_at_all_scores_zero():
+    ids = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])
+    none = torch.zeros((2, 0, 5), dtype=torch.long)
+    assert gpu_neighbors.sentence_bleu(ids, none).tolist() == [0.0, 0.0]
+    assert gpu_neighbors.sentence_bleu(ids, none, reference_mask=torch.ones((2, 0, 5))).tolist() == [0.0, 0.0]
+    assert gpu_neighbors.corpus_bleu(ids, none).item() == 0.0
+
+
+@pytest.mark.parametrize("weights", [(0.2, 0.2, 0.2, 0.2, 0.1, 0.1), (0.5, 0.2), (0.0, 0.0, 2.0), (0.0,)])
+@pytest.mark.parametrize("smoothing", list(NLTK_SMOOTHING))
+def test_weights_as_nltk_takes_them(pairs, weights, smoothing):
+    """More than four orders, and weights that do not sum to 1: NLTK computes them, so do we."""
+    candidates, references = pairs
+    ours = gpu_neighbors.sentence_bleu(candidates, references, weights=weights, smoothing=smoothing)
+    np.testing.assert_allclose(ours.numpy(), nltk_sentence(candidates, references, weights, smoothing),
+                               rtol=0, atol=1e-9)
+    candidates_ids, references_ids, mask = random_ids(6, 40, 4)
+    counts = torch.tensor([2, 1] * 3)
+    ours = gpu_neighbors.sentence_bleu(candidates_ids, references_ids, attention_mask=mask, reference_counts=counts,
+                                       weights=weights, smoothing=smoothing)
+    np.testing.assert_allclose(ours.numpy(), nltk_on_ids(candidates_ids, references_ids, mask, counts, weights,
+                                                         smoothing), rtol=0, atol=1e-9)
 
 
 def random_ids(rows: int, length: int, vocabulary: int,
@@ -293,19 +334,48 @@ def test_vocab_size_is_checked():
         expected.numpy())
     with pytest.raises(RuntimeError, match=r"token ids must be below vocab_size \(49\)"):
         gpu_neighbors.sentence_bleu(candidates, references, vocab_size=49)
-    with pytest.raises(ValueError, match="vocab_size must be a positive int"):
-        gpu_neighbors.sentence_bleu(candidates, references, vocab_size=0)
+    for bad in (0, -3, 1 << 64, True, 2.0, "50"):
+        with pytest.raises(ValueError, match="vocab_size must be a positive integer below 2\\^63"):
+            gpu_neighbors.sentence_bleu(candidates, references, vocab_size=bad)
+    for integer in (np.int64(50), torch.tensor(50)):  # the tokenizer's size, however it is held
+        np.testing.assert_array_equal(
+            gpu_neighbors.sentence_bleu(candidates, references, attention_mask=mask, vocab_size=integer).numpy(),
+            expected.numpy())
     with pytest.raises(ValueError, match="go with token ids"):
         gpu_neighbors.sentence_bleu(["a"], ["a"], vocab_size=5)
 
 
-def test_rows_too_wide_for_one_key(monkeypatch):
-    monkeypatch.setattr(aligned_bleu, "KEY_BITS", 21)  # 4 fields of 5 bits and the segment bit
-    narrow = torch.arange(10)[None]  # 2 x (10 + 3) positions: ranks below 32 fit
-    assert gpu_neighbors.sentence_bleu(narrow, narrow).tolist() == [1.0]
-    wide = torch.arange(20)[None]
-    with pytest.raises(ValueError, match="spans 46 token positions; 4-gram keys fit at most 32"):
-        gpu_neighbors.sentence_bleu(wide, wide)
+@pytest.mark.parametrize("key_bits", [21, 16, 9, 4])  # 2, 2, 1 and (< one field) 1 fields per word
+@pytest.mark.parametrize("vocabulary, vocab_size", [(3, None), (40, 64), (1000, None)])
+def test_rows_too_wide_for_one_key_sort_by_words(monkeypatch, key_bits, vocabulary, vocab_size):
+    """Where one int64 cannot hold the key of every order, rows are sorted by several words (the
+    path of a candidate with its references past ~16,000 tokens): equal to NLTK all the same."""
+    monkeypatch.setattr(aligned_bleu, "KEY_BITS", key_bits)
+    assert_random_ids_equal_nltk(vocabulary, vocab_size, "epsilon")
+
+
+def test_a_candidate_with_references_past_one_key_equals_nltk():
+    """4 x 4,000 ids with 4 references: 20,015 positions, 15 bits a field, no 4-gram key in
+    62 bits; with and without vocab_size (the two used to differ: one raised)."""
+    generator = torch.Generator().manual_seed(1)
+    candidates = torch.randint(0, 50, (1, 4000), generator=generator)
+    references = torch.randint(0, 50, (1, 4, 4000), generator=generator)
+    expected = nltk_on_ids(candidates, references, torch.ones_like(candidates, dtype=torch.bool), torch.tensor([4]),
+                           (0.25,) * 4, "none")
+    for vocab_size in (None, 50):
+        ours = gpu_neighbors.sentence_bleu(candidates, references, vocab_size=vocab_size)
+        np.testing.assert_allclose(ours.numpy(), expected, rtol=0, atol=1e-9)
+
+
+def test_brevity_from_each_rows_lengths_equals_the_table(monkeypatch):
+    """Past BREVITY_TABLE_CELLS each row's penalty is computed from its own lengths (a table of
+    every length pair grows with the square of the widths): the same bits as the table's."""
+    candidates, references, mask = random_ids(24, 60, 40)
+    counts = torch.tensor([2, 1, 2] * 8)
+    tabled = gpu_neighbors.sentence_bleu(candidates, references, attention_mask=mask, reference_counts=counts)
+    monkeypatch.setattr(aligned_bleu, "BREVITY_TABLE_CELLS", 0)
+    assert torch.equal(gpu_neighbors.sentence_bleu(candidates, references, attention_mask=mask,
+                                                   reference_counts=counts), tabled)
 
 
 @pytest.mark.parametrize("vocab_size", [None, 5])

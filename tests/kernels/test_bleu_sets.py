@@ -72,11 +72,29 @@ def test_closest_other_length_prefers_the_shorter_on_a_tie():
 
 @pytest.mark.parametrize("weights, message", [
     ((), "give 1 to 4 weights"), ((0.2,) * 5, "give 1 to 4 weights"), ((0.5, 0.4), "must sum to 1"),
-    ((1.5, -0.5), "non-negative"), ((True,), "non-negative numbers"),
+    ((1.5, -0.5), "non-negative"), ((float("nan"),), "non-negative"),
 ])
 def test_bad_weights_are_named(weights, message):
     with pytest.raises(ValueError, match=message):
         check_weights(weights)
+
+
+@pytest.mark.parametrize("weight", [True, "0.5", None])
+def test_a_weight_that_is_not_a_number_is_named_with_its_type(weight):
+    with pytest.raises(TypeError, match=f"real numbers, not {weight!r} \\({type(weight).__name__}\\)"):
+        check_weights((weight,))
+
+
+def test_numpy_numbers_are_weights_and_come_back_as_floats():
+    weights = check_weights((np.float32(0.5), np.float64(0.25), np.int64(0), 0.25))
+    assert weights == (0.5, 0.25, 0.0, 0.25) and all(type(value) is float for value in weights)
+
+
+def test_nltks_rule_takes_any_number_of_orders_and_any_sum():
+    assert check_weights((0.2,) * 6, most_orders=None, normalised=False) == (0.2,) * 6
+    assert check_weights((0.25, 0.25), most_orders=None, normalised=False) == (0.25, 0.25)
+    with pytest.raises(ValueError, match="give at least one weight"):
+        check_weights((), most_orders=None, normalised=False)
 
 
 def test_one_text_is_not_a_set():
