@@ -9,6 +9,7 @@ consuming them, so every kernel shares this one pipeline.
 from __future__ import annotations
 
 import functools
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -256,6 +257,11 @@ class NeighborsScorer:
                 default_tau=self.tau_, estimator=self._estimator(), base=self.thresholds_,
             )
             self._use(self.tuning_.thresholds)
+            if not self.tuning_.spearman > 0:
+                warn(f"tuning found no setting whose leave-one-out estimates rank the training texts as "
+                     f"their scores do (best Spearman rho {self.tuning_.spearman:.2f}): on this training set the "
+                     "estimates say nothing about quality; check that each score belongs to its text, or try "
+                     "another kernel")
         if self.estimator_ == "ridge":
             self._fit_ridge(sample_pass or self._tuning_pass(texts))
         self.calibration_ = self._calibrate(texts)
@@ -316,7 +322,7 @@ class NeighborsScorer:
             requirement = f"in [0, 1] for the {self.kernel_name} kernel (its similarities lie there)"
             raise ParameterError(SCORER_PARAMETERS["tau"], self.tau, requirement)
         if self._estimator() == "ridge" and len(texts) < 2:
-            requirement = f"another estimator for {len(texts)} training text: kernel ridge fits on at least 2"
+            requirement = f"topk or threshold for {len(texts)} training text (kernel ridge fits on at least 2)"
             raise ParameterError(SCORER_PARAMETERS["estimator"], "ridge", requirement)
         needed = PAPER_MIN_NEIGHBORS if self.min_neighbors is None else self.min_neighbors
         if self._estimator() == "threshold" and needed > len(texts):
@@ -885,7 +891,7 @@ class ScoreError(ValueError):
         self.index = index
         self.reason = reason
         self.setting = setting
-        super().__init__(f"scores[{index}] {self.explain(setting)}")
+        super().__init__(f"scores[{index}]: {self.explain(setting)}")
 
     def explain(self, setting_name: str | None) -> str:
         """The reason, naming `setting` as the caller knows it (the CLI: by its flag)."""
@@ -895,24 +901,27 @@ class ScoreError(ValueError):
 def _validate_scores(
     scores: Sequence[float] | np.ndarray, count: int, score_range: tuple[float, float] | None
 ) -> np.ndarray:
-    try:
-        quality = np.asarray(scores, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError("scores must be numbers") from None
+    if isinstance(scores, torch.Tensor):
+        scores = scores.detach().cpu().numpy()
+    if not (isinstance(scores, np.ndarray) and scores.dtype.kind in "iuf"):
+        for index, value in enumerate(scores):  # a string "0.5" would convert silently
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+                raise ScoreError(index, f"{value!r} ({type(value).__name__}) is not a number")
+    quality = np.asarray(scores, dtype=np.float64)
     if quality.ndim != 1:
         raise ValueError(f"scores must be one-dimensional, got shape {quality.shape}")
     if quality.size != count:
         raise ValueError(f"{count} training texts but {quality.size} scores: lengths must match")
     bad = np.flatnonzero(~np.isfinite(quality))
     if bad.size:
-        raise ScoreError(int(bad[0]), f"is {quality[bad[0]]}: every score must be a finite number")
+        raise ScoreError(int(bad[0]), f"{quality[bad[0]]} is not a finite number")
     if score_range is not None:
         low, high = score_range
         outside = np.flatnonzero((quality < low) | (quality > high))
         if outside.size:
             raise ScoreError(
                 int(outside[0]),
-                f"is {quality[outside[0]]:g}, outside the score range [{low:g}, {high:g}]: "
+                f"{quality[outside[0]]:g} is outside the score range [{low:g}, {high:g}]: "
                 "rescale the scores (the paper maps them to [0, 1])",
                 setting="score_range",
             )

@@ -130,16 +130,29 @@ def test_device_auto_picks_cpu_without_cuda():
     [
         ([], [], "empty training set"),
         (["a b", "c d"], [0.5], "lengths must match"),
-        (["a b", "c d"], [0.5, float("nan")], r"scores\[1\] is nan"),
-        (["a b", "c d"], [0.5, float("inf")], "finite"),
-        (["a b", "c d"], [0.5, "high"], "numbers"),
-        (["a b", "c d"], [0.5, 1.5], r"scores\[1\] is 1.5, outside the score range \[0, 1\]"),
-        (["a b", "c d"], [-0.1, 0.5], r"scores\[0\] is -0.1, outside"),
+        (["a b", "c d"], [0.5, float("nan")], r"scores\[1\]: nan is not a finite number"),
+        (["a b", "c d"], [0.5, float("inf")], r"scores\[1\]: inf is not a finite number"),
+        (["a b", "c d"], [0.5, "high"], r"scores\[1\]: 'high' \(str\) is not a number"),
+        (["a b", "c d"], ["0.1", "0.2"], r"scores\[0\]: '0.1' \(str\) is not a number"),
+        (["a b", "c d"], [0.5, True], r"scores\[1\]: True \(bool\) is not a number"),
+        (["a b", "c d"], [0.5, None], r"scores\[1\]: None \(NoneType\) is not a number"),
+        (["a b", "c d"], [0.5, 1.5], r"scores\[1\]: 1.5 is outside the score range \[0, 1\]"),
+        (["a b", "c d"], [-0.1, 0.5], r"scores\[0\]: -0.1 is outside"),
     ],
 )
 def test_bad_training_input_is_refused_clearly(texts, scores, message):
     with pytest.raises(ValueError, match=message):
         NeighborsScorer().fit(texts, scores)
+
+
+def test_scores_as_numpy_numbers_or_a_tensor():
+    texts = ["a b", "c d", "a d"]
+    expected = NeighborsScorer().fit(texts, [0.25, 0.5, 1.0]).train_scores_
+    for scores in ([np.float32(0.25), np.int64(0) + 0.5, 1], np.array([0.25, 0.5, 1.0], dtype=np.float32),
+                   torch.tensor([0.25, 0.5, 1.0]), np.array([0, 1, 1])):
+        fitted = NeighborsScorer().fit(texts, scores).train_scores_
+        assert fitted.dtype == np.float64 and fitted.shape == (3,)
+    np.testing.assert_array_equal(NeighborsScorer().fit(texts, torch.tensor([0.25, 0.5, 1.0])).train_scores_, expected)
 
 
 def test_score_range_can_be_widened_or_lifted():

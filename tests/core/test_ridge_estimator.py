@@ -149,6 +149,6 @@ def test_refusals_name_the_problem(split):
     scorer = ridge(train, scores)
     with pytest.raises(ValueError, match="penalty must be"):
         ridge(train, scores, penalty=0.0)
-    with pytest.raises(ValueError, match="^estimator must be another estimator for 1 training text: kernel ridge"):
+    with pytest.raises(ValueError, match=r"^estimator must be topk or threshold for 1 training text \(kernel ridge fits on at least 2\), not .ridge."):
         ridge(train[:1], scores[:1])
     assert "estimator:ridge|penalty:" in str(scorer.signature)

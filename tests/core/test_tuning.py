@@ -3,6 +3,7 @@ inside scorer.fit, and nested so that the test items never influence it."""
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -142,3 +143,19 @@ def test_bad_settings_are_refused():
         tune(clusters(), np.array([0, 1]))
     with pytest.raises(ValueError, match="grid"):
         tune(clusters(), grid=TuningGrid(min_neighbors=(0,)))
+
+
+def test_tuning_that_finds_no_agreement_says_so(huse_texts, huse_scores):
+    """Scores shuffled away from their texts (and constant ones): the best tuned setting's
+    leave-one-out rho is not above 0 (-0.10; undefined), and fit warns that the estimates say
+    nothing; the real scores (rho 0.26) do not warn."""
+    texts, scores = huse_texts[:100], np.asarray(huse_scores[:100])
+    for unrelated in (np.random.default_rng(0).permutation(scores), np.full(100, 0.5)):
+        with pytest.warns(UserWarning, match=r"tuning found no setting .* \(best Spearman rho (-?\d\.\d\d|nan)\)"):
+            fitted = NeighborsScorer(device="cpu").fit(texts, unrelated, tune=True)
+        assert not fitted.tuning_.spearman > 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        real = NeighborsScorer(device="cpu").fit(texts, scores, tune=True)
+    assert real.tuning_.spearman > 0
+    assert not [warning for warning in caught if "tuning found no setting" in str(warning.message)]
