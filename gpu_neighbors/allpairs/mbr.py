@@ -90,8 +90,13 @@ def _group_codes(groups: Sequence[Hashable] | None, count: int) -> tuple[np.ndar
         raise ValueError(f"groups: give one label per candidate ({count}), not {len(groups)}")
     # Keyed by type too: Python's True == 1 == 1.0 would join groups a file spells differently.
     index: dict[tuple[type, Hashable], int] = {}
-    codes = np.fromiter((index.setdefault((type(label), label), len(index)) for label in groups),
-                        dtype=np.int64, count=count)
+    codes = np.empty(count, dtype=np.int64)
+    for position, label in enumerate(groups):
+        try:
+            codes[position] = index.setdefault((type(label), label), len(index))
+        except TypeError:
+            raise TypeError(f"groups[{position}]: a group label must be hashable (a string or a number), "
+                            f"not {type(label).__name__}") from None
     return codes, [label for _, label in index]
 
 

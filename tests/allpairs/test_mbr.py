@@ -46,3 +46,8 @@ def test_mbr_one_group_and_ties_to_the_first():
 def test_mbr_bad_input(candidates, groups, message):
     with pytest.raises(ValueError, match=message):
         mbr(candidates, groups, device="cpu")
+
+
+def test_an_unhashable_group_label_is_named():
+    with pytest.raises(TypeError, match=r"groups\[1\]: a group label must be hashable .*, not list"):
+        mbr(["a", "b"], ["x", ["x"]], device="cpu")
