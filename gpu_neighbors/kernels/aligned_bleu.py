@@ -171,7 +171,9 @@ def corpus_bleu(
 ) -> torch.Tensor:
     """Corpus BLEU (a float64 scalar tensor) of the same inputs as `sentence_bleu`, equal to
     NLTK's `corpus_bleu`, and to sacrebleu's BLEU / 100 where the tokenizers agree and every
-    candidate has at least as many tokens as the highest order."""
+    candidate has at least as many tokens as the highest order. A token-id candidate with no
+    reference still adds its n-grams and length, with no match and a reference length of 0 (as
+    NLTK given one empty reference)."""
     weights, smoothing = check_aligned_weights(weights), check_smoothing(smoothing)
     counts = aligned_counts(candidates, references, len(weights), tokenizer=tokenizer,
                             attention_mask=attention_mask, reference_mask=reference_mask,

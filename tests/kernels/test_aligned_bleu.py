@@ -385,3 +385,10 @@ def test_zero_width_ids_score_zero(weights, vocab_size):
     empty = torch.zeros((3, 0), dtype=torch.long)
     ours = gpu_neighbors.sentence_bleu(empty, empty, weights=weights, vocab_size=vocab_size)
     assert ours.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_corpus_bleu_counts_a_candidate_without_reference_as_nltk_with_an_empty_one():
+    ids = torch.tensor([[1, 2, 3, 4, 5], [1, 2, 3, 4, 5], [6, 7, 8, 9, 9]])
+    ours = gpu_neighbors.corpus_bleu(ids, ids[:, None, :], reference_counts=torch.tensor([1, 0, 1]))
+    theirs = bleu_score.corpus_bleu([[[1, 2, 3, 4, 5]], [[]], [[6, 7, 8, 9, 9]]], ids.tolist())
+    assert abs(float(ours) - theirs) <= 1e-9 and theirs < 1.0
