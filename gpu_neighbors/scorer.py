@@ -28,6 +28,8 @@ from gpu_neighbors.core.neighbours import (
     TensorPrediction,
     Thresholds,
     TrainingSubset,
+    canonical_order,
+    canonical_sample,
     estimate_tensors,
     text_checksums,
 )
@@ -230,8 +232,11 @@ class NeighborsScorer:
         self._check_against_training_set(texts)
         self.tau_ = float(self.kernel_.default_tau if self.tau is None else self.tau)
         self.train_scores_ = quality
-        self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_),
-                                       text_checksums(texts))
+        checksums = text_checksums(texts)
+        self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_), checksums)
+        # Samples of the training set draw from this order, and calibration splits its texts in
+        # it: the same texts and the same split in any order of the training set.
+        self._canonical = canonical_order(checksums, quality)
         self._qualities: TransientCache[torch.device, Quality] = TransientCache()
         self._streams: TransientCache[tuple[int, torch.device], torch.Generator] = TransientCache()
         weighted = self._weighting() == "similarity" and self._estimator() != "ridge"
@@ -289,7 +294,7 @@ class NeighborsScorer:
         loop with the settings `predict` uses; their residuals calibrate the intervals."""
         if self.estimator_ == "ridge":
             return self._calibrate_ridge(texts)
-        sample = conformal.calibration_sample(len(texts))
+        sample = conformal.calibration_sample(self._canonical)
         own = torch.as_tensor(sample, dtype=torch.int64, device=self.device_)
         encode: Callable[[int, int], Any]
         if sample.size == len(texts):  # every training text: the kernel's encoding of them, made by fit
@@ -298,22 +303,29 @@ class NeighborsScorer:
             chosen = [texts[index] for index in sample]
             encode = lambda first, last: self.kernel_.encode(chosen[first:last])  # noqa: E731
         prediction = self._pass(encode, len(sample), own=own, progress=False)[0].numpy()
-        return conformal.Calibration.fit(prediction.scores, prediction.std, self.train_scores_[sample])
+        return self._calibration(sample, prediction.scores, prediction.std)
+
+    def _calibration(self, texts: np.ndarray, estimates: np.ndarray, spreads: np.ndarray) -> conformal.Calibration:
+        """`Calibration.fit` on the leave-one-out results of training texts `texts` (positions),
+        handed over in the canonical order, where its seeded split cuts the same halves whatever
+        order the training set came in."""
+        ranks = np.empty(self.num_train, dtype=np.int64)
+        ranks[self._canonical] = np.arange(self.num_train)
+        arranged = np.argsort(ranks[texts])
+        return conformal.Calibration.fit(estimates[arranged], spreads[arranged], self.train_scores_[texts][arranged])
 
     def _calibrate_ridge(self, texts: list[str]) -> conformal.Calibration:
         """Ridge intervals from exact closed-form leave-one-out residuals (constant width: the
         model has no spread); where it was fitted on a sample, from its estimates of the training
         texts outside the sample, which it never saw."""
         if self._ridge_sample is None:
-            chosen = conformal.calibration_sample(len(texts))
+            chosen = conformal.calibration_sample(self._canonical)
             estimates = self._ridge_loo.scores[chosen]
         else:
-            outside = np.setdiff1d(np.arange(len(texts)), self._ridge_sample)
-            chosen = outside[conformal.calibration_sample(outside.size)]
+            chosen = conformal.calibration_sample(self._canonical[~np.isin(self._canonical, self._ridge_sample)])
             encode = lambda first, last: self.kernel_.encode([texts[index] for index in chosen[first:last]])  # noqa: E731
             estimates = self._pass(encode, chosen.size, progress=False)[0].scores.cpu().numpy()
-        no_spread = conformal.difficulty("ridge", estimates)
-        return conformal.Calibration.fit(estimates, no_spread, self.train_scores_[chosen])
+        return self._calibration(chosen, estimates, conformal.difficulty("ridge", estimates))
 
     def _check_against_training_set(self, texts: list[str]) -> None:
         """Refuse settings that cannot work on this training set and the fitted kernel, and warn
@@ -432,7 +444,7 @@ class NeighborsScorer:
         warn(
             f"tuning on a random sample of {MAX_TUNING_TEXTS} of the {self.num_train} training texts "
             "(a and b are chosen for a training set of that size)")
-        sample = np.sort(np.random.default_rng(0).choice(self.num_train, MAX_TUNING_TEXTS, replace=False))
+        sample = canonical_sample(self._canonical, MAX_TUNING_TEXTS, seed=0)
         clone = NeighborsScorer(**{**self.get_params(), "kernel": self.kernel_name, "thresholds": "paper"})
         clone.fit([texts[index] for index in sample], self.train_scores_[sample], tune=False)
         return sample, clone.training_pass()

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+import gpu_neighbors.scorer as scorer_module
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.core import conformal, kernel_ridge
 
 # Four texts around "the cat sat on the mat", two around "stocks fell sharply", one loner.
 TRAIN = [
@@ -95,8 +97,16 @@ def test_prepared_candidates_predict_as_their_texts(huse_texts, huse_scores, ker
     assert np.isfinite(scorer.predict(prepared).scores).sum() >= 10
 
 
-@pytest.mark.parametrize("estimator", ["threshold", None])  # None: the default, top-k
-def test_candidate_order_and_training_order_do_not_matter(huse_texts, huse_scores, estimator):
+@pytest.mark.parametrize("estimator", ["threshold", "ridge", None])  # None: the default, top-k
+@pytest.mark.parametrize("sampled", [False, True])  # True: tuning, ridge fit and calibration on samples
+def test_candidate_order_and_training_order_do_not_matter(huse_texts, huse_scores, estimator, sampled, monkeypatch):
+    """The same bits (estimates, intervals) whatever order the candidates or the training texts
+    come in, also where tuning, the ridge fit and the calibration draw samples of the training
+    set (they draw the same texts: `neighbours.canonical_sample`)."""
+    if sampled:
+        monkeypatch.setattr(scorer_module, "MAX_TUNING_TEXTS", 150)
+        monkeypatch.setattr(kernel_ridge, "MAX_RIDGE_TEXTS", 100)
+        monkeypatch.setattr(conformal, "MAX_CALIBRATION_TEXTS", 80)
     rng = np.random.default_rng(0)
     scorer = NeighborsScorer(device="cpu", estimator=estimator).fit(huse_texts, huse_scores)
     candidates = huse_texts[:80]
@@ -108,8 +118,8 @@ def test_candidate_order_and_training_order_do_not_matter(huse_texts, huse_score
     refit = NeighborsScorer(device="cpu", estimator=estimator).fit(
         [huse_texts[i] for i in train_order], np.take(huse_scores, train_order))
     again = refit.predict(candidates)
-    np.testing.assert_array_equal(again.num_neighbors, base.num_neighbors)
-    np.testing.assert_allclose(again.scores, base.scores, rtol=0, atol=1e-12)
+    for field in ("scores", "low", "high", "num_neighbors"):
+        np.testing.assert_array_equal(getattr(again, field), getattr(base, field))
 
 
 def test_empty_and_whitespace_candidates_are_undefined_not_errors():

@@ -29,6 +29,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import torch
 
+from gpu_neighbors.core.neighbours import canonical_sample
 from gpu_neighbors.core.tiling import Reduction, Result, Tile
 
 # Training texts whose leave-one-out residuals calibrate the intervals: all of them up to this
@@ -59,7 +60,9 @@ class Calibration:
         From MIN_SELECTION_TEXTS texts with a spread on, a seeded half of them chooses the floor
         (the one of FLOOR_SCALES x the median spread with the narrowest mean interval at
         REFERENCE_LEVEL) and the other half alone calibrates: the choice never sees the
-        residuals that set the width, so the finite-sample guarantee holds for the half."""
+        residuals that set the width, so the finite-sample guarantee holds for the half. The
+        halves are cut by position: the scorer hands its texts over in its canonical order, so
+        they hold the same texts whatever order the training set came in."""
         estimates, spreads, truth = (np.asarray(a, dtype=np.float64) for a in (estimates, spreads, truth))
         defined = np.isfinite(estimates) & np.isfinite(spreads)
         spreads, errors = spreads[defined], np.abs(truth[defined] - estimates[defined])
@@ -123,11 +126,11 @@ def difficulty(estimator: str, spreads: Spreads) -> Spreads:
     return torch.zeros_like(spreads) if isinstance(spreads, torch.Tensor) else np.zeros_like(spreads)
 
 
-def calibration_sample(num_train: int, seed: int = 0) -> np.ndarray:
-    """The training texts (sorted indices) that calibrate: all, or a seeded sample."""
-    if num_train <= MAX_CALIBRATION_TEXTS:
-        return np.arange(num_train)
-    return np.sort(np.random.default_rng(seed).choice(num_train, MAX_CALIBRATION_TEXTS, replace=False))
+def calibration_sample(order: np.ndarray, seed: int = 0) -> np.ndarray:
+    """The training texts (sorted positions) that calibrate, of those in `order` (a
+    `neighbours.canonical_order`): all, or a seeded sample of MAX_CALIBRATION_TEXTS (the same
+    texts in any order of the training set)."""
+    return canonical_sample(order, MAX_CALIBRATION_TEXTS, seed)
 
 
 class WithoutOwn(Generic[Result]):

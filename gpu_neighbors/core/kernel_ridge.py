@@ -122,14 +122,6 @@ def _solve(inverse: np.ndarray, scores: np.ndarray, penalty: float) -> KernelRid
     return KernelRidge(alpha, intercept, float(penalty), scores - alpha / diagonal)
 
 
-def fitting_sample(num_train: int, seed: int = 1) -> np.ndarray | None:
-    """The training texts (sorted positions) kernel ridge is fitted on: None for all of them,
-    or above MAX_RIDGE_TEXTS a seeded sample of that many."""
-    if num_train <= MAX_RIDGE_TEXTS:
-        return None
-    return np.sort(np.random.default_rng(seed).choice(num_train, MAX_RIDGE_TEXTS, replace=False))
-
-
 def quantised(similarities: torch.Tensor) -> torch.Tensor:
     """Similarities clamped to [-1, 1] in whole 2^-20 units (float64 integers): what the ridge
     estimator fits on and sums, so every product with a 13-bit limb stays below 2^33."""

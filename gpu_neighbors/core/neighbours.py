@@ -132,17 +132,30 @@ def text_checksums(texts: Sequence[str]) -> np.ndarray:
                        dtype=np.int64, count=len(texts))
 
 
-def tie_ranks(checksums: np.ndarray | None, quality: np.ndarray) -> np.ndarray:
-    """Each training text's place (int64, distinct) in the order (text checksum, q, position):
-    how the top-k reduction breaks ties in similarity. Two texts whose order falls to their
-    positions have the same checksum and the same q, so swapping them changes no estimate.
-    Without checksums the order is (q, position)."""
+def canonical_order(checksums: np.ndarray | None, quality: np.ndarray) -> np.ndarray:
+    """The training texts' positions in the order (text checksum, q, position): an order of the
+    set of (text, q) pairs, whatever order they came in (two texts whose order falls to their
+    positions have the same checksum and the same q, so swapping them changes nothing). Without
+    checksums the order is (q, position)."""
     positions = np.arange(quality.size)
-    keys = (positions, quality) if checksums is None else (positions, quality, checksums)
-    order = np.lexsort(keys)
+    return np.lexsort((positions, quality) if checksums is None else (positions, quality, checksums))
+
+
+def tie_ranks(checksums: np.ndarray | None, quality: np.ndarray) -> np.ndarray:
+    """Each training text's place (int64, distinct) in `canonical_order`: how the top-k
+    reduction breaks ties in similarity."""
     ranks = np.empty(quality.size, dtype=np.int64)
-    ranks[order] = positions
+    ranks[canonical_order(checksums, quality)] = np.arange(quality.size)
     return ranks
+
+
+def canonical_sample(order: np.ndarray, size: int, seed: int) -> np.ndarray:
+    """`size` of the positions in `order` (a `canonical_order`), drawn by a seeded choice of places
+    in that order, sorted: the same texts whatever order the training set came in; all of them
+    (sorted) where there are no more."""
+    if order.size <= size:
+        return np.sort(order)
+    return np.sort(order[np.random.default_rng(seed).choice(order.size, size, replace=False)])
 
 
 @dataclass(frozen=True)

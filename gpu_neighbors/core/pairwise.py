@@ -17,7 +17,15 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core import kernel_ridge
-from gpu_neighbors.core.neighbours import NeighborStats, Prediction, Quality, Thresholds, estimate
+from gpu_neighbors.core.neighbours import (
+    NeighborStats,
+    Prediction,
+    Quality,
+    Thresholds,
+    canonical_order,
+    canonical_sample,
+    estimate,
+)
 from gpu_neighbors.core.tiling import Tile
 from gpu_neighbors.core.topk import TopK, estimate_topk, rank_rows
 
@@ -100,21 +108,25 @@ class PairwiseSimilarities:
 
     def ridge(self, train: np.ndarray, penalty: float | None = None) -> kernel_ridge.KernelRidge:
         """Kernel ridge fitted on items `train` (as the scorer fits it), at `penalty` or, when
-        None, at the one exact leave-one-out chooses. Above MAX_RIDGE_TEXTS items it is fitted
-        on a seeded sample of them (`kernel_ridge.fitting_sample`): the others get dual weight
-        zero, and their `loo` is the model's estimate, made without them."""
+        None, at the one exact leave-one-out chooses. The solve runs on the items in
+        `canonical_order` (by text checksum, then score), so the same items in any order give
+        the same bits. Above MAX_RIDGE_TEXTS items it is fitted on a seeded sample of them
+        (`canonical_sample`): the others get dual weight zero, and their `loo` is the model's
+        estimate, made without them."""
         train = _indices(train)
-        sample = kernel_ridge.fitting_sample(train.size)
-        fitted = train if sample is None else train[sample]
+        order = canonical_order(None if self.checksums is None else self.checksums[train], self.scores[train])
+        sampled = train.size > kernel_ridge.MAX_RIDGE_TEXTS
+        if sampled:
+            order = order[np.isin(order, canonical_sample(order, kernel_ridge.MAX_RIDGE_TEXTS, seed=1))]
+        fitted = train[order]
         block = self.matrix[np.ix_(fitted, fitted)]
         model = kernel_ridge.fit_quantised(block, self.scores[fitted], None if penalty is None else [penalty])
-        if sample is None:
-            return model
-        alpha = np.zeros(train.size)
-        alpha[sample] = model.alpha
-        whole = kernel_ridge.KernelRidge(alpha, model.intercept, model.penalty, model.loo)
-        loo = self._ridge_estimates(whole, train, train, leave_one_out=True).scores
-        loo[sample] = model.loo
+        alpha, loo = np.zeros(train.size), np.empty(train.size)
+        alpha[order] = model.alpha
+        if sampled:
+            whole = kernel_ridge.KernelRidge(alpha, model.intercept, model.penalty, model.loo)
+            loo = self._ridge_estimates(whole, train, train, leave_one_out=True).scores
+        loo[order] = model.loo
         return kernel_ridge.KernelRidge(alpha, model.intercept, model.penalty, loo)
 
     def _ridge_estimates(self, model: kernel_ridge.KernelRidge, test: np.ndarray, train: np.ndarray,

@@ -135,8 +135,15 @@ def test_predict_gives_intervals_around_defined_estimates(huse_texts, huse_score
     assert np.array_equal(narrower.scores, prediction.scores[:-1], equal_nan=True)
 
 
-def test_calibration_sample_is_all_texts_or_a_seeded_sample():
-    assert np.array_equal(calibration_sample(10), np.arange(10))
-    big = calibration_sample(MAX_CALIBRATION_TEXTS * 3)
+def test_calibration_sample_is_all_texts_or_a_seeded_sample_of_the_same_texts_in_any_order():
+    order = np.random.default_rng(3).permutation(10)
+    assert np.array_equal(calibration_sample(order), np.arange(10))
+    count = MAX_CALIBRATION_TEXTS * 3
+    canonical = np.random.default_rng(4).permutation(count)  # the texts' places in the canonical order
+    big = calibration_sample(canonical)
     assert big.size == MAX_CALIBRATION_TEXTS and np.all(np.diff(big) > 0)
-    assert np.array_equal(big, calibration_sample(MAX_CALIBRATION_TEXTS * 3))
+    assert np.array_equal(big, calibration_sample(canonical))
+    moved = np.random.default_rng(5).permutation(count)  # the same texts given in another order
+    where = np.empty(count, dtype=np.int64)
+    where[moved] = np.arange(count)  # text at old position p now sits at where[p]
+    assert np.array_equal(np.sort(where[big]), calibration_sample(where[canonical]))

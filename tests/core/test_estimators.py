@@ -292,7 +292,9 @@ def test_a_tuning_sample_keeps_the_resolved_kernel(huse_texts, huse_scores, monk
     texts, scores = huse_texts[:100], np.asarray(huse_scores[:100])
     with pytest.warns(UserWarning, match="random sample of 60"):
         scorer = NeighborsScorer(device="cpu").fit(texts, scores)
-    sample = np.sort(np.random.default_rng(0).choice(len(texts), 60, replace=False))
+    from gpu_neighbors.core.neighbours import canonical_order, canonical_sample, text_checksums
+
+    sample = canonical_sample(canonical_order(text_checksums(texts), scores), 60, seed=0)
     alone = NeighborsScorer(device="cpu", kernel="tfidf").fit([texts[index] for index in sample], scores[sample])
     assert scorer.kernel_.name == "tfidf"
     assert scorer.tuning_ is not None and alone.tuning_ is not None
