@@ -506,6 +506,11 @@ class NeighborsScorer:
         run the kernel over every pair, once: the pass that evaluation protocols cut their
         splits from."""
         self.fit(texts, scores, tune=False)
+        return self.splits_pass()
+
+    def splits_pass(self) -> PairwiseSimilarities:
+        """`training_pass`, for protocols that cut splits from it (cross-validation, curves,
+        sweeps): warns where the kernel's similarities depend on the whole training set."""
         if self.kernel_.depends_on_training_set:
             warn(
                 f"the {self.kernel_name} kernel's similarities depend on the whole training set "

@@ -20,6 +20,7 @@ from gpu_neighbors.cli.options import add_parameter, bertscore_options, positive
 from gpu_neighbors.data import InputError, iter_candidates
 from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_format
 from gpu_neighbors.data.output import SafeOutput
+from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 
 KERNEL_SETTINGS = ("kernel", "smoothing", "weights", "tokenizer", "lowercase", "device", "memory_budget")
@@ -76,6 +77,9 @@ def _add_settings(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> No
     for name in names:
         add_parameter(group, name)
     if "kernel" in names:
+        for action in parser._actions:
+            if action.dest == "kernel":  # one kernel runs the pairs: no automatic choice among them
+                action.choices = KERNEL_NAMES
         group.add_argument("--model", default=None, help="BERTScore: model name or local path")
         group.add_argument("--layer", type=int, default=None, help="BERTScore: hidden layer to use")
 

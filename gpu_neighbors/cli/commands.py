@@ -16,6 +16,7 @@ from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
 from gpu_neighbors.data.output import check_outputs
+from gpu_neighbors.data.paths import spelled_once
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.agreement import agreement
 from gpu_neighbors.evaluation.protocols import (
@@ -76,7 +77,7 @@ def command_score(args: argparse.Namespace) -> int:
     summary = score_file(
         scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
         skip_bad=args.skip_bad, rejects=args.rejects, batch_size=args.batch_size,
-        progress=not args.quiet, header={"train": str(args.train), "train_content_sha256": train.digest()},
+        progress=not args.quiet, header={"train": spelled_once(args.train), "train_content_sha256": train.digest()},
         score_batches=score_batches, explain=args.explain,
         train_texts=train.texts if args.explain_text else None, overwrite=args.overwrite,
         file_format=args.format, quoting=args.quoting, max_chars=args.max_chars, workers=workers,
@@ -147,7 +148,7 @@ def _studio_scorer(args: argparse.Namespace) -> tuple[PairwiseSimilarities, Neig
     """The one pass of the data and its scorer, fitted untuned (protocols tune inside splits)."""
     data = read_data(args, args.data)
     scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
-    return scorer.training_pass(), scorer, data
+    return scorer.splits_pass(), scorer, data
 
 
 def _emit(args: argparse.Namespace, title: str, rows: list[dict[str, Any]], **details: Any) -> None:

@@ -1,6 +1,7 @@
 """`run`: parse the command line, run the command, turn refusals into one-line errors."""
 from __future__ import annotations
 
+import argparse
 import sys
 import warnings
 from collections.abc import Sequence
@@ -18,6 +19,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the report records how it was made
+    conflict = conflicting_options(args)
+    if conflict:
+        print(f"gpu-neighbors: error: {conflict} (see gpu-neighbors {args.command} --help)", file=sys.stderr)
+        return 2
     if getattr(args, "skip_bad", False) and args.rejects is None and args.output != STANDARD_STREAM:
         args.rejects = f"{args.output}.rejects.jsonl"
     if not getattr(args, "allow_download", False):
@@ -27,6 +32,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         validate_parameters({name: value for name, value in vars(args).items() if name in PARAMETERS})
         with warnings.catch_warnings():  # restores Python's printer when the command ends
             warnings.showwarning = show_warning
+            # torch's once-per-process note on sparse tensors made without checks, which the
+            # kernels make on purpose (their indices are valid by construction): not the user's
+            warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
             return args.handler(args)
     except ParameterError as error:  # named by its flag, as the user wrote it
         print(f"gpu-neighbors: error: {error.message(error.parameter.flag)}", file=sys.stderr)
@@ -44,6 +52,15 @@ def run(argv: Sequence[str] | None = None) -> int:
         resume = " (rerun with --resume to continue)" if resumable else ""
         print(f"gpu-neighbors: interrupted{resume}", file=sys.stderr)
         return INTERRUPTED
+
+
+def conflicting_options(args: argparse.Namespace) -> str | None:
+    """Why two options given together cannot both hold, or None."""
+    if getattr(args, "thresholds", None) == "paper" and getattr(args, "tune", None):
+        return "--paper-thresholds (--thresholds paper) are the paper's settings, never tuned: give it or --tune, not both"
+    if getattr(args, "resume", False) is True and getattr(args, "overwrite", False):
+        return "--resume continues the run on disk and --overwrite starts again: give one of them, not both"
+    return None
 
 
 def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,

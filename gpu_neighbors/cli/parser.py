@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, NoReturn
 
 from gpu_neighbors._version import __version__
 from gpu_neighbors.cli import commands
@@ -25,8 +25,17 @@ from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.scoring.streaming import DEFAULT_BATCH_SIZE
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's refusals (an unknown choice, a missing option) as every other error of the
+    command: one line `gpu-neighbors: error: ...` that points at --help, exit status 2, instead
+    of the whole usage block first."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"gpu-neighbors: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gpu-neighbors",
         description="Estimate text quality without references: BLEU Neighbors and other kernels.",
     )

@@ -7,7 +7,8 @@ report page and its images). Opening it:
   `.meta.json.tmp`), that is or resolves to an input (symlinks, `./`, hard links), and a
   sidecar that is a symbolic link (a planted link would redirect our writes into its target);
 - takes an exclusive lock beside each output, so a second run on the same output fails at once;
-- refuses to replace a finished main output unless `overwrite` (or `resume`) is given.
+- refuses to replace any finished output (the main one, a rejects file, a report's images)
+  unless `overwrite` (or `resume`) is given.
 
 Each output is written to `NAME.partial`, created exclusively without following links
 (O_CREAT|O_EXCL|O_NOFOLLOW). `commit` fsyncs every partial file and renames it into place,
@@ -194,7 +195,7 @@ def check_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
                   *, overwrite: bool = False, resumable: bool = False) -> None:
     """The checks `SafeOutput` makes before writing, for a command to make before a long read:
     each output a regular file or new and not named as a compressed file, no output or sidecar
-    an input or a symbolic link sidecar, and (unless `overwrite`) the main output, the first, new."""
+    an input or a symbolic link sidecar, and (unless `overwrite`) every output new."""
     named = {name: path for name, path in outputs.items() if path is not None and str(path) != STANDARD_STREAM}
     for name, path in list(named.items()):
         refuse_compressed_name(path)
@@ -211,11 +212,15 @@ def check_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
 
 
 def _check_new(outputs: Mapping[str, PathLike | None], resumable: bool) -> None:
-    first = next(iter(outputs.values()), None)
-    if first is not None and str(first) != STANDARD_STREAM and Path(first).exists():
-        raise InputError("exists already; pass --overwrite to replace it"
-                         + (", or --resume to continue the run that wrote it" if resumable else ""),
-                         path=first)
+    for index, (name, path) in enumerate(outputs.items()):
+        if path is None or str(path) == STANDARD_STREAM or not Path(path).exists():
+            continue
+        if index == 0:
+            raise InputError("exists already; pass --overwrite to replace it"
+                             + (", or --resume to continue the run that wrote it" if resumable else ""),
+                             path=path)
+        raise InputError(f"exists already ({name}); pass --overwrite to replace it, or choose another name",
+                         path=path)
 
 
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip")

@@ -28,3 +28,10 @@ def _same_file(first: PathLike, second: PathLike) -> bool:
         return os.path.samefile(first, second)
     except OSError:  # one of them does not exist yet
         return False
+
+
+def spelled_once(path: PathLike) -> str:
+    """A file's path as a run records it to compare on resume: absolute, with symbolic links
+    and `./` resolved, so `c.txt`, `./c.txt` and `/here/c.txt` are one file (the content is
+    compared by its digest); `-` (standard input) as it is."""
+    return STANDARD_STREAM if str(path) == STANDARD_STREAM else os.path.realpath(path)

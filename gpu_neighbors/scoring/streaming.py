@@ -34,6 +34,7 @@ from gpu_neighbors.data import (
     open_results,
 )
 from gpu_neighbors.data.jsonlines import Column
+from gpu_neighbors.data.paths import spelled_once
 from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS
 from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.scoring.progress import ScoringProgress
@@ -112,7 +113,7 @@ def score_file(
                              file_format=file_format, quoting=quoting, max_chars=max_chars)
     settings = {
         "signature": str(scorer.signature),
-        "candidates": str(candidates),
+        "candidates": spelled_once(candidates),
         "text_field": text_field,
         "skip_bad": skip_bad,  # rejected records take no index, so skipping shifts every row
         **(header or {}),

@@ -1,0 +1,91 @@
+"""Refusals a new user meets, each one line on stderr with exit status 2, and files they must
+not lose: found by trying the command line as a new user would (options argparse refuses,
+options that contradict each other, an existing companion output, a resume spelled another way)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import write_jsonl
+from gpu_neighbors.cli import main
+from gpu_neighbors.data import InputError, SafeOutput
+
+
+@pytest.fixture()
+def files(tmp_path, huse_records):
+    train = write_jsonl(tmp_path / "train.jsonl", [{"text": r["text"], "score": r["score"]} for r in huse_records[:60]])
+    candidates = write_jsonl(tmp_path / "c.jsonl", [{"text": r["text"]} for r in huse_records[60:80]] + [{"no": 1}])
+    return {"train": train, "candidates": candidates}
+
+
+def one_error_line(capsys) -> str:
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpu-neighbors: error: "), lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["score", "--train", "t.jsonl", "--candidates", "c.txt", "--output", "o.jsonl", "--kernel", "nosuch"],
+     "argument --kernel: invalid choice: 'nosuch'"),
+    (["score", "--train", "t.jsonl"], "the following arguments are required: --candidates, --output"),
+    (["crossval", "--data", "d.jsonl", "--folds", "1"], "--folds takes a number of folds, 2 or more"),
+    (["mbr", "--candidates", "c.txt", "--output", "m.jsonl", "--kernel", "auto"], "invalid choice: 'auto'"),
+])
+def test_what_argparse_refuses_is_one_line_pointing_at_help(argv, expected, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    line = one_error_line(capsys)
+    assert expected in line and line.endswith(f"(see gpu-neighbors {argv[0]} --help)")
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--paper-thresholds", "--tune"], "never tuned: give it or --tune, not both"),
+    (["--resume", "--overwrite"], "--resume continues the run on disk and --overwrite starts again"),
+])
+def test_options_that_contradict_each_other_are_refused(tmp_path, files, extra, expected, capsys):
+    argv = ["score", "--train", str(files["train"]), "--candidates", str(files["candidates"]),
+            "--output", str(tmp_path / "o.jsonl"), "--device", "cpu", *extra]
+    assert main(argv) == 2
+    assert expected in one_error_line(capsys)
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_an_existing_rejects_file_is_kept_without_overwrite(tmp_path, files, capsys):
+    rejects = tmp_path / "r.txt"
+    rejects.write_text("mine\n", encoding="utf-8")
+    argv = ["score", "--train", str(files["train"]), "--candidates", str(files["candidates"]), "--output",
+            str(tmp_path / "o.jsonl"), "--skip-bad", "--rejects", str(rejects), "--device", "cpu", "--quiet"]
+    assert main(argv) == 2
+    assert "exists already (--rejects); pass --overwrite" in one_error_line(capsys)
+    assert rejects.read_text(encoding="utf-8") == "mine\n" and not (tmp_path / "o.jsonl").exists()
+    assert main([*argv, "--overwrite"]) == 0
+    assert '"line": 21' in rejects.read_text(encoding="utf-8")
+
+
+def test_every_output_of_a_run_needs_overwrite_to_be_replaced(tmp_path):
+    """A report's images too: a new page in the same folder must not replace another report's plots."""
+    plot = tmp_path / "agreement.png"
+    plot.write_bytes(b"earlier report")
+    with pytest.raises(InputError, match=r"agreement.png: exists already \(--plot\)"):
+        SafeOutput({"--out": tmp_path / "new.md", "--plot": plot})
+    assert plot.read_bytes() == b"earlier report"
+    with SafeOutput({"--out": tmp_path / "new.md", "--plot": plot}, overwrite=True) as outputs:
+        outputs.create().write(b"page")
+        outputs.create(plot).write(b"new plot")
+    assert plot.read_bytes() == b"new plot"
+
+
+def test_resume_takes_the_same_file_spelled_another_way(tmp_path, files, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    argv = ["score", "--train", "train.jsonl", "--output", "o.jsonl", "--skip-bad", "--device", "cpu", "--quiet"]
+    assert main([*argv, "--candidates", "c.jsonl"]) == 0
+    finished = (tmp_path / "o.jsonl").read_bytes()
+    capsys.readouterr()
+    assert main([*argv, "--candidates", str(tmp_path / "." / "c.jsonl"), "--resume"]) == 0
+    assert (tmp_path / "o.jsonl").read_bytes() == finished
+
+
+def test_crossval_with_tfidf_warns_that_splits_share_the_idf(tmp_path, files, capsys):
+    assert main(["crossval", "--data", str(files["train"]), "--folds", "3", "--device", "cpu"]) == 0
+    assert "gpu-neighbors: warning: the tfidf kernel's similarities depend on the whole training set" \
+        in capsys.readouterr().err
