@@ -13,9 +13,10 @@ report page and its images). Opening it:
 Each output is written to `NAME.partial`, created exclusively without following links
 (O_CREAT|O_EXCL|O_NOFOLLOW). `commit` fsyncs every partial file and renames it into place,
 the main output last: a file at an output's own name is therefore always a finished one, and
-a run that fails, is killed or meets a full disk leaves the earlier outputs (all of them,
-sidecars included) as they were. A resumable writer (`writer.ResultWriter`) keeps its partial
-file and its progress record for the next run; every other command removes its partial files.
+a run that fails, is killed or meets a full disk leaves the earlier outputs (all of them) as
+they were. A resumable writer (`writer.ResultWriter`) keeps its partial file and its progress
+record (`NAME.meta.json`, which from the start of a run describes that run, so that it can be
+resumed) for the next run; every other command removes its partial files.
 """
 from __future__ import annotations
 
@@ -216,9 +217,10 @@ def _check_new(outputs: Mapping[str, PathLike | None], resumable: bool) -> None:
         if path is None or str(path) == STANDARD_STREAM or not Path(path).exists():
             continue
         if index == 0:
-            raise InputError("exists already; pass --overwrite to replace it"
-                             + (", or --resume to continue the run that wrote it" if resumable else ""),
-                             path=path)
+            unfinished = resumable and sidecar(path, ".partial").exists()
+            resume = (", or --resume to continue the unfinished run beside it (its .partial file)" if unfinished
+                      else ", or --resume to continue the run that wrote it" if resumable else "")
+            raise InputError(f"exists already; pass --overwrite to replace it{resume}", path=path)
         raise InputError(f"exists already ({name}); pass --overwrite to replace it, or choose another name",
                          path=path)
 

@@ -89,3 +89,16 @@ def test_crossval_with_tfidf_warns_that_splits_share_the_idf(tmp_path, files, ca
     assert main(["crossval", "--data", str(files["train"]), "--folds", "3", "--device", "cpu"]) == 0
     assert "gpu-neighbors: warning: the tfidf kernel's similarities depend on the whole training set" \
         in capsys.readouterr().err
+
+
+def test_after_a_failed_overwrite_the_output_is_kept_and_the_message_names_the_unfinished_run(tmp_path, files, capsys):
+    good = write_jsonl(tmp_path / "good.jsonl", [{"text": "a headline"}, {"text": "another one"}])
+    argv = ["score", "--train", str(files["train"]), "--output", str(tmp_path / "o.jsonl"), "--device", "cpu", "--quiet"]
+    assert main([*argv, "--candidates", str(good)]) == 0
+    finished = (tmp_path / "o.jsonl").read_bytes()
+    capsys.readouterr()
+    assert main([*argv, "--candidates", str(files["candidates"]), "--overwrite"]) == 2  # line 21 has no text
+    assert "c.jsonl:21" in one_error_line(capsys)
+    assert (tmp_path / "o.jsonl").read_bytes() == finished
+    assert main([*argv, "--candidates", str(good)]) == 2
+    assert "or --resume to continue the unfinished run beside it (its .partial file)" in one_error_line(capsys)
