@@ -16,7 +16,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from gpu_neighbors.allpairs.self_bleu import DEFAULT_SMOOTHING
-from gpu_neighbors.cli.options import add_parameter, bertscore_options, positive_int, refuse_resume
+from gpu_neighbors.cli.options import add_parameter, bertscore_options, positive_int, refuse_resume, seed
 from gpu_neighbors.data import InputError, iter_candidates
 from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_format
 from gpu_neighbors.data.output import SafeOutput
@@ -33,7 +33,7 @@ def add_allpairs_commands(subparsers: Any) -> None:
     self_bleu.add_argument("--text-field", default="text", help="field holding the text (JSONL/CSV/TSV/Parquet)")
     self_bleu.add_argument("--sample", type=positive_int, default=None, metavar="N",
                            help="report a seeded random sample of N texts (each still against all the others)")
-    self_bleu.add_argument("--seed", type=int, default=0, help="seed of --sample (0)")
+    self_bleu.add_argument("--seed", type=seed, default=0, help="seed of --sample (0)")
     self_bleu.add_argument("--output", default=None, help="per-text Self-BLEU, JSONL (index, line, self_bleu)")
     self_bleu.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     refuse_resume(self_bleu)

@@ -52,6 +52,8 @@ def command_score(args: argparse.Namespace) -> int:
     if args.skip_bad and args.rejects is None:  # `run` names one beside a file output
         raise ValueError("--skip-bad with --output - needs --rejects FILE: the records it sets aside "
                          "would be kept nowhere")
+    if args.rejects is not None and not args.skip_bad:
+        raise ValueError("--rejects names where --skip-bad puts the records it sets aside: give --skip-bad too")
     threads = args.threads or default_threads(args.device)
     if threads:
         from gpu_neighbors.core.threads import set_threads
@@ -115,6 +117,8 @@ def default_workers(device: str) -> int:
 
 def command_evaluate(args: argparse.Namespace) -> int:
     data = read_data(args, args.data)
+    if len(data.texts) < 2:
+        raise InputError(f"{len(data.texts)} scored text: leave-one-out needs at least 2", path=args.data)
     scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
     tuned = args.tune or scorer.tunes(len(data.texts) - 1)
     if tuned:  # nested: each left-out text's thresholds are tuned on the other texts only

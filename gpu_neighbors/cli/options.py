@@ -50,6 +50,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def seed(text: str) -> int:
+    """A random seed: numpy takes non-negative integers only."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a seed is a non-negative integer, not {text!r}")
+    return value
+
+
 MIN_MEMORY_BUDGET = 16 << 10  # smaller tiles make a run of any size take practically forever
 
 

@@ -16,6 +16,7 @@ from gpu_neighbors.cli.options import (
     folds,
     number_list,
     positive_int,
+    seed,
     refuse_resume,
     thread_count,
 )
@@ -120,7 +121,7 @@ def add_studio_commands(subparsers: Any) -> None:
 
     crossval = studio("crossval", "k-fold or leave-one-out cross-validation, optionally with nested tuning")
     crossval.add_argument("--folds", type=folds, default=10, metavar="K", help="number of folds, or loo (10)")
-    crossval.add_argument("--seed", type=int, default=0, help="seed of the fold shuffle (0)")
+    crossval.add_argument("--seed", type=seed, default=0, help="seed of the fold shuffle (0)")
     add_tuning_options(crossval)
     crossval.set_defaults(handler=commands.command_crossval)
 
@@ -133,7 +134,7 @@ def add_studio_commands(subparsers: Any) -> None:
     curve = studio("curve", "training-size curve: leave-one-out in random subsets (the paper's Figure 4)")
     curve.add_argument("--sizes", type=number_list, default=None, help="subset sizes, e.g. 25,50,100 or 25:200:25")
     curve.add_argument("--runs", type=positive_int, default=20, help="random subsets per size (20)")
-    curve.add_argument("--seed", type=int, default=0, help="seed of the subset draws (0)")
+    curve.add_argument("--seed", type=seed, default=0, help="seed of the subset draws (0)")
     curve.set_defaults(handler=commands.command_curve)
 
     sweep_parser = studio("sweep", "leave-one-out as tau, a or b varies (the paper's Figures 2 and 3)")
@@ -155,7 +156,7 @@ def add_studio_commands(subparsers: Any) -> None:
     report.add_argument("--folds", type=fold_count, default=10, help="k of the k-fold comparison (10)")
     report.add_argument("--runs", type=positive_int, default=20, help="random subsets per size (20)")
     report.add_argument("--sizes", type=number_list, default=None, help="subset sizes of the curve")
-    report.add_argument("--seed", type=int, default=0)
+    report.add_argument("--seed", type=seed, default=0)
     report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per rho (1000)")
     add_tuning_options(report, tune=False)
     report.set_defaults(handler=commands.command_report)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gpu_neighbors.cli.commands import default_threads, default_workers, fit_on_file, read_data
-from gpu_neighbors.cli.options import add_data_options, add_model_options, add_tuning_options, positive_int
+from gpu_neighbors.cli.options import add_data_options, add_model_options, add_tuning_options, positive_int, seed
 from gpu_neighbors.data import InputError, ScoredData, count_records, iter_candidates
 from gpu_neighbors.data.formats import FORMATS
 from gpu_neighbors.data.output import SafeOutput
@@ -53,7 +53,7 @@ def add_systems_command(subparsers: Any) -> None:
                         help=f"bootstrap resamples (default {RESAMPLES}, as sacrebleu)")
     parser.add_argument("--trials", type=positive_int, default=TRIALS,
                         help=f"approximate randomization trials (default {TRIALS}, as sacrebleu)")
-    parser.add_argument("--seed", type=int, default=SEED, help=f"seed of the draws (default {SEED}, as sacrebleu)")
+    parser.add_argument("--seed", type=seed, default=SEED, help=f"seed of the draws (default {SEED}, as sacrebleu)")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of markdown tables")
     parser.add_argument("--save", default=None, metavar="FILE", help="also write what is printed to FILE")
     parser.add_argument("--plot", default=None, metavar="PNG",

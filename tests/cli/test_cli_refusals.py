@@ -102,3 +102,18 @@ def test_after_a_failed_overwrite_the_output_is_kept_and_the_message_names_the_u
     assert (tmp_path / "o.jsonl").read_bytes() == finished
     assert main([*argv, "--candidates", str(good)]) == 2
     assert "or --resume to continue the unfinished run beside it (its .partial file)" in one_error_line(capsys)
+
+
+def test_a_negative_seed_and_rejects_without_skip_bad_are_named_by_their_flags(tmp_path, files, capsys):
+    with pytest.raises(SystemExit):
+        main(["crossval", "--data", str(files["train"]), "--seed", "-1"])
+    assert "argument --seed: a seed is a non-negative integer, not '-1'" in one_error_line(capsys)
+    assert main(["score", "--train", str(files["train"]), "--candidates", str(files["candidates"]),
+                 "--output", str(tmp_path / "o.jsonl"), "--rejects", str(tmp_path / "r.jsonl")]) == 2
+    assert "--rejects names where --skip-bad puts the records it sets aside: give --skip-bad too" in one_error_line(capsys)
+
+
+def test_evaluate_on_one_text_is_refused(tmp_path, files, capsys):
+    one = write_jsonl(tmp_path / "one.jsonl", [{"text": "a b", "score": 0.5}])
+    assert main(["evaluate", "--data", str(one), "--device", "cpu"]) == 2
+    assert "one.jsonl: 1 scored text: leave-one-out needs at least 2" in one_error_line(capsys)
