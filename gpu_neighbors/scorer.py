@@ -222,6 +222,7 @@ class NeighborsScorer:
     def _fit(self, texts: Sequence[str], scores: Sequence[float] | np.ndarray, tune: bool | None,
              min_coverage: float) -> NeighborsScorer:
         validate_parameters({**self.get_params(), "min_coverage": min_coverage})
+        self._warn_unused_settings()
         texts = _validate_texts(texts, "training texts")
         quality = _validate_scores(scores, len(texts), self.score_range)
         if self.kernel_name == AUTO_KERNEL:
@@ -361,6 +362,27 @@ class NeighborsScorer:
         top_ks = tuning.DEFAULT_TOP_KS if self.top_k is None else (self.top_k,)
         return tuning.TuningGrid(powers=powers, top_ks=top_ks)
 
+    def _warn_unused_settings(self) -> None:
+        """A warning for each setting given that the estimator used never reads (the threshold
+        rule's tau, a and b under topk or ridge, k outside topk, lambda outside ridge, p where
+        nothing is weighted, the kernel list outside kernel="auto"): silently ignoring it would
+        let a user believe it shaped the estimates."""
+        estimator = self._estimator()
+        unread = {
+            "tau": estimator != "threshold", "min_neighbors": estimator != "threshold",
+            "max_fraction": estimator != "threshold", "top_k": estimator != "topk",
+            "penalty": estimator != "ridge", "weighting": estimator == "ridge",
+            "power": estimator == "ridge" or self._weighting() != "similarity",
+        }
+        for name, ignored in unread.items():
+            if ignored and getattr(self, name) is not None:
+                warn(f"{name} ({SCORER_PARAMETERS[name].flag}) = {getattr(self, name)!r} is not read by the "
+                     f"{estimator} estimator (threshold reads tau, a and b; topk k; ridge lambda; p weights "
+                     "threshold and topk): it changes no estimate")
+        if self.kernel != AUTO_KERNEL and tuple(self.kernels) != tuple(SCORER_PARAMETERS["kernels"].default):
+            warn(f"kernels ({SCORER_PARAMETERS['kernels'].flag}) = {','.join(self.kernels)} is read only with "
+                 "kernel 'auto': it changes no estimate")
+
     def _weighting(self) -> str:
         if self.weighting is not None:
             return self.weighting
@@ -475,7 +497,8 @@ class NeighborsScorer:
         selection: dict[str, float] = {}
         best: NeighborsScorer | None = None
         for name in dict.fromkeys(self.kernels):
-            settings = {**params, "kernel": name, "kernel_options": options.get(name)}
+            settings = {**params, "kernel": name, "kernel_options": options.get(name),
+                        "kernels": SCORER_PARAMETERS["kernels"].default}  # read by this auto fit, not by each kernel's
             if name != "bleu":
                 settings.update({option: None for option in BLEU_ONLY if option in settings})
             candidate = NeighborsScorer(**settings).fit(texts, quality, tune=tune, min_coverage=min_coverage)

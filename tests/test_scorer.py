@@ -1,6 +1,9 @@
 """NeighborsScorer: the neighbour model by hand, invariance to tiling and order, validation."""
 from __future__ import annotations
 
+import re
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -195,3 +198,25 @@ def test_bad_parameters_are_refused_clearly():
 def test_signature_records_every_setting():
     scorer = NeighborsScorer(tau=0.1, smoothing="exp", tokenizer="13a", lowercase=True).fit(TRAIN, QUALITY)
     assert str(scorer.signature).startswith("kernel:bleu|tok:13a+lc|smooth:exp|tau:0.1|a:5|b:0.66|n:7|version:")
+
+
+@pytest.mark.parametrize("settings, unread", [
+    ({"estimator": "topk", "min_neighbors": 3}, "min_neighbors (--min-neighbors) = 3 is not read by the topk estimator"),
+    ({"estimator": "threshold", "top_k": 5}, "top_k (--top-k) = 5 is not read by the threshold estimator"),
+    ({"estimator": "ridge", "power": 2.0}, "power (--power) = 2.0 is not read by the ridge estimator"),
+    ({"estimator": "ridge", "tau": 0.1}, "tau (--tau) = 0.1 is not read by the ridge estimator"),
+    ({"estimator": "topk", "penalty": 1.0}, "penalty (--penalty) = 1.0 is not read by the topk estimator"),
+    ({"kernels": ("bleu",)}, "kernels (--kernels) = bleu is read only with kernel 'auto'"),
+])
+def test_a_setting_the_estimator_never_reads_is_named(settings, unread):
+    with pytest.warns(UserWarning, match=re.escape(unread)):
+        NeighborsScorer(device="cpu", **settings).fit(["a b", "c d", "a d"], [0.1, 0.5, 0.9])
+
+
+def test_settings_the_estimator_reads_raise_no_such_warning():
+    for settings in ({"estimator": "topk", "top_k": 2, "power": 2.0}, {"tau": 0.1, "min_neighbors": 1},
+                     {"estimator": "ridge", "penalty": 1.0}, {"kernel": "auto", "kernels": ("bleu", "rouge")}):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            NeighborsScorer(device="cpu", **settings).fit(["a b", "c d", "a d"], [0.1, 0.5, 0.9])
+        assert not [w for w in caught if "is not read by" in str(w.message) or "read only with" in str(w.message)]

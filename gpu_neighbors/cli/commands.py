@@ -117,9 +117,9 @@ def default_workers(device: str) -> int:
 
 def command_evaluate(args: argparse.Namespace) -> int:
     data = read_data(args, args.data)
+    scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
     if len(data.texts) < 2:
         raise InputError(f"{len(data.texts)} scored text: leave-one-out needs at least 2", path=args.data)
-    scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
     tuned = args.tune or scorer.tunes(len(data.texts) - 1)
     if tuned:  # nested: each left-out text's thresholds are tuned on the other texts only
         nested = cross_validate(scorer.training_pass(), scorer.thresholds_, folds=None, tune_thresholds=True,

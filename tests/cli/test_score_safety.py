@@ -231,6 +231,18 @@ def wait_for_reader(fifo: Path, process: subprocess.Popen) -> int:
         time.sleep(0.01)  # polling the condition, not waiting on a guess
 
 
+def wait_until_blocked_reading(process: subprocess.Popen) -> None:
+    """Returns once the process's main thread sleeps in a pipe read. A signal that lands between
+    its open() of the FIFO and that read() runs Python's handler before the read starts, and the
+    read then blocks with the KeyboardInterrupt pending (1 run in ~10 under load: the test hung);
+    a signal during the read interrupts it."""
+    wchan = Path(f"/proc/{process.pid}/wchan")
+    while "pipe_read" not in wchan.read_text():
+        if process.poll() is not None:
+            pytest.fail(f"exited with {process.returncode} before reading: {process.communicate()[1]}")
+        time.sleep(0.01)  # polling the condition
+
+
 def test_ctrl_c_while_loading_is_a_message(tmp_path, files):
     _, candidates = files
     train = tmp_path / "pipe.jsonl"
@@ -242,6 +254,7 @@ def test_ctrl_c_while_loading_is_a_message(tmp_path, files):
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     writer = wait_for_reader(train, process)  # the child has opened the training file
     try:
+        wait_until_blocked_reading(process)
         process.send_signal(signal.SIGINT)
         _, error = process.communicate(timeout=120)
     finally:
