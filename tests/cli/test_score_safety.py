@@ -237,7 +237,9 @@ def wait_until_blocked_reading(process: subprocess.Popen) -> None:
     read then blocks with the KeyboardInterrupt pending (1 run in ~10 under load: the test hung);
     a signal during the read interrupts it."""
     wchan = Path(f"/proc/{process.pid}/wchan")
-    while "pipe_read" not in wchan.read_text():
+    while "pipe_read" not in (state := wchan.read_text()):
+        if state.strip() in ("", "0"):  # a kernel that hides where threads sleep: signal at once, as before
+            return
         if process.poll() is not None:
             pytest.fail(f"exited with {process.returncode} before reading: {process.communicate()[1]}")
         time.sleep(0.01)  # polling the condition
