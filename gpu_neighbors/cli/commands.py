@@ -217,6 +217,9 @@ def command_curve(args: argparse.Namespace) -> int:
 
 
 def command_sweep(args: argparse.Namespace) -> int:
+    if args.estimator != "threshold":
+        raise ValueError(f"sweep varies the threshold rule's tau, a and b, which --estimator {args.estimator} "
+                         "never reads: sweep with --estimator threshold (the default here)")
     similarities, thresholds, signature = _studio_pass(args)
     parameters = SWEPT if args.parameter == "all" else (args.parameter,)
     if args.values is not None and len(parameters) > 1:

@@ -103,6 +103,8 @@ def number_list(text: str) -> list[float]:
             count = (stop - start) / step + 1e-9 + 1
             if not math.isfinite(count):
                 raise ValueError
+            if count < 1:
+                raise argparse.ArgumentTypeError(f"{text!r} is an empty range: its start is past its stop")
             if count > MAX_VALUES:
                 raise argparse.ArgumentTypeError(f"{text!r} gives {count:,.0f} values: at most {MAX_VALUES:,}")
             return [round(start + index * step, 10) for index in range(max(int(math.floor(count)), 0))]

@@ -141,7 +141,8 @@ def add_studio_commands(subparsers: Any) -> None:
     sweep_parser.add_argument("--parameter", choices=(*SWEPT, "all"), default="all")
     sweep_parser.add_argument("--values", type=number_list, default=None,
                               help="values to try, e.g. 1,5,10 or 0.02:0.2:0.02 (default: a grid per parameter)")
-    sweep_parser.set_defaults(handler=commands.command_sweep)
+    # tau, a and b are the threshold rule's: the sweep runs that rule (and with it BLEU*) by default
+    sweep_parser.set_defaults(handler=commands.command_sweep, estimator="threshold")
 
     report = studio("report", "markdown report with PNG plots: kernels, tuning, sweeps, curve", one_kernel=False)
     report.add_argument("--out", required=True, help="folder for the PNGs (and report.md unless --page)")

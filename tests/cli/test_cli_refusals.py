@@ -3,6 +3,8 @@ not lose: found by trying the command line as a new user would (options argparse
 options that contradict each other, an existing companion output, a resume spelled another way)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import write_jsonl
@@ -117,3 +119,19 @@ def test_evaluate_on_one_text_is_refused(tmp_path, files, capsys):
     one = write_jsonl(tmp_path / "one.jsonl", [{"text": "a b", "score": 0.5}])
     assert main(["evaluate", "--data", str(one), "--device", "cpu"]) == 2
     assert "one.jsonl: 1 scored text: leave-one-out needs at least 2" in one_error_line(capsys)
+
+
+def test_sweep_runs_the_threshold_rule_and_refuses_an_estimator_that_ignores_tau(tmp_path, files, capsys):
+    assert main(["sweep", "--data", str(files["train"]), "--parameter", "a", "--values", "1,5", "--device", "cpu",
+                 "--json"]) == 0
+    swept = json.loads(capsys.readouterr().out)
+    assert swept["signature"].startswith("kernel:bleu|") and "|a:5|" in swept["signature"]  # the paper's rule
+    assert [row["value"] for row in swept["rows"]] == [1.0, 5.0]
+    assert main(["sweep", "--data", str(files["train"]), "--estimator", "topk", "--device", "cpu"]) == 2
+    assert "sweep varies the threshold rule's tau, a and b, which --estimator topk never reads" in one_error_line(capsys)
+
+
+def test_an_empty_range_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        main(["curve", "--data", "d.jsonl", "--sizes", "50:10:5"])
+    assert "'50:10:5' is an empty range: its start is past its stop" in one_error_line(capsys)
