@@ -28,7 +28,6 @@ from gpu_neighbors.core.neighbours import (
     TensorPrediction,
     Thresholds,
     TrainingSubset,
-    canonical_order,
     canonical_sample,
     estimate_tensors,
     text_checksums,
@@ -233,11 +232,12 @@ class NeighborsScorer:
         self._check_against_training_set(texts)
         self.tau_ = float(self.kernel_.default_tau if self.tau is None else self.tau)
         self.train_scores_ = quality
-        checksums = text_checksums(texts)
-        self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_), checksums)
-        # Samples of the training set draw from this order, and calibration splits its texts in
-        # it: the same texts and the same split in any order of the training set.
-        self._canonical = canonical_order(checksums, quality)
+        self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_),
+                                       text_checksums(texts))
+        # `canonical_order`, read off the tie ranks Quality made from it: samples of the training
+        # set draw from it, and calibration splits its texts in it, so the same texts and the same
+        # split whatever order the training set came in.
+        self._canonical = np.argsort(self._quality.tie_rank.cpu().numpy())
         self._qualities: TransientCache[torch.device, Quality] = TransientCache()
         self._streams: TransientCache[tuple[int, torch.device], torch.Generator] = TransientCache()
         weighted = self._weighting() == "similarity" and self._estimator() != "ridge"

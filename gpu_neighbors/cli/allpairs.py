@@ -77,19 +77,21 @@ def _add_settings(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> No
     for name in names:
         add_parameter(group, name)
     if "kernel" in names:
-        for action in parser._actions:
-            if action.dest == "kernel":  # one kernel runs the pairs: no automatic choice among them
-                action.choices = KERNEL_NAMES
+        _action(parser, "kernel").choices = KERNEL_NAMES  # one kernel runs the pairs: no automatic choice
         group.add_argument("--model", default=None, help="BERTScore: model name or local path")
         group.add_argument("--layer", type=int, default=None, help="BERTScore: hidden layer to use")
 
 
 def _default(parser: argparse.ArgumentParser, name: str, value: Any, shown: str) -> None:
     """A table option with another default in this command, its help saying so."""
-    for action in parser._actions:
-        if action.dest == name:
-            action.default = value
-            action.help = re.sub(r"\(default: .*\)$", f"(default: {shown})", action.help or "")
+    action = _action(parser, name)
+    action.default = value
+    action.help = re.sub(r"\(default: .*\)$", f"(default: {shown})", action.help or "")
+
+
+def _action(parser: argparse.ArgumentParser, name: str) -> argparse.Action:
+    """The option of `parser` that sets `name` (added from the parameter table)."""
+    return next(action for action in parser._actions if action.dest == name)
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:

@@ -40,23 +40,27 @@ MODEL_OPTIONS = tuple(
 )
 
 
-def positive_int(text: str) -> int:
+def integer_at_least(text: str, least: int) -> int | None:
+    """`text` as an integer of at least `least`, or None (not an integer, or below it): what the
+    integer option types below check, each with its own message."""
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
+        return None
+    return value if value >= least else None
+
+
+def positive_int(text: str) -> int:
+    value = integer_at_least(text, 1)
+    if value is None:
         raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
     return value
 
 
 def seed(text: str) -> int:
     """A random seed: numpy takes non-negative integers only."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
+    value = integer_at_least(text, 0)
+    if value is None:
         raise argparse.ArgumentTypeError(f"a seed is a non-negative integer, not {text!r}")
     return value
 
@@ -127,11 +131,8 @@ def folds(text: str) -> int | None:
 
 
 def fold_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 2:
+    value = integer_at_least(text, 2)
+    if value is None:
         raise argparse.ArgumentTypeError(f"--folds takes a number of folds, 2 or more, or 'loo', not {text!r}")
     return value
 
