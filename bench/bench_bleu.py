@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Bleu
 from huse import spliced_texts
 from per_core import kernel_arguments, measured, median, one_core, timed
 
@@ -178,7 +179,7 @@ def measure(
     train, candidates = spliced_texts(train_size, rng), spliced_texts(candidate_size, rng)
     train_tokens = [text.split() for text in train]
     candidate_tokens = [text.split() for text in candidates]
-    scorer = NeighborsScorer(kernel="bleu", smoothing="add1", device=device)
+    scorer = NeighborsScorer(kernel=Bleu(smoothing="add1"), device=device)
     fit_seconds, _ = timed(lambda: scorer.fit(train, np.zeros(train_size)))
     references = rng.sample(range(train_size), min(train_size, peer_references * repeats))
     blocks = [references[i::repeats] for i in range(repeats)]
@@ -216,8 +217,8 @@ def measure(
     pairs = train_size * candidate_size
     ours_per_pair = ours / pairs
 
-    epsilon = NeighborsScorer(kernel="bleu", smoothing="epsilon", device=device).fit(train, np.zeros(train_size))
-    with_13a = NeighborsScorer(kernel="bleu", smoothing="add1", tokenizer="13a", device=device)
+    epsilon = NeighborsScorer(kernel=Bleu(smoothing="epsilon"), device=device).fit(train, np.zeros(train_size))
+    with_13a = NeighborsScorer(kernel=Bleu(smoothing="add1", tokenizer="13a"), device=device)
     ours_by_smoothing = {
         "add1": similarity.numpy(),
         "epsilon": epsilon.similarity(candidates).numpy(),

@@ -33,14 +33,15 @@ def measure(train: int = 2000, batch: int = 256, repeats: int = 15) -> dict:
     from huse import spliced_texts
     from minilm import MODEL_PATH
 
-    from gpu_neighbors import BleuReward, NeighborsScorer, reward_function, sentence_bleu
+    from gpu_neighbors import Bleu, BleuReward, NeighborsScorer, Threshold, reward_function, sentence_bleu
     from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
     from gpu_neighbors.training.rewards import completion_texts, padded
 
     rng = random.Random(0)
     tokenizer = HuggingFaceTokenizer(MODEL_PATH)
     texts = spliced_texts(train, rng)
-    scorer = NeighborsScorer(tokenizer=tokenizer, thresholds="paper").fit(texts, np.linspace(0, 1, train))
+    scorer = NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), estimator=Threshold.paper()).fit(texts,
+                             np.linspace(0, 1, train))
     completions = spliced_texts(batch, rng)
     references = spliced_texts(batch, rng)
     conversations = [[{"role": "assistant", "content": text}] for text in completions]

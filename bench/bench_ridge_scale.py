@@ -55,13 +55,14 @@ def main(argv: list[str] | None = None) -> int:
             estimator = None if name == "default" else name
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fit_seconds, scorer = timed(lambda: NeighborsScorer(device="cpu", kernel=args.kernel, estimator=estimator).fit(
+                fit_seconds, scorer = timed(lambda: NeighborsScorer(kernel=args.kernel, estimator=estimator,
+                                                                    device="cpu").fit(
                     texts[:size], scores[:size]))
             predict_seconds, prediction = timed(lambda: scorer.predict(candidates))
             truth = scores[-args.candidates:]
             inside = (prediction.low <= truth) & (truth <= prediction.high)
             coverage = inside[prediction.covered].mean()
-            print(f"| {size:,} | {estimator or 'default'} | {scorer.estimator_} | {fit_seconds:.1f} | "
+            print(f"| {size:,} | {estimator or 'default'} | {scorer.estimator_.name} | {fit_seconds:.1f} | "
                   f"{predict_seconds:.2f} | {coverage:.3f} |", flush=True)
     return 0
 

@@ -126,10 +126,12 @@ def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
     import torch
 
     from gpu_neighbors import NeighborsScorer
+    from gpu_neighbors.estimators import Threshold
+    from gpu_neighbors.kernels.parts import kernel_part
 
     texts, scores = texts_and_scores(200)  # the HUSE set: 120 training texts, 80 candidates
     train, train_scores, candidates = texts[:120], scores[:120], texts[120:]
-    estimators = {"threshold": {"thresholds": "paper"}, "topk": {"estimator": "topk"}, "ridge": {"estimator": "ridge"}}
+    estimators = {"threshold": Threshold.paper(), "topk": "topk", "ridge": "ridge"}
     settings: list[tuple[str, dict[str, Any], str, str]] = [
         (name, {}, "exact", estimator) for name in EXACT_KERNELS for estimator in estimators]
     # Raw F (no rescaling): the tolerances are on BERTScore itself, not on F stretched by 1/(1-b).
@@ -142,8 +144,8 @@ def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
             fitted = {}
             for side, where in (("reference", "cpu"), ("checked", device)):
                 side_options = {**options, "precision": "float32"} if side == "reference" and options else options
-                scorer = NeighborsScorer(kernel=kernel, device=where, kernel_options=side_options,
-                                         **estimators[estimator])
+                scorer = NeighborsScorer(kernel=kernel_part(kernel, **side_options), device=where,
+                                         estimator=estimators[estimator])
                 fitted[side] = scorer.fit(train, train_scores)
             on_cpu, on_device = fitted["reference"], fitted["checked"]
             similarity = (on_cpu.similarity(candidates), on_device.similarity(candidates))
@@ -179,10 +181,13 @@ def ids_without_sync(device: str, model: Path) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from gpu_neighbors import NeighborsScorer
+    from gpu_neighbors.estimators import Threshold
+    from gpu_neighbors.kernels.parts import Bleu
     from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 
     texts, scores = texts_and_scores(200)
-    scorer = NeighborsScorer(tokenizer=HuggingFaceTokenizer(str(model)), device=device, thresholds="paper")
+    scorer = NeighborsScorer(kernel=Bleu(tokenizer=HuggingFaceTokenizer(str(model))), device=device,
+                             estimator=Threshold.paper())
     scorer.fit(texts[:136], scores[:136])
     batch = AutoTokenizer.from_pretrained(model, local_files_only=True)(
         texts[136:200], padding=True, return_tensors="pt")

@@ -49,6 +49,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from gpu_neighbors import NeighborsScorer  # noqa: E402
+from gpu_neighbors.kernels.parts import kernel_part  # noqa: E402
+from gpu_neighbors.estimators import Threshold  # noqa: E402
 from gpu_neighbors.core.conformal import Calibration, difficulty  # noqa: E402
 from gpu_neighbors.core.correlation import spearman_rows  # noqa: E402
 from gpu_neighbors.core.neighbours import Prediction, Thresholds, text_checksums  # noqa: E402
@@ -137,11 +139,11 @@ def load(args: argparse.Namespace) -> list[DataSet]:
 
 
 def make_scorer(kernel: str) -> NeighborsScorer:
-    options = None
+    options = {}
     if kernel == "bertscore":
         path, layers = minilm()
         options = {"model": path, "layer": layers}
-    return NeighborsScorer(kernel=kernel, device="cpu", thresholds="paper", kernel_options=options)
+    return NeighborsScorer(kernel=kernel_part(kernel, **options), estimator=Threshold.paper(), device="cpu")
 
 
 def intervals(calibration_estimates, calibration_spreads, truth, estimates, spreads):

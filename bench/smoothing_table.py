@@ -8,6 +8,8 @@ from __future__ import annotations
 
 
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Bleu
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.evaluation.protocols import leave_one_out
 from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from huse import huse_records
@@ -21,7 +23,8 @@ def rows() -> list[dict]:
     table = []
     for tokenizer in ("whitespace", "13a", "chars"):
         for smoothing in SMOOTHINGS:
-            scorer = NeighborsScorer(tau=0.08, min_neighbors=5, max_fraction=0.66, smoothing=smoothing, tokenizer=tokenizer)
+            scorer = NeighborsScorer(kernel=Bleu(smoothing=smoothing, tokenizer=tokenizer),
+                                     estimator=Threshold(tau=0.08, min_neighbors=5, max_fraction=0.66))
             _, result = leave_one_out(scorer, texts, scores)
             table.append({"tokenizer": tokenizer, "smoothing": smoothing, **result.as_dict()})
     return table

@@ -27,7 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
-from gpu_neighbors import NeighborsQuality, NeighborsScorer  # noqa: E402
+from gpu_neighbors import Bleu, NeighborsQuality, NeighborsScorer, Threshold  # noqa: E402
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "train.jsonl"
@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     tokenizer = shared.hf
     warmup_texts, scored_texts, scores = load_headlines()
     # 50 scored headlines are few: a = 3 neighbours at BLEU* >= 0.2 (the paper: a = 5, tau = 0.08).
-    scorer = NeighborsScorer(tokenizer=shared, tau=0.2, min_neighbors=3, device=device)
+    scorer = NeighborsScorer(kernel=Bleu(tokenizer=shared), estimator=Threshold(tau=0.2, min_neighbors=3),
+                             device=device)
     scorer.fit(scored_texts, scores)
     metric = NeighborsQuality(scorer).to(device)
 

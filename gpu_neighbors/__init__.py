@@ -14,6 +14,18 @@ from gpu_neighbors._version import __version__
 
 _PUBLIC = {
     "AlignedBleu": "gpu_neighbors.training.metric",
+    "Auto": "gpu_neighbors.kernels.parts",
+    "BertScore": "gpu_neighbors.kernels.parts",
+    "Bleu": "gpu_neighbors.kernels.parts",
+    "Estimator": "gpu_neighbors.estimators",
+    "Intervals": "gpu_neighbors.intervals",
+    "KernelPart": "gpu_neighbors.kernels.parts",
+    "Meteor": "gpu_neighbors.kernels.parts",
+    "Ridge": "gpu_neighbors.estimators",
+    "Rouge": "gpu_neighbors.kernels.parts",
+    "Tfidf": "gpu_neighbors.kernels.parts",
+    "Threshold": "gpu_neighbors.estimators",
+    "TopK": "gpu_neighbors.estimators",
     "BleuReward": "gpu_neighbors.training.rewards",
     "CharacterTokenizer": "gpu_neighbors.text.tokenizers",
     "HuggingFaceTokenizer": "gpu_neighbors.text.tokenizers",
@@ -25,7 +37,7 @@ _PUBLIC = {
     "ParameterError": "gpu_neighbors.core.validation",
     "Prediction": "gpu_neighbors.core.neighbours",
     "Sacrebleu13aTokenizer": "gpu_neighbors.text.tokenizers",
-    "ScoreError": "gpu_neighbors.scorer",
+    "ScoreError": "gpu_neighbors.core.inputs",
     "Signature": "gpu_neighbors.core.signature",
     "Tokenizer": "gpu_neighbors.text.tokenizers",
     "WhitespaceTokenizer": "gpu_neighbors.text.tokenizers",
@@ -51,10 +63,14 @@ if TYPE_CHECKING:
     from gpu_neighbors.core.signature import Signature
     from gpu_neighbors.core.validation import NotFittedError, ParameterError, check_is_fitted
     from gpu_neighbors.data.errors import InputError
+    from gpu_neighbors.estimators import Estimator, Ridge, Threshold, TopK
     from gpu_neighbors.evaluation.systems import compare_systems, leave_one_out_scale
+    from gpu_neighbors.intervals import Intervals
     from gpu_neighbors.kernels import KERNEL_NAMES
     from gpu_neighbors.kernels.aligned_bleu import corpus_bleu, sentence_bleu
-    from gpu_neighbors.scorer import NeighborsScorer, ScoreError
+    from gpu_neighbors.kernels.parts import Auto, BertScore, Bleu, KernelPart, Meteor, Rouge, Tfidf
+    from gpu_neighbors.core.inputs import ScoreError
+    from gpu_neighbors.scorer import NeighborsScorer
     from gpu_neighbors.text.tokenizers import (
         CharacterTokenizer,
         HuggingFaceTokenizer,

@@ -1,7 +1,3 @@
-"""The installed version of gpu-neighbors, recorded in every signature."""
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("gpu-neighbors")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0"
+"""The version of gpu-neighbors, recorded in every signature and saved scorer; pyproject.toml
+reads it from here, so the two cannot differ."""
+__version__ = "0.2.0"

@@ -297,6 +297,8 @@ def run_workloads(census: Census) -> dict[str, list[int]]:
 
     from conftest import ADVERSARIAL_TEXTS
     from gpu_neighbors import NeighborsScorer
+    from gpu_neighbors.estimators import Threshold, TopK
+    from gpu_neighbors.kernels.parts import BertScore, Bleu
     from gpu_neighbors.allpairs.mbr import mbr
     from gpu_neighbors.allpairs.pairs import pairs
     from gpu_neighbors.allpairs.self_bleu import self_bleu
@@ -306,17 +308,16 @@ def run_workloads(census: Census) -> dict[str, list[int]]:
 
     texts, scores = huse(90)
     train, quality, candidates = texts[:60], scores[:60], texts[60:] + ADVERSARIAL_TEXTS[:6]
-    small = {"chunk_size": 8, "memory_budget": 400_000, "thresholds": "paper", "device": "cpu"}
+    small = {"chunk_size": 8, "memory_budget": 400_000, "estimator": Threshold.paper(), "device": "cpu"}
     settings: list[dict[str, Any]] = [
         {"kernel": "bleu"},
-        {"kernel": "bleu", "weights": (0.25, 0.25, 0.25, 0.25), "smoothing": "exp"},
-        {"kernel": "bleu", "smoothing": "none", "estimator": "topk", "top_k": 5},
+        {"kernel": Bleu(weights=(0.25, 0.25, 0.25, 0.25), smoothing="exp")},
+        {"kernel": Bleu(smoothing="none"), "estimator": TopK(k=5, tuning="never")},
         {"kernel": "rouge"},
         {"kernel": "meteor"},
         {"kernel": "tfidf"},
-        {"kernel": "bertscore", "kernel_options": {"model": MODEL_PATH, "layer": 2, "rescale": False}},
-        {"kernel": "bertscore", "kernel_options": {"model": MODEL_PATH, "layer": 2, "idf": True,
-                                                   "rescale": False, "precision": "bfloat16"}},
+        {"kernel": BertScore(model=MODEL_PATH, layer=2, rescale=False)},
+        {"kernel": BertScore(model=MODEL_PATH, layer=2, idf=True, rescale=False, precision="bfloat16")},
     ]
     tiles: dict[str, list[int]] = {}
     with census, census.host_copies(), tiles_counted(census, tiles):
@@ -325,7 +326,7 @@ def run_workloads(census: Census) -> dict[str, list[int]]:
             scorer.predict(candidates)
             scorer.leave_one_out()
         tokenizer = HuggingFaceTokenizer(MODEL_PATH)
-        by_ids = NeighborsScorer(tokenizer=tokenizer, **small).fit(train, quality)
+        by_ids = NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), **small).fit(train, quality)
         batch = tokenizer.hf(candidates, padding=True, return_tensors="pt")
         by_ids.predict_ids(batch["input_ids"], batch["attention_mask"])
         by_ids.predict_ids(batch["input_ids"], batch["attention_mask"])  # after the tables are built

@@ -91,7 +91,7 @@ def assert_scorer_tiling_invariant(kernel: str, train: Sequence[str], scores: Se
 
     results = []
     for chunk_size, budget in SCORER_TILINGS:
-        scorer = NeighborsScorer(kernel=kernel, device="cpu", chunk_size=chunk_size, memory_budget=budget)
+        scorer = NeighborsScorer(kernel=kernel, device="cpu", memory_budget=budget, chunk_size=chunk_size)
         scorer.fit(train, scores)
         similarity = scorer.train_similarity() if leave_one_out else scorer.similarity(candidates)
         results.append((similarity, scorer.leave_one_out() if leave_one_out else scorer.predict(candidates)))

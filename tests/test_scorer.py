@@ -10,7 +10,10 @@ import torch
 
 import gpu_neighbors.scorer as scorer_module
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.estimators import Ridge, Threshold, TopK
+from gpu_neighbors.kernels.parts import Bleu, Rouge, Tfidf
 from gpu_neighbors.core import conformal, kernel_ridge
+from gpu_neighbors.cli.parts import parts_from_settings
 
 # Four texts around "the cat sat on the mat", two around "stocks fell sharply", one loner.
 TRAIN = [
@@ -26,7 +29,8 @@ QUALITY = [0.2, 0.4, 0.6, 0.8, 0.1, 0.3, 0.9]
 
 
 def test_neighbour_mean_and_std_by_hand():
-    scorer = NeighborsScorer(min_neighbors=2, max_fraction=1.0, tau=0.3, device="cpu").fit(TRAIN, QUALITY)
+    scorer = NeighborsScorer(kernel="bleu", estimator=Threshold(tau=0.3, min_neighbors=2, max_fraction=1.0),
+                             device="cpu").fit(TRAIN, QUALITY)
     similarity = scorer.similarity(["the cat sat on the mat", "stocks fell sharply in trading", "zzz"])
     prediction = scorer.predict(["the cat sat on the mat", "stocks fell sharply in trading", "zzz"])
     for row in range(3):
@@ -43,37 +47,41 @@ def test_neighbour_mean_and_std_by_hand():
 
 
 def test_a_and_b_bounds_are_inclusive():
-    scorer = NeighborsScorer(tau=0.3, min_neighbors=4, max_fraction=4 / 7, device="cpu").fit(TRAIN, QUALITY)
+    scorer = NeighborsScorer(kernel="bleu", estimator=Threshold(tau=0.3, min_neighbors=4, max_fraction=4 / 7),
+                             device="cpu").fit(TRAIN, QUALITY)
     assert scorer.predict(["the cat sat on the mat"]).covered[0]  # exactly 4 = a = b|S|
-    tighter = NeighborsScorer(tau=0.3, min_neighbors=5, max_fraction=1.0, device="cpu").fit(TRAIN, QUALITY)
+    tighter = NeighborsScorer(kernel="bleu", estimator=Threshold(tau=0.3, min_neighbors=5, max_fraction=1.0),
+                              device="cpu").fit(TRAIN, QUALITY)
     assert not tighter.predict(["the cat sat on the mat"]).covered[0]
-    capped = NeighborsScorer(tau=0.3, min_neighbors=1, max_fraction=3 / 7, device="cpu").fit(TRAIN, QUALITY)
+    capped = NeighborsScorer(kernel="bleu", estimator=Threshold(tau=0.3, min_neighbors=1, max_fraction=3 / 7),
+                             device="cpu").fit(TRAIN, QUALITY)
     assert not capped.predict(["the cat sat on the mat"]).covered[0]
 
 
 def test_leave_one_out_equals_refitting_without_the_item():
-    scorer = NeighborsScorer(tau=0.2, min_neighbors=1, max_fraction=1.0, device="cpu").fit(TRAIN, QUALITY)
+    scorer = NeighborsScorer(kernel="bleu", estimator=Threshold(tau=0.2, min_neighbors=1, max_fraction=1.0),
+                             device="cpu").fit(TRAIN, QUALITY)
     loo = scorer.leave_one_out()
     for i in range(len(TRAIN)):
         rest = [t for j, t in enumerate(TRAIN) if j != i]
         rest_q = [q for j, q in enumerate(QUALITY) if j != i]
-        alone = NeighborsScorer(tau=0.2, min_neighbors=1, max_fraction=1.0, device="cpu").fit(rest, rest_q)
+        alone = NeighborsScorer(kernel="bleu", estimator=Threshold(tau=0.2, min_neighbors=1, max_fraction=1.0),
+                                device="cpu").fit(rest, rest_q)
         single = alone.predict([TRAIN[i]])
         assert loo.num_neighbors[i] == single.num_neighbors[0]
         np.testing.assert_array_equal(loo.scores[i], single.scores[0])
 
 
-@pytest.mark.parametrize("kernel_kwargs", [{"smoothing": "add1"}, {"smoothing": "exp", "tokenizer": "13a"}])
-def test_results_identical_for_any_chunk_size_and_budget(huse_texts, huse_scores, kernel_kwargs):
+@pytest.mark.parametrize("kernel", [Bleu(smoothing="add1"), Bleu(smoothing="exp", tokenizer="13a")])
+def test_results_identical_for_any_chunk_size_and_budget(huse_texts, huse_scores, kernel):
     texts, scores = huse_texts[:90], huse_scores[:90]
     candidates = huse_texts[150:] + texts[::-1]
-    reference = NeighborsScorer(device="cpu", min_neighbors=2, **kernel_kwargs).fit(texts, scores)
+    reference = NeighborsScorer(kernel=kernel, estimator=Threshold(min_neighbors=2), device="cpu").fit(texts, scores)
     expected_loo = reference.leave_one_out()
     expected = reference.predict(candidates)
     for chunk_size, budget in [(1, None), (7, 20_000), (64, 100_000), (500, 1 << 13), (None, 30_000)]:
-        scorer = NeighborsScorer(
-            device="cpu", min_neighbors=2, chunk_size=chunk_size, memory_budget=budget, **kernel_kwargs
-        ).fit(texts, scores)
+        scorer = NeighborsScorer(kernel=kernel, estimator=Threshold(min_neighbors=2), device="cpu",
+                                 chunk_size=chunk_size, memory_budget=budget).fit(texts, scores)
         for got, want in [(scorer.leave_one_out(), expected_loo), (scorer.predict(candidates), expected)]:
             np.testing.assert_array_equal(got.scores, want.scores)
             np.testing.assert_array_equal(got.num_neighbors, want.num_neighbors)
@@ -84,8 +92,8 @@ def test_results_identical_for_any_chunk_size_and_budget(huse_texts, huse_scores
 @pytest.mark.parametrize("kernel", ["bleu", "rouge", "meteor"])
 def test_prepared_candidates_predict_as_their_texts(huse_texts, huse_scores, kernel):
     """`prepare` (what a streaming run's reader thread does) then `predict` is `predict`."""
-    scorer = NeighborsScorer(kernel=kernel, device="cpu", chunk_size=7, thresholds="paper",
-                             min_neighbors=1).fit(huse_texts[:60], huse_scores[:60])
+    scorer = NeighborsScorer(kernel=kernel, estimator=Threshold(min_neighbors=1, tuning="never"), device="cpu",
+                             chunk_size=7).fit(huse_texts[:60], huse_scores[:60])
     candidates = huse_texts[60:100] + ["", "   "]
     prepared = scorer.prepare(candidates)
     assert len(prepared) == len(candidates) and len(prepared.chunks) == 6  # chunks of 7 rows
@@ -111,14 +119,14 @@ def test_candidate_order_and_training_order_do_not_matter(huse_texts, huse_score
         monkeypatch.setattr(kernel_ridge, "MAX_RIDGE_TEXTS", 100)
         monkeypatch.setattr(conformal, "MAX_CALIBRATION_TEXTS", 80)
     rng = np.random.default_rng(0)
-    scorer = NeighborsScorer(device="cpu", estimator=estimator).fit(huse_texts, huse_scores)
+    scorer = NeighborsScorer(estimator=estimator, device="cpu").fit(huse_texts, huse_scores)
     candidates = huse_texts[:80]
     base = scorer.predict(candidates)
     order = rng.permutation(len(candidates))
     shuffled = scorer.predict([candidates[i] for i in order])
     np.testing.assert_array_equal(shuffled.scores, base.scores[order])
     train_order = rng.permutation(len(huse_texts))
-    refit = NeighborsScorer(device="cpu", estimator=estimator).fit(
+    refit = NeighborsScorer(estimator=estimator, device="cpu").fit(
         [huse_texts[i] for i in train_order], np.take(huse_scores, train_order))
     again = refit.predict(candidates)
     for field in ("scores", "low", "high", "num_neighbors"):
@@ -126,7 +134,8 @@ def test_candidate_order_and_training_order_do_not_matter(huse_texts, huse_score
 
 
 def test_empty_and_whitespace_candidates_are_undefined_not_errors():
-    scorer = NeighborsScorer(tau=0.3, min_neighbors=1, device="cpu").fit(TRAIN, QUALITY)
+    scorer = NeighborsScorer(kernel="bleu", estimator=Threshold(tau=0.3, min_neighbors=1), device="cpu").fit(TRAIN,
+                             QUALITY)
     prediction = scorer.predict(["", "   ", "the cat sat on the mat"])
     assert list(prediction.covered) == [False, False, True]
     assert np.isnan(prediction.scores[:2]).all() and list(prediction.num_neighbors[:2]) == [0, 0]
@@ -176,17 +185,18 @@ def test_score_range_can_be_widened_or_lifted():
 
 
 def test_bad_parameters_are_refused_clearly():
-    for kwargs, message in [
-        ({"min_neighbors": 0}, "min_neighbors"),
-        ({"max_fraction": 1.5}, "max_fraction"),
-        ({"tau": float("nan")}, "tau"),
-        ({"kernel": "cider"}, "unknown kernel"),
-        ({"device": "tpu9"}, "device"),
-        ({"smoothing": "add1", "kernel": "rouge"}, "bleu kernel only"),
-        ({"chunk_size": 0}, "chunk_size"),
+    for make, message in [
+        (lambda: NeighborsScorer(estimator=Threshold(min_neighbors=0)), "min_neighbors"),
+        (lambda: NeighborsScorer(estimator=Threshold(max_fraction=1.5)), "max_fraction"),
+        (lambda: NeighborsScorer(estimator=Threshold(tau=float("nan"))), "tau"),
+        (lambda: NeighborsScorer(kernel="cider"), "unknown kernel"),
+        (lambda: NeighborsScorer(device="tpu9"), "device"),
+        (lambda: NeighborsScorer(chunk_size=0), "chunk_size"),
     ]:
         with pytest.raises(ValueError, match=message):
-            NeighborsScorer(**kwargs).fit(TRAIN, QUALITY)
+            make().fit(TRAIN, QUALITY)
+    with pytest.raises(TypeError, match="Rouge.. got an unexpected keyword argument 'smoothing'"):
+        Rouge(smoothing="add1")
     with pytest.raises(TypeError, match="not one string"):
         NeighborsScorer().fit("the cat", [1.0])
     with pytest.raises(TypeError, match=r"\[1\] is int"):
@@ -196,7 +206,8 @@ def test_bad_parameters_are_refused_clearly():
 
 
 def test_signature_records_every_setting():
-    scorer = NeighborsScorer(tau=0.1, smoothing="exp", tokenizer="13a", lowercase=True).fit(TRAIN, QUALITY)
+    scorer = NeighborsScorer(kernel=Bleu(smoothing="exp", tokenizer="13a", lowercase=True),
+                             estimator=Threshold(tau=0.1)).fit(TRAIN, QUALITY)
     assert str(scorer.signature).startswith("kernel:bleu|tok:13a+lc|smooth:exp|tau:0.1|a:5|b:0.66|n:7|version:")
 
 
@@ -209,8 +220,20 @@ def test_signature_records_every_setting():
     ({"kernels": ("bleu",)}, "kernels (--kernels) = bleu is read only with kernel 'auto'"),
 ])
 def test_a_setting_the_estimator_never_reads_is_named(settings, unread):
+    """The command line's flat settings: a flag the chosen estimator never reads is named (the
+    library's parts refuse such a setting outright, a TypeError)."""
     with pytest.warns(UserWarning, match=re.escape(unread)):
-        NeighborsScorer(device="cpu", **settings).fit(["a b", "c d", "a d"], [0.1, 0.5, 0.9])
+        NeighborsScorer(device="cpu", **parts_from_settings(settings)).fit(["a b", "c d", "a d"], [0.1, 0.5, 0.9])
+
+
+def test_a_setting_a_part_does_not_have_is_a_type_error():
+    for make, name in [(lambda: TopK(min_neighbors=3), "min_neighbors"), (lambda: Threshold(k=5), "k"),
+                       (lambda: Ridge(power=2.0), "power"), (lambda: Ridge(tau=0.1), "tau"),
+                       (lambda: TopK(penalty=1.0), "penalty"), (lambda: Tfidf(smoothing="exp"), "smoothing"),
+                       (lambda: NeighborsScorer(tau=0.1), "tau"),
+                       (lambda: NeighborsScorer(kernels=("bleu",)), "kernels")]:
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{name}'"):
+            make()
 
 
 def test_settings_the_estimator_reads_raise_no_such_warning():
@@ -218,5 +241,5 @@ def test_settings_the_estimator_reads_raise_no_such_warning():
                      {"estimator": "ridge", "penalty": 1.0}, {"kernel": "auto", "kernels": ("bleu", "rouge")}):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            NeighborsScorer(device="cpu", **settings).fit(["a b", "c d", "a d"], [0.1, 0.5, 0.9])
+            NeighborsScorer(device="cpu", **parts_from_settings(settings)).fit(["a b", "c d", "a d"], [0.1, 0.5, 0.9])
         assert not [w for w in caught if "is not read by" in str(w.message) or "read only with" in str(w.message)]

@@ -8,6 +8,7 @@ import warnings
 import pytest
 
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Auto
 from gpu_neighbors.cli import main
 
 TEXTS = ["the cat sat", "a dog ran", "the cat sat", "birds fly south", "rain fell", "the sun rose",
@@ -17,7 +18,7 @@ SCORES = [0.1 * i for i in range(10)]
 
 @pytest.mark.parametrize("make", [
     lambda: NeighborsScorer().fit(TEXTS, SCORES),  # called directly
-    lambda: NeighborsScorer(kernel="auto", kernels=("bleu", "rouge")).fit(TEXTS, SCORES),  # fit inside fit
+    lambda: NeighborsScorer(kernel=Auto(("bleu", "rouge"))).fit(TEXTS, SCORES),  # fit inside fit
     lambda: NeighborsScorer().fit_pairwise(TEXTS, SCORES),  # fit inside fit_pairwise
 ])
 def test_library_warnings_point_at_the_callers_line(make):

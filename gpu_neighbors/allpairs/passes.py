@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpu_neighbors.core.tiling import Reduction, Result, Span, TilePlan, reduce_tiles
+from gpu_neighbors.core.tiling import Reduction, Result, Span, TilePlan, reduce_tiles, resolve_device
 from gpu_neighbors.kernels import Kernel
+from gpu_neighbors.kernels.parts import KernelPart, kernel_part
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer
 
@@ -24,14 +25,19 @@ def kernel_settings(
     device: str,
     memory_budget: int | None,
 ) -> NeighborsScorer:
-    """The settings as an unfitted scorer: `make_kernel` validates and builds from them."""
-    return NeighborsScorer(kernel=kernel, smoothing=smoothing, weights=tuple(weights) if weights else None,
-                           tokenizer=tokenizer, lowercase=lowercase, kernel_options=kernel_options,
-                           device=device, memory_budget=memory_budget)
+    """The settings as an unfitted scorer (its kernel part checks them; a setting the kernel does
+    not have is refused by name)."""
+    try:
+        part = kernel_part(kernel, smoothing=smoothing, weights=tuple(weights) if weights else None,
+                           tokenizer=tokenizer, lowercase=lowercase, **(kernel_options or {}))
+    except TypeError as error:
+        raise ValueError(f"kernel {kernel!r}: {error}") from None
+    return NeighborsScorer(kernel=part, device=device, memory_budget=memory_budget)
 
 
 def fitted_kernel(settings: NeighborsScorer, texts: list[str]) -> Kernel[Any]:
-    kernel = settings.make_kernel()
+    assert isinstance(settings.kernel, KernelPart)  # kernel_part of one name
+    kernel = settings.kernel.build(resolve_device(settings.device))
     kernel.fit(texts)
     return kernel
 

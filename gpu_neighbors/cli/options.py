@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from gpu_neighbors.cli.parts import parts_from_settings
 from gpu_neighbors.core.validation import (
     ESTIMATOR_NAMES,
     PARAMETERS,
@@ -274,4 +275,4 @@ def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> Neighb
         settings.pop("kernels", None)
     if settings["score_range"] is not None:
         settings["score_range"] = tuple(settings["score_range"])
-    return NeighborsScorer(**settings, kernel_options=options, progress=progress)
+    return NeighborsScorer(**parts_from_settings({**settings, "kernel_options": options, "progress": progress}))

@@ -11,6 +11,8 @@ import numpy as np
 
 from gpu_neighbors.evaluation.agreement import Agreement, agreement, human_agreement
 from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.estimators import Threshold
+from gpu_neighbors.kernels.parts import kernel_part
 from gpu_neighbors.evaluation.tables import markdown_table
 
 
@@ -35,7 +37,11 @@ def compare_kernels(
     taus: Mapping[str, float] | None = None,
     kernel_options: Mapping[str, Mapping[str, Any]] | None = None,
     judgments: Sequence[Mapping[str, Any]] | None = None,
-    **scorer_options: Any,
+    min_neighbors: int | None = None,
+    max_fraction: float | None = None,
+    tokenizer: str = "whitespace",
+    lowercase: bool = False,
+    **run: Any,
 ) -> list[ComparisonRow]:
     """Leave-one-out agreement of each kernel at its default tau (or `taus[kernel]`), timed from
     fit to estimates; with per-annotator `judgments` (records holding `score` and `judgments`),
@@ -49,11 +55,12 @@ def compare_kernels(
         rows += [ComparisonRow(name, math.nan, result, math.nan) for name, result in human_agreement(judgments).items()]
     for kernel in kernels:
         scorer = NeighborsScorer(
-            kernel=kernel,
-            thresholds="paper",  # the paper's Table 1: its settings, never tuned on all items
-            tau=taus.get(kernel),
-            kernel_options=(kernel_options or {}).get(kernel),
-            **scorer_options,
+            kernel=kernel_part(kernel, tokenizer=tokenizer, lowercase=lowercase,
+                               **(kernel_options or {}).get(kernel, {})),
+            # the paper's Table 1: its settings, never tuned on all items
+            estimator=Threshold(tau=taus.get(kernel), min_neighbors=min_neighbors, max_fraction=max_fraction,
+                                tuning="never"),
+            **run,
         )
         start = time.perf_counter()
         prediction = scorer.fit(texts, scores).leave_one_out()

@@ -36,6 +36,8 @@ from gpu_neighbors.core.signature import Signature
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE
 from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS as SCAN_SMOOTHINGS
 from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.estimators import Threshold
+from gpu_neighbors.kernels.parts import kernel_part
 from gpu_neighbors.evaluation.tables import cell, markdown_table
 from gpu_neighbors.core.tuning import tune
 
@@ -105,6 +107,15 @@ class KernelSpec:
             raise ValueError(f"kernel spec {text!r} names no kernel")
         return cls(kernel, options)
 
+    def parts(self) -> dict[str, Any]:
+        """The scorer's kernel (with this spec's text settings) and, where a tau is given, the
+        threshold rule at that tau."""
+        settings = {key: value for key, value in self.options.items() if key != "tau"}
+        parts: dict[str, Any] = {"kernel": kernel_part(self.kernel, **settings)}
+        if "tau" in self.options:
+            parts["estimator"] = Threshold(tau=self.options["tau"])
+        return parts
+
     @property
     def label(self) -> str:
         return ":".join([self.kernel, *(f"{key}={value}" for key, value in self.options.items())])
@@ -114,7 +125,7 @@ ScorerFactory = Callable[[KernelSpec], NeighborsScorer]
 
 
 def default_factory(spec: KernelSpec) -> NeighborsScorer:
-    return NeighborsScorer(kernel=spec.kernel, **spec.options)
+    return NeighborsScorer(**spec.parts())
 
 
 @dataclass
@@ -226,7 +237,10 @@ def implementation_scan(
         for smoothing in SCAN_SMOOTHINGS:
             spec = KernelSpec("bleu", {"tokenizer": tokenizer, "smoothing": smoothing, "tau": PAPER_THRESHOLDS["bleu"]})
             scorer = make_scorer(spec)
-            scorer.min_neighbors, scorer.max_fraction = 5, 0.66  # the paper's, whatever the factory's
+            rule = scorer.estimator
+            assert isinstance(rule, Threshold)  # a spec's tau asks for the threshold rule
+            # the paper's a and b, whatever the factory's
+            scorer.estimator = Threshold(**{**rule.own_settings(), "min_neighbors": 5, "max_fraction": 0.66})
             similarities = scorer.fit_pairwise(data.texts, data.scores)
             result = cross_validate(similarities, scorer.thresholds_, folds=None, resamples=resamples).agreement
             rows.append({"tokenizer": tokenizer, "smoothing": smoothing, **result.as_dict()})

@@ -164,7 +164,8 @@ class RayBatchScorer:
                 ray.data.from_items(rows), scorer, batch_size=self.batch_size,
                 num_gpus=self.num_gpus, num_actors=self.num_actors,
             )
-            yield from _regroup(batches, scored.iter_batches(batch_size=None, batch_format="numpy"), scorer.estimator_)
+            yield from _regroup(batches, scored.iter_batches(batch_size=None, batch_format="numpy"),
+                                scorer.estimator_.name)
         finally:
             context.execution_options.preserve_order, context.enable_progress_bars = preserved
 

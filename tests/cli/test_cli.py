@@ -9,6 +9,8 @@ import pytest
 
 from conftest import write_jsonl
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Bleu
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.cli import main
 from gpu_neighbors.evaluation.agreement import agreement
 
@@ -39,7 +41,8 @@ def test_score_writes_one_line_per_candidate_in_order(tmp_path, train_file, huse
 def test_evaluate_json_matches_the_library(tmp_path, train_file, huse_texts, huse_scores, capsys):
     assert main(["evaluate", "--data", str(train_file), "--json", "--smoothing", "add1", "--paper-thresholds"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    prediction = NeighborsScorer(smoothing="add1", thresholds="paper").fit(huse_texts[:120], huse_scores[:120]).leave_one_out()
+    prediction = NeighborsScorer(kernel=Bleu(smoothing="add1"), estimator=Threshold.paper()).fit(huse_texts[:120],
+                                 huse_scores[:120]).leave_one_out()
     expected = agreement(prediction, huse_scores[:120])
     assert printed["kernel"] == "bleu" and printed["n"] == 120
     for key in ("mse", "spearman", "pearson", "coverage"):

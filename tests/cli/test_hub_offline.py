@@ -17,11 +17,12 @@ socket.getaddrinfo = refuse
 socket.create_connection = refuse
 socket.socket.connect = lambda self, *args: refuse(*args)
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Bleu
 from gpu_neighbors.cli import main
 for CASE, argv in json.loads(sys.argv[1]):
     if argv == ["library"]:
         try:
-            NeighborsScorer(tokenizer="hf:bert-base-uncased", device="cpu").fit(["a b", "c d"], [0.1, 0.2])
+            NeighborsScorer(kernel=Bleu(tokenizer="hf:bert-base-uncased"), device="cpu").fit(["a b", "c d"], [0.1, 0.2])
         except ValueError as error:
             print(error, file=sys.stderr)
     else:

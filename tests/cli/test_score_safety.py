@@ -16,6 +16,7 @@ import pytest
 
 from conftest import write_jsonl
 from gpu_neighbors.cli import main
+from gpu_neighbors.estimators import Threshold
 
 COMMAND = [sys.executable, "-m", "gpu_neighbors.cli"]
 
@@ -299,4 +300,4 @@ def test_duplicate_training_texts_are_warned_about(huse_texts, huse_scores):
 
     texts, scores = huse_texts[:60] + huse_texts[:4], huse_scores[:60] + huse_scores[:4]
     with pytest.warns(UserWarning, match="4 of the 64 training texts repeat another one"):
-        NeighborsScorer(device="cpu", thresholds="paper").fit(texts, scores)
+        NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(texts, scores)

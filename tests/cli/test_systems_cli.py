@@ -15,6 +15,7 @@ from gpu_neighbors.cli import main
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.systems import Labelled, leave_one_out_scale
 from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.estimators import Threshold
 
 DRAWS = ["--resamples", "200", "--trials", "300", "--device", "cpu", "--quiet"]
 HUSE = Path(__file__).resolve().parents[3] / "shared" / "data" / "huse_summarization.jsonl"
@@ -77,7 +78,8 @@ def test_training_scale_equals_the_python_function(huse_records, tmp_path, capsy
     result = json.loads(printed)
     assert json.loads((tmp_path / "systems.json").read_text()) == result
     assert (tmp_path / "systems.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    scorer = NeighborsScorer(thresholds="paper", device="cpu").fit([r["text"] for r in huse_records],
+    scorer = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(),
+                             device="cpu").fit([r["text"] for r in huse_records],
                                                                   [r["score"] for r in huse_records])
     expected = leave_one_out_scale(scorer.leave_one_out().scores, np.array([r["score"] for r in huse_records]),
                                    Labelled.of([r["source"] for r in huse_records], system_field="source"),

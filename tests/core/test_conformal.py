@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.estimators import Threshold, TopK
 from gpu_neighbors.core.conformal import (
     MAX_CALIBRATION_TEXTS,
     MIN_SELECTION_TEXTS,
@@ -101,9 +102,9 @@ def test_without_own_masks_each_rows_own_training_text():
 
 
 @pytest.mark.parametrize("settings", [
-    {"thresholds": "paper"},
-    {"estimator": "topk", "top_k": 7},
-    {"tau": 0.05, "weighting": "similarity", "power": 2.0},
+    {"kernel": "bleu", "estimator": Threshold.paper()},
+    {"estimator": TopK(k=7)},
+    {"kernel": "bleu", "estimator": Threshold(tau=0.05, weighting="similarity", power=2.0)},
 ])
 def test_the_calibration_pass_is_the_scorers_leave_one_out(huse_texts, huse_scores, settings):
     """The sampled leave-one-out (each row masked by its own index, texts encoded as candidates)
@@ -120,7 +121,8 @@ def test_the_calibration_pass_is_the_scorers_leave_one_out(huse_texts, huse_scor
 
 
 def test_predict_gives_intervals_around_defined_estimates(huse_texts, huse_scores):
-    scorer = NeighborsScorer(device="cpu", thresholds="paper").fit(huse_texts[:150], huse_scores[:150])
+    scorer = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(huse_texts[:150],
+                             huse_scores[:150])
     prediction = scorer.predict(huse_texts[150:] + ["zzz qqq"])
     defined = np.isfinite(prediction.scores)
     assert prediction.low.dtype == np.float64 and not defined[-1]
@@ -128,7 +130,8 @@ def test_predict_gives_intervals_around_defined_estimates(huse_texts, huse_score
     assert np.all(prediction.low[defined] <= prediction.scores[defined])
     assert np.all(prediction.scores[defined] <= prediction.high[defined])
     assert np.all((0 <= prediction.low[defined]) & (prediction.high[defined] <= 1))
-    narrow = NeighborsScorer(device="cpu", thresholds="paper", level=0.5).fit(huse_texts[:150], huse_scores[:150])
+    narrow = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu",
+                             level=0.5).fit(huse_texts[:150], huse_scores[:150])
     narrower = narrow.predict(huse_texts[150:])
     kept = defined[:-1]
     assert np.all((narrower.high - narrower.low)[kept] <= (prediction.high - prediction.low)[:-1][kept])

@@ -16,6 +16,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import gpu_neighbors
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import BertScore, Bleu
+from gpu_neighbors.estimators import Threshold, TopK
 from gpu_neighbors.core import portable
 from gpu_neighbors.core.tiling import CUDA_TILE_PAIRS, TilePlan
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
@@ -64,7 +66,7 @@ def split(huse_texts, huse_scores):
 @pytest.mark.parametrize("smoothing", SMOOTHINGS)
 def test_bleu_tiles_are_the_same_bits_under_another_math_library(split, smoothing, weights):
     texts, scores, candidates = split
-    settings = {"device": "cpu", "thresholds": "paper", "smoothing": smoothing, "weights": weights}
+    settings = {"kernel": Bleu(smoothing=smoothing, weights=weights), "estimator": Threshold.paper(), "device": "cpu"}
     expected = NeighborsScorer(**settings).fit(texts, scores).similarity(candidates)
     with AnotherMathLibrary():
         scorer = NeighborsScorer(**settings).fit(texts, scores)
@@ -73,10 +75,11 @@ def test_bleu_tiles_are_the_same_bits_under_another_math_library(split, smoothin
 
 
 @pytest.mark.parametrize("settings", [
-    {"thresholds": "paper"},
-    {"thresholds": "paper", "weighting": "similarity", "power": 1.5, "tau": 0.05, "min_neighbors": 1},
-    {"estimator": "topk", "top_k": 9, "power": 2.0},
-    {"kernel": "rouge", "estimator": "topk", "top_k": 5, "power": 1.0},
+    {"kernel": "bleu", "estimator": Threshold.paper()},
+    {"kernel": "bleu", "estimator": Threshold(weighting="similarity", power=1.5, tau=0.05, min_neighbors=1,
+                                              tuning="never")},
+    {"estimator": TopK(k=9, power=2.0)},
+    {"kernel": "rouge", "estimator": TopK(k=5, power=1.0)},
 ])
 def test_estimates_are_the_same_bits_under_another_math_library(split, settings):
     texts, scores, candidates = split
@@ -92,7 +95,8 @@ def test_token_id_path_is_the_same_bits_under_another_math_library(split):
     from transformers import AutoTokenizer
 
     texts, scores, candidates = split
-    scorer = NeighborsScorer(device="cpu", thresholds="paper", tokenizer=MODEL_PATH).fit(texts, scores)
+    scorer = NeighborsScorer(kernel=Bleu(tokenizer=MODEL_PATH), estimator=Threshold.paper(), device="cpu").fit(texts,
+                             scores)
     hf = AutoTokenizer.from_pretrained(MODEL_PATH)
     batch = hf(candidates[:40], padding=True, return_tensors="pt")
     expected = scorer.predict_ids(batch["input_ids"], batch["attention_mask"])
@@ -129,7 +133,7 @@ def test_mbr_utilities_do_not_depend_on_summation_order(huse_texts):
 @pytest.mark.parametrize("settings", [
     {},
     {"kernel": "rouge"},
-    {"weighting": "similarity"},
+    {"estimator": "topk"},
 ])
 def test_a_tuned_tau_lies_between_training_similarities(huse_texts, huse_scores, settings):
     """No training pair is within a few ulp of a tuned tau, so a similarity computed an ulp
@@ -159,7 +163,8 @@ def test_no_sparse_product_gets_an_empty_operand(split):
             return func(*args, **(kwargs or {}))
 
     for weights in (None, BLEU4_WEIGHTS):
-        scorer = NeighborsScorer(device="cpu", thresholds="paper", weights=weights).fit(texts, scores)
+        scorer = NeighborsScorer(kernel=Bleu(weights=weights), estimator=Threshold.paper(), device="cpu").fit(texts,
+                                 scores)
         with EmptyOperands():
             prediction = scorer.predict(["", "zzqx wvvk", "   "])
         assert not prediction.covered.any()
@@ -175,8 +180,8 @@ def test_host_side_tensors_stay_on_the_host_through_map_location(split):
     """A Ray worker loads the scorer with map_location=its GPU: the BERTScore kernel's host-side
     tensors (token weights indexed by host ids, the texts' lengths) must not move with it."""
     texts, scores, _ = split
-    scorer = NeighborsScorer(device="cpu", kernel="bertscore", thresholds="paper",
-                             kernel_options={"model": MODEL_PATH, "layer": MODEL_LAYERS}).fit(texts[:20], scores[:20])
+    scorer = NeighborsScorer(kernel=BertScore(model=MODEL_PATH, layer=MODEL_LAYERS), estimator=Threshold.paper(),
+                             device="cpu").fit(texts[:20], scores[:20])
     buffer = io.BytesIO()
     torch.save(scorer, buffer)
     loaded = torch.load(io.BytesIO(buffer.getvalue()), map_location="meta", weights_only=False)

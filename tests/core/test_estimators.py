@@ -10,10 +10,13 @@ import pytest
 import torch
 
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Auto
+from gpu_neighbors.estimators import Threshold, TopK
 from gpu_neighbors.core.neighbours import WEIGHT_BITS, Thresholds
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.tuning import TuningGrid, tune
-from gpu_neighbors.core.validation import ParameterError
+from gpu_neighbors.cli.parts import parts_from_settings
+from gpu_neighbors.core.validation import ParameterError, validate_parameters
 from gpu_neighbors.kernels.tfidf import TfidfKernel
 
 TEXTS = [
@@ -66,7 +69,9 @@ def brute_topk(matrix: np.ndarray, k: int, power: float) -> tuple[np.ndarray, li
 
 @pytest.fixture(scope="module")
 def fitted():
-    scorer = NeighborsScorer(device="cpu", thresholds="paper", weighting="similarity", power=2.0, tau=0.05)
+    scorer = NeighborsScorer(kernel="bleu",
+                             estimator=Threshold(tau=0.05, weighting="similarity", power=2.0,
+                             tuning="never"), device="cpu")
     scorer.fit(TEXTS[:10], SCORES[:10])
     return scorer, scorer.similarity(TEXTS[10:]).numpy()
 
@@ -81,7 +86,7 @@ def test_weighted_threshold_matches_brute_force(fitted):
 
 def test_topk_matches_brute_force_and_neighbours_are_the_top(fitted):
     scorer, matrix = fitted
-    top = NeighborsScorer(device="cpu", kernel="bleu", estimator="topk", top_k=3, power=1.0).fit(TEXTS[:10], SCORES[:10])
+    top = NeighborsScorer(kernel="bleu", estimator=TopK(power=1.0, k=3), device="cpu").fit(TEXTS[:10], SCORES[:10])
     prediction = top.predict(TEXTS[10:], return_neighbors=4)
     expected, order = brute_topk(matrix, 3, 1.0)
     np.testing.assert_allclose(prediction.scores, expected, rtol=1e-12, equal_nan=True)
@@ -95,7 +100,7 @@ def test_topk_matches_brute_force_and_neighbours_are_the_top(fitted):
 def test_ties_go_by_text_checksum_then_q_not_by_position():
     texts = ["a b c", "x y z", "a b c", "a b c"]
     scores = np.array([0.4, 0.2, 0.1, 0.3])
-    scorer = NeighborsScorer(device="cpu", estimator="topk", top_k=2, power=0.0).fit(texts, scores)
+    scorer = NeighborsScorer(estimator=TopK(power=0.0, k=2), device="cpu").fit(texts, scores)
     prediction = scorer.predict(["a b c"], return_neighbors=2)
     assert prediction.neighbors is not None
     assert prediction.neighbors.index.tolist() == [[2, 3]]  # equal texts, so the lower q first
@@ -107,7 +112,7 @@ def test_topk_estimates_do_not_depend_on_where_a_text_sits(huse_texts, huse_scor
     thousands of pairs tie (BLEU* takes few distinct values on short texts)."""
     texts, scores = huse_texts[:150], np.asarray(huse_scores[:150])
     candidates = huse_texts[150:]
-    settings = {"device": "cpu", "estimator": "topk", "top_k": 20, "power": 1.0}
+    settings = {"device": "cpu", "estimator": TopK(k=20, power=1.0)}
     reference = NeighborsScorer(**settings).fit(texts, scores).predict(candidates)
     for seed in range(3):
         order = np.random.default_rng(seed).permutation(len(texts))
@@ -118,8 +123,8 @@ def test_topk_estimates_do_not_depend_on_where_a_text_sits(huse_texts, huse_scor
 
 
 @pytest.mark.parametrize("settings", [
-    {"weighting": "similarity", "power": 3.0, "tau": 0.02, "min_neighbors": 1},
-    {"estimator": "topk", "top_k": 5, "power": 2.0},
+    {"kernel": "bleu", "estimator": Threshold(weighting="similarity", power=3.0, tau=0.02, min_neighbors=1)},
+    {"estimator": TopK(k=5, power=2.0)},
 ])
 def test_bit_identical_for_every_chunk_block_and_order(settings):
     reference = NeighborsScorer(device="cpu", **settings).fit(TEXTS, SCORES).leave_one_out()
@@ -155,7 +160,7 @@ def test_weighted_sums_do_not_depend_on_block_order():
 
 
 def test_return_neighbors_larger_than_the_training_set_returns_all():
-    scorer = NeighborsScorer(device="cpu", thresholds="paper").fit(TEXTS[:6], SCORES[:6])
+    scorer = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(TEXTS[:6], SCORES[:6])
     prediction = scorer.predict(["the cat"], return_neighbors=50)
     assert prediction.neighbors is not None and prediction.neighbors.index.shape == (1, 6)
     assert sorted(prediction.neighbors.index[0].tolist()) == list(range(6))
@@ -181,21 +186,24 @@ def test_tuning_finds_the_setting_solvable_by_hand():
 def test_tuned_by_default_from_50_texts_and_paper_below(huse_texts, huse_scores):
     tuned = NeighborsScorer(device="cpu").fit(huse_texts[:60], huse_scores[:60])
     assert tuned.tuning_ is not None and "tuned:loo" in str(tuned.signature)
-    paper = NeighborsScorer(device="cpu", thresholds="paper").fit(huse_texts[:60], huse_scores[:60])
+    paper = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(huse_texts[:60],
+                            huse_scores[:60])
     assert paper.tuning_ is None and paper.thresholds_ == Thresholds(0.08, 5, 0.66)
-    given = NeighborsScorer(device="cpu", tau=0.08).fit(huse_texts[:60], huse_scores[:60])
+    given = NeighborsScorer(kernel="bleu", estimator=Threshold(tau=0.08), device="cpu").fit(huse_texts[:60],
+                            huse_scores[:60])
     assert given.tuning_ is None
     with pytest.warns(UserWarning, match="fewer than 50.*the default's"):
         small = NeighborsScorer(device="cpu").fit(huse_texts[:49], huse_scores[:49])
     # the default kernel (tfidf) and estimator (top-k: an estimate for every text), untuned k and p
     assert small.thresholds_ == Thresholds(TfidfKernel.default_tau, 5, 0.66, 1.0, "topk", 49)
     with pytest.warns(UserWarning, match="fewer than 50.*the paper's"):
-        small = NeighborsScorer(device="cpu", estimator="threshold").fit(huse_texts[:49], huse_scores[:49])
+        small = NeighborsScorer(kernel="bleu", estimator="threshold", device="cpu").fit(huse_texts[:49],
+                                huse_scores[:49])
     assert small.thresholds_ == Thresholds(0.08, 5, 0.66)
 
 
 def test_auto_kernel_picks_the_best_inner_rho_and_signs_it(huse_texts, huse_scores):
-    scorer = NeighborsScorer(device="cpu", kernel="auto", kernels=("bleu", "rouge"), estimator="topk")
+    scorer = NeighborsScorer(kernel=Auto(("bleu", "rouge")), estimator="topk", device="cpu")
     scorer.fit(huse_texts[:80], huse_scores[:80])
     assert scorer.selection_ is not None and set(scorer.selection_) == {"bleu", "rouge"}
     best = max(scorer.selection_, key=lambda name: scorer.selection_[name])
@@ -216,13 +224,15 @@ def test_auto_kernel_picks_the_best_inner_rho_and_signs_it(huse_texts, huse_scor
     ({"thresholds": "universal"}, "thresholds must be one of auto, tuned, paper"),
 ])
 def test_bad_settings_are_refused_through_the_table(settings, message):
+    """The command line's flat settings, checked against the table before they become parts."""
     with pytest.raises(ParameterError, match=message):
-        NeighborsScorer(device="cpu", **settings).fit(TEXTS, SCORES)
+        validate_parameters(settings)
+        NeighborsScorer(device="cpu", **parts_from_settings(settings)).fit(TEXTS, SCORES)
 
 
 def test_unknown_kernel_in_the_list_is_named():
     with pytest.raises(ValueError, match="unknown kernel 'blue'"):
-        NeighborsScorer(device="cpu", kernel="auto", kernels=("bleu", "blue")).fit(TEXTS, SCORES)
+        NeighborsScorer(kernel=Auto(("bleu", "blue")), device="cpu").fit(TEXTS, SCORES)
 
 
 def test_the_default_answers_every_text_with_a_similar_training_text(huse_texts, huse_scores):
@@ -236,7 +246,8 @@ def test_the_default_answers_every_text_with_a_similar_training_text(huse_texts,
     similar = (default.similarity(candidates).numpy() > 0).any(axis=1)
     np.testing.assert_array_equal(prediction.covered, similar)
     assert similar[:-2].all() and not similar[-2:].any()
-    paper = NeighborsScorer(device="cpu", thresholds="paper").fit(train, scores).predict(candidates)
+    paper = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(train,
+                            scores).predict(candidates)
     assert paper.coverage < prediction.coverage
     for size in (1, 2, 3):
         with pytest.warns(UserWarning, match="fewer than 50"):
@@ -248,10 +259,10 @@ def test_paper_mode_is_the_papers_rule_on_the_similarity_matrix(huse_texts, huse
     """thresholds="paper" predicts what the paper's rule (tau 0.08, a 5, b 0.66, plain mean)
     gives on the full similarity matrix (PairwiseSimilarities: no tile loop), bit for bit."""
     texts, scores = huse_texts, np.asarray(huse_scores)
-    sims = NeighborsScorer(device="cpu", thresholds="paper").fit_pairwise(texts, scores)
+    sims = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit_pairwise(texts, scores)
     train, test = np.arange(150), np.arange(150, len(texts))
     expected = sims.predict(test, train, Thresholds(0.08, 5, 0.66))
-    scorer = NeighborsScorer(device="cpu", thresholds="paper").fit(texts[:150], scores[:150])
+    scorer = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(texts[:150], scores[:150])
     assert scorer.thresholds_ == Thresholds(0.08, 5, 0.66)
     np.testing.assert_array_equal(scorer.predict(texts[150:]).scores, expected.scores)
 
@@ -274,14 +285,16 @@ def test_paper_mode_is_the_papers_rule_on_the_similarity_matrix(huse_texts, huse
     ({"kernel": "rouge", "tau": 0.1}, "rouge"),
 ])
 def test_the_default_kernel_is_tfidf_unless_the_papers_method_is_asked_for(huse_texts, huse_scores, settings, kernel):
-    """Issue 20: kernel=None runs the TF-IDF cosine, except where a setting of the paper's method
-    (its rule or a BLEU* setting) is given: those calls keep meaning what they meant before."""
-    scorer = NeighborsScorer(device="cpu", **settings)
+    """Issue 20, on the command line's flat settings (the library names its kernel part): no
+    kernel runs the TF-IDF cosine, except where a setting of the paper's method (its rule or a
+    BLEU* setting) is given: those calls keep meaning what they meant before."""
+    scorer = NeighborsScorer(device="cpu", **parts_from_settings(settings))
     assert scorer.kernel_name == kernel
     scorer.fit(huse_texts[:60], huse_scores[:60])
     assert scorer.kernel_.name == kernel and str(scorer.signature).startswith(f"kernel:{kernel}|")
     if kernel == "bleu":  # the same numbers as naming the kernel
-        named = NeighborsScorer(device="cpu", kernel="bleu", **settings).fit(huse_texts[:60], huse_scores[:60])
+        named = NeighborsScorer(device="cpu", **parts_from_settings({"kernel": "bleu", **settings})).fit(
+            huse_texts[:60], huse_scores[:60])
         np.testing.assert_array_equal(scorer.predict(huse_texts[60:90]).scores, named.predict(huse_texts[60:90]).scores)
 
 
@@ -295,7 +308,7 @@ def test_a_tuning_sample_keeps_the_resolved_kernel(huse_texts, huse_scores, monk
     from gpu_neighbors.core.neighbours import canonical_order, canonical_sample, text_checksums
 
     sample = canonical_sample(canonical_order(text_checksums(texts), scores), 60, seed=0)
-    alone = NeighborsScorer(device="cpu", kernel="tfidf").fit([texts[index] for index in sample], scores[sample])
+    alone = NeighborsScorer(kernel="tfidf", device="cpu").fit([texts[index] for index in sample], scores[sample])
     assert scorer.kernel_.name == "tfidf"
     assert scorer.tuning_ is not None and alone.tuning_ is not None
     assert scorer.tuning_.spearman == alone.tuning_.spearman

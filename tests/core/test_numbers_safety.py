@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gpu_neighbors import NeighborsScorer, ParameterError
+from gpu_neighbors.estimators import Threshold
 
 TEXTS = [
     "the cat sat on the mat", "the cat sat on a mat", "a dog sat on the mat", "the dog ran in the park",
@@ -22,8 +23,8 @@ BASE = np.linspace(0.05, 0.95, len(TEXTS))[np.random.default_rng(3).permutation(
 def fitted(scores: np.ndarray) -> NeighborsScorer:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return NeighborsScorer(device="cpu", tau=0.05, min_neighbors=1, max_fraction=1.0,
-                               score_range=None).fit(TEXTS, scores)
+        return NeighborsScorer(kernel="bleu", estimator=Threshold(tau=0.05, min_neighbors=1, max_fraction=1.0),
+                               device="cpu", score_range=None).fit(TEXTS, scores)
 
 
 @pytest.mark.parametrize("scores", [
@@ -62,14 +63,15 @@ def test_a_fit_that_raises_leaves_the_scorer_as_it_was():
     scorer = fitted(BASE)
     before = scorer.predict(["the cat sat", "a bird in the park"])
     other_texts = [text.upper() + " X" for text in TEXTS]
-    scorer.tau = 5.0  # out of BLEU's [0, 1]: refused by fit, after the kernel is made
-    with pytest.raises(ParameterError):
+    given = scorer.estimator
+    scorer.estimator = Threshold(tau=5.0)  # out of BLEU's [0, 1]: refused by fit, after the kernel is made
+    with pytest.raises(ParameterError, match="tau must be in"):
         scorer.fit(other_texts, BASE[::-1].copy())
-    scorer.tau = 0.05
+    scorer.estimator = given
     after = scorer.predict(["the cat sat", "a bird in the park"])
     np.testing.assert_array_equal(after.scores, before.scores)
     np.testing.assert_array_equal(after.num_neighbors, before.num_neighbors)
-    unfitted = NeighborsScorer(device="cpu", tau=5.0)
-    with pytest.raises(ParameterError):
+    unfitted = NeighborsScorer(kernel="bleu", estimator=Threshold(tau=5.0), device="cpu")
+    with pytest.raises(ParameterError, match="tau must be in"):
         unfitted.fit(TEXTS, BASE)
     assert not hasattr(unfitted, "kernel_")

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.estimators import Ridge
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.kernels.bertscore import BertScoreKernel
 from gpu_neighbors.kernels.bleu import BleuKernel
 from gpu_neighbors.core.correlation import spearman_rows
@@ -15,8 +17,8 @@ from gpu_neighbors.core.correlation import spearman_rows
 TRAIN = 120
 
 
-def ridge(texts, scores, **settings) -> NeighborsScorer:
-    return NeighborsScorer(device="cpu", estimator="ridge", **{"kernel": "bleu", **settings}).fit(texts, scores)
+def ridge(texts, scores, penalty=None, **run) -> NeighborsScorer:
+    return NeighborsScorer(kernel="bleu", estimator=Ridge(penalty=penalty), device="cpu", **run).fit(texts, scores)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +69,7 @@ def test_leave_one_out_equals_refitting_without_each_text(split):
 def test_protocols_cut_from_one_pass_equal_the_scorer(split):
     train, scores, candidates = split
     scorer = ridge(train, scores)
-    everything = NeighborsScorer(device="cpu", kernel="bleu", thresholds="paper").fit(train + candidates,
+    everything = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(train + candidates,
                                                                        np.zeros(len(train) + len(candidates)))
     pass_ = everything.training_pass()
     pass_.scores[: len(train)] = scores
@@ -83,14 +85,15 @@ def test_the_default_estimator_is_the_kernels(split, monkeypatch):
     threshold rule; a tuned ridge's inner rho is that of its exact leave-one-out."""
     train, scores, _ = split
     assert BertScoreKernel.default_estimator == "ridge" and BleuKernel.default_estimator == "topk"
-    assert NeighborsScorer(device="cpu").fit(train, scores).estimator_ == "topk"
+    assert NeighborsScorer(device="cpu").fit(train, scores).estimator_.name == "topk"
     monkeypatch.setattr(BleuKernel, "default_estimator", "ridge")
-    scorer = NeighborsScorer(device="cpu", kernel="bleu").fit(train, scores)
-    assert scorer.estimator_ == "ridge"
+    scorer = NeighborsScorer(kernel="bleu", device="cpu").fit(train, scores)
+    assert scorer.estimator_.name == "ridge"
     loo = scorer.leave_one_out()
     rho = spearman_rows(np.where(loo.covered, loo.scores, np.nan)[None, :], scores)[0]
     assert abs(rho - scorer.tuning_.spearman) < 1e-12
-    assert NeighborsScorer(device="cpu", thresholds="paper").fit(train, scores).estimator_ == "threshold"
+    assert NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(train,
+                           scores).estimator_.name == "threshold"
 
 
 def test_a_large_training_set_is_fitted_on_a_sample(split, monkeypatch):
@@ -100,7 +103,7 @@ def test_a_large_training_set_is_fitted_on_a_sample(split, monkeypatch):
     train, scores, _ = split
     with pytest.warns(UserWarning, match="random sample of 60"):
         scorer = ridge(train, scores)
-    sample = scorer._ridge_sample
+    sample = scorer._ridge.sample
     assert sample is not None and sample.size == 60
     outside = np.setdiff1d(np.arange(TRAIN), sample)
     assert np.all(scorer.ridge_.alpha[outside] == 0) and np.any(scorer.ridge_.alpha[sample] != 0)

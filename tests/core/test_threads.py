@@ -17,6 +17,7 @@ import json, torch
 torch.set_num_threads(3)  # stands for torch's default here: it is the count at import
 import gpu_neighbors
 from gpu_neighbors import NeighborsScorer, NotFittedError
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.kernels.bleu import BleuKernel
 {setup}
 seen = []
@@ -26,7 +27,8 @@ def recording(self, *args):
     return tile(self, *args)
 BleuKernel.tile = recording
 texts = ["the cat sat", "a dog ran", "birds fly south", "rain fell", "the sun rose", "a cat ran"]
-scorer = NeighborsScorer(thresholds="paper", min_neighbors=1).fit(texts, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+scorer = NeighborsScorer(kernel="bleu", estimator=Threshold(min_neighbors=1, tuning="never")).fit(texts,
+                         [0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
 scorer.predict(["the cat ran"])
 inside_fit_and_predict = sorted(set(seen))
 counts = []

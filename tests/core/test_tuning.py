@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.evaluation.protocols import cross_validate
 from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
 from gpu_neighbors.core.tuning import TuningGrid, between_similarities, tune
@@ -69,7 +70,7 @@ def exhaustive(matrix, scores, grid_taus, a_values, b_values, min_coverage):
 
 def test_tune_equals_an_exhaustive_search_on_real_text(huse_texts, huse_scores):
     texts, scores = huse_texts[:30], np.asarray(huse_scores[:30])
-    sims = NeighborsScorer(device="cpu", kernel="bleu").fit_pairwise(texts, scores)
+    sims = NeighborsScorer(kernel="bleu", device="cpu").fit_pairwise(texts, scores)
     matrix = sims.matrix.numpy()
     grid = TuningGrid(taus=(0.02, 0.06, 0.1, 0.14), min_neighbors=(1, 2, 4), max_fractions=(0.3, 0.6, 1.0))
     choices = set()
@@ -96,14 +97,15 @@ def test_data_driven_tau_grid_uses_only_the_training_items():
 
 def test_fit_with_tune_predicts_with_the_chosen_thresholds(huse_texts, huse_scores):
     texts, scores = huse_texts[:40], huse_scores[:40]
-    tuned = NeighborsScorer(device="cpu", estimator="threshold").fit(texts, scores, tune=True, min_coverage=0.5)
+    tuned = NeighborsScorer(kernel="bleu", estimator="threshold", device="cpu").fit(texts, scores, tune=True,
+                            min_coverage=0.5)
     chosen = tuned.tuning_.thresholds
     assert (tuned.tau_, tuned.min_neighbors_, tuned.max_fraction_) == (chosen.tau, chosen.min_neighbors, chosen.max_fraction)
-    assert (tuned.tau, tuned.min_neighbors, tuned.max_fraction) == (None, None, None)  # constructor untouched
+    assert tuned.estimator == Threshold()  # the part as given: untouched
     assert tuned.tuning_.coverage >= 0.5
-    fixed = NeighborsScorer(
-        tau=chosen.tau, min_neighbors=chosen.min_neighbors, max_fraction=chosen.max_fraction, device="cpu"
-    ).fit(texts, scores)
+    fixed = NeighborsScorer(kernel="bleu",
+                            estimator=Threshold(tau=chosen.tau, min_neighbors=chosen.min_neighbors,
+                            max_fraction=chosen.max_fraction), device="cpu").fit(texts, scores)
     candidates = huse_texts[40:60]
     np.testing.assert_array_equal(tuned.predict(candidates).scores, fixed.predict(candidates).scores)
     np.testing.assert_array_equal(tuned.leave_one_out().scores, fixed.leave_one_out().scores)
@@ -114,7 +116,7 @@ def test_fit_with_tune_predicts_with_the_chosen_thresholds(huse_texts, huse_scor
 
 def test_nested_tuning_never_sees_the_test_items(huse_texts, huse_scores):
     texts, scores = huse_texts[:24], np.asarray(huse_scores[:24])
-    sims = NeighborsScorer(device="cpu", kernel="bleu").fit_pairwise(texts, scores)
+    sims = NeighborsScorer(kernel="bleu", device="cpu").fit_pairwise(texts, scores)
     thresholds = Thresholds(0.08, 5, 0.66)
     result = cross_validate(sims, thresholds, folds=4, seed=3, tune_thresholds=True, min_coverage=0.5, resamples=0)
     for fold in result.folds:
@@ -129,7 +131,7 @@ def test_nested_tuning_never_sees_the_test_items(huse_texts, huse_scores):
         assert same.thresholds == fold.thresholds
         # and the fold equals a scorer tuned by fit() on the training fold alone
         train = np.setdiff1d(np.arange(24), fold.test)
-        refit = NeighborsScorer(device="cpu", estimator="threshold").fit(
+        refit = NeighborsScorer(kernel="bleu", estimator="threshold", device="cpu").fit(
             [texts[i] for i in train], scores[train], tune=True, min_coverage=0.5)
         assert refit.thresholds_ == fold.thresholds
         direct = refit.predict([texts[i] for i in fold.test])

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from gpu_neighbors import NeighborsScorer, __version__
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.cli import main
 from gpu_neighbors.cli.parser import build_parser
 from gpu_neighbors.core.signature import Signature
@@ -21,6 +22,7 @@ from gpu_neighbors.core.validation import (
     check_is_fitted,
     validate_parameters,
 )
+from gpu_neighbors.cli.parts import parts_from_settings
 
 TRAIN = ["the cat sat on the mat", "the cat sat on the mat today", "stocks fell sharply"]
 QUALITY = [0.2, 0.4, 0.9]
@@ -30,8 +32,10 @@ LIBRARY_ONLY = {"kernel_options", "chunk_size", "progress"}
 
 
 def fit(**settings):
+    """A scorer from the command line's flat settings: checked against the table, then parts."""
     min_coverage = settings.pop("min_coverage", PARAMETERS["min_coverage"].default)
-    return NeighborsScorer(device="cpu", **settings).fit(TRAIN, QUALITY, min_coverage=min_coverage)
+    validate_parameters({**settings, "min_coverage": min_coverage})
+    return NeighborsScorer(device="cpu", **parts_from_settings(settings)).fit(TRAIN, QUALITY, min_coverage=min_coverage)
 
 
 def test_every_numeric_setting_refuses_booleans():
@@ -69,16 +73,21 @@ def test_ranges_and_types_are_enforced(name, refused, accepted):
         validate_parameters({name: value})
 
 
-def test_bad_setting_is_refused_at_fit_not_in_the_constructor():
-    scorer = NeighborsScorer(max_fraction=True, device="cpu")  # scikit-learn style: stored as given
-    assert scorer.get_params()["max_fraction"] is True
+def test_bad_setting_is_refused_by_its_part_at_construction():
     with pytest.raises(ValueError, match="max_fraction must be a finite number in"):
-        scorer.fit(TRAIN, QUALITY)
+        Threshold(max_fraction=True)
+    with pytest.raises(ValueError, match="chunk_size must be an integer >= 1"):
+        NeighborsScorer(chunk_size=0)
 
 
-def test_the_constructor_is_the_table():
+def test_the_run_settings_are_the_table():
+    """The constructor takes the parts and the run's settings; the run's are the table's (the
+    command line's flags), with its defaults."""
     parameters = list(inspect.signature(NeighborsScorer.__init__).parameters.values())[1:]
-    assert [(p.name, p.default) for p in parameters] == [(p.name, p.default) for p in SCORER_PARAMETERS.values()]
+    assert [p.name for p in parameters] == ["kernel", "estimator", "level", "device", "memory_budget", "chunk_size",
+                                            "progress", "score_range"]
+    for parameter in parameters[2:]:
+        assert parameter.default == SCORER_PARAMETERS[parameter.name].default
     assert inspect.signature(NeighborsScorer.fit).parameters["min_coverage"].default == PARAMETERS["min_coverage"].default
     for parameter in PARAMETERS.values():
         parameter.check(parameter.default)

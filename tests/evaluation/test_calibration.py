@@ -6,13 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.evaluation.calibration import calibration_curve
 from gpu_neighbors.evaluation.protocols import fold_indices
 
 
 def test_coverage_equals_refitted_scorers(huse_texts, huse_scores):
     texts, scores = huse_texts[:120], np.asarray(huse_scores[:120])
-    settings = {"device": "cpu", "thresholds": "paper"}
+    settings = {"kernel": "bleu", "estimator": Threshold.paper(), "device": "cpu"}
     sims = NeighborsScorer(**settings).fit_pairwise(texts, scores)
     points = calibration_curve(sims, NeighborsScorer(**settings).fit(texts, scores).thresholds_, folds=3,
                                levels=(0.6, 0.9))
@@ -33,7 +34,7 @@ def test_coverage_equals_refitted_scorers(huse_texts, huse_scores):
 def test_the_ridge_estimators_intervals_are_checked_too(huse_texts, huse_scores):
     """The ridge estimator has no neighbour spread (std NaN): its intervals have one width, and
     the calibration curve checks every text it estimates (none, before it used `difficulty`)."""
-    scorer = NeighborsScorer(device="cpu", estimator="ridge").fit(huse_texts[:120], huse_scores[:120])
+    scorer = NeighborsScorer(estimator="ridge", device="cpu").fit(huse_texts[:120], huse_scores[:120])
     points = calibration_curve(scorer.training_pass(), scorer.thresholds_, folds=5)
     estimated = int(scorer.leave_one_out().covered.sum())
     assert all(point.checked >= estimated - 5 for point in points)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.cli import main
 from gpu_neighbors.evaluation.compare import compare_kernels, comparison_table
 from gpu_neighbors.evaluation.agreement import agreement
@@ -18,7 +19,8 @@ def test_rows_equal_each_kernels_own_leave_one_out(huse_texts, huse_scores):
     assert [row.name for row in rows] == ["bleu", "rouge"]
     assert rows[0].tau == 0.08 and rows[1].tau == 0.2
     for row, kernel, tau in [(rows[0], "bleu", None), (rows[1], "rouge", 0.2)]:
-        prediction = NeighborsScorer(kernel=kernel, tau=tau, min_neighbors=3).fit(texts, scores).leave_one_out()
+        prediction = NeighborsScorer(kernel=kernel, estimator=Threshold(tau=tau, min_neighbors=3)).fit(texts,
+                                     scores).leave_one_out()
         expected = agreement(prediction, scores)
         assert row.agreement.coverage == expected.coverage
         np.testing.assert_equal([row.agreement.mse, row.agreement.spearman], [expected.mse, expected.spearman])

@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.cli import main
 from gpu_neighbors.core.correlation import spearman_interval, spearman_pvalue, spearman_rows
 from gpu_neighbors.evaluation.agreement import agreement, human_agreement
@@ -177,7 +178,8 @@ def test_learning_curve_full_size_is_leave_one_out_and_runs_are_seeded():
 
 # -- sub-matrices equal refitting a scorer on the split ---------------------------------------
 
-SETTINGS = dict(tau=0.12, min_neighbors=1, max_fraction=0.5, device="cpu")
+RULE = dict(tau=0.12, min_neighbors=1, max_fraction=0.5)
+SETTINGS = dict(kernel="bleu", estimator=Threshold(**RULE), device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +221,7 @@ def test_sweep_points_equal_scorers_with_those_thresholds(real):
     texts, scores, sims, thresholds = real
     for parameter, value, name in (("a", 3, "min_neighbors"), ("b", 0.2, "max_fraction"), ("tau", 0.2, "tau")):
         point = sweep(sims, thresholds, parameter, [value], resamples=0)[0]
-        scorer = NeighborsScorer(**{**SETTINGS, name: value})
+        scorer = NeighborsScorer(**{**SETTINGS, "estimator": Threshold(**{**RULE, name: value})})
         _, expected = leave_one_out(scorer, texts, scores)
         assert point.agreement.spearman == expected.spearman or (
             np.isnan(point.agreement.spearman) and np.isnan(expected.spearman)

@@ -13,6 +13,7 @@ from matplotlib import image
 from nltk.translate.bleu_score import sentence_bleu
 
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Bleu
 from gpu_neighbors.cli import main
 from gpu_neighbors.data import read_scored
 from gpu_neighbors.evaluation.agreement import Agreement
@@ -49,7 +50,7 @@ def test_report_writes_every_section_and_plot(tmp_path, small_data):
     data = read_scored(small_data, keep_fields=("judgments", "source"))
     specs = [KernelSpec.parse(text) for text in ("bleu:tokenizer=chars:smoothing=none", "bleu", "nosuch")]
     report = build_report(
-        data, specs, make_scorer=lambda spec: NeighborsScorer(kernel=spec.kernel, device="cpu", **spec.options),
+        data, specs, make_scorer=lambda spec: NeighborsScorer(device="cpu", **spec.parts()),
         folds=4, runs=2, sizes=[20, 40], resamples=20, paper="summarization",
     )
     page = write_report(report, tmp_path / "assets", page=tmp_path / "docs" / "page.md", paper="summarization")
@@ -69,7 +70,7 @@ def test_report_writes_every_section_and_plot(tmp_path, small_data):
     assert len(scan_rows) == 12  # three tokenizers x four smoothings
     # the first kernel drives the sweeps, and its leave-one-out equals the scorer's own
     main_kernel = report.kernels[0]
-    direct = NeighborsScorer(kernel="bleu", tokenizer="chars", smoothing="none", device="cpu")
+    direct = NeighborsScorer(kernel=Bleu(smoothing="none", tokenizer="chars"), device="cpu")
     loo = direct.fit(data.texts, data.scores).leave_one_out()
     np.testing.assert_array_equal(main_kernel.default.prediction.scores, loo.scores)
     # the page states what was computed: the device the scorers ran on, the measured MSE gap
@@ -122,7 +123,8 @@ def test_cli_report(tmp_path, small_data, capsys):
 def test_character_tokens_equal_nltk_on_raw_strings(huse_texts):
     """NLTK's sentence_bleu given strings iterates characters: the chars tokenizer must match."""
     texts = huse_texts[:12] + ["a", "ab ab ab", "naïve café 東京", "the the the the"]
-    scorer = NeighborsScorer(tokenizer="chars", smoothing="none", device="cpu").fit(texts, np.zeros(len(texts)))
+    scorer = NeighborsScorer(kernel=Bleu(smoothing="none", tokenizer="chars"), device="cpu").fit(texts,
+                             np.zeros(len(texts)))
     ours = scorer.similarity(texts).numpy()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # NLTK warns about zero n-gram counts

@@ -16,6 +16,8 @@ from bert_score.utils import get_idf_dict, get_tokenizer, model2layers
 
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import BertScore
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.kernels.bertscore import (
     BertScoreKernel,
     baseline_sample,
@@ -168,12 +170,8 @@ def test_tiles_do_not_depend_on_chunks_or_blocks(train, candidates, plain_kernel
 
 
 def test_scorer_predictions_identical_for_any_chunk_size(huse_texts, huse_scores):
-    scorer = NeighborsScorer(
-        kernel="bertscore",
-        kernel_options={"model": MODEL_PATH, "layer": LAYER, "rescale": True},
-        device="cpu",
-        thresholds="paper",
-    ).fit(huse_texts[:80], huse_scores[:80])
+    scorer = NeighborsScorer(kernel=BertScore(model=MODEL_PATH, layer=LAYER, rescale=True),
+                             estimator=Threshold.paper(), device="cpu").fit(huse_texts[:80], huse_scores[:80])
     assert scorer.tau_ == 0.10 and f"model:{MODEL_PATH}|layer:4" in str(scorer.signature)
     candidates = huse_texts[185:]
     runs = []
@@ -240,6 +238,6 @@ def test_training_set_dependence_is_declared(train):
     assert not make_kernel(train).depends_on_training_set
     assert make_kernel(train, idf=True).depends_on_training_set
     assert make_kernel(train, rescale=True).depends_on_training_set  # baseline estimated from train
-    scorer = NeighborsScorer(kernel="bertscore", kernel_options={"model": MODEL_PATH, "layer": LAYER, "idf": True})
+    scorer = NeighborsScorer(kernel=BertScore(model=MODEL_PATH, layer=LAYER, idf=True))
     with pytest.warns(UserWarning, match="depend on the whole training set"):
         scorer.fit_pairwise(train[:12], np.linspace(0, 1, 12))

@@ -10,6 +10,8 @@ from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Bleu
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.kernels.bleu import BleuKernel
 from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.text.tokenizers import Sacrebleu13aTokenizer, WhitespaceTokenizer
@@ -76,7 +78,7 @@ def test_bad_smoothing_is_refused():
 
 
 def test_scorer_similarity_equals_kernel_pairs(huse_texts):
-    scorer = NeighborsScorer(smoothing="exp", device="cpu").fit(huse_texts[:40], np.linspace(0, 1, 40))
+    scorer = NeighborsScorer(kernel=Bleu(smoothing="exp"), device="cpu").fit(huse_texts[:40], np.linspace(0, 1, 40))
     similarity = scorer.similarity(huse_texts[40:60])
     assert similarity.shape == (20, 40) and similarity.dtype == torch.float64
     assert similarity.device.type == "cpu"
@@ -89,7 +91,9 @@ def test_shared_word_join_in_many_slices_equals_one(huse_texts, monkeypatch):
     from gpu_neighbors.kernels import bleu
 
     train, candidates = huse_texts[:120], huse_texts[120:]
-    whole = NeighborsScorer(device="cpu", thresholds="paper").fit(train, [0.5] * len(train)).similarity(candidates)
+    whole = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(train,
+                            [0.5] * len(train)).similarity(candidates)
     monkeypatch.setattr(bleu, "WORD_SLICE_BYTES", 4 * len(train) * 7)  # 7 words a slice
-    sliced = NeighborsScorer(device="cpu", thresholds="paper").fit(train, [0.5] * len(train)).similarity(candidates)
+    sliced = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(train,
+                             [0.5] * len(train)).similarity(candidates)
     assert whole.abs().sum() > 0 and torch.equal(sliced, whole)

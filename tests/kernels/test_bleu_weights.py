@@ -10,11 +10,14 @@ from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Bleu, Rouge
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.core.validation import ParameterError
 from gpu_neighbors.kernels.bleu import BLEU_STAR_WEIGHTS, BleuKernel
 from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 from parity import assert_matches_reference, assert_tiling_invariant
+from gpu_neighbors.cli.parts import parts_from_settings
 
 NLTK_METHOD = {"none": "method0", "epsilon": "method1", "add1": "method2", "exp": "method3"}
 WEIGHTS = [(0.25, 0.25, 0.25, 0.25), (1.0,), (0.5, 0.5), (0.2, 0.3, 0.5), (0.1, 0.2, 0.3, 0.4)]
@@ -51,7 +54,8 @@ def test_bleu_defaults_to_bleu_star_and_weights_reach_the_signature(huse_texts, 
     default = NeighborsScorer(kernel="bleu", device="cpu").fit(huse_texts[:30], huse_scores[:30])
     assert default.kernel_.weights == BLEU_STAR_WEIGHTS
     assert "weights" not in str(default.signature)
-    bleu4 = NeighborsScorer(device="cpu", weights=(0.25, 0.25, 0.25, 0.25)).fit(huse_texts[:30], huse_scores[:30])
+    bleu4 = NeighborsScorer(kernel=Bleu(weights=(0.25, 0.25, 0.25, 0.25)), device="cpu").fit(huse_texts[:30],
+                            huse_scores[:30])
     assert bleu4.kernel_name == "bleu"  # weights are a BLEU* setting: kernel=None keeps bleu
     assert "weights:0.25,0.25,0.25,0.25" in str(bleu4.signature)
     assert not torch.equal(default.similarity(huse_texts[30:40]), bleu4.similarity(huse_texts[30:40]))
@@ -60,12 +64,14 @@ def test_bleu_defaults_to_bleu_star_and_weights_reach_the_signature(huse_texts, 
 @pytest.mark.parametrize("weights", [(0.5, 0.6), (), (0.2,) * 5, (1.5, -0.5), (True,)])
 def test_bad_weights_are_refused(huse_texts, huse_scores, weights):
     with pytest.raises(ParameterError, match="weights must be 1 to 4 non-negative weights"):
-        NeighborsScorer(device="cpu", weights=weights).fit(huse_texts[:10], huse_scores[:10])
+        NeighborsScorer(kernel=Bleu(weights=weights), device="cpu").fit(huse_texts[:10], huse_scores[:10])
 
 
 def test_weights_apply_to_bleu_only(huse_texts, huse_scores):
-    with pytest.raises(ValueError, match="weights applies to the bleu kernel only"):
-        NeighborsScorer(kernel="rouge", device="cpu", weights=(1.0,)).fit(huse_texts[:10], huse_scores[:10])
+    with pytest.raises(TypeError, match="Rouge.. got an unexpected keyword argument 'weights'"):
+        Rouge(weights=(1.0,))
+    with pytest.raises(ValueError, match="weights applies to the bleu kernel only"):  # the command line's flags
+        parts_from_settings({"kernel": "rouge", "weights": (1.0,)})
 
 
 @pytest.mark.parametrize("smoothing", ["epsilon", "exp"])
@@ -75,8 +81,8 @@ def test_token_ids_take_the_same_general_path(huse_texts, huse_scores, smoothing
     from minilm import MODEL_PATH
 
     tokenizer = HuggingFaceTokenizer(MODEL_PATH)
-    scorer = NeighborsScorer(tokenizer=tokenizer, device="cpu", smoothing=smoothing, weights=(0.25,) * 4,
-                             tau=0.05).fit(huse_texts[:60], huse_scores[:60])
+    scorer = NeighborsScorer(kernel=Bleu(smoothing=smoothing, weights=(0.25,) * 4, tokenizer=tokenizer),
+                             estimator=Threshold(tau=0.05), device="cpu").fit(huse_texts[:60], huse_scores[:60])
     batch = tokenizer.hf(huse_texts[60:90] + ADVERSARIAL_TEXTS, padding=True, return_tensors="pt")
     decoded = tokenizer.hf.batch_decode(batch["input_ids"], skip_special_tokens=True)
     expected = scorer.predict(decoded)

@@ -17,6 +17,7 @@ import gpu_neighbors.kernels.meteor as meteor_module
 import gpu_neighbors.kernels.wordnet as wordnet_module
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.kernels.meteor import MeteorKernel
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 from parity import all_pairs, assert_tiling_invariant, reference_matrix
@@ -169,9 +170,8 @@ def test_scorer_is_invariant_to_chunk_size(huse_texts, huse_scores):
     candidates = huse_texts[150:190] + METEOR_TEXTS
     runs = []
     for chunk_size, budget in [(1, 144 * 30), (7, None), (None, 144 * 900)]:
-        scorer = NeighborsScorer(
-            kernel="meteor", tau=0.1, min_neighbors=2, device="cpu", chunk_size=chunk_size, memory_budget=budget
-        )
+        scorer = NeighborsScorer(kernel="meteor", estimator=Threshold(tau=0.1, min_neighbors=2), device="cpu",
+                                 memory_budget=budget, chunk_size=chunk_size)
         scorer.fit(train, quality)
         runs.append((scorer.predict(candidates), scorer.leave_one_out(), scorer.similarity(candidates)))
     expected = all_pairs(fitted(train), candidates, blocks=[])

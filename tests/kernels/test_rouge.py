@@ -12,6 +12,7 @@ from rouge_score.rouge_scorer import _score_lcs
 
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.kernels.rouge import BITS_PER_WORD, RougeKernel, add_words, popcount
 from gpu_neighbors.text.tokenizers import Sacrebleu13aTokenizer, WhitespaceTokenizer
 from parity import (
@@ -169,7 +170,8 @@ def test_scorer_results_do_not_depend_on_chunk_size(huse_texts, huse_scores, lea
 
 
 def test_scorer_similarity_is_rouge_score(huse_texts, huse_scores):
-    scorer = NeighborsScorer(kernel="rouge", device="cpu", chunk_size=11, memory_budget=30_000, thresholds="paper")
+    scorer = NeighborsScorer(kernel="rouge", estimator=Threshold.paper(), device="cpu", memory_budget=30_000,
+                             chunk_size=11)
     scorer.fit(huse_texts[:50], huse_scores[:50])
     assert scorer.tau_ == 0.06 and "tok:whitespace" in str(scorer.signature)
     reference = rouge_score_matrix(scorer.kernel_, huse_texts[150:], huse_texts[:50])

@@ -10,6 +10,8 @@ import torch
 
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Tfidf
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.core import kernel_ridge
 from gpu_neighbors.evaluation import baselines
 from gpu_neighbors.kernels.tfidf import MAX_SQUARED_NORM, SCALE, TILE_SCALE, TfidfKernel, quantise
@@ -172,14 +174,14 @@ def test_quantised_norms_never_pass_the_bound(huse_texts):
 
 def test_scorer_fits_and_predicts(huse_texts, huse_scores):
     train, scores = huse_texts[:150], huse_scores[:150]
-    scorer = NeighborsScorer(kernel="tfidf", device="cpu", thresholds="paper").fit(train, scores)
+    scorer = NeighborsScorer(kernel="tfidf", estimator=Threshold.paper(), device="cpu").fit(train, scores)
     prediction = scorer.predict(huse_texts[150:] + ["", "zzqxj"])
     assert scorer.tau_ == TfidfKernel.default_tau == 0.03
     assert prediction.coverage > 0.8 and not prediction.covered[-2:].any()
     signature = str(scorer.signature)
     assert "kernel:tfidf" in signature and "features:word1-2+char_wb2-5" in signature and "tok:" not in signature
-    other = NeighborsScorer(kernel="tfidf", device="cpu", thresholds="paper", tokenizer="13a",
-                            lowercase=True).fit(train, scores)
+    other = NeighborsScorer(kernel=Tfidf(tokenizer="13a", lowercase=True), estimator=Threshold.paper(),
+                            device="cpu").fit(train, scores)
     assert str(other.signature) == signature  # the scorer's tokenizer changes no number
     assert torch.equal(other.similarity(huse_texts[150:]), scorer.similarity(huse_texts[150:]))
     tuned = NeighborsScorer(kernel="tfidf", device="cpu").fit(train, scores)

@@ -12,6 +12,8 @@ import torch
 from census import Census
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Bleu
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.kernels import Kernel
 from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
@@ -36,8 +38,10 @@ def candidates(huse_texts) -> list[str]:
     return huse_texts[TRAIN_SIZE:] + huse_texts[:10] + ADVERSARIAL_TEXTS + EXTRA_TEXTS
 
 
-def fitted(tokenizer, huse_texts, huse_scores, **options) -> NeighborsScorer:
-    return NeighborsScorer(tokenizer=tokenizer, device="cpu", **options).fit(
+def fitted(tokenizer, huse_texts, huse_scores, smoothing=None, tau=None, estimator=None, **run) -> NeighborsScorer:
+    estimator = Threshold(tau=tau) if tau is not None else estimator
+    return NeighborsScorer(kernel=Bleu(tokenizer=tokenizer, smoothing=smoothing), estimator=estimator, device="cpu",
+                           **run).fit(
         huse_texts[:TRAIN_SIZE], huse_scores[:TRAIN_SIZE]
     )
 
@@ -106,7 +110,7 @@ def test_sampled_ids_score_the_tokens_the_model_produced(tokenizer, huse_texts, 
     assert sum(a != b for a, b in zip(retokenized, produced)) > 10  # the premise really fails here
 
     scorer = fitted(tokenizer, huse_texts, huse_scores, tau=0.05)
-    oracle = NeighborsScorer(tokenizer="whitespace", device="cpu", tau=0.05).fit(
+    oracle = NeighborsScorer(kernel="bleu", estimator=Threshold(tau=0.05), device="cpu").fit(
         [" ".join(hf.tokenize(text)) for text in huse_texts[:TRAIN_SIZE]], huse_scores[:TRAIN_SIZE]
     )
     expected = oracle.predict([" ".join(tokens) for tokens in produced])
@@ -189,14 +193,14 @@ def test_clear_errors(tokenizer, huse_texts, huse_scores):
     with pytest.raises(ValueError, match="attention_mask has shape"):
         scorer.predict_ids(ids, torch.ones((2, 4)))
     with pytest.raises(RuntimeError, match="not fitted"):
-        NeighborsScorer(tokenizer=tokenizer).predict_ids(ids)
+        NeighborsScorer(kernel=Bleu(tokenizer=tokenizer)).predict_ids(ids)
     whitespace = NeighborsScorer(kernel="bleu", device="cpu").fit(huse_texts[:20], huse_scores[:20])
     with pytest.raises(ValueError, match="Hugging Face tokenizer"):
         whitespace.predict_ids(ids)
     default = NeighborsScorer(device="cpu").fit(huse_texts[:20], huse_scores[:20])  # tfidf: texts only
     with pytest.raises(ValueError, match="needs the bleu kernel with the ids' Hugging Face tokenizer"):
         default.predict_ids(ids)
-    lowercase = NeighborsScorer(tokenizer=MODEL_PATH, lowercase=True, device="cpu")
+    lowercase = NeighborsScorer(kernel=Bleu(tokenizer=MODEL_PATH, lowercase=True), device="cpu")
     with pytest.raises(ValueError, match="lowercase"):
         lowercase.fit(huse_texts[:20], huse_scores[:20]).predict_ids(ids)
     scorer.kernel_ = TextOnlyKernel(tokenizer=tokenizer, device=torch.device("cpu"))
@@ -223,7 +227,7 @@ class TextOnlyKernel(Kernel):
 
 
 def test_tuned_thresholds_apply_to_ids_too(tokenizer, huse_texts, huse_scores, candidates):
-    scorer = NeighborsScorer(tokenizer=tokenizer, device="cpu", min_neighbors=50).fit(
+    scorer = NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), estimator=Threshold(min_neighbors=50), device="cpu").fit(
         huse_texts[:TRAIN_SIZE], huse_scores[:TRAIN_SIZE], tune=True, min_coverage=0.5
     )
     assert scorer.min_neighbors_ != 50  # tuning moved a; the ids path must follow it

@@ -12,6 +12,8 @@ from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from conftest import ADVERSARIAL_TEXTS, SHARED_DATA
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Bleu
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.text.tokenizers import (
     BUILT_IN_TOKENIZERS,
     SEPARATOR,
@@ -123,8 +125,10 @@ def test_vocabulary_is_frozen_on_training_tokens():
 def test_lowercase_makes_case_variants_neighbours():
     train = ["The Cat Sat On The Mat", "the cat sat on the mat today", "A Dog Ran"]
     scores = [0.2, 0.4, 0.9]
-    plain = NeighborsScorer(min_neighbors=1, tau=0.3).fit(train, scores).similarity(["the cat sat on the mat"])
-    folded = NeighborsScorer(min_neighbors=1, max_fraction=1.0, tau=0.3, lowercase=True).fit(train, scores)
+    plain = NeighborsScorer(kernel="bleu", estimator=Threshold(tau=0.3, min_neighbors=1)).fit(train,
+                            scores).similarity(["the cat sat on the mat"])
+    folded = NeighborsScorer(kernel=Bleu(lowercase=True),
+                             estimator=Threshold(tau=0.3, min_neighbors=1, max_fraction=1.0)).fit(train, scores)
     similarity = folded.similarity(["THE CAT SAT ON THE MAT"])
     assert similarity[0, 0] == pytest.approx(1.0) and plain[0, 0] < 0.3
     np.testing.assert_allclose(folded.predict(["THE CAT SAT ON THE MAT"]).scores, [0.3], rtol=1e-15)
@@ -132,6 +136,7 @@ def test_lowercase_makes_case_variants_neighbours():
 
 def test_scorer_with_a_hugging_face_tokenizer_counts_subword_ngrams():
     train = ["unbelievable weather conditions today", "believable stories of weather"]
-    scorer = NeighborsScorer(tokenizer=MODEL_PATH, tau=0.0, min_neighbors=1).fit(train, [0.1, 0.9])
+    scorer = NeighborsScorer(kernel=Bleu(tokenizer=MODEL_PATH),
+                             estimator=Threshold(tau=0.0, min_neighbors=1)).fit(train, [0.1, 0.9])
     assert "tok:hf:" in str(scorer.signature)
     assert scorer.similarity(["unbelievable weather conditions today"])[0, 0] == pytest.approx(1.0)

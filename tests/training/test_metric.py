@@ -11,6 +11,7 @@ import torch
 
 import gpu_neighbors
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Bleu
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 from minilm import MODEL_PATH
 
@@ -21,7 +22,7 @@ TRAIN_SIZE = 150
 
 @pytest.fixture(scope="module")
 def scorer(huse_texts, huse_scores) -> NeighborsScorer:
-    return NeighborsScorer(tokenizer=HuggingFaceTokenizer(MODEL_PATH), device="cpu").fit(
+    return NeighborsScorer(kernel=Bleu(tokenizer=HuggingFaceTokenizer(MODEL_PATH)), device="cpu").fit(
         huse_texts[:TRAIN_SIZE], huse_scores[:TRAIN_SIZE]
     )
 

@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.kernels.parts import Bleu
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 from minilm import MODEL_PATH
 
@@ -26,7 +28,7 @@ def candidates(huse_texts) -> list[str]:
 
 
 def fitted(tokenizer, huse_texts, huse_scores) -> NeighborsScorer:
-    return NeighborsScorer(tokenizer=tokenizer, device="cpu", thresholds="paper").fit(
+    return NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), estimator=Threshold.paper(), device="cpu").fit(
         huse_texts[:TRAIN_SIZE], huse_scores[:TRAIN_SIZE]
     )
 
@@ -66,7 +68,7 @@ def test_a_subsample_scores_like_a_scorer_fitted_on_that_subset(tokenizer, huse_
     for _ in range(3):  # three calls, three fresh subsets
         keep = twin.draw_subset(0.4, 11, torch.device("cpu")).mask.numpy()
         assert keep.sum() == round(0.4 * TRAIN_SIZE)
-        subset = NeighborsScorer(tokenizer=tokenizer, device="cpu", thresholds="paper").fit(
+        subset = NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), estimator=Threshold.paper(), device="cpu").fit(
             [text for text, kept in zip(train, keep) if kept], quality[keep]
         )
         prediction = subset.predict(candidates)

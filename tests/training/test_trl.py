@@ -12,6 +12,8 @@ import transformers
 import trl
 
 from gpu_neighbors import BleuReward, NeighborsScorer, reward_function, sentence_bleu
+from gpu_neighbors.kernels.parts import Bleu
+from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 from gpu_neighbors.training.rewards import RewardFunction
 from minilm import MODEL_PATH
@@ -24,7 +26,8 @@ def tokenizer() -> HuggingFaceTokenizer:
 
 @pytest.fixture(scope="module")
 def scorer(tokenizer, huse_texts, huse_scores) -> NeighborsScorer:
-    return NeighborsScorer(tokenizer=tokenizer, device="cpu", thresholds="paper").fit(huse_texts, huse_scores)
+    return NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), estimator=Threshold.paper(),
+                           device="cpu").fit(huse_texts, huse_scores)
 
 
 def tiny_policy(vocab_size: int):
@@ -103,7 +106,7 @@ def test_names_errors_and_default_undefined(scorer, tokenizer, huse_scores):
         reward_function(BleuReward())(prompts=["a"], completions=["a"], answer=["a"])
     with pytest.raises(ValueError, match="no completion_ids"):
         reward_function(scorer, token_ids=True)(prompts=["a"], completions=["a"])
-    whitespace = NeighborsScorer(kernel="bleu", tokenizer="whitespace").fit(["a b c"] * 3 + ["d e"] * 3, [0.1, 0.2, 0.3] * 2)
+    whitespace = NeighborsScorer(kernel="bleu").fit(["a b c"] * 3 + ["d e"] * 3, [0.1, 0.2, 0.3] * 2)
     with pytest.raises(ValueError, match="Hugging Face tokenizer"):
         reward_function(whitespace, token_ids=True)
     with pytest.raises(TypeError, match="fitted NeighborsScorer or a BleuReward"):

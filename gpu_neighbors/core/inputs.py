@@ -1,0 +1,113 @@
+"""What the scorer accepts from callers, checked at the boundary: texts, known scores, token ids,
+and candidates encoded ahead. Each refusal names the argument (and the index) so a caller
+reading a file can name the line."""
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from gpu_neighbors.core.tiling import TilePlan
+from gpu_neighbors.core.validation import check_texts
+
+
+@dataclass(frozen=True)
+class PreparedCandidates:
+    """Candidates encoded ahead (`NeighborsScorer.prepare`): each chunk of `plan` mapped to the
+    kernel's encoding of it."""
+
+    size: int
+    plan: TilePlan
+    chunks: dict[tuple[int, int], Any]
+
+    def encoded(self, first: int, last: int) -> Any:
+        return self.chunks[first, last]
+
+    def __len__(self) -> int:
+        return self.size
+
+
+
+def validate_texts(texts: Sequence[str], what: str, allow_empty: bool = False) -> list[str]:
+    texts = check_texts(texts, what)
+    if not texts and not allow_empty:
+        raise ValueError(f"{what}: empty training set; give at least one scored text")
+    return texts
+
+
+def validate_ids(input_ids: object, attention_mask: object) -> None:
+    """Shape and dtype checks only (host metadata), so validation never waits on the device."""
+    if not isinstance(input_ids, torch.Tensor):
+        raise TypeError(f"input_ids must be a torch.Tensor, not {type(input_ids).__name__}")
+    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+        raise TypeError(f"input_ids must hold integer token ids, not {input_ids.dtype}")
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be [batch, length], got shape {tuple(input_ids.shape)}")
+    if attention_mask is None:
+        return
+    if not isinstance(attention_mask, torch.Tensor):
+        raise TypeError(f"attention_mask must be a torch.Tensor, not {type(attention_mask).__name__}")
+    if attention_mask.shape != input_ids.shape:
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)}, input_ids "
+            f"{tuple(input_ids.shape)}: they must match"
+        )
+    if attention_mask.device != input_ids.device:
+        raise ValueError(
+            f"attention_mask is on {attention_mask.device}, input_ids on {input_ids.device}"
+        )
+
+
+def finite(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number or None, not {value!r}")
+    return float(value)
+
+
+class ScoreError(ValueError):
+    """A training score that cannot be used; `index` says which, so callers reading files can
+    name the line, and `setting` the parameter that would admit it, named by `explain`."""
+
+    def __init__(self, index: int, reason: str, setting: str | None = None) -> None:
+        self.index = index
+        self.reason = reason
+        self.setting = setting
+        super().__init__(f"scores[{index}]: {self.explain(setting)}")
+
+    def explain(self, setting_name: str | None) -> str:
+        """The reason, naming `setting` as the caller knows it (the CLI: by its flag)."""
+        return self.reason if self.setting is None else f"{self.reason} or set {setting_name}"
+
+
+def validate_scores(
+    scores: Sequence[float] | np.ndarray, count: int, score_range: tuple[float, float] | None
+) -> np.ndarray:
+    if isinstance(scores, torch.Tensor):
+        scores = scores.detach().cpu().numpy()
+    if not (isinstance(scores, np.ndarray) and scores.dtype.kind in "iuf"):
+        for index, value in enumerate(scores):  # a string "0.5" would convert silently
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+                raise ScoreError(index, f"{value!r} ({type(value).__name__}) is not a number")
+    quality = np.asarray(scores, dtype=np.float64)
+    if quality.ndim != 1:
+        raise ValueError(f"scores must be one-dimensional, got shape {quality.shape}")
+    if quality.size != count:
+        raise ValueError(f"{count} training texts but {quality.size} scores: lengths must match")
+    bad = np.flatnonzero(~np.isfinite(quality))
+    if bad.size:
+        raise ScoreError(int(bad[0]), f"{quality[bad[0]]} is not a finite number")
+    if score_range is not None:
+        low, high = score_range
+        outside = np.flatnonzero((quality < low) | (quality > high))
+        if outside.size:
+            raise ScoreError(
+                int(outside[0]),
+                f"{quality[outside[0]]:g} is outside the score range [{low:g}, {high:g}]: "
+                "rescale the scores (the paper maps them to [0, 1])",
+                setting="score_range",
+            )
+    return quality

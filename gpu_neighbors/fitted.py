@@ -1,0 +1,344 @@
+"""What a fitted scorer does, however it came to be fitted (by `fit`, or loaded from a folder):
+predictions, leave-one-out, similarities, token ids and rewards, each one run of the core tile
+loop (`core.tiling.reduce_tiles`) with the fitted kernel making the tiles and the estimator's
+reduction consuming them (`estimators.TilePass`)."""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import numpy as np
+import torch
+
+from gpu_neighbors._version import __version__
+from gpu_neighbors.core import conformal, tuning
+from gpu_neighbors.core.inputs import PreparedCandidates, finite, validate_ids, validate_texts
+from gpu_neighbors.core.neighbours import Prediction, Quality, TensorPrediction, Thresholds, TrainingSubset
+from gpu_neighbors.core.signature import Signature
+from gpu_neighbors.core.tiling import (
+    MatrixReduction,
+    Reduction,
+    Result,
+    TilePlan,
+    TransientCache,
+    default_memory_budget,
+    reduce_tiles,
+)
+from gpu_neighbors.core.topk import TopK as Ranking
+from gpu_neighbors.core.validation import check_is_fitted
+from gpu_neighbors.estimators import Estimator, RidgeFit, TilePass
+from gpu_neighbors.intervals import Intervals
+from gpu_neighbors.kernels import Kernel, kernel_threads
+from gpu_neighbors.kernels.parts import Auto, KernelPart
+
+REWARD_DTYPE = torch.float32
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S", bound="FittedScorer")
+
+
+def library_threads(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+    """Run a scorer method on one intra-op thread unless the caller chose a count or the kernel
+    is a model (core/threads.py); the caller's count is restored on return."""
+
+    @functools.wraps(method)
+    def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+        with kernel_threads(*self.kernel.kernel_names):
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+class FittedScorer:
+    """The passes of a fitted scorer; `NeighborsScorer` fits (or loads) the state below."""
+
+    kernel: KernelPart | Auto
+    estimator: Estimator | None
+    intervals_part: Intervals
+    memory_budget: int | None
+    chunk_size: int | None
+    progress: bool
+    score_range: tuple[float, float] | None
+    kernel_: Kernel[Any]
+    estimator_: Estimator
+    thresholds_: Thresholds
+    tuning_: tuning.TuningResult | None
+    selection_: dict[str, float] | None
+    calibration_: conformal.Calibration
+    train_scores_: np.ndarray
+    device_: torch.device
+    _ridge: RidgeFit | None
+    _quality: Quality
+    _qualities: TransientCache[torch.device, Quality]
+    _streams: TransientCache[tuple[int, torch.device], torch.Generator]
+
+    def _check_fitted(self) -> None:
+        check_is_fitted(self)
+
+
+    @library_threads
+    def predict(
+        self, candidates: Sequence[str] | PreparedCandidates, return_neighbors: int | None = None
+    ) -> Prediction:
+        """Estimates for `candidates` (texts, or texts already `prepare`d), in order; undefined
+        (NaN) where the a/b rule says so. return_neighbors=k: also the k most similar training
+        texts of each candidate (index, similarity, known score; all of them when k exceeds the
+        training set), from the same pass, in `Prediction.neighbors`."""
+        if return_neighbors is None:
+            return self._with_intervals(self.predict_tensors(candidates).numpy())
+        self._check_fitted()
+        if isinstance(return_neighbors, bool) or not isinstance(return_neighbors, int) or return_neighbors < 1:
+            raise ValueError(f"return_neighbors must be a positive integer or None, not {return_neighbors!r}")
+        encode, rows, plan = self._candidate_chunks(candidates)
+        prediction, top = self._pass(encode, rows, plan=plan, neighbors=min(return_neighbors, self.num_train))
+        assert top is not None  # asked for
+        return replace(self._with_intervals(prediction.numpy()), neighbors=top.neighbors(self._quality.raw))
+
+    def _with_intervals(self, prediction: Prediction) -> Prediction:
+        """`prediction` with each estimate's conformal interval at `level` (clipped to
+        score_range, where the truth lies)."""
+        low, high = self._intervals_of(torch.from_numpy(prediction.scores), torch.from_numpy(prediction.std))
+        return replace(prediction, low=low.numpy(), high=high.numpy())
+
+    def intervals(self, prediction: TensorPrediction) -> tuple[torch.Tensor, torch.Tensor]:
+        """(low, high) of `predict_tensors`' estimates at `level`, as `predict` gives them, left
+        on the estimates' device with no host synchronisation (training loops, metrics)."""
+        self._check_fitted()
+        return self._intervals_of(prediction.scores, prediction.std)
+
+    def _intervals_of(self, scores: torch.Tensor, std: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.intervals_part.bounds(self.calibration_, scores, std, self.estimator_.name, self.score_range)
+
+    @library_threads
+    def prepare(self, candidates: Sequence[str]) -> PreparedCandidates:
+        """The host half of `predict`: candidates checked and encoded by the kernel, chunk by
+        chunk of the tile plan, for a later `predict`. A reader thread can prepare the next
+        batch while this one is scored (the kernels' encoding only reads what `fit` built)."""
+        self._check_fitted()
+        texts = validate_texts(candidates, "candidates", allow_empty=True)
+        plan = self._plan()
+        chunks = {(first, last): self.kernel_.encode(texts[first:last]) for first, last in plan.chunks(len(texts))}
+        return PreparedCandidates(len(texts), plan, chunks)
+
+    def _candidate_chunks(
+        self, candidates: Sequence[str] | PreparedCandidates
+    ) -> tuple[Callable[[int, int], Any], int, TilePlan | None]:
+        """(encoding of candidates first..last-1, how many there are, the plan they were
+        encoded for: None means any)."""
+        if isinstance(candidates, PreparedCandidates):
+            return candidates.encoded, candidates.size, candidates.plan
+        texts = validate_texts(candidates, "candidates", allow_empty=True)
+        return (lambda first, last: self.kernel_.encode(texts[first:last])), len(texts), None
+
+    @library_threads
+    def predict_tensors(
+        self,
+        candidates: Sequence[str] | PreparedCandidates | torch.Tensor,
+        subset: TrainingSubset | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> TensorPrediction:
+        """`predict` with the estimates left on the device: texts on the scorer's, token ids
+        [batch, length] on theirs (as `predict_ids`). `subset` keeps only some training texts as
+        possible neighbours (subsampled rewards)."""
+        self._check_fitted()
+        if isinstance(candidates, torch.Tensor):
+            return self._predict_ids(candidates, attention_mask, subset)
+        if attention_mask is not None:
+            raise ValueError("attention_mask goes with token ids, not with texts")
+        encode, rows, plan = self._candidate_chunks(candidates)
+        return self._pass(encode, rows, subset=subset, plan=plan)[0]
+
+    @library_threads
+    def predict_ids(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> TensorPrediction:
+        """Estimates for token ids [batch, length] straight from a model, without decoding:
+        tensors on the ids' device, equal to `predict` on the decoded texts (bleu kernel with
+        the model's Hugging Face tokenizer; see `kernels/bleu.py`). No host synchronisation
+        after the first call on a device."""
+        self._check_fitted()
+        return self._predict_ids(input_ids, attention_mask, None)
+
+    def _predict_ids(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, subset: TrainingSubset | None
+    ) -> TensorPrediction:
+        self.kernel_.check_ids()
+        validate_ids(input_ids, attention_mask)
+        device = input_ids.device
+        plan = self._plan()
+        budget = self.memory_budget or default_memory_budget(device)
+        plan = replace(plan, chunk_rows=max(1, min(plan.chunk_rows, budget // self.kernel_.id_row_bytes())))
+        quality = self._quality_on(device)
+
+        def encode(first: int, last: int) -> Any:
+            mask = None if attention_mask is None else attention_mask[first:last]
+            return self.kernel_.encode_ids(input_ids[first:last], mask)
+
+        return self._pass(encode, input_ids.shape[0], subset=subset, plan=plan, quality=quality, progress=False)[0]
+
+    @library_threads
+    def reward(
+        self,
+        inputs: torch.Tensor | Sequence[str],
+        undefined: float | None = None,
+        subsample: float | None = None,
+        seed: int = 0,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """float32 RL rewards [batch] for token ids (on their device) or texts (on the scorer's).
+
+        A reward must exist for every sample, so undefined estimates become `undefined`
+        (default: the training mean, which neither rewards nor punishes what the scorer cannot
+        judge). Against reward hacking the paper advises a large training set subsampled at every
+        evaluation, so a policy cannot learn the n-grams of a few good texts: `subsample` scores
+        each call against a fresh random fraction of the training set (`draw_subset`; the ridge
+        estimator sums only that fraction's terms, scaled up, `kernel_ridge.RidgeReduction`)."""
+        self._check_fitted()
+        fill = float(np.mean(self.train_scores_)) if undefined is None else finite(undefined, "undefined")
+        device = inputs.device if isinstance(inputs, torch.Tensor) else self.device_
+        subset = None if subsample is None else self.draw_subset(subsample, seed, device)
+        prediction = self.predict_tensors(inputs, subset, attention_mask)
+        return torch.where(prediction.covered, prediction.scores, fill).to(REWARD_DTYPE)
+
+    def draw_subset(self, fraction: float, seed: int, device: torch.device) -> TrainingSubset:
+        """A fresh random subset of round(fraction * |S|) training texts, drawn on `device`.
+
+        Texts outside it are masked out of the fitted neighbour model and the b |S| bound uses
+        its size, so nothing is refitted. Subsets come from one random stream per (seed, device)
+        kept by this scorer until it is refitted: the k-th call with a seed draws the same subset
+        in every run."""
+        self._check_fitted()
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+            raise ValueError(f"subsample must be a fraction in (0, 1], not {fraction!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an integer, not {seed!r}")
+        size = round(fraction * self.num_train)
+        fewest = self.estimator_.fewest(self.thresholds_)
+        threshold = self.estimator_.name == "threshold"
+        if size < fewest:
+            raise ValueError(
+                f"subsample={fraction} keeps {size} of {self.num_train} training texts, fewer than "
+                f"{'min_neighbors=' if threshold else ''}{fewest}: no estimate could ever be defined"
+            )
+        key = (seed, device)
+        if key not in self._streams:
+            self._streams[key] = torch.Generator(device=device).manual_seed(seed)
+        chosen = torch.randperm(self.num_train, generator=self._streams[key], device=device)[:size]
+        mask = torch.zeros(self.num_train, dtype=torch.bool, device=device).index_fill_(0, chosen, True)
+        return TrainingSubset(mask=mask, size=size)
+
+    @library_threads
+    def leave_one_out(self) -> Prediction:
+        """Each training text scored by all the others (the paper's protocol): the training set
+        against itself with the diagonal masked, not |S| refits. Ridge: the exact closed form
+        (and, fitted on a sample, the estimates of the texts outside it)."""
+        self._check_fitted()
+        if self._ridge is not None and self._ridge.sample is None:
+            return self._ridge.loo
+        prediction = self._pass(self.kernel_.encode_train, self.num_train, leave_one_out=True)[0].numpy()
+        return prediction if self._ridge is None else self._ridge.leave_one_out(prediction)
+
+    @library_threads
+    def similarity(self, candidates: Sequence[str]) -> torch.Tensor:
+        """All kernel similarities [len(candidates), |S|], float64 on the CPU."""
+        self._check_fitted()
+        texts = validate_texts(candidates, "candidates", allow_empty=True)
+        return self._similarity(lambda first, last: self.kernel_.encode(texts[first:last]), len(texts))
+
+    @library_threads
+    def train_similarity(self) -> torch.Tensor:
+        """The training set against itself [|S|, |S|], float64 on the CPU, diagonal included:
+        one pass from which sweeps over tau, a and b (leave-one-out) need no kernel work."""
+        self._check_fitted()
+        return self._similarity(self.kernel_.encode_train, self.num_train)
+
+    @property
+    def num_train(self) -> int:
+        self._check_fitted()
+        return self.kernel_.num_train
+
+    @property
+    def signature(self) -> Signature:
+        """Every setting that changes the numbers; `str()` gives the line stored beside outputs."""
+        self._check_fitted()
+        chosen = self.thresholds_
+        return Signature(
+            self.kernel_.name, tuple(self.kernel_.settings().items()), chosen.tau, chosen.min_neighbors,
+            chosen.max_fraction, self.num_train, __version__, estimator=chosen.estimator, power=chosen.power,
+            top_k=chosen.top_k, penalty=chosen.penalty, tuned=self.tuning_ is not None,
+            selection=None if self.selection_ is None else tuple(self.selection_.items()),
+            level=self.intervals_part.level,
+        )
+
+    # -- tiling --------------------------------------------------------------------------
+
+    def _plan(self) -> TilePlan:
+        return TilePlan.for_device(
+            self.device_, self.kernel_.pair_bytes(), self.num_train, self.memory_budget, self.chunk_size
+        )
+
+    def _pass(
+        self,
+        encode: Callable[[int, int], Any],
+        rows: int,
+        *,
+        leave_one_out: bool = False,
+        subset: TrainingSubset | None = None,
+        plan: TilePlan | None = None,
+        quality: Quality | None = None,
+        progress: bool = True,
+        neighbors: int = 0,
+        own: torch.Tensor | None = None,
+    ) -> tuple[TensorPrediction, Ranking | None]:
+        """The tile loop over candidate rows 0..rows-1 with the estimator's reduction (neighbour
+        statistics, or a running top-k), and with `neighbors` > 0 the top `neighbors` training
+        texts of each row from the same tiles. `own[r]`: row r is that training text, left out
+        of its own neighbours (leave-one-out of a sample of the training set)."""
+        quality = quality or self._quality
+        plan = plan or self._plan()
+
+        def run(reduction: Reduction[Result]) -> Result:
+            if own is not None:
+                reduction = conformal.WithoutOwn(reduction, own)
+            return self._reduce(encode, rows, plan, reduction, progress)
+
+        num_train = (self.num_train if subset is None else subset.size) - int(leave_one_out or own is not None)
+        ridge = None if self._ridge is None else self._ridge.weights_on(quality.device)
+        return self.estimator_.estimate(TilePass(run, rows, quality, self.thresholds_, num_train, leave_one_out,
+                                                 subset, neighbors, ridge))
+
+    def _similarity(self, encode: Callable[[int, int], Any], rows: int) -> torch.Tensor:
+        return self._reduce(encode, rows, self._plan(), MatrixReduction(rows, self.num_train))
+
+    def _reduce(
+        self,
+        encode: Callable[[int, int], Any],
+        rows: int,
+        plan: TilePlan,
+        reduction: Reduction[Result],
+        progress: bool = True,
+    ) -> Result:
+        """One pass of the tile loop; a progress bar where `progress` and the scorer's setting
+        both ask for one (never on the id path of training loops)."""
+        chunks, blocks = plan.chunks(rows), plan.blocks(self.num_train)
+        if not (progress and self.progress):
+            return reduce_tiles(encode, self.kernel_.tile, chunks, blocks, reduction)
+        with _progress_bar(rows) as bar:
+            return reduce_tiles(encode, self.kernel_.tile, chunks, blocks, reduction, bar.update)
+
+    def _quality_on(self, device: torch.device) -> Quality:
+        """The training q on `device` (token ids may live elsewhere than the scorer)."""
+        if device == self.device_:
+            return self._quality
+        if device not in self._qualities:
+            self._qualities[device] = self._quality.to(device)
+        return self._qualities[device]
+
+
+def _progress_bar(total: int) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="text", dynamic_ncols=True, leave=False)
+
