@@ -9,14 +9,17 @@ estimator's reduction consumes them, so every kernel and estimator share this on
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from gpu_neighbors.core import conformal, kernel_ridge, tuning
+from gpu_neighbors import saving
+from gpu_neighbors.core import conformal, kernel_ridge, saved, tuning
 from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.core.correlation import spearman_rows
 from gpu_neighbors.core.inputs import PreparedCandidates, ScoreError, validate_scores, validate_texts
@@ -33,6 +36,7 @@ from gpu_neighbors.core.validation import (
 from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, TopK, estimator_part
 from gpu_neighbors.fitted import FittedScorer, library_threads
 from gpu_neighbors.intervals import Intervals
+from gpu_neighbors.kernels import kernel_threads
 from gpu_neighbors.kernels.parts import Auto, KernelPart, kernel_part
 
 __all__ = ["NeighborsScorer", "PreparedCandidates", "ScoreError"]
@@ -165,6 +169,28 @@ class NeighborsScorer(FittedScorer):
         self.power_: float = chosen.power
         self.top_k_: int | None = chosen.top_k
         self.penalty_: float | None = chosen.penalty
+
+    def save(self, folder: str | os.PathLike[str], overwrite: bool = False) -> Path:
+        """Write this fitted scorer to `folder`: scorer.json (its parts' settings and what fit
+        chose), tensors.safetensors (what it learned) and training.jsonl -- **its training texts
+        and scores: sharing a saved scorer shares its training data**. BERTScore's model is
+        referenced by its name or path, never copied. `overwrite` replaces a saved scorer."""
+        self._check_fitted()
+        return saved.write(folder, saving.state_of(self, self.kernel_part_), overwrite)
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str], device: str | torch.device | None = None) -> NeighborsScorer:
+        """A scorer saved by `save`, on `device` (None: auto), predicting the same bits as the
+        scorer that saved it. Nothing in the folder is unpickled or run; a folder that is not a
+        complete, unchanged saved scorer is refused with the file named (`core/saved.py`)."""
+        stored = saved.read(folder)
+        scorer = cls(**saving.constructor_of(stored), device="auto" if device is None else device)
+        kernel, estimator = saving.fitted_parts(stored)
+        with kernel_threads(kernel.name):
+            scorer._encode(kernel, estimator, stored.texts, saving.training_scores(stored))
+        saving.restore(scorer, stored)
+        scorer._use(scorer.thresholds_)
+        return scorer
 
     @property
     def ridge_(self) -> kernel_ridge.KernelRidge | None:

@@ -16,7 +16,7 @@ import torch
 
 from gpu_neighbors.core.validation import SCORER_PARAMETERS
 from gpu_neighbors.kernels import KERNEL_NAMES, Kernel, kernel_class
-from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
+from gpu_neighbors.text.tokenizers import BUILT_IN_TOKENIZERS, Tokenizer, make_tokenizer
 
 AUTO = "auto"
 DEFAULT_AUTO_KERNELS = ("bleu", "rouge", "tfidf", "bertscore")
@@ -65,10 +65,19 @@ class KernelPart:
         return kernel_class(self.name)(tokenizer=tokenizer, device=device, **options)
 
     def settings(self) -> dict[str, Any]:
-        """What this part is, as JSON (a tokenizer object is saved by its name or path only)."""
-        tokenizer = self.tokenizer if isinstance(self.tokenizer, str) else self.tokenizer.signature
+        """What this part is, as JSON: a tokenizer object by the name or path that makes it again
+        (a built-in or Hugging Face one; any other cannot be written down)."""
+        tokenizer, lowercase = self.tokenizer, self.lowercase
+        if not isinstance(tokenizer, str):
+            name = getattr(tokenizer, "name", None)
+            if not isinstance(tokenizer, Tokenizer) or not isinstance(name, str) or not (
+                    name in BUILT_IN_TOKENIZERS or name.startswith("hf:")):
+                raise ValueError(f"the tokenizer {tokenizer!r} cannot be saved: give it by name (a built-in "
+                                 "one, or a Hugging Face tokenizer's name or path)")
+            lowercase = tokenizer.lowercase
+            tokenizer = name
         options = {key: list(value) if isinstance(value, tuple) else value for key, value in self.options.items()}
-        return {"name": self.name, "tokenizer": tokenizer, "lowercase": self.lowercase,
+        return {"name": self.name, "tokenizer": tokenizer, "lowercase": lowercase,
                 "allow_download": self.allow_download, **options}
 
     def __repr__(self) -> str:

@@ -1,0 +1,173 @@
+"""A saved scorer's folder: what it holds, how it is written, and how it is read back safely.
+
+    scorer.json          format and package version, signature, every part's settings, the fitted
+                         settings, and for each file beside it its size and SHA-256 (and for each
+                         tensor its dtype and shape)
+    tensors.safetensors  every fitted tensor (safetensors: a JSON header and raw little-endian
+                         bytes; nothing in it can run)
+    training.jsonl       the training texts and their scores, one {"text", "score"} a line: a
+                         saved scorer contains its training set, so sharing one shares the data
+
+Writing: each file goes to NAME.partial (created exclusively, never through a link), is fsynced
+and renamed into place, scorer.json last, so a folder with a scorer.json at its name is a
+complete one (the discipline of `data/output.py`, which sits above the scorer and so cannot be
+imported here). Reading never unpickles and never runs code from the folder: JSON, safetensors
+and JSON lines only, and every file is checked against scorer.json (size, digest, then dtypes
+and shapes) before it is used. Each refusal is one line naming the file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = "gpu-neighbors scorer"
+FORMAT_VERSION = 1
+CONFIG, TENSORS, TRAINING = "scorer.json", "tensors.safetensors", "training.jsonl"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+class SavedScorerError(ValueError):
+    """A folder that cannot be loaded as a saved scorer; the message names the file."""
+
+
+@dataclass(frozen=True)
+class SavedScorer:
+    """What a folder holds: the settings (JSON), the fitted tensors, the training set."""
+
+    config: dict[str, Any]
+    tensors: dict[str, torch.Tensor]
+    texts: list[str]
+    scores: list[float]
+
+
+def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = False) -> Path:
+    """Write `saved` to `folder` (made if missing); a folder that already holds a scorer is
+    replaced only with `overwrite`, and one that holds anything else never."""
+    from safetensors.torch import save
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if (folder / CONFIG).exists() and not overwrite:
+        raise FileExistsError(f"{folder / CONFIG}: a saved scorer is already there; give overwrite=True to replace it")
+    strangers = sorted(path.name for path in folder.iterdir()
+                       if path.name not in (CONFIG, TENSORS, TRAINING) and not path.name.endswith(".partial"))
+    if strangers:
+        raise FileExistsError(f"{folder}: holds {', '.join(strangers[:3])}, not a saved scorer: choose an empty folder")
+    tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in saved.tensors.items()}
+    payloads = {
+        TENSORS: save(tensors),
+        TRAINING: "".join(json.dumps({"text": text, "score": score}, ensure_ascii=False) + "\n"
+                          for text, score in zip(saved.texts, saved.scores)).encode("utf-8"),
+    }
+    files = {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in payloads.items()}
+    shapes = {name: {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
+              for name, tensor in tensors.items()}
+    config = {"format": FORMAT, "format_version": FORMAT_VERSION, **saved.config, "files": files,
+              "tensors": shapes, "training": {"count": len(saved.texts)}}
+    payloads[CONFIG] = (json.dumps(config, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    for name in (TENSORS, TRAINING, CONFIG):  # scorer.json last: its presence means complete
+        _write_atomically(folder / name, payloads[name])
+    return folder
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.unlink(missing_ok=True)  # a stale one, or a planted link: removing a link never follows it
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(partial, path)
+    if os.name == "posix":
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+def read(folder: str | os.PathLike[str]) -> SavedScorer:
+    """The folder's scorer, every file checked against scorer.json before it is used."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    folder = Path(folder)
+    config_path = folder / CONFIG
+    if not folder.is_dir() or not config_path.is_file():
+        raise SavedScorerError(f"{folder}: not a saved scorer (no {CONFIG} in it)")
+    try:
+        config = json.loads(config_path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise SavedScorerError(f"{config_path}: not a saved scorer's settings (not JSON: {error})") from None
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise SavedScorerError(f"{config_path}: not a saved scorer's settings (no \"format\": \"{FORMAT}\")")
+    version = config.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise SavedScorerError(f"{config_path}: format_version must be a positive integer, not {version!r}")
+    if version > FORMAT_VERSION:
+        raise SavedScorerError(f"{config_path}: format version {version} is newer than this gpu-neighbors reads "
+                               f"({FORMAT_VERSION}); upgrade gpu-neighbors to load it")
+    data = {name: _checked_bytes(folder, name, config) for name in (TENSORS, TRAINING)}
+    try:
+        tensors = load(data[TENSORS])
+    except (SafetensorError, ValueError, RuntimeError) as error:
+        raise SavedScorerError(f"{folder / TENSORS}: not a safetensors file ({error})") from None
+    _check_tensors(folder / TENSORS, tensors, config.get("tensors"))
+    texts, scores = _training(folder / TRAINING, data[TRAINING], config)
+    return SavedScorer(config, tensors, texts, scores)
+
+
+def _checked_bytes(folder: Path, name: str, config: Mapping[str, Any]) -> bytes:
+    path = folder / name
+    expected = (config.get("files") or {}).get(name)
+    if not isinstance(expected, dict):
+        raise SavedScorerError(f"{folder / CONFIG}: records no size and digest for {name}")
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise SavedScorerError(f"{path}: cannot be read ({error.strerror or error})") from None
+    if len(data) != expected.get("size"):
+        raise SavedScorerError(f"{path}: {len(data)} bytes, but {CONFIG} says {expected.get('size')} "
+                               "(truncated or replaced)")
+    if hashlib.sha256(data).hexdigest() != expected.get("sha256"):
+        raise SavedScorerError(f"{path}: its SHA-256 is not the one {CONFIG} records (changed since it was saved)")
+    return data
+
+
+def _check_tensors(path: Path, tensors: Mapping[str, torch.Tensor], declared: Any) -> None:
+    if not isinstance(declared, dict) or set(declared) != set(tensors):
+        raise SavedScorerError(f"{path}: holds tensors {sorted(tensors)}, but {CONFIG} declares "
+                               f"{sorted(declared) if isinstance(declared, dict) else declared!r}")
+    for name, tensor in tensors.items():
+        want = declared[name]
+        got = {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
+        if not isinstance(want, dict) or {"dtype": want.get("dtype"), "shape": want.get("shape")} != got:
+            raise SavedScorerError(f"{path}: tensor {name!r} is {got['dtype']} {got['shape']}, but {CONFIG} "
+                                   f"declares {want!r}")
+
+
+def _training(path: Path, data: bytes, config: Mapping[str, Any]) -> tuple[list[str], list[float]]:
+    texts: list[str] = []
+    scores: list[float] = []
+    for number, line in enumerate(data.decode("utf-8", errors="strict").splitlines(), start=1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise SavedScorerError(f"{path}:{number}: not a JSON line") from None
+        if not (isinstance(record, dict) and isinstance(record.get("text"), str)
+                and isinstance(record.get("score"), float | int) and not isinstance(record.get("score"), bool)):
+            raise SavedScorerError(f"{path}:{number}: not a {{\"text\": string, \"score\": number}} record")
+        texts.append(record["text"])
+        scores.append(float(record["score"]))
+    count = (config.get("training") or {}).get("count")
+    if len(texts) != count:
+        raise SavedScorerError(f"{path}: {len(texts)} training texts, but {CONFIG} says {count}")
+    return texts, scores

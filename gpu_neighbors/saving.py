@@ -1,0 +1,126 @@
+"""A fitted scorer as settings (JSON) and tensors, and back (`core/saved.py` writes and reads
+the folder).
+
+What the training set alone decides is rebuilt on load from the saved texts and scores, the
+same deterministic way `fit` built it (the kernel's encoding, the scores' exact limbs and tie
+ranks; the tie ranks are saved too and must come out equal). Everything `fit` chose or learned
+on top is stored exactly -- tuned settings, the tuning's figures, the automatic kernel choice,
+the ridge model, the calibration -- so a loaded scorer predicts the same bits as the one saved.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import torch
+
+from gpu_neighbors._version import __version__
+from gpu_neighbors.core import kernel_ridge
+from gpu_neighbors.core.conformal import Calibration
+from gpu_neighbors.core.neighbours import Thresholds
+from gpu_neighbors.core.saved import SavedScorer, SavedScorerError
+from gpu_neighbors.core.tuning import TuningResult
+from gpu_neighbors.estimators import Estimator, RidgeFit, estimator_from_settings
+from gpu_neighbors.fitted import FittedScorer
+from gpu_neighbors.intervals import Intervals
+from gpu_neighbors.kernels.parts import Auto, KernelPart, part_from_settings
+
+
+def state_of(scorer: FittedScorer, kernel: KernelPart) -> SavedScorer:
+    """What `scorer` (fitted with `kernel`) is and learned."""
+    ridge = scorer._ridge
+    tensors = {"train_scores": torch.as_tensor(scorer.train_scores_, dtype=torch.float64),
+               "tie_rank": scorer._quality.tie_rank.cpu(),
+               "calibration_residuals": torch.as_tensor(scorer.calibration_.residuals, dtype=torch.float64)}
+    if ridge is not None:
+        tensors.update(ridge_alpha=torch.as_tensor(ridge.model.alpha), ridge_loo=torch.as_tensor(ridge.model.loo),
+                       ridge_similar=torch.as_tensor(ridge.loo.num_neighbors))
+        if ridge.sample is not None:
+            tensors["ridge_sample"] = torch.as_tensor(ridge.sample, dtype=torch.int64)
+    tuned = None if scorer.tuning_ is None else {**asdict(scorer.tuning_), "thresholds": asdict(scorer.tuning_.thresholds)}
+    config = {
+        "package_version": __version__,
+        "signature": str(scorer.signature),
+        "parts": {"kernel": scorer.kernel.settings(),
+                  "estimator": None if scorer.estimator is None else scorer.estimator.settings(),
+                  "intervals": scorer.intervals_part.settings()},
+        "run": {"memory_budget": scorer.memory_budget, "chunk_size": scorer.chunk_size,
+                "score_range": None if scorer.score_range is None else list(scorer.score_range)},
+        "fitted": {"kernel": kernel.settings(), "estimator": scorer.estimator_.settings(),
+                   "thresholds": asdict(scorer.thresholds_), "tuning": tuned, "selection": scorer.selection_,
+                   "calibration_floor": scorer.calibration_.floor,
+                   "ridge": None if ridge is None else {"intercept": ridge.model.intercept,
+                                                        "penalty": ridge.model.penalty}},
+    }
+    return SavedScorer(config, tensors, list(scorer.kernel_.train_texts), scorer.train_scores_.tolist())
+
+
+def constructor_of(saved: SavedScorer) -> dict[str, Any]:
+    """The constructor's settings of the scorer that was saved (device aside)."""
+    parts, run = _section(saved, "parts"), _section(saved, "run")
+    try:
+        estimator = None if parts.get("estimator") is None else estimator_from_settings(parts["estimator"])
+        score_range = run.get("score_range")
+        return {"kernel": part_from_settings(parts["kernel"]), "estimator": estimator,
+                "level": Intervals(**parts["intervals"]), "memory_budget": run.get("memory_budget"),
+                "chunk_size": run.get("chunk_size"),
+                "score_range": None if score_range is None else (float(score_range[0]), float(score_range[1]))}
+    except (KeyError, TypeError, ValueError, IndexError) as error:
+        raise SavedScorerError(f"scorer.json: the parts' settings cannot be rebuilt ({error})") from None
+
+
+def fitted_parts(saved: SavedScorer) -> tuple[KernelPart, Estimator]:
+    """The kernel and estimator the scorer was fitted with (with `Auto`, the chosen kernel)."""
+    fitted = _section(saved, "fitted")
+    try:
+        kernel = part_from_settings(fitted["kernel"])
+        estimator = estimator_from_settings(fitted["estimator"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise SavedScorerError(f"scorer.json: the fitted parts cannot be rebuilt ({error})") from None
+    if isinstance(kernel, Auto):
+        raise SavedScorerError("scorer.json: the fitted kernel must be one kernel, not auto")
+    return kernel, estimator
+
+
+def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
+    """Set on `scorer` (its training set already encoded) what `fit` chose and learned."""
+    fitted, tensors = _section(saved, "fitted"), saved.tensors
+    if not torch.equal(scorer._quality.tie_rank.cpu(), tensors["tie_rank"]):
+        raise SavedScorerError("tensors.safetensors: the tie ranks are not those of training.jsonl's texts and scores")
+    try:
+        scorer.thresholds_ = Thresholds(**fitted["thresholds"])
+        tuned = fitted["tuning"]
+        scorer.tuning_ = None if tuned is None else TuningResult(**{**tuned, "thresholds": Thresholds(**tuned["thresholds"])})
+        scorer.selection_ = fitted["selection"]
+        scorer.calibration_ = Calibration(tensors["calibration_residuals"].numpy(), float(fitted["calibration_floor"]))
+        scorer._ridge = None if fitted["ridge"] is None else _ridge(fitted["ridge"], tensors, len(saved.texts))
+    except (KeyError, TypeError, ValueError) as error:
+        raise SavedScorerError(f"scorer.json: the fitted state cannot be rebuilt ({error})") from None
+
+
+def _ridge(settings: dict[str, Any], tensors: dict[str, torch.Tensor], num_train: int) -> RidgeFit:
+    loo = tensors["ridge_loo"].numpy()
+    model = kernel_ridge.KernelRidge(tensors["ridge_alpha"].numpy(), float(settings["intercept"]),
+                                     float(settings["penalty"]), loo)
+    sample = tensors["ridge_sample"].numpy() if "ridge_sample" in tensors else None
+    if model.alpha.shape != (num_train,) or loo.shape != tensors["ridge_similar"].shape:
+        raise ValueError("the ridge model's tensors do not fit the training set")
+    return RidgeFit(model, sample, kernel_ridge.leave_one_out_prediction(loo, tensors["ridge_similar"].numpy()))
+
+
+def _section(saved: SavedScorer, name: str) -> dict[str, Any]:
+    section = saved.config.get(name)
+    if not isinstance(section, dict):
+        raise SavedScorerError(f"scorer.json: no {name!r} section")
+    return section
+
+
+def training_scores(saved: SavedScorer) -> np.ndarray:
+    """The training scores, float64 bits as saved, which training.jsonl must repeat."""
+    scores = saved.tensors["train_scores"].numpy()
+    if scores.shape != (len(saved.scores),) or not np.array_equal(scores, np.asarray(saved.scores)):
+        raise SavedScorerError("training.jsonl: its scores are not those of tensors.safetensors")
+    if not np.isfinite(scores).all():
+        raise SavedScorerError("tensors.safetensors: a training score is not a finite number")
+    return scores

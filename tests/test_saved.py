@@ -1,0 +1,225 @@
+"""Saved scorers (`NeighborsScorer.save` / `load`, `core/saved.py`): a loaded scorer predicts the
+same bits as the one that saved it, for every kernel and estimator and any chunk size; a folder
+that is not a complete, unchanged saved scorer is refused in one line naming the file, and
+nothing in it is ever unpickled."""
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from gpu_neighbors import (
+    Auto,
+    BertScore,
+    Bleu,
+    HuggingFaceTokenizer,
+    NeighborsScorer,
+    NotFittedError,
+    Sacrebleu13aTokenizer,
+    Ridge,
+    Threshold,
+    TopK,
+    WhitespaceTokenizer,
+    __version__,
+)
+from gpu_neighbors.core.saved import CONFIG, FORMAT_VERSION, TENSORS, TRAINING, SavedScorerError
+from minilm import MODEL_PATH
+
+CASES = {
+    "tfidf-default": {},
+    "bleu-paper": {"kernel": Bleu(smoothing="exp", tokenizer="13a"), "estimator": Threshold.paper()},
+    "bleu-threshold-tuned": {"kernel": "bleu", "estimator": Threshold(weighting="similarity")},
+    "rouge-topk": {"kernel": "rouge", "estimator": TopK(k=7, power=2.0)},
+    "tfidf-ridge": {"estimator": Ridge()},
+    "meteor-topk": {"kernel": "meteor"},
+    "bertscore-ridge": {"kernel": BertScore(model=MODEL_PATH, layer=2, rescale=False)},
+    "bertscore-threshold": {"kernel": BertScore(model=MODEL_PATH, layer=2, idf=True), "estimator": "threshold"},
+    "auto": {"kernel": Auto(["bleu", "rouge"]), "level": 0.8},
+}
+
+
+@pytest.fixture(scope="module")
+def data(huse_texts, huse_scores):
+    return huse_texts[:90], np.asarray(huse_scores[:90]), huse_texts[150:] + ["", "zzz unseen words"]
+
+
+def fitted(settings, data) -> NeighborsScorer:
+    texts, scores, _ = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return NeighborsScorer(device="cpu", **settings).fit(texts, scores)
+
+
+def same_bits(first, second) -> None:
+    for name in ("scores", "num_neighbors", "std", "covered", "low", "high"):
+        got, want = getattr(first, name), getattr(second, name)
+        assert (got is None and want is None) or got.tobytes() == want.tobytes(), name
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_loaded_scorer_gives_the_same_bits(case, data, tmp_path):
+    texts, scores, candidates = data
+    scorer = fitted(CASES[case], data)
+    folder = scorer.save(tmp_path / "scorer")
+    assert sorted(path.name for path in folder.iterdir()) == [CONFIG, TENSORS, TRAINING]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = NeighborsScorer.load(folder)
+    assert str(loaded.signature) == str(scorer.signature)
+    assert loaded.thresholds_ == scorer.thresholds_ and loaded.estimator_ == scorer.estimator_
+    same_bits(loaded.predict(candidates), scorer.predict(candidates))
+    same_bits(loaded.leave_one_out(), scorer.leave_one_out())
+    near, expected = loaded.predict(candidates, return_neighbors=3), scorer.predict(candidates, return_neighbors=3)
+    assert near.neighbors.index.tobytes() == expected.neighbors.index.tobytes()
+    assert torch.equal(loaded.reward(candidates, subsample=0.5, seed=3), scorer.reward(candidates, subsample=0.5, seed=3))
+    assert loaded.inner_spearman() == scorer.inner_spearman()
+    if not case.startswith("bertscore"):  # a model's batches are padded alike only for equal chunks
+        loaded.chunk_size, loaded.memory_budget = 3, 40_000  # any tiling: the same bits
+        same_bits(loaded.predict(candidates), scorer.predict(candidates))
+
+
+def test_a_loaded_scorer_scores_token_ids_as_the_saver(data, tmp_path):
+    texts, scores, candidates = data
+    tokenizer = HuggingFaceTokenizer(MODEL_PATH)
+    scorer = fitted({"kernel": Bleu(tokenizer=tokenizer)}, data)
+    loaded = NeighborsScorer.load(scorer.save(tmp_path / "ids"))
+    batch = tokenizer.hf(candidates, padding=True, return_tensors="pt")
+    got = loaded.predict_ids(batch["input_ids"], batch["attention_mask"])
+    want = scorer.predict_ids(batch["input_ids"], batch["attention_mask"])
+    assert torch.equal(got.scores.nan_to_num(-1), want.scores.nan_to_num(-1))
+
+
+def test_a_tokenizer_object_saves_by_its_name(data, tmp_path):
+    scorer = fitted({"kernel": Bleu(tokenizer=Sacrebleu13aTokenizer(lowercase=True))}, data)
+    loaded = NeighborsScorer.load(scorer.save(tmp_path / "13a"))
+    assert loaded.kernel == Bleu(tokenizer="13a", lowercase=True)
+    same_bits(loaded.predict(data[2]), scorer.predict(data[2]))
+
+    class Own(WhitespaceTokenizer):
+        name = "mine"
+
+    with pytest.raises(ValueError, match="cannot be saved: give it by name"):
+        fitted({"kernel": Bleu(tokenizer=Own())}, data).save(tmp_path / "own")
+
+
+def test_the_folder_says_what_it_holds(data, tmp_path):
+    texts, scores, _ = data
+    scorer = fitted(CASES["rouge-topk"], data)
+    folder = scorer.save(tmp_path / "s")
+    config = json.loads((folder / CONFIG).read_text())
+    assert config["format_version"] == FORMAT_VERSION and config["package_version"] == __version__
+    assert config["signature"] == str(scorer.signature) and config["training"] == {"count": len(texts)}
+    assert config["parts"]["estimator"] == {"name": "topk", "k": 7, "weighting": "similarity", "power": 2.0,
+                                            "tuning": "auto"}
+    lines = (folder / TRAINING).read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == [{"text": t, "score": s} for t, s in zip(texts, scores.tolist())]
+    assert config["files"][TRAINING]["sha256"] == hashlib.sha256((folder / TRAINING).read_bytes()).hexdigest()
+
+
+def test_saving_refuses_what_it_would_overwrite(data, tmp_path):
+    scorer = fitted({}, data)
+    folder = scorer.save(tmp_path / "s")
+    with pytest.raises(FileExistsError, match="a saved scorer is already there"):
+        scorer.save(folder)
+    scorer.save(folder, overwrite=True)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="notes.txt, not a saved scorer"):
+        scorer.save(tmp_path / "other", overwrite=True)
+    assert not list(folder.glob("*.partial"))
+    with pytest.raises(NotFittedError):
+        NeighborsScorer().save(tmp_path / "unfitted")
+
+
+@pytest.fixture
+def saved(data, tmp_path):
+    return fitted(CASES["tfidf-ridge"], data).save(tmp_path / "saved")
+
+
+def rewrite_config(folder, change) -> None:
+    config = json.loads((folder / CONFIG).read_text())
+    change(config)
+    (folder / CONFIG).write_text(json.dumps(config))
+
+
+def record_file(folder, name) -> None:
+    """Make scorer.json vouch for the file as it now is (a tamperer who also edits the JSON)."""
+    data = (folder / name).read_bytes()
+    rewrite_config(folder, lambda config: config["files"].__setitem__(
+        name, {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}))
+
+
+def test_a_newer_format_is_refused(saved):
+    rewrite_config(saved, lambda config: config.__setitem__("format_version", FORMAT_VERSION + 1))
+    with pytest.raises(SavedScorerError, match=rf"scorer.json: format version {FORMAT_VERSION + 1} is newer"):
+        NeighborsScorer.load(saved)
+
+
+def test_a_truncated_or_changed_file_is_refused(saved):
+    data = (saved / TENSORS).read_bytes()
+    (saved / TENSORS).write_bytes(data[:-8])
+    with pytest.raises(SavedScorerError, match=rf"{TENSORS}: {len(data) - 8} bytes, but scorer.json says {len(data)}"):
+        NeighborsScorer.load(saved)
+    (saved / TENSORS).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(SavedScorerError, match=rf"{TENSORS}: its SHA-256 is not the one"):
+        NeighborsScorer.load(saved)
+    (saved / TENSORS).write_bytes(data)
+    text = (saved / TRAINING).read_text(encoding="utf-8")
+    (saved / TRAINING).write_text(text.replace('"score": 0.', '"score": 1.', 1), encoding="utf-8")
+    with pytest.raises(SavedScorerError, match=rf"{TRAINING}: .* bytes, but|{TRAINING}: its SHA-256"):
+        NeighborsScorer.load(saved)
+    record_file(saved, TRAINING)  # the JSON vouches for it, but the scores no longer match the tensors'
+    with pytest.raises(SavedScorerError, match=rf"{TRAINING}: its scores are not those of {TENSORS}"):
+        NeighborsScorer.load(saved)
+
+
+def test_shapes_and_dtypes_must_be_what_the_settings_declare(saved):
+    rewrite_config(saved, lambda config: config["tensors"]["ridge_alpha"].__setitem__("shape", [3]))
+    with pytest.raises(SavedScorerError, match=rf"{TENSORS}: tensor 'ridge_alpha' is float64 \[90\], but"):
+        NeighborsScorer.load(saved)
+    rewrite_config(saved, lambda config: config["tensors"]["ridge_alpha"].update(shape=[90], dtype="float32"))
+    with pytest.raises(SavedScorerError, match="tensor 'ridge_alpha' is float64"):
+        NeighborsScorer.load(saved)
+
+
+class Planted:
+    """Unpickling this writes a file: if a load ever unpickled the tensors, the test sees it."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_pickle_in_place_of_the_tensors_is_refused_without_running(saved, tmp_path):
+    marker = tmp_path / "ran"
+    with open(saved / TENSORS, "wb") as handle:
+        pickle.dump({"train_scores": Planted(str(marker))}, handle)
+    with pytest.raises(SavedScorerError, match=rf"{TENSORS}: .*bytes, but|{TENSORS}: its SHA-256"):
+        NeighborsScorer.load(saved)
+    torch.save({"train_scores": Planted(str(marker))}, saved / TENSORS)
+    record_file(saved, TENSORS)
+    with pytest.raises(SavedScorerError, match=rf"{TENSORS}: not a safetensors file"):
+        NeighborsScorer.load(saved)
+    assert not marker.exists()
+
+
+def test_a_folder_that_is_not_a_saved_scorer_is_refused(tmp_path, saved):
+    with pytest.raises(SavedScorerError, match=r"nothing: not a saved scorer \(no scorer.json in it\)"):
+        NeighborsScorer.load(tmp_path / "nothing")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / CONFIG).write_text('{"model": "bert"}')
+    with pytest.raises(SavedScorerError, match=r"notes/scorer.json: not a saved scorer's settings \(no \"format\""):
+        NeighborsScorer.load(tmp_path / "notes")
+    (tmp_path / "notes" / CONFIG).write_text("not json")
+    with pytest.raises(SavedScorerError, match=r"notes/scorer.json: not a saved scorer's settings \(not JSON"):
+        NeighborsScorer.load(tmp_path / "notes")
+    (saved / TRAINING).unlink()
+    with pytest.raises(SavedScorerError, match=rf"{TRAINING}: cannot be read"):
+        NeighborsScorer.load(saved)
