@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,4000,10000,100000")
     parser.add_argument("--candidates", type=int, default=1000)
     parser.add_argument("--estimators", default="default,topk,ridge", help="which rows, comma-separated")
-    parser.add_argument("--kernel", default=None, help="the scorer's kernel (default: its default, tfidf)")
+    parser.add_argument("--kernel", default="tfidf", help="the scorer's kernel (default: tfidf, the default)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     sizes = [int(size) for size in args.sizes.split(",")]

@@ -179,6 +179,18 @@ class NeighborsScorer(FittedScorer):
         return saved.write(folder, saving.state_of(self, self.kernel_part_), overwrite)
 
     @classmethod
+    def fitted(cls, scorer: NeighborsScorer | str | os.PathLike[str], device: str | torch.device | None = None,
+               ) -> NeighborsScorer:
+        """`scorer` if it is a fitted scorer, else the saved scorer in folder `scorer` (on
+        `device`): what training loops, metrics and rewards take."""
+        if isinstance(scorer, NeighborsScorer):
+            scorer._check_fitted()
+            return scorer
+        if isinstance(scorer, (str, os.PathLike)):
+            return cls.load(scorer, device)
+        raise TypeError(f"a fitted NeighborsScorer or a saved scorer's folder, not {type(scorer).__name__}")
+
+    @classmethod
     def load(cls, folder: str | os.PathLike[str], device: str | torch.device | None = None) -> NeighborsScorer:
         """A scorer saved by `save`, on `device` (None: auto), predicting the same bits as the
         scorer that saved it. Nothing in the folder is unpickled or run; a folder that is not a

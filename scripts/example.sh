@@ -7,7 +7,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh"
 cd "$root"
 mkdir -p out
-.venv/bin/gpu-neighbors score --train examples/train.jsonl --candidates examples/candidates.txt \
+.venv/bin/gpu-neighbors fit --train examples/train.jsonl --save out/example_scorer --overwrite
+.venv/bin/gpu-neighbors score --scorer out/example_scorer --candidates examples/candidates.txt \
     --output out/example_scores.jsonl --overwrite
 echo "--- out/example_scores.jsonl"
 cat out/example_scores.jsonl

@@ -3,6 +3,7 @@ options describe (`options.scorer_from_args`) and prints or writes the results."
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shlex
 import sys
@@ -12,6 +13,7 @@ from typing import Any
 from gpu_neighbors.cli.options import bertscore_options, scorer_from_args
 from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
+from gpu_neighbors.core.saved import CONFIG
 from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
@@ -59,10 +61,12 @@ def command_score(args: argparse.Namespace) -> int:
         from gpu_neighbors.core.threads import set_threads
 
         set_threads(threads)
+    if (args.train is None) == (args.scorer is None):
+        raise ValueError("give --train FILE (the scorer is fitted here) or --scorer FOLDER (a saved one): one of them")
+    training = {"--train": args.train} if args.train is not None else {"--scorer": saved_file(args.scorer)}
     check_outputs({"--output": args.output, "--rejects": args.rejects},
-                  {"--train": args.train, "--candidates": args.candidates},
+                  {**training, "--candidates": args.candidates},
                   overwrite=args.overwrite or args.resume, resumable=True)  # before the training set is read
-    train = read_data(args, args.train)
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
         from gpu_neighbors.scoring.distributed import RayBatchScorer
@@ -75,15 +79,20 @@ def command_score(args: argparse.Namespace) -> int:
     workers = 1 if score_batches is not None else args.workers or default_workers(args.device)
     if args.explain_text and not args.explain:
         raise ValueError("--explain-text goes with --explain K")
-    scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field, args.tune, args.min_coverage)
+    if args.train is not None:
+        train = read_data(args, args.train)
+        scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field, args.tune, args.min_coverage)
+        header = {"train": spelled_once(args.train), "train_content_sha256": train.digest()}
+    else:  # the run records which scorer it used: --resume refuses another
+        scorer = NeighborsScorer.load(args.scorer, device=args.device)
+        header = {"scorer": spelled_once(args.scorer), "scorer_sha256": file_digest(saved_file(args.scorer))}
     summary = score_file(
         scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
         skip_bad=args.skip_bad, rejects=args.rejects, batch_size=args.batch_size,
-        progress=not args.quiet, header={"train": spelled_once(args.train), "train_content_sha256": train.digest()},
-        score_batches=score_batches, explain=args.explain,
-        train_texts=train.texts if args.explain_text else None, overwrite=args.overwrite,
+        progress=not args.quiet, header=header, score_batches=score_batches, explain=args.explain,
+        train_texts=scorer.kernel_.train_texts if args.explain_text else None, overwrite=args.overwrite,
         file_format=args.format, quoting=args.quoting, max_chars=args.max_chars, workers=workers,
-        inputs={"--train": args.train},
+        inputs=training,
     )
     if not args.quiet:
         resumed = f" ({summary.rows - summary.scored} from before)" if args.resume else ""
@@ -92,6 +101,30 @@ def command_score(args: argparse.Namespace) -> int:
               f"({scorer.signature})", file=sys.stderr)
         if summary.rejected:
             print(f"skipped {summary.rejected} bad records -> {args.rejects}", file=sys.stderr)
+    return 0
+
+
+def saved_file(folder: str) -> str:
+    """The file whose digest names a saved scorer: its scorer.json records every other file's."""
+    return os.path.join(folder, CONFIG)
+
+
+def file_digest(path: str) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def command_fit(args: argparse.Namespace) -> int:
+    """Fit once and save: the signature, and the leave-one-out agreement the settings were
+    tuned on (or, untuned, the scorer's leave-one-out rho on its training set)."""
+    data = read_data(args, args.train)
+    scorer = fit_on_file(scorer_from_args(args), data, args.train, args.score_field, args.tune, args.min_coverage)
+    folder = scorer.save(args.save, overwrite=args.overwrite)
+    if scorer.tuning_ is not None:
+        figures = f"tuned by leave-one-out: rho {scorer.tuning_.spearman:.3f}, coverage {scorer.tuning_.coverage:.2f}"
+    else:
+        figures = f"leave-one-out rho {scorer.inner_spearman():.3f} (not tuned)"
+    print(f"saved -> {folder} ({len(data.texts)} training texts; {figures})\n{scorer.signature}")
     return 0
 
 

@@ -44,7 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
 
     score = subparsers.add_parser("score", help="score candidates against a scored training set")
-    score.add_argument("--train", required=True, help="scored texts: JSONL, CSV or TSV (optionally .gz)")
+    score.add_argument("--train", default=None, help="scored texts: JSONL, CSV or TSV (optionally .gz)")
+    score.add_argument("--scorer", default=None, metavar="FOLDER",
+                       help="a saved scorer (gpu-neighbors fit --save) in place of --train: nothing is refitted")
     score.add_argument("--candidates", required=True,
                        help="texts to score: JSONL, CSV, TSV, Parquet or plain text; - for standard input")
     score.add_argument("--format", choices=FORMATS, default=None,
@@ -79,6 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(score)
     add_tuning_options(score)
     score.set_defaults(handler=commands.command_score, resumable=True)
+
+    fit = subparsers.add_parser("fit", help="fit a scorer on scored texts once and save it (score --scorer reads it)")
+    fit.add_argument("--train", required=True, help="scored texts: JSONL, CSV or TSV (optionally .gz)")
+    fit.add_argument("--save", required=True, metavar="FOLDER",
+                     help="where the scorer goes: its settings, fitted tensors and training texts")
+    fit.add_argument("--overwrite", action="store_true", help="replace a scorer already saved in FOLDER")
+    add_data_options(fit)
+    add_model_options(fit)
+    add_tuning_options(fit)
+    fit.set_defaults(handler=commands.command_fit)
 
     evaluate = subparsers.add_parser("evaluate", help="leave-one-out agreement on scored data")
     evaluate.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")

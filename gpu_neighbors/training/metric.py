@@ -7,6 +7,7 @@ taken only in `compute`. torchmetrics is an optional extra (`pip install gpu-nei
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,10 +49,10 @@ class NeighborsQuality(Metric):
     covered: torch.Tensor
     total: torch.Tensor
 
-    def __init__(self, scorer: NeighborsScorer, **kwargs: Any) -> None:
+    def __init__(self, scorer: NeighborsScorer | str | os.PathLike[str], **kwargs: Any) -> None:
+        """`scorer`: a fitted scorer, or a saved scorer's folder (`NeighborsScorer.save`)."""
         super().__init__(**kwargs)
-        scorer._check_fitted()
-        self.scorer = scorer
+        self.scorer = NeighborsScorer.fitted(scorer)
         for name in ("quality_sum", "low_sum", "high_sum"):
             self.add_state(name, torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("covered", torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")

@@ -8,6 +8,7 @@ Two sources: a fitted `NeighborsScorer` (the neighbour estimate, `NeighborsScore
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +79,7 @@ class RewardFunction:
 
 
 def reward_function(
-    source: NeighborsScorer | BleuReward,
+    source: NeighborsScorer | BleuReward | str | os.PathLike[str],
     *,
     name: str | None = None,
     undefined: float | None = None,
@@ -94,15 +95,17 @@ def reward_function(
     see `NeighborsScorer.reward`), and `subsample` scores each call against a fresh random
     fraction of the training set. `token_ids=True` scores the trainer's `completion_ids` with no
     decoding (`predict_ids`): only when the scorer's Hugging Face tokenizer is the policy's.
-    `name` (default "neighbors" or "bleu") is TRL's `rewards/<name>/mean`.
+    `name` (default "neighbors" or "bleu") is TRL's `rewards/<name>/mean`. A saved scorer's
+    folder (`NeighborsScorer.save`) stands for the scorer in it.
     """
     if isinstance(source, BleuReward):
         if undefined is not None or subsample is not None or token_ids:
             raise ValueError("undefined, subsample and token_ids apply to a NeighborsScorer, not to BleuReward")
         return RewardFunction(source, name or "bleu", None, None, seed, False)
-    if not isinstance(source, NeighborsScorer):
-        raise TypeError(f"reward_function takes a fitted NeighborsScorer or a BleuReward, not {type(source).__name__}")
-    source._check_fitted()
+    if not isinstance(source, (NeighborsScorer, str, os.PathLike)):
+        raise TypeError(f"reward_function takes a fitted NeighborsScorer or a BleuReward (or a saved scorer's "
+                        f"folder), not {type(source).__name__}")
+    source = NeighborsScorer.fitted(source)
     if token_ids:
         source.kernel_.check_ids()
     if undefined is not None and not (isinstance(undefined, (int, float)) and np.isfinite(undefined)):

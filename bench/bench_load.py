@@ -1,0 +1,59 @@
+"""Fit once, score anywhere: loading a saved scorer against the refit it replaces.
+
+A `score --train` run (and before 0.2 every training job and Ray worker) fits the scorer again:
+the kernel's encoding of the training set, tuning, the ridge fit, the calibration. A saved
+scorer (`NeighborsScorer.save`) keeps what fit chose and learned; `load` reads it back and
+rebuilds only the kernel's encoding of the training texts. This times both, one thread, on
+texts spliced from the HUSE summaries (bench/huse.py) with synthetic scores, and checks that
+the loaded scorer predicts the same bits.
+
+    .venv/bin/python bench/bench_load.py [--sizes 1000,10000,100000] [--kernel tfidf] [--candidates 200]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import torch
+
+from bench_ridge_scale import synthetic_scores
+from huse import spliced_texts
+from per_core import timed
+
+from gpu_neighbors import NeighborsScorer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--kernel", default="tfidf")
+    parser.add_argument("--candidates", type=int, default=200)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    texts = spliced_texts(max(sizes) + args.candidates, random.Random(0))
+    scores = synthetic_scores(texts, np.random.default_rng(0))
+    candidates = texts[-args.candidates:]
+    print(f"kernel: {args.kernel}, default estimator; one thread")
+    print("| training texts | fit (s) | save (s) | load (s) | folder (MB) | same bits |")
+    print("|---|---|---|---|---|---|")
+    for size in sizes:
+        with warnings.catch_warnings(), tempfile.TemporaryDirectory() as folder:
+            warnings.simplefilter("ignore")
+            fit_seconds, scorer = timed(lambda: NeighborsScorer(kernel=args.kernel, device="cpu").fit(
+                texts[:size], scores[:size]))
+            save_seconds, path = timed(lambda: scorer.save(folder, overwrite=True))
+            load_seconds, loaded = timed(lambda: NeighborsScorer.load(path, device="cpu"))
+            megabytes = sum(file.stat().st_size for file in path.iterdir()) / 1e6
+            same = loaded.predict(candidates).scores.tobytes() == scorer.predict(candidates).scores.tobytes()
+        print(f"| {size:,} | {fit_seconds:.2f} | {save_seconds:.2f} | {load_seconds:.2f} | {megabytes:.1f} | "
+              f"{'yes' if same else 'NO'} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

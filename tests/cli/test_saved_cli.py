@@ -1,0 +1,85 @@
+"""`gpu-neighbors fit --save` and `score --scorer`: fit once, score with the saved scorer; the same
+bytes as fitting in the run; a resumed run refuses another scorer; the training and metric
+entry points take a saved scorer's folder."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import write_jsonl
+from gpu_neighbors import NeighborsQuality, NeighborsScorer, reward_function
+from gpu_neighbors.cli import main
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, huse_records):
+    folder = tmp_path_factory.mktemp("saved_cli")
+    train = write_jsonl(folder / "train.jsonl", huse_records[:120])
+    candidates = write_jsonl(folder / "candidates.jsonl", [{"text": r["text"]} for r in huse_records[120:170]])
+    return train, candidates
+
+
+def test_score_with_a_saved_scorer_writes_the_bytes_of_a_fitting_run(files, tmp_path, capsys):
+    train, candidates = files
+    for options in ([], ["--kernel", "bleu", "--estimator", "threshold"]):
+        folder = tmp_path / f"scorer{len(options)}"
+        assert main(["fit", "--train", str(train), "--save", str(folder), "--device", "cpu", *options]) == 0
+        printed = capsys.readouterr().out
+        assert f"saved -> {folder} (120 training texts; tuned by leave-one-out: rho " in printed
+        assert str(NeighborsScorer.load(folder).signature) in printed
+        fitted, loaded = tmp_path / f"fitted{len(options)}.jsonl", tmp_path / f"loaded{len(options)}.jsonl"
+        assert main(["score", "--train", str(train), "--candidates", str(candidates), "--output", str(fitted),
+                     "--device", "cpu", "--quiet", "--explain", "2", "--explain-text", *options]) == 0
+        assert main(["score", "--scorer", str(folder), "--candidates", str(candidates), "--output", str(loaded),
+                     "--device", "cpu", "--quiet", "--explain", "2", "--explain-text"]) == 0
+        assert loaded.read_bytes() == fitted.read_bytes()
+        meta = json.loads((tmp_path / f"loaded{len(options)}.jsonl.meta.json").read_text())
+        assert meta["header"]["scorer"] == str(folder.resolve()) and len(meta["header"]["scorer_sha256"]) == 64
+
+
+def test_train_or_scorer_one_of_them(files, tmp_path, capsys):
+    train, candidates = files
+    assert main(["score", "--candidates", str(candidates), "--output", str(tmp_path / "o.jsonl")]) == 2
+    assert "give --train FILE (the scorer is fitted here) or --scorer FOLDER" in capsys.readouterr().err
+    assert main(["score", "--scorer", str(tmp_path), "--candidates", str(candidates),
+                 "--output", str(tmp_path / "o.jsonl")]) == 2
+    assert "not a saved scorer (no scorer.json in it)" in capsys.readouterr().err
+    folder = tmp_path / "s"
+    assert main(["fit", "--train", str(train), "--save", str(folder), "--device", "cpu"]) == 0
+    assert main(["fit", "--train", str(train), "--save", str(folder), "--device", "cpu"]) == 2
+    assert "a saved scorer is already there" in capsys.readouterr().err
+    assert main(["fit", "--train", str(train), "--save", str(folder), "--device", "cpu", "--overwrite"]) == 0
+
+
+def test_resume_refuses_another_scorer(files, tmp_path, capsys):
+    train, candidates = files
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main(["fit", "--train", str(train), "--save", str(first), "--device", "cpu"]) == 0
+    assert main(["fit", "--train", str(train), "--save", str(second), "--device", "cpu", "--kernel", "rouge"]) == 0
+    broken = write_jsonl(tmp_path / "broken.jsonl",
+                         [json.loads(line) for line in candidates.read_text(encoding="utf-8").splitlines()[:20]]
+                         + [{"no text": 1}])
+    output = tmp_path / "out.jsonl"
+    base = ["score", "--candidates", str(broken), "--output", str(output), "--device", "cpu", "--quiet"]
+    assert main([*base, "--scorer", str(first), "--batch-size", "8"]) == 2  # stops at the bad line
+    assert "broken.jsonl:21" in capsys.readouterr().err
+    assert main([*base, "--scorer", str(second), "--resume"]) == 2
+    error = capsys.readouterr().err
+    assert "cannot resume: the earlier run used other settings (" in error and "scorer: " in error, error
+
+
+def test_rewards_and_the_metric_take_a_saved_folder(huse_texts, huse_scores, tmp_path):
+    scorer = NeighborsScorer(kernel="bleu", device="cpu").fit(huse_texts[:80], huse_scores[:80])
+    folder = scorer.save(tmp_path / "s")
+    completions = huse_texts[80:90]
+    assert reward_function(folder)(prompts=[""] * 10, completions=completions) == \
+        reward_function(scorer)(prompts=[""] * 10, completions=completions)
+    metric = NeighborsQuality(str(folder))
+    metric.update(completions)
+    expected = NeighborsQuality(scorer)
+    expected.update(completions)
+    assert np.array_equal(metric.compute()["quality"].numpy(), expected.compute()["quality"].numpy())
+    with pytest.raises(TypeError, match="fitted NeighborsScorer or a BleuReward"):
+        reward_function(3)
