@@ -12,16 +12,11 @@ the loaded scorer predicts the same bits.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import tempfile
 import warnings
 
-import numpy as np
-import torch
-
-from bench_ridge_scale import synthetic_scores
-from huse import spliced_texts
+from bench_ridge_scale import workload
 from per_core import timed
 
 from gpu_neighbors import NeighborsScorer
@@ -33,11 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", default="tfidf")
     parser.add_argument("--candidates", type=int, default=200)
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    sizes = [int(size) for size in args.sizes.split(",")]
-    texts = spliced_texts(max(sizes) + args.candidates, random.Random(0))
-    scores = synthetic_scores(texts, np.random.default_rng(0))
-    candidates = texts[-args.candidates:]
+    sizes, texts, scores, candidates = workload(args.sizes, args.candidates)
     print(f"kernel: {args.kernel}, default estimator; one thread")
     print("| training texts | fit (s) | save (s) | load (s) | folder (MB) | same bits |")
     print("|---|---|---|---|---|---|")

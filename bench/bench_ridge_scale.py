@@ -35,6 +35,15 @@ def synthetic_scores(texts: list[str], rng: np.random.Generator) -> np.ndarray:
     return (raw - raw.min()) / (raw.max() - raw.min())
 
 
+def workload(sizes_text: str, count: int) -> tuple[list[int], list[str], np.ndarray, list[str]]:
+    """One thread; the training sizes, the texts and their scores, and the last `count` texts
+    as candidates."""
+    torch.set_num_threads(1)
+    sizes = [int(size) for size in sizes_text.split(",")]
+    texts = spliced_texts(max(sizes) + count, random.Random(0))
+    return sizes, texts, synthetic_scores(texts, np.random.default_rng(0)), texts[-count:]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,4000,10000,100000")
@@ -42,11 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--estimators", default="default,topk,ridge", help="which rows, comma-separated")
     parser.add_argument("--kernel", default="tfidf", help="the scorer's kernel (default: tfidf, the default)")
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    sizes = [int(size) for size in args.sizes.split(",")]
-    texts = spliced_texts(max(sizes) + args.candidates, random.Random(0))
-    scores = synthetic_scores(texts, np.random.default_rng(0))
-    candidates = texts[-args.candidates:]
+    sizes, texts, scores, candidates = workload(args.sizes, args.candidates)
     print(f"kernel: {NeighborsScorer(kernel=args.kernel).kernel_name}")
     print(f"| training texts | estimator | chosen | fit (s) | predict {args.candidates:,} (s) | interval coverage on the candidates |")
     print("|---|---|---|---|---|---|")
