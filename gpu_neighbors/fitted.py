@@ -77,7 +77,6 @@ class FittedScorer:
     def _check_fitted(self) -> None:
         check_is_fitted(self)
 
-
     @library_threads
     def predict(
         self, candidates: Sequence[str] | PreparedCandidates, return_neighbors: int | None = None

@@ -238,7 +238,7 @@ class NeighborsScorer(FittedScorer):
 
     def tuning_grid(self) -> tuning.TuningGrid:
         """What tuning searches for this estimator."""
-        return self._estimator(self.kernel if isinstance(self.kernel, KernelPart) else None).grid()
+        return self._estimator().grid()
 
     def tunes(self, num_texts: int) -> bool:
         """Whether `fit` on `num_texts` texts tunes by default (the estimator's `tuning`)."""

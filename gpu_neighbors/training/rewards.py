@@ -102,9 +102,10 @@ def reward_function(
         if undefined is not None or subsample is not None or token_ids:
             raise ValueError("undefined, subsample and token_ids apply to a NeighborsScorer, not to BleuReward")
         return RewardFunction(source, name or "bleu", None, None, seed, False)
-    if not isinstance(source, (NeighborsScorer, str, os.PathLike)):
+    if not (isinstance(source, NeighborsScorer) or (isinstance(source, (str, os.PathLike)) and os.path.isdir(source))):
+        missing = " (no such folder)" if isinstance(source, (str, os.PathLike)) else ""
         raise TypeError(f"reward_function takes a fitted NeighborsScorer or a BleuReward (or a saved scorer's "
-                        f"folder), not {type(source).__name__}")
+                        f"folder), not {type(source).__name__}{missing}")
     source = NeighborsScorer.fitted(source)
     if token_ids:
         source.kernel_.check_ids()
