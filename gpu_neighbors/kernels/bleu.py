@@ -67,15 +67,14 @@ from gpu_neighbors.kernels.bleu_tables import (
     table_size,
 )
 from gpu_neighbors.text.ngrams import NgramFeatures, OrderTable, lookup_sorted, occurrence_rank
-from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, TokenizedTexts, Tokenizer
-from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary
+from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, Tokenizer
+from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary, id_lookup, kept_tokens
 
 MAX_ORDER = 4
 # BLEU*: BLEU-4 without the unigram precision, the paper's kernel and the default; any other
 # weights take the general path (`weighted_bleu`).
 BLEU_STAR_WEIGHTS = (0.0, 1 / 3, 1 / 3, 1 / 3)
 FIT_SLICE = 65_536  # training texts tokenized at a time
-DROPPED = -2  # id-table value of ids that decode would drop (special tokens, vocabulary holes)
 FEATURE_BYTES = 4  # one float32 entry of the dense candidate-feature matrix of the id path
 FEATURE_SHARE = 2  # at most 1/FEATURE_SHARE of the memory budget goes to those features
 WORD_SLICE_BYTES = 1 << 25  # dense candidate-word matrix of the shared-word join, per slice
@@ -151,13 +150,8 @@ class IdTables:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Vocabulary ids [rows, length] with kept tokens first in each row (-1 = unseen in
         training), and the number kept per row."""
-        in_range = (input_ids >= 0) & (input_ids < self.lookup.numel())
-        mapped = self.lookup[input_ids.clamp(0, self.lookup.numel() - 1)]
-        kept = in_range & (mapped != DROPPED)
-        if attention_mask is not None:
-            kept &= attention_mask != 0
-        order = torch.argsort((~kept).to(torch.uint8), dim=1, stable=True)
-        return torch.gather(mapped, 1, order), kept.sum(dim=1)
+        tokens, lengths, _ = kept_tokens(self.lookup, input_ids, attention_mask)
+        return tokens, lengths
 
     def candidate_features(self, tokens: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
         """Per order, the dense 0/1 matrix [F_n, rows] of the rows' occurrence features that the
@@ -368,20 +362,8 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         """The id tables on `device`, built on first use (with host syncs, once)."""
         if device not in self._id_tables:
             assert isinstance(self.tokenizer, HuggingFaceTokenizer)  # check_ids ran
-            hf = self.tokenizer.hf
-            size = len(hf)
-            names = hf.convert_ids_to_tokens(list(range(size)))
-            vocabulary_ids = self.vocabulary.batch(
-                TokenizedTexts.from_lists([[name] if isinstance(name, str) else [] for name in names]),
-                torch.device("cpu"),
-            )
-            lookup = torch.full((size,), DROPPED, dtype=torch.int64)
-            present = vocabulary_ids.lengths == 1
-            lookup[present] = vocabulary_ids.ids
-            special = torch.tensor(sorted(set(hf.all_special_ids)), dtype=torch.int64)
-            lookup[special[special < size]] = DROPPED
             self._id_tables[device] = IdTables(
-                lookup=lookup.to(device),
+                lookup=id_lookup(self.vocabulary, self.tokenizer.hf).to(device),
                 tables=[
                     OrderTable(t.gram_keys.to(device), t.feature_keys.to(device), t.max_rank)
                     for t in self.ngrams.tables
