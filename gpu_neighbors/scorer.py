@@ -22,6 +22,7 @@ from gpu_neighbors.kernels import KERNEL_NAMES, Kernel, kernel_class, kernel_thr
 from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.core.correlation import spearman_rows
 from gpu_neighbors.core.neighbours import (
+    NearestReduction,
     NeighborReduction,
     Prediction,
     Quality,
@@ -60,7 +61,9 @@ from gpu_neighbors.core.tiling import (
     resolve_device,
 )
 from gpu_neighbors.core import conformal, kernel_ridge, tuning
+from gpu_neighbors.core.outside import OutlierTest, OutsideRule, lowest_decile_mean
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
+from gpu_neighbors.text.typicality import LOW_IS_ATYPICAL, STATISTICS, Typicality
 
 REWARD_DTYPE = torch.float32
 AUTO_KERNEL = "auto"
@@ -70,6 +73,7 @@ BLEU_ONLY = ("smoothing", "weights")  # settings only the bleu kernel takes
 PAPER_MIN_NEIGHBORS, PAPER_MAX_FRACTION = 5, 0.66  # the paper's a and b
 DEFAULT_POWER = 1.0  # p of similarity weighting when it is not tuned
 MAX_TUNING_TEXTS = 4_000  # tuning holds an [n x n] float64 matrix (128 MB here) and its per-tau copies
+NEAREST = len(STATISTICS)  # the outlier test's columns: the typicality statistics, then the nearest similarity
 
 @dataclass(frozen=True)
 class PreparedCandidates:
@@ -79,6 +83,7 @@ class PreparedCandidates:
     size: int
     plan: TilePlan
     chunks: dict[tuple[int, int], Any]
+    statistics: torch.Tensor  # `Typicality.of_texts` of the texts
 
     def encoded(self, first: int, last: int) -> Any:
         return self.chunks[first, last]
@@ -137,6 +142,12 @@ class NeighborsScorer:
     level: nominal coverage of the interval [low, high] `predict` gives with each estimate
         (conformal prediction on the training set's exact leave-one-out residuals, scaled by
         the neighbours' spread; `core/conformal.py` states the guarantee).
+    outside_level: the share of texts from the training distribution that may be flagged
+        `outside` (`core/outside.py`: a conformal outlier test of how ordinary a text's words
+        are, `text/typicality.py`, and how similar its nearest training text is).
+    negatives: the estimate of a covered text flagged outside: "lowest_decile" (the mean of
+        the training set's lowest tenth of scores), "minimum" (the score range's low end) or
+        "none" (its neighbours' estimate); its interval is the whole score range either way.
     Defaults, types and ranges are declared once, in `core.validation.SCORER_PARAMETERS`.
     """
 
@@ -165,6 +176,8 @@ class NeighborsScorer:
         progress: bool = DEFAULTS["progress"],
         score_range: tuple[float, float] | None = DEFAULTS["score_range"],
         level: float = DEFAULTS["level"],
+        negatives: str = DEFAULTS["negatives"],
+        outside_level: float = DEFAULTS["outside_level"],
     ) -> None:
         self.kernel = kernel
         self.tau = tau
@@ -189,6 +202,8 @@ class NeighborsScorer:
         self.progress = progress
         self.score_range = score_range
         self.level = level
+        self.negatives = negatives
+        self.outside_level = outside_level
 
     # -- fitting -------------------------------------------------------------------------
 
@@ -270,6 +285,7 @@ class NeighborsScorer:
                      "another kernel")
         if self.estimator_ == "ridge":
             self._fit_ridge(sample_pass or self._tuning_pass(texts))
+        self.typicality_ = Typicality(texts, self.kernel_.tokenizer, self.device_)
         self.calibration_ = self._calibrate(texts)
         return self
 
@@ -304,7 +320,30 @@ class NeighborsScorer:
             chosen = [texts[index] for index in sample]
             encode = lambda first, last: self.kernel_.encode(chosen[first:last])  # noqa: E731
         prediction = self._pass(encode, len(sample), own=own, progress=False)[0].numpy()
+        self.outside_ = self._outside_rule(texts, sample, prediction.nearest)
         return self._calibration(sample, prediction.scores, prediction.std)
+
+    def _outside_rule(self, texts: list[str], sample: np.ndarray, nearest: np.ndarray | None) -> OutsideRule:
+        """The outlier test calibrated on the leave-one-out statistics of calibration texts
+        `sample` (their nearest similarities, each without itself), with the estimate and the
+        interval bounds a flagged text gets."""
+        if nearest is None:
+            nearest = self._nearest_without_own(texts, sample)
+        statistics = np.column_stack([self.typicality_.of_texts(texts, own=True).cpu().numpy()[sample],
+                                      np.where(np.isfinite(nearest), nearest, np.nan)])
+        test = OutlierTest.fit(statistics, LOW_IS_ATYPICAL + (True,))
+        low, high = self.score_range or (float(self.train_scores_.min()), float(self.train_scores_.max()))
+        negative = {"lowest_decile": lowest_decile_mean(self.train_scores_), "minimum": float(low)}.get(self.negatives)
+        return OutsideRule(test, self.outside_level, negative, (float(low), float(high)))
+
+    def _nearest_without_own(self, texts: list[str], sample: np.ndarray) -> np.ndarray:
+        """Each of training texts `sample`'s highest similarity to another training text."""
+        chosen = [texts[index] for index in sample]
+        own = torch.as_tensor(sample, dtype=torch.int64, device=self.device_)
+        reduction = conformal.WithoutOwn(NearestReduction(len(sample), self.device_), own)
+        nearest = self._reduce(lambda first, last: self.kernel_.encode(chosen[first:last]), len(sample),
+                               self._plan(), reduction, progress=False)
+        return nearest.cpu().numpy()
 
     def _calibration(self, texts: np.ndarray, estimates: np.ndarray, spreads: np.ndarray) -> conformal.Calibration:
         """`Calibration.fit` on the leave-one-out results of training texts `texts` (positions),
@@ -326,6 +365,7 @@ class NeighborsScorer:
             chosen = conformal.calibration_sample(self._canonical[~np.isin(self._canonical, self._ridge_sample)])
             encode = lambda first, last: self.kernel_.encode([texts[index] for index in chosen[first:last]])  # noqa: E731
             estimates = self._pass(encode, chosen.size, progress=False)[0].scores.cpu().numpy()
+        self.outside_ = self._outside_rule(texts, chosen, None)
         return self._calibration(chosen, estimates, conformal.difficulty("ridge", estimates))
 
     def _check_against_training_set(self, texts: list[str]) -> None:
@@ -589,26 +629,43 @@ class NeighborsScorer:
         self._check_fitted()
         if isinstance(return_neighbors, bool) or not isinstance(return_neighbors, int) or return_neighbors < 1:
             raise ValueError(f"return_neighbors must be a positive integer or None, not {return_neighbors!r}")
-        encode, rows, plan = self._candidate_chunks(candidates)
+        encode, rows, plan, statistics = self._candidate_chunks(candidates)
         prediction, top = self._pass(encode, rows, plan=plan, neighbors=min(return_neighbors, self.num_train))
         assert top is not None  # asked for
+        prediction = self._judge(prediction, statistics)
         return replace(self._with_intervals(prediction.numpy()), neighbors=top.neighbors(self._quality.raw))
 
     def _with_intervals(self, prediction: Prediction) -> Prediction:
         """`prediction` with each estimate's conformal interval at `level` (clipped to
         score_range, where the truth lies)."""
-        low, high = self._intervals_of(torch.from_numpy(prediction.scores), torch.from_numpy(prediction.std))
+        outside = None if prediction.outside is None else torch.from_numpy(prediction.outside)
+        low, high = self._intervals_of(torch.from_numpy(prediction.scores), torch.from_numpy(prediction.std), outside)
         return replace(prediction, low=low.numpy(), high=high.numpy())
 
     def intervals(self, prediction: TensorPrediction) -> tuple[torch.Tensor, torch.Tensor]:
         """(low, high) of `predict_tensors`' estimates at `level`, as `predict` gives them, left
         on the estimates' device with no host synchronisation (training loops, metrics)."""
         self._check_fitted()
-        return self._intervals_of(prediction.scores, prediction.std)
+        return self._intervals_of(prediction.scores, prediction.std, prediction.outside)
 
-    def _intervals_of(self, scores: torch.Tensor, std: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _intervals_of(self, scores: torch.Tensor, std: torch.Tensor,
+                      outside: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Conformal intervals; a text flagged outside gets the whole score range."""
         bounds = None if self.score_range is None else (float(self.score_range[0]), float(self.score_range[1]))
-        return self.calibration_.interval_tensors(scores, conformal.difficulty(self.estimator_, std), self.level, bounds)
+        low, high = self.calibration_.interval_tensors(scores, conformal.difficulty(self.estimator_, std), self.level, bounds)
+        return (low, high) if outside is None else self.outside_.widen(low, high, outside)
+
+    def _judge(self, prediction: TensorPrediction, statistics: torch.Tensor) -> TensorPrediction:
+        """`prediction` with its `outside` flags (from the candidates' typicality `statistics`
+        and their nearest similarities, on their device) and the negative evidence's estimate
+        for covered flagged texts. The nearest similarity is to the whole training set, even when
+        a subsample makes the estimates (rewards): the test was calibrated on the whole set."""
+        assert prediction.nearest is not None  # every pass finds it
+        nearest = prediction.nearest.masked_fill(torch.isinf(prediction.nearest), float("nan"))
+        values = torch.cat([statistics.to(nearest.device), nearest[:, None]], dim=1)
+        outside = self.outside_.flags(values)
+        scores = self.outside_.estimates(prediction.scores, prediction.covered, outside)
+        return replace(prediction, scores=scores, outside=outside)
 
     @_library_threads
     def prepare(self, candidates: Sequence[str]) -> PreparedCandidates:
@@ -619,17 +676,18 @@ class NeighborsScorer:
         texts = _validate_texts(candidates, "candidates", allow_empty=True)
         plan = self._plan()
         chunks = {(first, last): self.kernel_.encode(texts[first:last]) for first, last in plan.chunks(len(texts))}
-        return PreparedCandidates(len(texts), plan, chunks)
+        return PreparedCandidates(len(texts), plan, chunks, self.typicality_.of_texts(texts))
 
     def _candidate_chunks(
         self, candidates: Sequence[str] | PreparedCandidates
-    ) -> tuple[Callable[[int, int], Any], int, TilePlan | None]:
+    ) -> tuple[Callable[[int, int], Any], int, TilePlan | None, torch.Tensor]:
         """(encoding of candidates first..last-1, how many there are, the plan they were
-        encoded for: None means any)."""
+        encoded for: None means any, their typicality statistics)."""
         if isinstance(candidates, PreparedCandidates):
-            return candidates.encoded, candidates.size, candidates.plan
+            return candidates.encoded, candidates.size, candidates.plan, candidates.statistics
         texts = _validate_texts(candidates, "candidates", allow_empty=True)
-        return (lambda first, last: self.kernel_.encode(texts[first:last])), len(texts), None
+        encode = lambda first, last: self.kernel_.encode(texts[first:last])  # noqa: E731
+        return encode, len(texts), None, self.typicality_.of_texts(texts)
 
     @_library_threads
     def predict_tensors(
@@ -646,8 +704,8 @@ class NeighborsScorer:
             return self._predict_ids(candidates, attention_mask, subset)
         if attention_mask is not None:
             raise ValueError("attention_mask goes with token ids, not with texts")
-        encode, rows, plan = self._candidate_chunks(candidates)
-        return self._pass(encode, rows, subset=subset, plan=plan)[0]
+        encode, rows, plan, statistics = self._candidate_chunks(candidates)
+        return self._judge(self._pass(encode, rows, subset=subset, plan=plan)[0], statistics)
 
     @_library_threads
     def predict_ids(
@@ -675,7 +733,8 @@ class NeighborsScorer:
             mask = None if attention_mask is None else attention_mask[first:last]
             return self.kernel_.encode_ids(input_ids[first:last], mask)
 
-        return self._pass(encode, input_ids.shape[0], subset=subset, plan=plan, quality=quality, progress=False)[0]
+        prediction = self._pass(encode, input_ids.shape[0], subset=subset, plan=plan, quality=quality, progress=False)[0]
+        return self._judge(prediction, self.typicality_.of_ids(input_ids, attention_mask))
 
     @_library_threads
     def reward(
@@ -685,21 +744,40 @@ class NeighborsScorer:
         subsample: float | None = None,
         seed: int = 0,
         attention_mask: torch.Tensor | None = None,
+        outside: float | None = None,
     ) -> torch.Tensor:
         """float32 RL rewards [batch] for token ids (on their device) or texts (on the scorer's).
 
         A reward must exist for every sample, so undefined estimates become `undefined`
         (default: the training mean, which neither rewards nor punishes what the scorer cannot
-        judge). Against reward hacking the paper advises a large training set subsampled at every
+        judge). A sample flagged outside the training distribution (word salad, repetition,
+        another domain: `Prediction.outside`) gets `outside` (default: the low end of its
+        interval, the score range's minimum), so a policy is never paid for degenerate text. Against reward hacking the paper advises a large training set subsampled at every
         evaluation, so a policy cannot learn the n-grams of a few good texts: `subsample` scores
         each call against a fresh random fraction of the training set (`draw_subset`; the ridge
         estimator sums only that fraction's terms, scaled up, `kernel_ridge.RidgeReduction`)."""
+        return self.rewarded(inputs, undefined, subsample, seed, attention_mask, outside)[0]
+
+    @_library_threads
+    def rewarded(
+        self,
+        inputs: torch.Tensor | Sequence[str],
+        undefined: float | None = None,
+        subsample: float | None = None,
+        seed: int = 0,
+        attention_mask: torch.Tensor | None = None,
+        outside: float | None = None,
+    ) -> tuple[torch.Tensor, TensorPrediction]:
+        """`reward`, with the prediction the rewards come from (what a trainer logs beside them)."""
         self._check_fitted()
         fill = float(np.mean(self.train_scores_)) if undefined is None else _finite(undefined, "undefined")
         device = inputs.device if isinstance(inputs, torch.Tensor) else self.device_
         subset = None if subsample is None else self.draw_subset(subsample, seed, device)
+        penalty = self.outside_.bounds[0] if outside is None else _finite(outside, "outside")
         prediction = self.predict_tensors(inputs, subset, attention_mask)
-        return torch.where(prediction.covered, prediction.scores, fill).to(REWARD_DTYPE)
+        assert prediction.outside is not None  # every prediction is judged
+        rewards = torch.where(prediction.covered, prediction.scores, fill)
+        return torch.where(prediction.outside, penalty, rewards).to(REWARD_DTYPE), prediction
 
     def draw_subset(self, fraction: float, seed: int, device: torch.device) -> TrainingSubset:
         """A fresh random subset of round(fraction * |S|) training texts, drawn on `device`.
@@ -733,20 +811,25 @@ class NeighborsScorer:
         against itself with the diagonal masked, not |S| refits. Ridge: the exact closed form
         (and, fitted on a sample, the estimates of the texts outside it)."""
         self._check_fitted()
+        prediction = self._pass(self.kernel_.encode_train, self.num_train, leave_one_out=True)[0]
         if self.ridge_ is not None:
-            return self._ridge_leave_one_out()
-        return self._pass(self.kernel_.encode_train, self.num_train, leave_one_out=True)[0].numpy()
+            prediction = self._ridge_leave_one_out(prediction)
+        statistics = self.typicality_.of_texts(self.kernel_.train_texts, own=True)
+        return self._judge(prediction, statistics).numpy()
 
-    def _ridge_leave_one_out(self) -> Prediction:
-        """The leave-one-out made at fit from the training pass, when that pass held every
-        training text; else one pass for the counts and the estimates of the texts outside the
-        pass's sample (dual weight zero, so never seen by the model), the fit's for the others."""
+    def _ridge_leave_one_out(self, prediction: TensorPrediction) -> TensorPrediction:
+        """The exact closed-form leave-one-out made at fit from the training pass, for the texts
+        that pass held (all, or its sample); `prediction`'s (the pass with the diagonal masked)
+        for the texts outside the sample (dual weight zero, so never seen by the model)."""
+        device = prediction.scores.device
+        exact = self._ridge_loo
         if self._ridge_sample is None:
-            return self._ridge_loo
-        prediction = self._pass(self.kernel_.encode_train, self.num_train, leave_one_out=True)[0].numpy()
-        scores = prediction.scores.copy()
-        scores[self._ridge_sample] = self._ridge_loo.scores  # one per text of the sample, in its order
-        return replace(prediction, scores=scores, covered=np.isfinite(scores))
+            return replace(prediction, scores=torch.as_tensor(exact.scores, device=device),
+                           num_neighbors=torch.as_tensor(exact.num_neighbors, device=device),
+                           std=torch.as_tensor(exact.std, device=device), covered=torch.as_tensor(exact.covered, device=device))
+        sample = torch.as_tensor(self._ridge_sample, device=device)
+        scores = prediction.scores.index_copy(0, sample, torch.as_tensor(exact.scores, device=device))
+        return replace(prediction, scores=scores, covered=torch.isfinite(scores))
 
     @_library_threads
     def similarity(self, candidates: Sequence[str]) -> torch.Tensor:
@@ -776,7 +859,7 @@ class NeighborsScorer:
             self.max_fraction_, self.num_train, __version__, estimator=self.estimator_, power=self.power_,
             top_k=self.top_k_, penalty=self.penalty_, tuned=self.tuning_ is not None,
             selection=None if self.selection_ is None else tuple(self.selection_.items()),
-            level=self.level,
+            level=self.level, outside=f"{self.outside_level:g},{self.negatives}",
         )
 
     @property
@@ -811,19 +894,37 @@ class NeighborsScorer:
     ) -> tuple[TensorPrediction, TopK | None]:
         """The tile loop over candidate rows 0..rows-1 with the estimator's reduction (neighbour
         statistics, or a running top-k), and with `neighbors` > 0 the top `neighbors` training
-        texts of each row from the same tiles. `own[r]`: row r is that training text, left out
-        of its own neighbours (leave-one-out of a sample of the training set)."""
+        texts of each row from the same tiles; every row's nearest similarity comes with the
+        estimates. `own[r]`: row r is that training text, left out of its own neighbours
+        (leave-one-out of a sample of the training set)."""
         quality = quality or self._quality
         plan = plan or self._plan()
+        nearest = NearestReduction(rows, quality.device, leave_one_out)  # of the whole training set: see _judge
 
         def ranking(k: int) -> TopKReduction:
             return TopKReduction(rows, k, quality.tie_rank, leave_one_out=leave_one_out, subset=subset)
 
         def reduce(reduction: Reduction[Result]) -> Result:
+            both: Reduction[tuple[Result, torch.Tensor]] = Both(reduction, nearest)
             if own is not None:
-                reduction = conformal.WithoutOwn(reduction, own)
-            return self._reduce(encode, rows, plan, reduction, progress)
+                both = conformal.WithoutOwn(both, own)
+            return self._reduce(encode, rows, plan, both, progress)[0]
 
+        prediction, shown = self._estimate(reduce, ranking, rows, quality, leave_one_out, subset, neighbors, own)
+        return replace(prediction, nearest=nearest.result()), shown
+
+    def _estimate(
+        self,
+        reduce: Callable[[Reduction[Any]], Any],
+        ranking: Callable[[int], TopKReduction],
+        rows: int,
+        quality: Quality,
+        leave_one_out: bool,
+        subset: TrainingSubset | None,
+        neighbors: int,
+        own: torch.Tensor | None,
+    ) -> tuple[TensorPrediction, TopK | None]:
+        """The estimator's reduction of one pass (`_pass`), and its estimates."""
         if self.estimator_ == "ridge":
             weights = self._ridge_weights_on(quality.device)
             if neighbors:

@@ -92,7 +92,16 @@ def command_score(args: argparse.Namespace) -> int:
               f"({scorer.signature})", file=sys.stderr)
         if summary.rejected:
             print(f"skipped {summary.rejected} bad records -> {args.rejects}", file=sys.stderr)
+        print(f"{summary.outside} of the {summary.scored} candidates scored lie outside the training distribution "
+              f"(\"outside\": true; estimate {_negative_rule(scorer)}, interval the whole score range)",
+              file=sys.stderr)
     return 0
+
+
+def _negative_rule(scorer: Any) -> str:
+    """How a fitted scorer estimates texts it flags outside, in words."""
+    negative = scorer.outside_.negative_score
+    return "their neighbours'" if negative is None else f"{negative:.3g}, the {scorer.negatives} rule"
 
 
 def default_threads(device: str) -> int | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from gpu_neighbors.core.validation import (
     ESTIMATOR_NAMES,
+    NEGATIVE_RULES,
     PARAMETERS,
     SCORER_PARAMETERS,
     THRESHOLD_MODES,
@@ -27,7 +28,7 @@ from gpu_neighbors.text.tokenizers import BUILT_IN_TOKENIZERS
 # Settings whose values are a closed set: argparse refuses anything else.
 CHOICES: dict[str, tuple[str, ...]] = {
     "kernel": (*KERNEL_NAMES, "auto"), "smoothing": SMOOTHINGS, "thresholds": THRESHOLD_MODES,
-    "estimator": ESTIMATOR_NAMES, "weighting": WEIGHTINGS,
+    "estimator": ESTIMATOR_NAMES, "weighting": WEIGHTINGS, "negatives": NEGATIVE_RULES,
 }
 # Settings that also take any other name: the help lists the built-in ones.
 BUILT_IN: dict[str, tuple[str, ...]] = {"tokenizer": tuple(BUILT_IN_TOKENIZERS)}

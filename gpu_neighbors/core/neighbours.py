@@ -393,6 +393,29 @@ def excluded_pairs(tile: Tile, leave_one_out: bool, subset: TrainingSubset | Non
     return excluded
 
 
+class NearestReduction:
+    """Each candidate row's highest similarity to a training text (-inf where none may be a
+    neighbour): the evidence an estimate rests on. Pairs are excluded as `NeighborReduction`
+    excludes them; a maximum is exact, so the same bits in any tiling."""
+
+    def __init__(self, rows: int, device: torch.device, leave_one_out: bool = False,
+                 subset: TrainingSubset | None = None) -> None:
+        self.nearest = torch.full((rows,), -torch.inf, dtype=torch.float64, device=device)
+        self.leave_one_out, self.subset = leave_one_out, subset
+
+    def add(self, tile: Tile) -> None:
+        values = tile.values.to(torch.float64)
+        excluded = excluded_pairs(tile, self.leave_one_out, self.subset)
+        if excluded is not None:
+            values = values.masked_fill(excluded, -torch.inf)
+        part = slice(tile.row, tile.row + values.shape[0])
+        if values.shape[1]:
+            self.nearest[part] = torch.maximum(self.nearest[part], values.amax(dim=1))
+
+    def result(self) -> torch.Tensor:
+        return self.nearest
+
+
 @dataclass(frozen=True)
 class Neighbors:
     """The k most similar training texts of each candidate, most similar first (ties: lower
@@ -425,6 +448,8 @@ class Prediction:
     neighbors: Neighbors | None = None  # with predict(return_neighbors=k)
     low: np.ndarray | None = None  # float64 conformal interval (`conformal.py`), NaN where undefined
     high: np.ndarray | None = None
+    nearest: np.ndarray | None = None  # float64: the highest similarity to a training text (-inf: none)
+    outside: np.ndarray | None = None  # bool: outside the training distribution (`outside.py`)
 
     @property
     def coverage(self) -> float:
@@ -446,6 +471,8 @@ class TensorPrediction:
     covered: torch.Tensor  # bool
     estimator: str = "threshold"
     neighbors: Neighbors | None = None
+    nearest: torch.Tensor | None = None  # float64 [batch]: the highest similarity to a training text
+    outside: torch.Tensor | None = None  # bool [batch]: outside the training distribution
 
     def numpy(self) -> Prediction:
         return Prediction(
@@ -455,6 +482,8 @@ class TensorPrediction:
             covered=self.covered.cpu().numpy(),
             estimator=self.estimator,
             neighbors=self.neighbors,
+            nearest=None if self.nearest is None else self.nearest.cpu().numpy(),
+            outside=None if self.outside is None else self.outside.cpu().numpy(),
         )
 
     def __len__(self) -> int:

@@ -32,6 +32,8 @@ DEFAULT_TOP_K = 50
 MAX_TOP_K = 1000
 MAX_POWER = 64
 DEFAULT_LEVEL = 0.9  # of the conformal intervals (core/conformal.py)
+NEGATIVE_RULES = ("lowest_decile", "minimum", "none")
+DEFAULT_OUTSIDE_LEVEL = 0.05  # of the outlier test (core/outside.py)
 
 
 class NotFittedError(ValueError, AttributeError, RuntimeError):
@@ -246,6 +248,15 @@ SCORER_PARAMETERS = _table(
     Parameter("level", float, interval(0, 1, closed="neither"), DEFAULT_LEVEL,
               "nominal coverage of each estimate's interval [low, high] (conformal, from the "
               "training set's leave-one-out residuals)"),
+    Parameter("negatives", str, one_of(*NEGATIVE_RULES), NEGATIVE_RULES[0],
+              "the estimate of a text outside the training distribution (word salad, shuffled or "
+              "repeated words, another domain: `outside` in every row): lowest_decile: the mean "
+              "score of the training set's lowest tenth; minimum: the score range's low end (the "
+              "lowest training score without a range); none: its neighbours' estimate, only flagged",
+              metavar="RULE"),
+    Parameter("outside_level", float, interval(0, 1, closed="neither"), DEFAULT_OUTSIDE_LEVEL,
+              "share of texts from the training distribution that may be flagged outside (a "
+              "conformal outlier test on the training set's leave-one-out)", metavar="ALPHA"),
 )
 # Settings of `fit`: tuning chooses tau, a and b with at least this coverage.
 FIT_PARAMETERS = _table(

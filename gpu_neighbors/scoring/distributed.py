@@ -25,7 +25,7 @@ from gpu_neighbors.scorer import NeighborsScorer
 if TYPE_CHECKING:
     import ray.data
 
-OUTPUT_COLUMNS = ("score", "num_neighbors", "std", "low", "high")
+OUTPUT_COLUMNS = ("score", "num_neighbors", "std", "low", "high", "nearest", "outside")
 DEFAULT_RAY_BATCH = 4096  # rows per actor call
 
 
@@ -78,6 +78,7 @@ class ScoringActor:
             )
         prediction = self.scorer.predict(batch[self.text_column].tolist())
         assert prediction.low is not None and prediction.high is not None  # predict gives intervals
+        assert prediction.nearest is not None and prediction.outside is not None  # and judges every text
         return {
             **batch,
             "score": prediction.scores,
@@ -85,6 +86,8 @@ class ScoringActor:
             "std": prediction.std,
             "low": prediction.low,
             "high": prediction.high,
+            "nearest": prediction.nearest,
+            "outside": prediction.outside,
         }
 
 
@@ -198,4 +201,6 @@ def _regroup(
             estimator=estimator,
             low=head["low"],
             high=head["high"],
+            nearest=head["nearest"],
+            outside=head["outside"].astype(bool),
         )

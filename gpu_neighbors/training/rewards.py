@@ -18,6 +18,7 @@ import torch
 from gpu_neighbors.kernels.aligned_bleu import check_aligned_weights, sentence_bleu
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 from gpu_neighbors.kernels.bleu_tables import check_smoothing
+from gpu_neighbors.core.neighbours import TensorPrediction
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
@@ -43,10 +44,11 @@ class RewardFunction:
     """A TRL reward function (see `reward_function`)."""
 
     def __init__(self, source: NeighborsScorer | BleuReward, name: str, undefined: float | None,
-                 subsample: float | None, seed: int, token_ids: bool) -> None:
+                 subsample: float | None, seed: int, token_ids: bool, outside: float | None = None) -> None:
         self.source = source
         self.__name__ = name
         self.undefined = undefined
+        self.outside = outside
         self.subsample = subsample
         self.seed = seed
         self.token_ids = token_ids
@@ -63,9 +65,14 @@ class RewardFunction:
             if completion_ids is None:
                 raise ValueError(f"{self.__name__}: made with token_ids=True, but the trainer passed no completion_ids")
             ids, mask = padded(completion_ids, scorer.device_)
-            rewards = scorer.reward(ids, self.undefined, self.subsample, self.seed, attention_mask=mask)
+            rewards, prediction = scorer.rewarded(ids, self.undefined, self.subsample, self.seed, mask, self.outside)
         else:
-            rewards = scorer.reward(completion_texts(completions), self.undefined, self.subsample, self.seed)
+            rewards, prediction = scorer.rewarded(completion_texts(completions), self.undefined, self.subsample,
+                                                  self.seed, outside=self.outside)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            for metric, value in _evidence(prediction).items():
+                log_metric(f"{self.__name__}/{metric}", value)
         return rewards.tolist()
 
     def _bleu(self, setting: BleuReward, completions: Sequence[Any], columns: Mapping[str, Any]) -> list[float]:
@@ -85,6 +92,7 @@ def reward_function(
     subsample: float | None = None,
     seed: int = 0,
     token_ids: bool = False,
+    outside: float | None = None,
 ) -> RewardFunction:
     """A TRL reward function `f(prompts, completions, **kwargs) -> list[float]`.
 
@@ -94,20 +102,34 @@ def reward_function(
     see `NeighborsScorer.reward`), and `subsample` scores each call against a fresh random
     fraction of the training set. `token_ids=True` scores the trainer's `completion_ids` with no
     decoding (`predict_ids`): only when the scorer's Hugging Face tokenizer is the policy's.
-    `name` (default "neighbors" or "bleu") is TRL's `rewards/<name>/mean`.
+    `name` (default "neighbors" or "bleu") is TRL's `rewards/<name>/mean`. A completion outside
+    the scorer's training distribution (word salad, repetition, another domain) is rewarded
+    `outside` (default: the low end of its interval, the score range's minimum), and where the
+    trainer passes TRL's `log_metric`, every call logs `<name>/outside` (the share of such
+    completions) and `<name>/nearest` (their mean similarity to the nearest training text).
     """
     if isinstance(source, BleuReward):
-        if undefined is not None or subsample is not None or token_ids:
-            raise ValueError("undefined, subsample and token_ids apply to a NeighborsScorer, not to BleuReward")
+        if undefined is not None or subsample is not None or token_ids or outside is not None:
+            raise ValueError("undefined, subsample, token_ids and outside apply to a NeighborsScorer, not to BleuReward")
         return RewardFunction(source, name or "bleu", None, None, seed, False)
     if not isinstance(source, NeighborsScorer):
         raise TypeError(f"reward_function takes a fitted NeighborsScorer or a BleuReward, not {type(source).__name__}")
     source._check_fitted()
     if token_ids:
         source.kernel_.check_ids()
-    if undefined is not None and not (isinstance(undefined, (int, float)) and np.isfinite(undefined)):
-        raise ValueError(f"undefined must be a finite number (a reward reaches the trainer), not {undefined!r}")
-    return RewardFunction(source, name or "neighbors", undefined, subsample, seed, token_ids)
+    for setting, value in (("undefined", undefined), ("outside", outside)):
+        if value is not None and not (isinstance(value, (int, float)) and np.isfinite(value)):
+            raise ValueError(f"{setting} must be a finite number (a reward reaches the trainer), not {value!r}")
+    return RewardFunction(source, name or "neighbors", undefined, subsample, seed, token_ids, outside)
+
+
+def _evidence(prediction: TensorPrediction) -> dict[str, float]:
+    """What a step's rewards rest on: the share of samples outside the training distribution
+    (rewarded the low end) and the mean nearest similarity to a training text (NaN if none)."""
+    assert prediction.outside is not None and prediction.nearest is not None  # rewards judge every sample
+    nearest = prediction.nearest[torch.isfinite(prediction.nearest)]
+    return {"outside": float(prediction.outside.to(torch.float64).mean()) if len(prediction) else float("nan"),
+            "nearest": float(nearest.mean()) if nearest.numel() else float("nan")}
 
 
 def completion_texts(completions: Sequence[Any]) -> list[str]:

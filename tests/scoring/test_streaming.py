@@ -310,7 +310,9 @@ def test_output_bytes_are_json_dumps_of_each_row(tmp_path, train_file, candidate
                "num_neighbors": int(prediction.num_neighbors[index]),
                "std": None if np.isnan(spread) else spread, "estimator": prediction.estimator,
                "low": None if np.isnan(score) else float(prediction.low[index]),
-               "high": None if np.isnan(score) else float(prediction.high[index])}
+               "high": None if np.isnan(score) else float(prediction.high[index]),
+               "nearest": None if np.isinf(prediction.nearest[index]) else float(prediction.nearest[index]),
+               "outside": bool(prediction.outside[index])}
         if explain:
             row["neighbors"] = [{**neighbor, "text": train_texts[neighbor["index"]]}
                                 for neighbor in prediction.neighbors.rows(index)]

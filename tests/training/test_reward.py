@@ -38,10 +38,13 @@ def test_defined_estimates_and_the_training_mean_elsewhere(tokenizer, huse_texts
     assert rewards.dtype == torch.float32 and rewards.shape == (len(candidates),)
     assert 0 < prediction.coverage < 1
     mean = np.mean(huse_scores[:TRAIN_SIZE])
-    want = np.where(prediction.covered, prediction.scores, mean).astype(np.float32)
+    assert prediction.outside[-2:].all() and not prediction.outside.all()  # the empty text, the unknown words
+    low = 0.0  # the score range's: a text outside the training distribution earns nothing
+    want = np.where(prediction.outside, low, np.where(prediction.covered, prediction.scores, mean)).astype(np.float32)
     np.testing.assert_array_equal(rewards.numpy(), want)
     zero = scorer.reward(candidates, undefined=0.0).numpy()
-    np.testing.assert_array_equal(zero, np.where(prediction.covered, prediction.scores, 0.0).astype(np.float32))
+    np.testing.assert_array_equal(
+        zero, np.where(prediction.outside, low, np.where(prediction.covered, prediction.scores, 0.0)).astype(np.float32))
 
 
 def test_token_ids_give_the_rewards_of_their_decoded_texts(tokenizer, huse_texts, huse_scores, candidates):
@@ -71,7 +74,9 @@ def test_a_subsample_scores_like_a_scorer_fitted_on_that_subset(tokenizer, huse_
         )
         prediction = subset.predict(candidates)
         assert prediction.covered.any()
-        want = np.where(prediction.covered, prediction.scores, quality.mean()).astype(np.float32)
+        # outside or not is the whole scorer's call, which the subsample does not change
+        outside = scorer.predict(candidates).outside
+        want = np.where(outside, 0.0, np.where(prediction.covered, prediction.scores, quality.mean())).astype(np.float32)
         np.testing.assert_array_equal(scorer.reward(candidates, subsample=0.4, seed=11).numpy(), want)
 
 

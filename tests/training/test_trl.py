@@ -70,23 +70,30 @@ def test_grpo_trainer_two_steps(tokenizer, scorer, huse_texts, tmp_path, monkeyp
             batch = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True)
             mask = torch.nn.utils.rnn.pad_sequence([torch.ones_like(row) for row in ids], batch_first=True)
             assert call["rewards"] == scorer.reward(batch, undefined=0.0, attention_mask=mask).tolist()
+            prediction = scorer.predict_ids(batch, mask)
+            call["evidence"] = (prediction.outside.float().mean().item(),
+                                prediction.nearest[torch.isfinite(prediction.nearest)].mean().item())
         else:
             assert call["rewards"] == sentence_bleu(call["completions"], call["columns"], smoothing="exp").tolist()
     logged = [entry for entry in trainer.state.log_history if "rewards/neighbors/mean" in entry]
     assert len(logged) == 2 and all("rewards/bleu/mean" in entry for entry in logged)
     per_step = [np.mean(call["rewards"]) for call in calls if call["name"] == "bleu"]
     np.testing.assert_allclose([entry["rewards/bleu/mean"] for entry in logged], per_step, rtol=1e-6)
+    # each step logs what its neighbour rewards rest on: the share outside, the mean nearest similarity
+    evidence = [call["evidence"] for call in calls if call["name"] == "neighbors"]
+    np.testing.assert_allclose([(entry["neighbors/outside"], entry["neighbors/nearest"]) for entry in logged],
+                               evidence, rtol=1e-6)
 
 
 def test_plain_and_conversational_completions(scorer, huse_texts):
-    reward = reward_function(scorer, undefined=-1.0)
+    reward = reward_function(scorer, undefined=-1.0, outside=-2.0)
     texts = huse_texts[:6] + ["zzz qqq", ""]
     conversations = [[{"role": "assistant", "content": text}] for text in texts]
     plain = reward(prompts=[""] * len(texts), completions=texts)
     assert plain == reward(prompts=[[{"role": "user", "content": "hi"}]] * len(texts), completions=conversations)
     prediction = scorer.predict(texts)
-    want = np.where(prediction.covered, prediction.scores, -1.0).astype(np.float32)
-    assert plain == want.tolist() and -1.0 in plain  # the undefined value where no estimate exists
+    want = np.where(prediction.outside, -2.0, np.where(prediction.covered, prediction.scores, -1.0)).astype(np.float32)
+    assert plain == want.tolist() and plain[-2:] == [-2.0, -2.0]  # unknown words, nothing: outside
     parts = [[{"role": "assistant", "content": [{"type": "text", "text": text}]}] for text in texts]
     assert reward(prompts=[""] * len(texts), completions=parts) == plain
 
@@ -96,9 +103,12 @@ def test_names_errors_and_default_undefined(scorer, tokenizer, huse_scores):
     assert reward_function(scorer, name="quality").__name__ == "quality"
     assert reward_function(BleuReward()).__name__ == "bleu"
     default = reward_function(scorer)(prompts=[""], completions=["zzz qqq"])
-    assert default == [pytest.approx(float(np.mean(huse_scores)), rel=1e-6)]  # the training mean
-    with pytest.raises(ValueError, match="finite"):
-        reward_function(scorer, undefined=float("nan"))
+    assert default == [0.0]  # outside the training distribution: the score range's low end
+    for setting in ("undefined", "outside"):
+        with pytest.raises(ValueError, match=f"{setting} must be a finite number"):
+            reward_function(scorer, **{setting: float("nan")})
+    with pytest.raises(ValueError, match="apply to a NeighborsScorer"):
+        reward_function(BleuReward(), outside=0.0)
     with pytest.raises(ValueError, match="no column 'reference'"):
         reward_function(BleuReward())(prompts=["a"], completions=["a"], answer=["a"])
     with pytest.raises(ValueError, match="no completion_ids"):
