@@ -19,6 +19,7 @@ from gpu_neighbors.data.output import check_outputs
 from gpu_neighbors.data.paths import spelled_once
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.agreement import agreement
+from gpu_neighbors.evaluation.checklist import Checklist, held_out_checklist, held_out_split
 from gpu_neighbors.evaluation.protocols import (
     PARAMETERS as SWEPT,
     cross_task,
@@ -125,6 +126,8 @@ def default_workers(device: str) -> int:
 
 
 def command_evaluate(args: argparse.Namespace) -> int:
+    if not args.checklist and (args.heldout is not None or args.seed is not None):
+        raise ValueError(f"{'--heldout' if args.heldout is not None else '--seed'} goes with --checklist")
     data = read_data(args, args.data)
     scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
     if len(data.texts) < 2:
@@ -137,8 +140,12 @@ def command_evaluate(args: argparse.Namespace) -> int:
     else:
         result, chosen, chosen_json = agreement(scorer.leave_one_out(), data.scores), [], None
     row = {"kernel": scorer.kernel_name, **result.as_dict()}
+    checklist = _checklist(args, data) if args.checklist else None
     if args.json:
-        print(tables.to_json(row if chosen_json is None else {**row, "tuned_thresholds": chosen_json}))
+        extras = {"tuned_thresholds": chosen_json} if chosen_json is not None else {}
+        if checklist is not None:
+            extras["checklist"] = checklist.as_dict()
+        print(tables.to_json({**row, **extras}))
     else:
         note = f", settings tuned per text (min coverage {args.min_coverage})" if tuned else ""
         print(f"leave-one-out on {args.data} ({scorer.signature}{note})")
@@ -146,7 +153,27 @@ def command_evaluate(args: argparse.Namespace) -> int:
             print(f"  {key:<14} {value:.4f}" if isinstance(value, float) else f"  {key:<14} {value}")
         for thresholds, count in chosen:
             print(f"  chosen in {count} folds: {thresholds.summary()}")
+        if checklist is not None:
+            held = args.heldout or f"a fifth of {args.data} (seed {args.seed or 0})"
+            print(f"\nperturbation checklist on {held}\n\n{checklist.table()}")
     return 0
+
+
+def _checklist(args: argparse.Namespace, data: ScoredData) -> Checklist:
+    """evaluate's checklist: fitted on a seeded 4/5 of the data and held out the rest, or fitted
+    on all of it and held out the --heldout file's texts."""
+    if args.heldout is None:
+        train_part, held_part = held_out_split(len(data), args.seed or 0)
+        train, held = _subset(data, train_part), _subset(data, held_part)
+    else:
+        train, held = data, read_data(args, args.heldout)
+    scorer = fit_on_file(scorer_from_args(args), train, args.data, args.score_field, args.tune, args.min_coverage)
+    return held_out_checklist(scorer, train.texts, held.texts, held.scores, seed=args.seed or 0)
+
+
+def _subset(data: ScoredData, indices: Any) -> ScoredData:
+    return ScoredData([data.texts[i] for i in indices], data.scores[indices], [data.lines[i] for i in indices],
+                      [data.extra[i] for i in indices] if data.extra else [])
 
 
 # -- evaluation studio: protocols on one similarity pass (protocols.py), the report (report.py) --
@@ -257,7 +284,7 @@ def command_report(args: argparse.Namespace) -> int:
 
     report = build_report(data, specs, make_scorer=make_scorer, name=str(args.data), folds=args.folds,
                           runs=args.runs, seed=args.seed, min_coverage=args.min_coverage,
-                          resamples=args.resamples, paper=args.paper,
+                          resamples=args.resamples, paper=args.paper, checklist=args.checklist,
                           command=shlex.join(["gpu-neighbors", *args.argv]),
                           sizes=None if args.sizes is None else [int(size) for size in args.sizes])
     page = write_report(report, args.out, page=args.page, paper=args.paper, inputs=inputs, overwrite=args.overwrite)

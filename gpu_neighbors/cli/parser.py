@@ -83,6 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = subparsers.add_parser("evaluate", help="leave-one-out agreement on scored data")
     evaluate.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
     evaluate.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    evaluate.add_argument("--checklist", action="store_true",
+                          help="also the perturbation checklist: the scorer fitted on a seeded 4/5 of --data "
+                               "(all of it with --heldout) rates the held-out texts rated at or above the "
+                               "training median beside degenerate copies of them (shuffled, repeated, "
+                               "word salad, ...); each copy's mean must drop by half the gap to the "
+                               "training set's lowest-decile mean")
+    evaluate.add_argument("--heldout", default=None, metavar="FILE",
+                          help="with --checklist: scored held-out texts (JSONL, CSV or TSV) instead of a "
+                               "fifth of --data")
+    evaluate.add_argument("--seed", type=seed, default=None,
+                          help="with --checklist: seed of the held-out fifth and of the copies (0)")
     add_data_options(evaluate)
     add_model_options(evaluate)
     add_tuning_options(evaluate)
@@ -159,5 +170,9 @@ def add_studio_commands(subparsers: Any) -> None:
     report.add_argument("--sizes", type=number_list, default=None, help="subset sizes of the curve")
     report.add_argument("--seed", type=seed, default=0)
     report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per rho (1000)")
+    report.add_argument("--checklist", action="store_true",
+                        help="add the perturbation checklist of every kernel: fitted on a 4/5 of --data "
+                             "(--seed), its held-out texts rated at or above the training median beside "
+                             "degenerate copies of them")
     add_tuning_options(report, tune=False)
     report.set_defaults(handler=commands.command_report)

@@ -22,11 +22,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpu_neighbors.core.neighbours import Prediction
+from gpu_neighbors.evaluation.protocols import fold_indices
 from gpu_neighbors.evaluation.significance import RESAMPLES, SEED, interval, paired_tests
 from gpu_neighbors.evaluation.tables import markdown_table
 from gpu_neighbors.text.perturbations import PERTURBATIONS, WordPool, perturb
 
 LOWEST_SHARE = 0.1  # the training set's lowest decile: what the worst real outputs score
+HELD_OUT_FOLDS = 5  # `held_out_split` holds out a fifth of a data set
 TOP_QUANTILE = 0.5  # held-out texts rated at or above the training scores' median
 
 
@@ -51,6 +53,16 @@ def top_rated(scores: Sequence[float] | np.ndarray, train_scores: Sequence[float
     half, whose degenerate copies should score lower."""
     cut = float(np.quantile(np.asarray(train_scores, dtype=np.float64), TOP_QUANTILE))
     return np.flatnonzero(np.asarray(scores, dtype=np.float64) >= cut)
+
+
+def held_out_split(num_items: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(training, held-out) indices: a seeded fifth held out (the first of `fold_indices`'
+    five folds), the rest to fit on."""
+    if num_items < HELD_OUT_FOLDS:
+        raise ValueError(f"the checklist holds out a fifth of the data: it needs at least {HELD_OUT_FOLDS} "
+                         f"scored texts, not {num_items}")
+    held = fold_indices(num_items, HELD_OUT_FOLDS, seed)[0]
+    return np.setdiff1d(np.arange(num_items), held), held
 
 
 @dataclass(frozen=True)
@@ -97,7 +109,7 @@ class Checklist:
                  "drop": None, "drop 95% CI": f"(mean {_number(self.original_low)} to {_number(self.original_high)})",
                  "pass": None}]
         for row in self.rows:
-            rows.append({"copies": row.perturbation, "mean": row.mean, "coverage": row.coverage, "drop": row.drop,
+            rows.append({"copies": row.perturbation, "mean": row.mean, "coverage": row.coverage, "drop": _number(row.drop),
                          "drop 95% CI": f"{_number(row.drop_low)} to {_number(row.drop_high)}", "pass": row.passed})
         return rows
 
@@ -154,3 +166,22 @@ def run_checklist(
     rated = float(np.mean(scores)) if scores is not None else float("nan")
     return Checklist(len(ordered), original, float(tests.lows[0]), float(tests.highs[0]), float(coverage[0]),
                      rated, decile, needed, tuple(rows), seed, resamples)
+
+
+def held_out_checklist(
+    scorer: Estimator,
+    train_texts: Sequence[str],
+    held_texts: Sequence[str],
+    held_scores: Sequence[float] | np.ndarray,
+    *,
+    seed: int = 0,
+    resamples: int = RESAMPLES,
+) -> Checklist:
+    """The checklist of a `scorer` fitted on `train_texts`, on the held-out texts rated at or
+    above the training median (`top_rated`), random words drawn from the training texts."""
+    chosen = top_rated(held_scores, scorer.train_scores_)
+    if chosen.size == 0:
+        raise ValueError(f"none of the {len(held_texts)} held-out texts is rated at or above the training "
+                         "median: the checklist needs good texts to perturb")
+    return run_checklist(scorer, [held_texts[i] for i in chosen], scores=np.asarray(held_scores)[chosen],
+                         vocabulary=WordPool.from_texts(train_texts), seed=seed, resamples=resamples)
