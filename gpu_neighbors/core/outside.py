@@ -61,10 +61,13 @@ class OutlierTest:
         return (1 + count).to(torch.float64) / (self.size + 1)
 
 
-def lowest_decile_mean(scores: np.ndarray) -> float:
-    """The mean of the lowest tenth of `scores` (at least one): the negative evidence's score."""
+def lowest_decile_mean(scores: Sequence[float] | np.ndarray) -> float:
+    """The mean of the lowest tenth of `scores` (rounded up: at least one): the score the worst
+    real outputs get, the negative evidence's and the checklist's reference."""
     ordered = np.sort(np.asarray(scores, dtype=np.float64))
-    return float(np.mean(ordered[: max(1, -(-ordered.size // 10))]))
+    if ordered.size == 0:
+        raise ValueError("no training scores: fit the scorer first")
+    return float(np.mean(ordered[: -(-ordered.size // 10)]))
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpu_neighbors.core.neighbours import Prediction
+from gpu_neighbors.core.outside import lowest_decile_mean
 from gpu_neighbors.evaluation.protocols import fold_indices
 from gpu_neighbors.evaluation.significance import RESAMPLES, SEED, interval, paired_tests
 from gpu_neighbors.evaluation.tables import markdown_table
 from gpu_neighbors.text.perturbations import PERTURBATIONS, WordPool, perturb
 
-LOWEST_SHARE = 0.1  # the training set's lowest decile: what the worst real outputs score
 HELD_OUT_FOLDS = 5  # `held_out_split` holds out a fifth of a data set
 TOP_QUANTILE = 0.5  # held-out texts rated at or above the training scores' median
 
@@ -38,14 +38,6 @@ class Estimator(Protocol):
     train_scores_: np.ndarray
 
     def predict(self, candidates: Sequence[str]) -> Prediction: ...
-
-
-def lowest_decile_mean(scores: Sequence[float] | np.ndarray) -> float:
-    """Mean of the lowest tenth of `scores` (at least one score; rounded up)."""
-    ordered = np.sort(np.asarray(scores, dtype=np.float64))
-    if ordered.size == 0:
-        raise ValueError("no training scores: fit the scorer first")
-    return float(ordered[:max(1, math.ceil(LOWEST_SHARE * ordered.size))].mean())
 
 
 def top_rated(scores: Sequence[float] | np.ndarray, train_scores: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -14,7 +14,8 @@ import pytest
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.evaluation import tables
-from gpu_neighbors.evaluation.checklist import lowest_decile_mean, run_checklist, top_rated
+from gpu_neighbors.core.outside import lowest_decile_mean
+from gpu_neighbors.evaluation.checklist import run_checklist, top_rated
 from gpu_neighbors.text.perturbations import PERTURBATIONS, WordPool, perturb
 
 TRAIN_SCORES = np.linspace(0.0, 1.0, 41)  # lowest decile: the 5 lowest (ceil(4.1)), mean 0.05
