@@ -18,7 +18,7 @@ from typing import Any
 from gpu_neighbors.allpairs.self_bleu import DEFAULT_SMOOTHING
 from gpu_neighbors.cli.options import add_parameter, bertscore_options, positive_int, refuse_resume, seed
 from gpu_neighbors.data import InputError, iter_candidates
-from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_format
+from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_allowed
 from gpu_neighbors.data.output import SafeOutput
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
@@ -114,9 +114,11 @@ def _texts_and_groups(path: str, text_field: str, group_field: str) -> tuple[lis
     """Texts, their lines and group values of a JSONL, CSV or TSV file; missing fields are
     errors naming file, line and field."""
     texts, lines, groups = [], [], []
-    fmt = resolve_format(path, None, ("jsonl", "csv", "tsv"))
+    allowed = ("jsonl", "csv", "tsv")
+    fmt = resolve_format(path, None, allowed)
     with open_input(path) as stream:
-        for record in records(stream, path, fmt or sniff_format(stream), (text_field, group_field), "none"):
+        for record in records(stream, path, fmt or sniff_allowed(stream, path, allowed), (text_field, group_field),
+                              "none"):
             if record.error is not None:
                 raise record.error
             text, group = record.fields.get(text_field), record.fields.get(group_field)
