@@ -42,6 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpu_neighbors.core.caller_warnings import beyond_float_is_inf
+
 SEED = 12345  # sacrebleu's default (SACREBLEU_SEED)
 RESAMPLES = 1000  # sacrebleu's default for the paired bootstrap
 TRIALS = 10000  # sacrebleu's default for approximate randomization
@@ -132,7 +134,13 @@ class Tests:
 def exact_mean(values: np.ndarray) -> float:
     """The mean of `values` from their sum rounded once (math.fsum): the same bits in any
     order; NaN for none."""
-    return math.fsum(values.tolist()) / values.size if values.size else float("nan")
+    if not values.size:
+        return float("nan")
+    try:
+        return math.fsum(values.tolist()) / values.size
+    except OverflowError:  # the sum leaves the float range: sum the terms scaled by an exact 2^-k
+        scale = 2.0 ** -math.ceil(math.log2(values.size))
+        return math.fsum((values * scale).tolist()) / values.size / scale
 
 
 def exact_difference(first: np.ndarray, second: np.ndarray) -> float:
@@ -146,6 +154,7 @@ def _means(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
         return sums / counts
 
 
+@beyond_float_is_inf
 def paired_tests(values: np.ndarray, pairs: Sequence[tuple[int, int]], *, resamples: int = RESAMPLES,
                  trials: int = TRIALS, seed: int = SEED) -> Tests:
     """Tests on shared inputs: `values` [inputs, systems], NaN where a system has no estimate
@@ -185,6 +194,7 @@ def paired_tests(values: np.ndarray, pairs: Sequence[tuple[int, int]], *, resamp
     return Tests(means, np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds]), resampled, tests)
 
 
+@beyond_float_is_inf
 def unpaired_tests(groups: Sequence[np.ndarray], pairs: Sequence[tuple[int, int]], *,
                    resamples: int = RESAMPLES, trials: int = TRIALS, seed: int = SEED) -> Tests:
     """Tests on systems with texts of their own: `groups` holds each system's estimates (no
