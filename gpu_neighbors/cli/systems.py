@@ -82,6 +82,8 @@ def add_systems_command(subparsers: Any) -> None:
 def command_systems(args: argparse.Namespace) -> int:
     if args.pair_field is not None and args.pair_field == args.system_field:
         raise ValueError("--pair-field must name another field than --system-field")
+    if args.plot is not None and Path(args.plot).suffix.lower() != ".png":
+        raise InputError("--plot writes a PNG image: give a name ending in .png", path=args.plot)
     outputs = {flag: path for flag, path in (("--save", args.save), ("--plot", args.plot)) if path is not None}
     inputs = {"--train": args.train, "--candidates": args.candidates}
     # The outputs are checked against the inputs, locked, and written as partial files renamed
