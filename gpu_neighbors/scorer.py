@@ -779,13 +779,10 @@ class NeighborsScorer:
         rewards = torch.where(prediction.covered, prediction.scores, fill)
         return torch.where(prediction.outside, penalty, rewards).to(REWARD_DTYPE), prediction
 
-    def draw_subset(self, fraction: float, seed: int, device: torch.device) -> TrainingSubset:
-        """A fresh random subset of round(fraction * |S|) training texts, drawn on `device`.
-
-        Texts outside it are masked out of the fitted neighbour model and the b |S| bound uses
-        its size, so nothing is refitted. Subsets come from one random stream per (seed, device)
-        kept by this scorer until it is refitted: the k-th call with a seed draws the same subset
-        in every run."""
+    def subset_size(self, fraction: float, seed: int) -> int:
+        """How many training texts a subsample of `fraction` keeps; ValueError where the
+        fraction or seed is no such thing or too few texts would be kept (checked when a
+        reward function is made, and at each draw)."""
         self._check_fitted()
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
             raise ValueError(f"subsample must be a fraction in (0, 1], not {fraction!r}")
@@ -798,6 +795,16 @@ class NeighborsScorer:
                 f"subsample={fraction} keeps {size} of {self.num_train} training texts, fewer than "
                 f"{'min_neighbors=' if self.estimator_ == 'threshold' else ''}{fewest}: no estimate could ever be defined"
             )
+        return size
+
+    def draw_subset(self, fraction: float, seed: int, device: torch.device) -> TrainingSubset:
+        """A fresh random subset of round(fraction * |S|) training texts, drawn on `device`.
+
+        Texts outside it are masked out of the fitted neighbour model and the b |S| bound uses
+        its size, so nothing is refitted. Subsets come from one random stream per (seed, device)
+        kept by this scorer until it is refitted: the k-th call with a seed draws the same subset
+        in every run."""
+        size = self.subset_size(fraction, seed)
         key = (seed, device)
         if key not in self._streams:
             self._streams[key] = torch.Generator(device=device).manual_seed(seed)

@@ -62,7 +62,8 @@ def command_score(args: argparse.Namespace) -> int:
         set_threads(threads)
     check_outputs({"--output": args.output, "--rejects": args.rejects},
                   {"--train": args.train, "--candidates": args.candidates},
-                  overwrite=args.overwrite or args.resume, resumable=True)  # before the training set is read
+                  overwrite=args.overwrite or args.resume,  # before the training set is read
+                  resumable=not str(args.output).lower().endswith(".parquet"))
     train = read_data(args, args.train)
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)

@@ -66,8 +66,9 @@ class PairwiseSimilarities:
         rows, columns = _indices(rows), _indices(columns)
         tile = self.matrix[np.ix_(rows, columns)]
         excluded = torch.as_tensor(rows[:, None] == columns[None, :])
-        result = NeighborStats.zeros(rows.size, torch.device("cpu"), power)
-        result.add_tile(tile, self.quality(columns), tau, excluded if excluded.any() else None)
+        quality = self.quality(columns)
+        result = NeighborStats.zeros(rows.size, len(quality.bands), torch.device("cpu"), power)
+        result.add_tile(tile, quality, tau, excluded if excluded.any() else None)
         return result
 
     def top(self, rows: np.ndarray, columns: np.ndarray, k: int) -> TopK:

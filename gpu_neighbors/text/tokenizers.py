@@ -173,6 +173,13 @@ class HuggingFaceTokenizer(Tokenizer):
                 "from it: give a folder holding one, the name of one in the Hugging Face cache, "
                 "or a hub name with --allow-download"
             ) from None
+        # A folder with a config but no vocabulary file loads as a tokenizer of special tokens
+        # alone, which maps every word to its unknown token: every text would look alike.
+        if not set(self.hf.get_vocab()) - set(self.hf.all_special_tokens):
+            where = "the folder" if os.path.isdir(name_or_path) else "the Hugging Face tokenizer"
+            raise ValueError(f"{where} {name_or_path!r} holds no vocabulary, only special tokens "
+                             f"({', '.join(self.hf.all_special_tokens)}): its vocabulary file (vocab.txt, "
+                             f"tokenizer.json, ...) is missing or damaged")
         self.name = f"hf:{name_or_path}"
 
     def _split(self, text: str) -> list[str]:

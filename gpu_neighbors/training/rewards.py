@@ -79,9 +79,23 @@ class RewardFunction:
         if setting.column not in columns:
             raise ValueError(f"{self.__name__}: the dataset has no column {setting.column!r} with the references "
                              f"(columns passed: {', '.join(sorted(columns)) or 'none'})")
-        references = [[item] if isinstance(item, str) else list(item) for item in columns[setting.column]]
+        references = [self._references(item, setting.column, row) for row, item in enumerate(columns[setting.column])]
         return sentence_bleu(completion_texts(completions), references, weights=setting.weights,
                              smoothing=setting.smoothing, tokenizer=setting.tokenizer).tolist()
+
+
+    def _references(self, item: Any, column: str, row: int) -> list[str]:
+        """One row's references: a string, or a list of strings."""
+        if isinstance(item, str):
+            return [item]
+        if isinstance(item, Sequence) and item and all(isinstance(part, str) for part in item):
+            return list(item)
+        raise ValueError(f"{self.__name__}: row {row} of the column {column!r} holds {_shown(item)}, not a reference "
+                         f"(a string) or a non-empty list of them")
+
+
+def _shown(item: Any) -> str:
+    return "None" if item is None else f"a {type(item).__name__} ({item!r:.60})"
 
 
 def reward_function(
@@ -120,6 +134,8 @@ def reward_function(
     for setting, value in (("undefined", undefined), ("outside", outside)):
         if value is not None and not (isinstance(value, (int, float)) and np.isfinite(value)):
             raise ValueError(f"{setting} must be a finite number (a reward reaches the trainer), not {value!r}")
+    if subsample is not None:  # refused now, not at the trainer's first step
+        source.subset_size(subsample, seed)
     return RewardFunction(source, name or "neighbors", undefined, subsample, seed, token_ids, outside)
 
 
@@ -149,7 +165,12 @@ def _conversation_text(messages: Any, index: int) -> str:
         if isinstance(content, str):
             parts.append(content)
         elif isinstance(content, Sequence):  # multimodal content: its text parts
-            parts.extend(part["text"] for part in content if isinstance(part, Mapping) and part.get("type") == "text")
+            for number, part in enumerate(content):
+                if isinstance(part, Mapping) and part.get("type") == "text":
+                    if not isinstance(part.get("text"), str):
+                        raise ValueError(f"completions[{index}]: content part {number} of an assistant message "
+                                         f"is of type 'text' but holds no string 'text'")
+                    parts.append(part["text"])
     return "\n".join(parts)
 
 

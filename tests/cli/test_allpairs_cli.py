@@ -96,3 +96,18 @@ def test_bad_input_is_one_error_line(tmp_path, capsys, argv, message):
     assert main([part.format(**files) for part in argv] + ["--device", "cpu"]) == 2
     error = capsys.readouterr().err
     assert error.startswith("gpu-neighbors: error:") and message in error, error
+
+
+@pytest.mark.parametrize("source", ["-", "/dev/stdin", "/dev/null"])
+def test_mbr_groups_from_plain_text_through_a_pipe_are_refused_in_one_line(tmp_path, source):
+    """Issue 32: plain text through a pipe or device with --group-field raised KeyError: 'text'
+    where a regular file gets a one-line refusal."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "gpu_neighbors.cli", "mbr", "--candidates", source, "--group-field",
+                           "g", "--output", str(tmp_path / "out.jsonl"), "--device", "cpu"],
+                          input="hello world\nthis is text\n", capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "format 'text'" in done.stderr and "jsonl, csv, tsv" in done.stderr
+    assert not (tmp_path / "out.jsonl").exists()
