@@ -37,6 +37,7 @@ _PUBLIC = {
     "mbr": "gpu_neighbors.allpairs.mbr",
     "pairs": "gpu_neighbors.allpairs.pairs",
     "reward_function": "gpu_neighbors.training.rewards",
+    "rouge": "gpu_neighbors.kernels.aligned_rouge",
     "self_bleu": "gpu_neighbors.allpairs.self_bleu",
     "sentence_bleu": "gpu_neighbors.kernels.aligned_bleu",
 }
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from gpu_neighbors.evaluation.systems import compare_systems, leave_one_out_scale
     from gpu_neighbors.kernels import KERNEL_NAMES
     from gpu_neighbors.kernels.aligned_bleu import corpus_bleu, sentence_bleu
+    from gpu_neighbors.kernels.aligned_rouge import rouge
     from gpu_neighbors.scorer import NeighborsScorer, ScoreError
     from gpu_neighbors.text.tokenizers import (
         CharacterTokenizer,

@@ -205,7 +205,7 @@ def aligned_counts(
             raise TypeError("token-id candidates need token-id references (a tensor), not "
                             f"{type(references).__name__}")
         packed = pack_ids(candidates, references, attention_mask, reference_mask, reference_counts)
-        return count_packed(packed, orders, id_bound=None if vocab_size is None else _id_bound(vocab_size))
+        return count_packed(packed, orders, id_bound=None if vocab_size is None else check_vocab_size(vocab_size))
     if isinstance(references, torch.Tensor):
         raise TypeError("text candidates need text references, not a tensor")
     if not isinstance(references, Sequence):
@@ -234,7 +234,7 @@ class Packed:
     valid: torch.Tensor
 
 
-def _id_bound(vocab_size: object) -> int:
+def check_vocab_size(vocab_size: object) -> int:
     """`vocab_size` as an int (numpy and 0-d tensor integers too), checked positive and below 2^63."""
     try:
         bound = operator.index(vocab_size)  # type: ignore[arg-type]
@@ -250,11 +250,11 @@ def pack_texts(
     tokenizer: Tokenizer, device: torch.device,
 ) -> tuple[Packed, int]:
     """Tokenize, number the tokens over this batch, and pad; also the number of distinct tokens."""
-    candidates = _texts(candidates, "candidates")
+    candidates = text_list(candidates, "candidates")
     if isinstance(references, str) or len(references) != len(candidates):
         count = "a string" if isinstance(references, str) else len(references)
         raise ValueError(f"references: give one entry per candidate ({len(candidates)}), got {count}")
-    groups = [[item] if isinstance(item, str) else _texts(item, f"references[{index}]")
+    groups = [[item] if isinstance(item, str) else text_list(item, f"references[{index}]")
               for index, item in enumerate(references)]
     for index, group in enumerate(groups):
         if not group:
@@ -287,7 +287,7 @@ def pack_texts(
     return packed, len(vocabulary)
 
 
-def _texts(items: object, what: str) -> list[str]:
+def text_list(items: object, what: str) -> list[str]:
     if isinstance(items, str) or not isinstance(items, Sequence):
         tensors = " (or token ids: a tensor)" if what == "candidates" else ""
         raise TypeError(f"{what}: expected a list of strings{tensors}, got {type(items).__name__}")
@@ -363,7 +363,7 @@ def _kept(ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 def _columns(kept: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Where each position goes in 2L columns (L the last dimension): a kept one to L + the number
     kept before it, a dropped one to its own position, in a spill area cut off after the scatter
-    (`_placed`), so the kept ids land at the front in order with no sort; and how many each row
+    (`placed`), so the kept ids land at the front in order with no sort; and how many each row
     keeps."""
     width = kept.shape[-1]
     kept_so_far = torch.cumsum(kept, dim=-1)
@@ -409,7 +409,7 @@ def _clipped_matches(packed: Packed, first: int, last: int, orders: int, id_boun
     if bits is not None and _row_bits(rows) + bits * orders + segment_bits <= KEY_BITS:
         fields = fields + (slots + 1)
     else:
-        fields, bits = _dense_fields(fields, bound, slots + 1), (width - 1).bit_length()
+        fields, bits = dense_fields(fields, bound, slots + 1), (width - 1).bit_length()
     if bits * orders + segment_bits > KEY_BITS:
         words, per_word, sorted_segment = _sorted_words(fields, segment, orders, bits)
         return _count_clipped(words, per_word, orders, bits, 0, slots + 1, sorted_segment)
@@ -426,9 +426,9 @@ def _segment_fields(packed: Packed, first: int, last: int, orders: int) -> tuple
     device = packed.candidates.device
     rows, slots = last - first, packed.references.shape[1]
     extra = orders - 1
-    candidate_fields = _placed(packed.candidates[first:last], packed.candidate_columns[first:last], extra,
+    candidate_fields = placed(packed.candidates[first:last], packed.candidate_columns[first:last], extra,
                                torch.full((), -1, dtype=torch.int64, device=device))
-    reference_fields = _placed(packed.references[first:last], packed.reference_columns[first:last], extra,
+    reference_fields = placed(packed.references[first:last], packed.reference_columns[first:last], extra,
                                -2 - torch.arange(slots, device=device)[:, None])
     candidate_width, reference_width = candidate_fields.shape[1], reference_fields.shape[2]
     fields = torch.cat([candidate_fields, reference_fields.reshape(rows, slots * reference_width)], dim=1)
@@ -437,7 +437,7 @@ def _segment_fields(packed: Packed, first: int, last: int, orders: int) -> tuple
     return fields, segment
 
 
-def _placed(ids: torch.Tensor, columns: torch.Tensor, extra: int, filler: torch.Tensor) -> torch.Tensor:
+def placed(ids: torch.Tensor, columns: torch.Tensor, extra: int, filler: torch.Tensor) -> torch.Tensor:
     """[..., L + extra]: the ids scattered to their `columns` over `filler`, the spill area cut off."""
     width = ids.shape[-1]
     out = filler.expand(*ids.shape[:-1], 2 * width + extra).contiguous()
@@ -448,7 +448,7 @@ def _row_bits(rows: int) -> int:
     return max(rows - 1, 0).bit_length()
 
 
-def _dense_fields(fields: torch.Tensor, bound: int | None, shift: int) -> torch.Tensor:
+def dense_fields(fields: torch.Tensor, bound: int | None, shift: int) -> torch.Tensor:
     """Each row's fields renumbered below the row width, so that `orders` of them fit one key.
     Where fields + `shift` are known to be non-negative and below `bound`, and a table of `bound`
     cells per row is not too large, by `_occurrence_columns` (no sort). Where no bound, or too
