@@ -14,7 +14,9 @@ from gpu_neighbors._version import __version__
 
 _PUBLIC = {
     "AlignedBleu": "gpu_neighbors.training.metric",
+    "AlignedRouge": "gpu_neighbors.training.metric",
     "BleuReward": "gpu_neighbors.training.rewards",
+    "RougeReward": "gpu_neighbors.training.rewards",
     "CharacterTokenizer": "gpu_neighbors.text.tokenizers",
     "HuggingFaceTokenizer": "gpu_neighbors.text.tokenizers",
     "InputError": "gpu_neighbors.data.errors",
@@ -65,8 +67,8 @@ if TYPE_CHECKING:
         WhitespaceTokenizer,
         make_tokenizer,
     )
-    from gpu_neighbors.training.metric import AlignedBleu, NeighborsQuality
-    from gpu_neighbors.training.rewards import BleuReward, reward_function
+    from gpu_neighbors.training.metric import AlignedBleu, AlignedRouge, NeighborsQuality
+    from gpu_neighbors.training.rewards import BleuReward, RougeReward, reward_function
 
 
 def __getattr__(name: str) -> Any:
