@@ -48,6 +48,7 @@ import torch
 
 from gpu_neighbors.core.threads import one_thread
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts, check_weights
+from gpu_neighbors.kernels.bleu_settings import BleuSetting, check_setting, nltk_bleu, sacrebleu_bleu
 from gpu_neighbors.kernels.bleu_tables import PrecisionTables, bleu_of_rows, brevity, check_smoothing, table_size
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 from gpu_neighbors.text.vocabulary import Vocabulary
@@ -97,6 +98,28 @@ class AlignedCounts:
         penalties = brevity(self.lengths.cpu().numpy(), self.reference_lengths.cpu().numpy())
         return torch.from_numpy(np.ascontiguousarray(penalties)).to(self.lengths.device)
 
+    def bleu_of_setting(self, setting: BleuSetting, *, corpus: bool) -> torch.Tensor:
+        """BLEU under a setting the tables do not hold (`bleu_settings`), on the host: [rows]
+        (corpus: a scalar), or [rows, tuples] ([tuples]) for several weight tuples."""
+        matches, denominators = self.matches.cpu().numpy(), self.totals.cpu().numpy()
+        lengths, reference_lengths = self.lengths.cpu().numpy(), self.reference_lengths.cpu().numpy()
+        totals = np.maximum(lengths[:, None] - np.arange(matches.shape[1])[None, :], 0)  # n-grams as they are
+        last_matches, last_lengths = matches[-1:], lengths[-1:]
+        if corpus:
+            if not len(lengths):
+                last_matches, last_lengths = np.zeros((1, matches.shape[1]), dtype=np.int64), np.zeros(1, np.int64)
+            matches, denominators, totals = (values.sum(0, keepdims=True) for values in (matches, denominators, totals))
+            lengths, reference_lengths = lengths.sum(keepdims=True), reference_lengths.sum(keepdims=True)
+        else:
+            last_matches, last_lengths = matches, lengths
+        if setting.sacrebleu:
+            scores = sacrebleu_bleu(setting, matches, totals, lengths, reference_lengths)
+        else:
+            scores = nltk_bleu(setting, matches, denominators, lengths, reference_lengths, last_matches, last_lengths)
+        out = torch.from_numpy(np.ascontiguousarray(scores)).to(self.matches.device)
+        out = out[0] if corpus else out
+        return out if setting.several else out[..., 0]
+
     def corpus_bleu(self, weights: tuple[float, ...], smoothing: str) -> torch.Tensor:
         """NLTK's `corpus_bleu`: every statistic summed over the candidates first."""
         return bleu_from_counts(self.matches.sum(0, keepdim=True), self.totals.sum(0, keepdim=True),
@@ -124,9 +147,13 @@ def sentence_bleu(
     candidates: Sequence[str] | torch.Tensor,
     references: References,
     *,
-    weights: Sequence[float] = BLEU4_WEIGHTS,
+    weights: Sequence[float] | Sequence[Sequence[float]] = BLEU4_WEIGHTS,
     smoothing: str = "none",
+    smooth_value: float | None = None,
+    auto_reweigh: bool = False,
+    effective_order: bool = False,
     tokenizer: str | Tokenizer = "whitespace",
+    lowercase: bool = False,
     attention_mask: torch.Tensor | None = None,
     reference_mask: torch.Tensor | None = None,
     reference_counts: torch.Tensor | None = None,
@@ -134,25 +161,35 @@ def sentence_bleu(
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
     """BLEU of each candidate against its own references: float64 [candidates], equal to NLTK
-    `sentence_bleu(references[i], candidates[i], weights, smoothing_function)`.
+    `sentence_bleu(references[i], candidates[i], weights, smoothing_function, auto_reweigh)`, or
+    with `effective_order`, floor or add-k smoothing to sacrebleu's `sentence_bleu(...).score / 100`.
 
     Texts: `candidates` a list of strings, `references` one string or a list of strings per
-    candidate (ragged), split by `tokenizer` ("whitespace", "13a", "chars", a Hugging Face
-    tokenizer or a `Tokenizer`); the result is on `device`.
+    candidate (ragged), split by `tokenizer` ("whitespace", "13a", "chars", sacrebleu's "intl",
+    "zh" and "char", a Hugging Face tokenizer or a `Tokenizer`), after case folding where
+    `lowercase`; the result is on `device`.
     Token ids: `candidates` [batch, length] and `references` [batch, length'] (one each) or
     [batch, R, length'] (up to R each; `reference_counts` [batch] says how many, the rest are
     ignored), with optional masks of the same shapes; positions with mask 0 or a negative id are
-    dropped. The result is on the ids' device, with no host synchronisation; a candidate with no
-    reference scores 0. `vocab_size` (the tokenizer's, optional): every kept id is below it (checked
-    on the device, asynchronously); it renumbers the ids per row through a table instead of two sorts
-    (bench/results.md: 0.022 s against 0.035 s at 256 x 1,024).
-    `smoothing`: "none" (NLTK method0), "epsilon" (method1), "add1" (method2), "exp" (method3).
+    dropped. The result is on the ids' device, with no host synchronisation (but for the
+    settings of `bleu_settings`); a candidate with no reference scores 0. `vocab_size` (the
+    tokenizer's, optional): every kept id is below it (checked on the device, asynchronously); it
+    renumbers the ids per row through a table instead of two sorts (bench/results.md: 0.022 s
+    against 0.035 s at 256 x 1,024).
+    `weights`: one per order, or a list of such tuples (one score each: [candidates, tuples], as
+    NLTK 3.8 returns a list). `smoothing`: "none" (NLTK method0), "epsilon" (method1), "add1"
+    (method2), "exp" (method3), NLTK's "method0" to "method7", or sacrebleu's "floor" and "add-k";
+    `smooth_value`: method1's epsilon, method4's k, method6's alpha, floor's or add-k's value
+    (their defaults: 0.1, 5, 5, 0.1, 1). `effective_order` (sacrebleu's `use_effective_order`,
+    its `sentence_bleu`'s default) averages over the orders the candidate reaches.
     """
-    weights, smoothing = check_aligned_weights(weights), check_smoothing(smoothing)
-    counts = aligned_counts(candidates, references, len(weights), tokenizer=tokenizer,
+    setting = check_setting(weights, smoothing, smooth_value, auto_reweigh, effective_order)
+    counts = aligned_counts(candidates, references, setting.counted_orders, tokenizer=tokenizer, lowercase=lowercase,
                             attention_mask=attention_mask, reference_mask=reference_mask,
                             reference_counts=reference_counts, vocab_size=vocab_size, device=device)
-    return counts.sentence_bleu(weights, smoothing)
+    if setting.on_tables:
+        return counts.sentence_bleu(setting.weights[0], setting.smoothing)
+    return counts.bleu_of_setting(setting, corpus=False)
 
 
 @one_thread
@@ -160,25 +197,33 @@ def corpus_bleu(
     candidates: Sequence[str] | torch.Tensor,
     references: References,
     *,
-    weights: Sequence[float] = BLEU4_WEIGHTS,
+    weights: Sequence[float] | Sequence[Sequence[float]] = BLEU4_WEIGHTS,
     smoothing: str = "none",
+    smooth_value: float | None = None,
+    auto_reweigh: bool = False,
+    effective_order: bool = False,
     tokenizer: str | Tokenizer = "whitespace",
+    lowercase: bool = False,
     attention_mask: torch.Tensor | None = None,
     reference_mask: torch.Tensor | None = None,
     reference_counts: torch.Tensor | None = None,
     vocab_size: int | None = None,
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
-    """Corpus BLEU (a float64 scalar tensor) of the same inputs as `sentence_bleu`, equal to
-    NLTK's `corpus_bleu`, and to sacrebleu's BLEU / 100 where the tokenizers agree and every
-    candidate has at least as many tokens as the highest order. A token-id candidate with no
-    reference still adds its n-grams and length, with no match and a reference length of 0 (as
-    NLTK given one empty reference)."""
-    weights, smoothing = check_aligned_weights(weights), check_smoothing(smoothing)
-    counts = aligned_counts(candidates, references, len(weights), tokenizer=tokenizer,
+    """Corpus BLEU (a float64 scalar tensor; [tuples] for a list of weight tuples) of the same
+    inputs and settings as `sentence_bleu`, equal to NLTK's `corpus_bleu` (whose methods 5 and 6
+    read the last candidate's own n-grams, as here), and to sacrebleu's `corpus_bleu(...).score /
+    100`: with `effective_order`, floor or add-k, its formula; without, where every candidate has
+    at least as many tokens as the highest order (NLTK counts at least one n-gram per candidate,
+    sacrebleu none). A token-id candidate with no reference still adds its n-grams and length,
+    with no match and a reference length of 0 (as NLTK given one empty reference)."""
+    setting = check_setting(weights, smoothing, smooth_value, auto_reweigh, effective_order)
+    counts = aligned_counts(candidates, references, setting.counted_orders, tokenizer=tokenizer, lowercase=lowercase,
                             attention_mask=attention_mask, reference_mask=reference_mask,
                             reference_counts=reference_counts, vocab_size=vocab_size, device=device)
-    return counts.corpus_bleu(weights, smoothing)
+    if setting.on_tables:
+        return counts.corpus_bleu(setting.weights[0], setting.smoothing)
+    return counts.bleu_of_setting(setting, corpus=True)
 
 
 def check_aligned_weights(weights: Sequence[float]) -> tuple[float, ...]:
@@ -193,6 +238,7 @@ def aligned_counts(
     orders: int,
     *,
     tokenizer: str | Tokenizer = "whitespace",
+    lowercase: bool = False,
     attention_mask: torch.Tensor | None = None,
     reference_mask: torch.Tensor | None = None,
     reference_counts: torch.Tensor | None = None,
@@ -204,6 +250,8 @@ def aligned_counts(
         if not isinstance(references, torch.Tensor):
             raise TypeError("token-id candidates need token-id references (a tensor), not "
                             f"{type(references).__name__}")
+        if lowercase:
+            raise ValueError("lowercase applies to texts; token ids are compared as they are")
         packed = pack_ids(candidates, references, attention_mask, reference_mask, reference_counts)
         return count_packed(packed, orders, id_bound=None if vocab_size is None else check_vocab_size(vocab_size))
     if isinstance(references, torch.Tensor):
@@ -214,7 +262,8 @@ def aligned_counts(
     if any(option is not None for option in (attention_mask, reference_mask, reference_counts, vocab_size)):
         raise ValueError("attention_mask, reference_mask, reference_counts and vocab_size go with token ids, "
                          "not texts")
-    packed, vocabulary_size = pack_texts(candidates, references, make_tokenizer(tokenizer), torch.device(device))
+    packed, vocabulary_size = pack_texts(candidates, references, make_tokenizer(tokenizer, lowercase),
+                                         torch.device(device))
     return count_packed(packed, orders, id_bound=vocabulary_size)
 
 

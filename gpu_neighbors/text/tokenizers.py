@@ -149,6 +149,43 @@ class CharacterTokenizer(Tokenizer):
         return TokenizedTexts(list("".join(texts)), _lengths(texts))
 
 
+class SacrebleuTokenizer(Tokenizer):
+    """One of sacrebleu's own tokenizers (`sacrebleu_name`), its output split at whitespace: the
+    tokens sacrebleu's BLEU counts. Text by text, as sacrebleu (no rule is known to leave a
+    separator alone)."""
+
+    sacrebleu_name = ""
+
+    def __init__(self, lowercase: bool = False) -> None:
+        super().__init__(lowercase)
+        from sacrebleu.tokenizers import tokenizer_char, tokenizer_intl, tokenizer_zh
+
+        made = {"intl": tokenizer_intl.TokenizerV14International, "zh": tokenizer_zh.TokenizerZh,
+                "char": tokenizer_char.TokenizerChar}[self.sacrebleu_name]
+        self._tokenizer = made()
+
+    def _split(self, text: str) -> list[str]:
+        return self._tokenizer(text.rstrip()).split()  # sacrebleu strips the right end first
+
+
+class IntlTokenizer(SacrebleuTokenizer):
+    """sacrebleu's `intl` (mteval-v14 international): Unicode punctuation and symbols split off."""
+
+    name = sacrebleu_name = "intl"
+
+
+class ZhTokenizer(SacrebleuTokenizer):
+    """sacrebleu's `zh`: every CJK character a token, the rest as `13a`."""
+
+    name = sacrebleu_name = "zh"
+
+
+class SacrebleuCharTokenizer(SacrebleuTokenizer):
+    """sacrebleu's `char`: every character but whitespace a token (our `chars` keeps spaces)."""
+
+    name = sacrebleu_name = "char"
+
+
 _ROUGE_WORD = re.compile("[a-z0-9]+")
 _ROUGE_WORD_OR_SEPARATOR = re.compile(f"[a-z0-9]+|{SEPARATOR}")
 
@@ -234,13 +271,20 @@ BUILT_IN_TOKENIZERS: dict[str, type[Tokenizer]] = {
     "whitespace": WhitespaceTokenizer,
     "13a": Sacrebleu13aTokenizer,
     "chars": CharacterTokenizer,
+    "intl": IntlTokenizer,
+    "zh": ZhTokenizer,
+    "char": SacrebleuCharTokenizer,
 }
 
 
 def make_tokenizer(spec: str | Tokenizer, lowercase: bool = False, allow_download: bool = False) -> Tokenizer:
-    """`whitespace`, `13a`, `chars`, or a Hugging Face tokenizer folder or cached name (`hf:`
-    prefix optional; hub downloads only with `allow_download`)."""
+    """`whitespace`, `13a`, `chars`, sacrebleu's `intl`, `zh` or `char`, or a Hugging Face
+    tokenizer folder or cached name (`hf:` prefix optional; hub downloads only with
+    `allow_download`). A `Tokenizer` is taken as it is: `lowercase` goes to its constructor."""
     if isinstance(spec, Tokenizer):
+        if lowercase and not spec.lowercase:
+            raise ValueError(f"lowercase=True with a tokenizer made without it ({spec.signature}): make it with "
+                             "lowercase=True, or give its name")
         return spec
     if spec in BUILT_IN_TOKENIZERS:
         return BUILT_IN_TOKENIZERS[spec](lowercase)
