@@ -23,10 +23,11 @@ from gpu_neighbors.text.vocabulary import Vocabulary
 BLEU4_WEIGHTS = (0.25, 0.25, 0.25, 0.25)
 
 
-def check_weights(weights: Sequence[float], *, most_orders: int | None = 4, normalised: bool = True) -> tuple[float, ...]:
+def check_weights(weights: Sequence[float], *, most_orders: int | None = None, normalised: bool = True) -> tuple[float, ...]:
     """Non-negative weights, one per n-gram order from 1: at least one, at most `most_orders`
-    (None: any number), summing to 1 where `normalised`. The neighbour kernels and Self-BLEU keep
-    1-4 weights summing to 1; aligned BLEU takes any, as NLTK's `sentence_bleu` does."""
+    (None: any number, as NLTK allows), summing to 1 where `normalised`. The neighbour kernels
+    and Self-BLEU keep weights summing to 1; aligned BLEU takes any sum, as NLTK's `sentence_bleu`
+    does."""
     values = tuple(weights)
     if not values or (most_orders is not None and len(values) > most_orders):
         expected = "at least one weight" if most_orders is None else f"1 to {most_orders} weights"
