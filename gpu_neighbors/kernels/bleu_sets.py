@@ -2,11 +2,10 @@
 computes it: clipped counts against the largest count over the references, and the brevity
 penalty of the closest reference length (the shorter one on a tie).
 
-With the k-th occurrence of an n-gram as its own feature (g, k), min(c_x(g), max_r c_r(g)) =
-sum_k [c_x(g) >= k][some reference holds (g, k)]. Self-BLEU (each text against all the others)
-then needs only, per feature, how many texts hold it: a text's own feature matches exactly when
-at least one other text holds it too, i.e. when two or more texts hold it. So the work is linear
-in the number of n-grams of the set, not quadratic in its size.
+Self-BLEU (each text against all the others) clips a text's count c_x(g) by the largest count of
+g among the other texts, which is the second largest count of g over all texts (the largest,
+where two texts share it). So it needs only each n-gram's two largest counts: the work is one
+sort of the set's n-grams per order (`shared_matches`), not a comparison of every pair of texts.
 """
 from __future__ import annotations
 
