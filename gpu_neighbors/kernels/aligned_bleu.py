@@ -50,8 +50,9 @@ from gpu_neighbors.core.threads import one_thread
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts, check_weights
 from gpu_neighbors.kernels.bleu_settings import BleuSetting, check_setting, nltk_bleu, sacrebleu_bleu
 from gpu_neighbors.kernels.bleu_tables import PrecisionTables, bleu_of_rows, brevity, check_smoothing, table_size
-from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
+from gpu_neighbors.text.tokenizers import Tokenizer, WhitespaceTokenizer, make_tokenizer
 from gpu_neighbors.text.vocabulary import Vocabulary
+from gpu_neighbors.text.word_ids import word_ids
 
 KEY_BITS = 62  # bits of a non-negative int64 key that the fields may use
 # Rows per chunk: at most this many token positions at once (each row's segments included), so
@@ -297,8 +298,8 @@ def check_vocab_size(vocab_size: object) -> int:
 def pack_texts(
     candidates: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]],
     tokenizer: Tokenizer, device: torch.device,
-) -> tuple[Packed, int]:
-    """Tokenize, number the tokens over this batch, and pad; also the number of distinct tokens."""
+) -> tuple[Packed, int | None]:
+    """Tokenize, number the tokens (`_text_ids`), and pad; also a bound on the ids, where known."""
     candidates = text_list(candidates, "candidates")
     if isinstance(references, str) or len(references) != len(candidates):
         count = "a string" if isinstance(references, str) else len(references)
@@ -310,30 +311,51 @@ def pack_texts(
             raise ValueError(f"references[{index}]: candidate {index} has no reference "
                              "(BLEU needs at least one)")
     flat = [text for group in groups for text in group]
-    tokenized_candidates = tokenizer.tokenize_many(candidates)
-    tokenized_references = tokenizer.tokenize_many(flat)
-    vocabulary = Vocabulary(tokenized_candidates)
-    vocabulary.add(tokenized_references)
-    cpu = torch.device("cpu")
-    candidate_ids = vocabulary.batch(tokenized_candidates, cpu)
-    reference_ids = vocabulary.batch(tokenized_references, cpu)
+    (candidate_ids, candidate_lengths), (reference_ids, flat_lengths), bound = _text_ids(tokenizer, candidates, flat)
     per_row = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
     width = int(per_row.max()) if len(groups) else 1
     slots = np.arange(width)[None, :] < per_row[:, None]  # [rows, R]: which references exist
     reference_lengths = np.zeros((len(groups), width), dtype=np.int64)
-    reference_lengths[slots] = reference_ids.lengths.numpy()
-    padded_references = _pad(reference_ids.ids.numpy(), reference_lengths[slots])
+    reference_lengths[slots] = flat_lengths
+    padded_references = _pad(reference_ids, reference_lengths[slots])
     references_3d = np.zeros((len(groups), width, padded_references.shape[1]), dtype=np.int64)
     references_3d[slots] = padded_references
-    candidate_lengths = candidate_ids.lengths.numpy()
-    ids = torch.from_numpy(_pad(candidate_ids.ids.numpy(), candidate_lengths)).to(device)
-    lengths = candidate_ids.lengths.to(device)
+    ids = torch.from_numpy(_pad(candidate_ids, candidate_lengths)).to(device)
+    lengths = torch.from_numpy(candidate_lengths).to(device)
     candidate_columns, _ = _columns(torch.arange(ids.shape[1], device=device) < lengths[:, None])
     reference_columns, _ = _columns(torch.from_numpy(np.arange(references_3d.shape[2]) < reference_lengths[:, :, None])
                                     .to(device))
     packed = Packed(ids, candidate_columns, lengths, torch.from_numpy(references_3d).to(device), reference_columns,
                     torch.from_numpy(reference_lengths).to(device), torch.from_numpy(slots).to(device))
-    return packed, len(vocabulary)
+    return packed, bound
+
+
+IdsAndCounts = tuple[np.ndarray, np.ndarray]
+
+
+def _text_ids(tokenizer: Tokenizer, candidates: list[str],
+              references: list[str]) -> tuple[IdsAndCounts, IdsAndCounts, int | None]:
+    """Token ids (int64, concatenated) and token counts of the candidates and of the references,
+    equal ids for equal tokens, and a bound on the ids where one is known. Whitespace tokens of
+    ASCII text come from `word_ids` (no Python per token; ids with no bound), the rest through
+    the tokenizer and a vocabulary of this batch (ids below its size)."""
+    if type(tokenizer) is WhitespaceTokenizer:
+        texts = candidates + references
+        fast = word_ids(list(map(str.lower, texts)) if tokenizer.lowercase else texts)
+        if fast is not None:  # numbered below their count by one sort: the bounded path is faster
+            words, counts = fast
+            distinct, numbers = torch.unique(torch.from_numpy(words), return_inverse=True)
+            ids, split = numbers.numpy(), int(counts[: len(candidates)].sum())
+            return ((ids[:split], counts[: len(candidates)]), (ids[split:], counts[len(candidates):]),
+                    max(len(distinct), 1))
+    tokenized_candidates = tokenizer.tokenize_many(candidates)
+    tokenized_references = tokenizer.tokenize_many(references)
+    vocabulary = Vocabulary(tokenized_candidates)
+    vocabulary.add(tokenized_references)
+    batches = [vocabulary.batch(tokenized, torch.device("cpu")) for tokenized in (tokenized_candidates, tokenized_references)]
+    (candidate_ids, candidate_counts), (reference_ids, reference_counts) = (
+        (batch.ids.numpy(), batch.lengths.numpy()) for batch in batches)
+    return (candidate_ids, candidate_counts), (reference_ids, reference_counts), len(vocabulary)
 
 
 def text_list(items: object, what: str) -> list[str]:
