@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpu_neighbors.kernels.aligned_bleu import check_aligned_weights, sentence_bleu
+from gpu_neighbors.kernels.aligned_bleu import sentence_bleu
 from gpu_neighbors.kernels.aligned_rouge import check_rouge_types, rouge
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
-from gpu_neighbors.kernels.bleu_tables import check_smoothing
+from gpu_neighbors.kernels.bleu_settings import check_setting
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
@@ -27,16 +27,22 @@ from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 class BleuReward:
     """Aligned BLEU as a reward: each completion against the references in the dataset column
     `column` (a string or a list of strings per row; TRL passes every dataset column to reward
-    functions by name)."""
+    functions by name), under any one setting of `sentence_bleu` (one weight tuple)."""
 
     column: str = "reference"
     weights: tuple[float, ...] = BLEU4_WEIGHTS
     smoothing: str = "exp"  # NLTK method3: a short sample missing a 4-gram still gets a gradient
     tokenizer: str | Tokenizer = "whitespace"
+    smooth_value: float | None = None
+    auto_reweigh: bool = False
+    effective_order: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "weights", check_aligned_weights(self.weights))
-        check_smoothing(self.smoothing)
+        setting = check_setting(self.weights, self.smoothing, self.smooth_value, self.auto_reweigh,
+                                self.effective_order)
+        if setting.several:
+            raise ValueError("BleuReward: give one weight tuple (a reward is one number per completion)")
+        object.__setattr__(self, "weights", setting.weights[0])
         object.__setattr__(self, "tokenizer", make_tokenizer(self.tokenizer))
 
 
@@ -102,7 +108,9 @@ class RewardFunction:
                            use_stemmer=setting.use_stemmer, tokenizer=setting.tokenizer)[setting.rouge_type]
             return getattr(scores, setting.measure).tolist()
         return sentence_bleu(completion_texts(completions), references, weights=setting.weights,
-                             smoothing=setting.smoothing, tokenizer=setting.tokenizer).tolist()
+                             smoothing=setting.smoothing, smooth_value=setting.smooth_value,
+                             auto_reweigh=setting.auto_reweigh, effective_order=setting.effective_order,
+                             tokenizer=setting.tokenizer).tolist()
 
 
 def reward_function(

@@ -135,3 +135,26 @@ def test_rouge_reward_equals_rouge_score_multi(huse_texts):
         RougeReward(measure="f1")
     with pytest.raises(ValueError, match="apply to a NeighborsScorer, not to RougeReward"):
         reward_function(RougeReward(), token_ids=True)
+
+
+def test_bleu_reward_takes_the_peers_settings(huse_texts):
+    """sacrebleu's sentence BLEU defaults (exp smoothing, effective order) and NLTK's method7,
+    as the reward: the values sacrebleu and NLTK give; a list of weight tuples is refused."""
+    import sacrebleu
+    from nltk.translate.bleu_score import SmoothingFunction
+    from nltk.translate.bleu_score import sentence_bleu as nltk_sentence_bleu
+
+    completions = huse_texts[:20] + ["a", ""]
+    column = [huse_texts[i + 1] if i % 2 else text for i, text in enumerate(completions)]
+    reward = reward_function(BleuReward(column="ref", smoothing="exp", effective_order=True, tokenizer="13a"))
+    want = [sacrebleu.sentence_bleu(c, [r]).score / 100 for c, r in zip(completions, column)]
+    np.testing.assert_allclose(reward(prompts=[""] * len(completions), completions=completions, ref=column), want,
+                               rtol=0, atol=1e-9)
+    reward = reward_function(BleuReward(column="ref", smoothing="method7", smooth_value=3.0))
+    method7 = SmoothingFunction(k=3.0).method7
+    want = [nltk_sentence_bleu([r.split()], c.split(), smoothing_function=method7) if c else 0.0
+            for c, r in zip(completions, column)]
+    np.testing.assert_allclose(reward(prompts=[""] * len(completions), completions=completions, ref=column), want,
+                               rtol=0, atol=1e-9)
+    with pytest.raises(ValueError, match="one weight tuple"):
+        BleuReward(weights=[(1.0,), (0.5, 0.5)])  # type: ignore[arg-type]
