@@ -14,7 +14,9 @@ from gpu_neighbors._version import __version__
 
 _PUBLIC = {
     "AlignedBleu": "gpu_neighbors.training.metric",
+    "AlignedRouge": "gpu_neighbors.training.metric",
     "BleuReward": "gpu_neighbors.training.rewards",
+    "RougeReward": "gpu_neighbors.training.rewards",
     "CharacterTokenizer": "gpu_neighbors.text.tokenizers",
     "HuggingFaceTokenizer": "gpu_neighbors.text.tokenizers",
     "InputError": "gpu_neighbors.data.errors",
@@ -37,6 +39,7 @@ _PUBLIC = {
     "mbr": "gpu_neighbors.allpairs.mbr",
     "pairs": "gpu_neighbors.allpairs.pairs",
     "reward_function": "gpu_neighbors.training.rewards",
+    "rouge": "gpu_neighbors.kernels.aligned_rouge",
     "self_bleu": "gpu_neighbors.allpairs.self_bleu",
     "sentence_bleu": "gpu_neighbors.kernels.aligned_bleu",
 }
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
     from gpu_neighbors.evaluation.systems import compare_systems, leave_one_out_scale
     from gpu_neighbors.kernels import KERNEL_NAMES
     from gpu_neighbors.kernels.aligned_bleu import corpus_bleu, sentence_bleu
+    from gpu_neighbors.kernels.aligned_rouge import rouge
     from gpu_neighbors.scorer import NeighborsScorer, ScoreError
     from gpu_neighbors.text.tokenizers import (
         CharacterTokenizer,
@@ -63,8 +67,8 @@ if TYPE_CHECKING:
         WhitespaceTokenizer,
         make_tokenizer,
     )
-    from gpu_neighbors.training.metric import AlignedBleu, NeighborsQuality
-    from gpu_neighbors.training.rewards import BleuReward, reward_function
+    from gpu_neighbors.training.metric import AlignedBleu, AlignedRouge, NeighborsQuality
+    from gpu_neighbors.training.rewards import BleuReward, RougeReward, reward_function
 
 
 def __getattr__(name: str) -> Any:

@@ -106,7 +106,7 @@ def _is_range(value: Any) -> bool:
 
 
 def _is_weights(value: Any) -> bool:
-    if not isinstance(value, (tuple, list)) or not 1 <= len(value) <= 4:
+    if not isinstance(value, (tuple, list)) or not len(value) >= 1:
         return False
     non_negative = interval(0)
     return all(non_negative.accepts(weight) for weight in value) and abs(math.fsum(value) - 1) <= 1e-6
@@ -222,7 +222,7 @@ SCORER_PARAMETERS = _table(
               "auto", "auto (CUDA when present), cpu, cuda, cuda:N"),
     Parameter("smoothing", str, instance_of(str, description="a smoothing name"), None,
               "BLEU* smoothing", optional=True, none_means="add1"),
-    Parameter("weights", tuple, Constraint("1 to 4 non-negative weights (n-gram orders 1, 2, ...) summing to 1",
+    Parameter("weights", tuple, Constraint("non-negative weights (n-gram orders 1, 2, ...) summing to 1",
                                            _is_weights), None,
               "bleu kernel: weight per n-gram order from 1, e.g. 0.25,0.25,0.25,0.25 for BLEU-4",
               optional=True, none_means="BLEU*, 0,1/3,1/3,1/3", metavar="W1,W2,..."),

@@ -15,7 +15,7 @@ gives every clipped count of a tile at once (see `ngrams.py`). No exp, log or ro
 device: every factor of a pair's value is gathered from host tables by its lengths and counts
 (`bleu_tables.py`) and multiplied in a fixed order, so a tile is the same bits on every device.
 
-Other `weights` (1 to 4 orders from 1, e.g. BLEU-4's (1/4, 1/4, 1/4, 1/4)) take a general
+Other `weights` (any number of orders from 1, e.g. BLEU-4's (1/4, 1/4, 1/4, 1/4)) take a general
 path on the same stored counts: NLTK's formula (`bleu_sets.bleu_from_counts`) per pair sharing a
 unigram, equal to `sentence_bleu([s], x, weights, smoothing_function)` under every smoothing
 (`none` then keeps NLTK's tiny value, not 0). BLEU* keeps its factorised path below.
@@ -70,7 +70,7 @@ from gpu_neighbors.text.ngrams import NgramFeatures, OrderTable, lookup_sorted, 
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, Tokenizer
 from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary, id_lookup, kept_tokens
 
-MAX_ORDER = 4
+MAX_ORDER = 4  # orders counted at least (BLEU*'s); more where the weights have more
 # BLEU*: BLEU-4 without the unigram precision, the paper's kernel and the default; any other
 # weights take the general path (`weighted_bleu`).
 BLEU_STAR_WEIGHTS = (0.0, 1 / 3, 1 / 3, 1 / 3)
@@ -232,7 +232,7 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
             lengths=torch.cat([part.lengths for part in slices]),
         )
         del slices
-        self.ngrams = NgramFeatures(MAX_ORDER)
+        self.ngrams = NgramFeatures(max(MAX_ORDER, len(self.weights)))
         self._train = self.ngrams.fit(batch, len(self.vocabulary))
         # Row offsets of the training matrices on the host, so cutting a block reads no device.
         self._train_rows = [matrix.crow_indices().cpu().numpy() for matrix in self._train]

@@ -75,6 +75,13 @@ def add_words(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return total.bitwise_and_(WORD_MASK)
 
 
+def lcs_step(v: torch.Tensor, matches: torch.Tensor) -> torch.Tensor:
+    """One step of the bit-parallel LCS: V after a token whose positions in s are `matches`
+    (multiword, [entries, words]): (V + U) | (V - U) with U = V & M (U within V: no borrow)."""
+    u = v & matches
+    return add_words(v, u).bitwise_or_(v - u)
+
+
 def popcount(x: torch.Tensor) -> torch.Tensor:
     """Set bits of each non-negative int64 (SWAR; no step overflows for values below 2**63)."""
     x = x - ((x >> 1) & 0x5555555555555555)
@@ -151,9 +158,7 @@ class RougeKernel(Kernel[PaddedTokens]):
             for lo, hi in zip(step_bounds, step_bounds[1:]):
                 if hi > lo:
                     step_pair = pair[lo:hi]
-                    v = vectors[step_pair]
-                    u = v & masks[lo:hi]
-                    vectors[step_pair] = add_words(v, u).bitwise_or_(v.sub_(u))  # u in v: no borrow
+                    vectors[step_pair] = lcs_step(vectors[step_pair], masks[lo:hi])
         return vectors
 
     def _join(

@@ -1,9 +1,9 @@
 """Reward functions in the form TRL's trainers take (`GRPOTrainer(reward_funcs=...)`, RLOO):
 `f(prompts, completions, **kwargs) -> list[float]`, one finite float per completion.
 
-Two sources: a fitted `NeighborsScorer` (the neighbour estimate, `NeighborsScorer.reward`), or
-`BleuReward`, aligned BLEU of each completion against its own reference(s) from a dataset column
-(`sentence_bleu`). The function is a picklable object whose `__name__` (TRL's metric name,
+Three sources: a fitted `NeighborsScorer` (the neighbour estimate, `NeighborsScorer.reward`), or
+`BleuReward` and `RougeReward`, aligned BLEU or ROUGE of each completion against its own
+reference(s) from a dataset column (`sentence_bleu`, `rouge`). The function is a picklable object whose `__name__` (TRL's metric name,
 `rewards/<name>/mean`) is fixed when it is made.
 """
 from __future__ import annotations
@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpu_neighbors.kernels.aligned_bleu import check_aligned_weights, sentence_bleu
+from gpu_neighbors.kernels.aligned_bleu import sentence_bleu
+from gpu_neighbors.kernels.aligned_rouge import check_rouge_types, rouge
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
-from gpu_neighbors.kernels.bleu_tables import check_smoothing
+from gpu_neighbors.kernels.bleu_settings import check_setting
 from gpu_neighbors.core.neighbours import TensorPrediction
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
@@ -27,23 +28,52 @@ from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 class BleuReward:
     """Aligned BLEU as a reward: each completion against the references in the dataset column
     `column` (a string or a list of strings per row; TRL passes every dataset column to reward
-    functions by name)."""
+    functions by name), under any one setting of `sentence_bleu` (one weight tuple)."""
 
     column: str = "reference"
     weights: tuple[float, ...] = BLEU4_WEIGHTS
     smoothing: str = "exp"  # NLTK method3: a short sample missing a 4-gram still gets a gradient
     tokenizer: str | Tokenizer = "whitespace"
+    smooth_value: float | None = None
+    auto_reweigh: bool = False
+    effective_order: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "weights", check_aligned_weights(self.weights))
-        check_smoothing(self.smoothing)
+        setting = check_setting(self.weights, self.smoothing, self.smooth_value, self.auto_reweigh,
+                                self.effective_order)
+        if setting.several:
+            raise ValueError("BleuReward: give one weight tuple (a reward is one number per completion)")
+        object.__setattr__(self, "weights", setting.weights[0])
         object.__setattr__(self, "tokenizer", make_tokenizer(self.tokenizer))
+
+
+@dataclass(frozen=True)
+class RougeReward:
+    """Aligned ROUGE as a reward (the reward summarization policies are trained on): each
+    completion's `measure` ("fmeasure", "precision" or "recall") of `rouge_type` against the
+    references in the dataset column `column`, as rouge-score's `score_multi`."""
+
+    column: str = "reference"
+    rouge_type: str = "rougeL"
+    measure: str = "fmeasure"
+    use_stemmer: bool = False
+    tokenizer: str | Tokenizer | None = None
+
+    def __post_init__(self) -> None:
+        check_rouge_types([self.rouge_type])
+        if self.measure not in ("fmeasure", "precision", "recall"):
+            raise ValueError(f"measure must be fmeasure, precision or recall, not {self.measure!r}")
+        if self.tokenizer is not None:
+            object.__setattr__(self, "tokenizer", make_tokenizer(self.tokenizer))
+
+
+ReferenceReward = BleuReward | RougeReward
 
 
 class RewardFunction:
     """A TRL reward function (see `reward_function`)."""
 
-    def __init__(self, source: NeighborsScorer | BleuReward, name: str, undefined: float | None,
+    def __init__(self, source: NeighborsScorer | ReferenceReward, name: str, undefined: float | None,
                  subsample: float | None, seed: int, token_ids: bool, outside: float | None = None) -> None:
         self.source = source
         self.__name__ = name
@@ -58,8 +88,8 @@ class RewardFunction:
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Sequence[int]]
                  | None = None, **kwargs: Any) -> list[float]:
-        if isinstance(self.source, BleuReward):
-            return self._bleu(self.source, completions, kwargs)
+        if isinstance(self.source, (BleuReward, RougeReward)):
+            return self._aligned(self.source, completions, kwargs)
         scorer = self.source
         if self.token_ids:
             if completion_ids is None:
@@ -75,13 +105,19 @@ class RewardFunction:
                 log_metric(f"{self.__name__}/{metric}", value)
         return rewards.tolist()
 
-    def _bleu(self, setting: BleuReward, completions: Sequence[Any], columns: Mapping[str, Any]) -> list[float]:
+    def _aligned(self, setting: ReferenceReward, completions: Sequence[Any], columns: Mapping[str, Any]) -> list[float]:
         if setting.column not in columns:
             raise ValueError(f"{self.__name__}: the dataset has no column {setting.column!r} with the references "
                              f"(columns passed: {', '.join(sorted(columns)) or 'none'})")
         references = [self._references(item, setting.column, row) for row, item in enumerate(columns[setting.column])]
+        if isinstance(setting, RougeReward):
+            scores = rouge(completion_texts(completions), references, rouge_types=[setting.rouge_type],
+                           use_stemmer=setting.use_stemmer, tokenizer=setting.tokenizer)[setting.rouge_type]
+            return getattr(scores, setting.measure).tolist()
         return sentence_bleu(completion_texts(completions), references, weights=setting.weights,
-                             smoothing=setting.smoothing, tokenizer=setting.tokenizer).tolist()
+                             smoothing=setting.smoothing, smooth_value=setting.smooth_value,
+                             auto_reweigh=setting.auto_reweigh, effective_order=setting.effective_order,
+                             tokenizer=setting.tokenizer).tolist()
 
 
     def _references(self, item: Any, column: str, row: int) -> list[str]:
@@ -99,7 +135,7 @@ def _shown(item: Any) -> str:
 
 
 def reward_function(
-    source: NeighborsScorer | BleuReward,
+    source: NeighborsScorer | ReferenceReward,
     *,
     name: str | None = None,
     undefined: float | None = None,
@@ -116,18 +152,21 @@ def reward_function(
     see `NeighborsScorer.reward`), and `subsample` scores each call against a fresh random
     fraction of the training set. `token_ids=True` scores the trainer's `completion_ids` with no
     decoding (`predict_ids`): only when the scorer's Hugging Face tokenizer is the policy's.
-    `name` (default "neighbors" or "bleu") is TRL's `rewards/<name>/mean`. A completion outside
-    the scorer's training distribution (word salad, repetition, another domain) is rewarded
-    `outside` (default: the low end of its interval, the score range's minimum), and where the
-    trainer passes TRL's `log_metric`, every call logs `<name>/outside` (the share of such
-    completions) and `<name>/nearest` (their mean similarity to the nearest training text).
+    `name` (default "neighbors", "bleu" or "rouge") is TRL's `rewards/<name>/mean`. A completion
+    outside the scorer's training distribution (word salad, repetition, another domain) is
+    rewarded `outside` (default: the low end of its interval, the score range's minimum), and
+    where the trainer passes TRL's `log_metric`, every call logs `<name>/outside` (the share of
+    such completions) and `<name>/nearest` (their mean similarity to the nearest training text).
     """
-    if isinstance(source, BleuReward):
+    if isinstance(source, (BleuReward, RougeReward)):
         if undefined is not None or subsample is not None or token_ids or outside is not None:
-            raise ValueError("undefined, subsample, token_ids and outside apply to a NeighborsScorer, not to BleuReward")
-        return RewardFunction(source, name or "bleu", None, None, seed, False)
+            raise ValueError(f"undefined, subsample, token_ids and outside apply to a NeighborsScorer, not to "
+                             f"{type(source).__name__}")
+        return RewardFunction(source, name or ("bleu" if isinstance(source, BleuReward) else "rouge"), None, None,
+                              seed, False)
     if not isinstance(source, NeighborsScorer):
-        raise TypeError(f"reward_function takes a fitted NeighborsScorer or a BleuReward, not {type(source).__name__}")
+        raise TypeError(f"reward_function takes a fitted NeighborsScorer, a BleuReward or a RougeReward, not "
+                        f"{type(source).__name__}")
     source._check_fitted()
     if token_ids:
         source.kernel_.check_ids()

@@ -208,7 +208,7 @@ def test_clear_errors():
     with pytest.raises(ValueError, match="integer tensor"):
         gpu_neighbors.sentence_bleu(torch.zeros((2, 3)), torch.zeros((2, 3), dtype=torch.long))
     with pytest.raises(ValueError, match="smoothing must be one of"):
-        gpu_neighbors.sentence_bleu(["a"], ["a"], smoothing="floor")
+        gpu_neighbors.sentence_bleu(["a"], ["a"], smoothing="method8")
     with pytest.raises(TypeError, match="references: expected a list"):
         gpu_neighbors.sentence_bleu(["a"], (text for text in ["a"]))
     with pytest.raises(TypeError, match=r"candidates: expected a list of strings \(or token ids: a tensor\)"):

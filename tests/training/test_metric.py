@@ -198,3 +198,32 @@ def test_aligned_bleu_on_token_ids_takes_the_vocabulary_size():
         assert results[0][key].item() == results[1][key].item()
     with pytest.raises(RuntimeError):
         gpu_neighbors.AlignedBleu(vocab_size=10).update(candidates, references)
+
+
+def test_aligned_rouge_over_ranks_equals_rouge_score(huse_texts):
+    """AlignedRouge on two simulated ranks (uneven batches) reports the mean of rouge-score's
+    score_multi over every sample, under torchmetrics' ROUGEScore keys, as one process would."""
+    from rouge_score import rouge_scorer
+
+    types = ["rouge1", "rouge2", "rougeL", "rougeLsum"]
+    candidates = huse_texts[:60] + ["", "A b.\nC d"]
+    references = [[huse_texts[(i + 1) % 60], text.replace(" ", "\n", 2)] if i % 2 else [text[: len(text) // 2]]
+                  for i, text in enumerate(candidates)]
+    scorer = rouge_scorer.RougeScorer(types, use_stemmer=True)
+    scores = [scorer.score_multi(refs, candidate) for candidate, refs in zip(candidates, references)]
+    group = SimulatedGroup()
+    ranks = [gpu_neighbors.AlignedRouge(use_stemmer=True, dist_sync_fn=group.gather,
+                                        distributed_available_fn=lambda: True) for _ in range(2)]
+    group.ranks = ranks
+    for index, first in enumerate(range(0, len(candidates), 11)):
+        ranks[int(index >= 4)].update(candidates[first:first + 11], references[first:first + 11])
+    for rank in ranks:
+        got = rank.compute()
+        assert got["count"].item() == len(candidates)
+        for name in types:
+            for field in ("precision", "recall", "fmeasure"):
+                want = np.mean([getattr(score[name], field) for score in scores])
+                assert got[f"{name}_{field}"].item() == pytest.approx(want, abs=1e-12)
+    ids = gpu_neighbors.AlignedRouge(rouge_types=["rougeL"], vocab_size=50)
+    ids.update(torch.tensor([[1, 2, 3, 4]]), torch.tensor([[1, 3, 4, 9]]))
+    assert ids.compute()["rougeL_fmeasure"].item() == 0.75
