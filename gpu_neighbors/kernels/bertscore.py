@@ -291,6 +291,19 @@ class BertScoreKernel(HostTensors, Kernel[TokenEmbeddings]):
         return not self.rescale  # rescaled F can fall below 0
 
     @property
+    def similarity_error(self) -> float:
+        """The matching stage's bound: a cosine of unit vectors over `hidden` dimensions summed
+        in float32 in any order is within (hidden + 2) 2^-24; in a format of p significand bits
+        the rounding of both vectors and of the cosine add 3u + 3u^2 + u^3 (u = 2^-p). P and R
+        (weighted means of maxima) move no more, F = 2PR/(P+R) at most twice that, and rescaling
+        stretches it by 1/|1 - b|. Not covered: the forward pass on another device's kernels,
+        which no closed form bounds (the GPU check measures it)."""
+        u = torch.finfo(self.match_dtype).eps / 2  # 2^-p
+        rounding = 0.0 if self.match_dtype == torch.float32 else 3 * u + 3 * u * u + u**3
+        cosine = (self.model.config.hidden_size + 2) * 2.0**-24 + rounding
+        return 2 * cosine / (abs(1.0 - self.baseline) if self.baseline is not None else 1.0)
+
+    @property
     def depends_on_training_set(self) -> bool:
         return self.idf or self.baseline_source.startswith("estimated")
 

@@ -225,6 +225,9 @@ class MeteorKernel(Kernel[MeteorBatch]):
 
     name = "meteor"
     default_tau = 0.18
+    # NLTK's formula on integer counts: 8 roundings and one pow (libm's, within 1 ulp) of values
+    # <= 1 at most, so within 16 ulps of 1 of the exact value.
+    SIMILARITY_ERROR = 2.0**-48
 
     def __init__(
         self,
