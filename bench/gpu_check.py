@@ -1,5 +1,6 @@
-"""The CUDA check, in steps ordered by what matters most, each sized to finish within 8 minutes
-on 16 cores and each writing its result before the next starts: `collect` (every test module
+"""The CUDA check, in steps ordered by what matters most, each capped at 8 minutes (the suite
+takes 13.5 min serial on 2 loaded cores here, so on 16 cores it runs on xdist workers) and each
+writing its result before the next starts: `collect` (every test module
 imports; nothing is left out), `parity` of every kernel and estimator between the CPU and a
 device (with `predict_ids` and rewards under `set_sync_debug_mode("error")`), `tests` (the suite
 on that device), `bench` (the benchmarks there).

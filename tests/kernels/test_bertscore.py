@@ -194,7 +194,8 @@ def test_scorer_predictions_identical_for_any_chunk_size(huse_texts, huse_scores
 
 
 def test_default_layer_comes_from_bert_score():
-    assert default_layer("roberta-large") == bert_score_utils().model2layers["roberta-large"] == 17
+    expected = bert_score_utils().model2layers["roberta-large"]
+    assert default_layer("roberta-large") == expected == 17
     with pytest.raises(ValueError, match="no default layer.*layer"):
         default_layer(MODEL_PATH)
 

@@ -1,6 +1,7 @@
 """Ray Data scoring: a local Ray with 2 CPUs gives, row for row, what one process gives."""
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -90,6 +91,8 @@ def test_the_actor_loads_the_fitted_scorer_without_refitting(local_ray, scorer, 
     assert loaded.kernel_.device == torch.device("cpu") and loaded.signature == scorer.signature
 
 
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray (the [ray] extra) is not installed: "
+                    "score_dataset says so before it reads its arguments")
 def test_bad_arguments_fail_before_any_ray_work(scorer):
     with pytest.raises(RuntimeError, match="not fitted"):
         score_dataset(None, NeighborsScorer())
