@@ -202,6 +202,10 @@ class EncodedIds:
 class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
     name = "bleu"
     default_tau = 0.08
+    # A product of at most 9 table factors (each within 2 ulps of its exact power: portable exp
+    # and log) and divisions, each rounded once, on a value <= 1: within 32 ulps of 1, bounded
+    # again by 2x for another order of the same operations.
+    SIMILARITY_ERROR = 2.0**-46
     supports_ids = True
 
     def __init__(

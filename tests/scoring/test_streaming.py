@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import importlib.util
 import json
 import os
 import random
@@ -368,6 +369,8 @@ def test_with_workers_a_bad_record_still_keeps_every_row_before_it(tmp_path, tra
     assert read_rows(Path(f"{output}.partial")) == expected[:200]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray (the [ray] extra) is not installed: "
+                    "--ray says so before it reads the other options")
 def test_workers_are_refused_with_ray_which_has_its_own(tmp_path, train_file, candidates, capsys):
     source = write_candidates(tmp_path / "c.jsonl", candidates[:20])
     output = tmp_path / "out.jsonl"
