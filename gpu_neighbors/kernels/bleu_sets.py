@@ -144,7 +144,7 @@ def shared_matches(batch: TokenBatch, vocab_size: int, orders: int) -> torch.Ten
         torch.ne(keys[1:], keys[:-1], out=new_gram[1:])
         gram_of = torch.cumsum(new_gram, 0) - 1
         grams = torch.full_like(batch.ids, -1)
-        grams.index_copy_(0, where.index_select(0, permutation), gram_of)
+        grams.scatter_(0, where.index_select(0, permutation), gram_of)  # distinct positions
         bound = int(gram_of[-1]) + 1 if gram_of.numel() else 1
         if not ordered.numel():
             continue
