@@ -414,7 +414,9 @@ def pack_ids(
     if reference_counts is None:
         valid = torch.ones((rows, slots), dtype=torch.bool, device=candidates.device)
     else:
-        valid = torch.arange(slots, device=candidates.device)[None, :] < reference_counts[:, None].to(candidates.device)
+        if reference_counts.device != candidates.device:  # a copy that waits: only from elsewhere
+            reference_counts = reference_counts.to(candidates.device)
+        valid = torch.arange(slots, device=candidates.device)[None, :] < reference_counts[:, None]
     for tensor in (references, attention_mask, reference_mask):
         if tensor is not None and tensor.device != candidates.device:
             raise ValueError(f"every tensor must be on the candidates' device {candidates.device}, "
