@@ -79,6 +79,13 @@ def measure(shapes=SHAPES, repeats: int = 3) -> dict:
         assert torch.equal(unbounded, ours)
         unbounded_seconds = best_of(repeats, lambda: gpu_neighbors.sentence_bleu(
             candidates, references, smoothing="epsilon"))
+        # The text path on the same tokens (each id written as a word): tokenizing and numbering
+        # the words is its extra cost over the ids.
+        texts = [" ".join(map(str, row)) for row in candidates.tolist()]
+        reference_texts = [" ".join(map(str, row)) for row in references.tolist()]
+        assert torch.equal(gpu_neighbors.sentence_bleu(texts, reference_texts, smoothing="epsilon"), ours)
+        text_seconds = best_of(repeats, lambda: gpu_neighbors.sentence_bleu(texts, reference_texts,
+                                                                            smoothing="epsilon"))
         sample = min(PEER_ROWS, batch)
         lists = [(c.tolist(), r.tolist()) for c, r in zip(candidates[:sample], references[:sample])]
         start = time.perf_counter()
@@ -93,7 +100,8 @@ def measure(shapes=SHAPES, repeats: int = 3) -> dict:
         sacrebleu_seconds = (time.perf_counter() - start) / sample * batch
         row = {
             "batch": batch, "length": length, "ours_seconds": ours_seconds,
-            "ours_without_vocab_size_seconds": unbounded_seconds,
+            "ours_without_vocab_size_seconds": unbounded_seconds, "ours_text_seconds": text_seconds,
+            "ratio_text_to_ids": text_seconds / unbounded_seconds,
             "nltk_seconds": nltk_seconds, "sacrebleu_seconds": sacrebleu_seconds,
             "ratio_nltk": nltk_seconds / ours_seconds, "ratio_sacrebleu": sacrebleu_seconds / ours_seconds,
             "max_abs_difference_nltk": float(np.abs(ours[:sample].numpy() - np.array(nltk)).max()),
@@ -112,10 +120,11 @@ def measure(shapes=SHAPES, repeats: int = 3) -> dict:
 
 def section(result: dict) -> list[str]:
     lines = [
-        "| batch x tokens | ours (s) | ours without vocab_size (s) | NLTK (s, extrapolated) | x NLTK "
+        "| batch x tokens | ours (s) | ours without vocab_size (s) | ours on texts (s) | texts / ids "
+        "| NLTK (s, extrapolated) | x NLTK "
         "| sacrebleu (s, extrapolated) | x sacrebleu | TensorBLEU on the CPU (s) | x TensorBLEU "
         "| max abs diff vs NLTK | vs TensorBLEU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         tensor = (f"{row['tensorbleu_seconds']:.4f} | {row['ratio_tensorbleu']:.1f}x" if "tensorbleu_seconds" in row
@@ -123,7 +132,8 @@ def section(result: dict) -> list[str]:
         difference = f"{row['max_abs_difference_tensorbleu']:.1e}" if "tensorbleu_seconds" in row else "-"
         lines.append(
             f"| {row['batch']} x {row['length']:,} | {row['ours_seconds']:.4f} | "
-            f"{row['ours_without_vocab_size_seconds']:.4f} | {row['nltk_seconds']:.3f} | "
+            f"{row['ours_without_vocab_size_seconds']:.4f} | {row['ours_text_seconds']:.4f} | "
+            f"{row['ratio_text_to_ids']:.2f}x | {row['nltk_seconds']:.3f} | "
             f"{row['ratio_nltk']:.1f}x | {row['sacrebleu_seconds']:.3f} | {row['ratio_sacrebleu']:.1f}x | {tensor} | "
             f"{row['max_abs_difference_nltk']:.1e} | {difference} |"
         )

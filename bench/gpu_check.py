@@ -1,41 +1,53 @@
-"""The CUDA check, in steps that each fit one call of a device machine: parity of every kernel
-between the CPU and a device (with the sync-free token-id path), the test suite on that device,
-and the benchmarks there.
+"""The CUDA check, in steps ordered by what matters most, each capped at 8 minutes (the suite
+takes 13.5 min serial on 2 loaded cores here, so on 16 cores it runs on xdist workers) and each
+writing its result before the next starts: `collect` (every test module
+imports; nothing is left out), `parity` of every kernel and estimator between the CPU and a
+device (with `predict_ids` and rewards under `set_sync_debug_mode("error")`), `tests` (the suite
+on that device), `bench` (the benchmarks there).
 
-    python bench/gpu_check.py parity [--device cuda]
-    python bench/gpu_check.py tests [--device cuda] [--pytest-args "tests/kernels"]
-    python bench/gpu_check.py bench [--device cuda] [--quick] [--skip-scale]
+    python bench/gpu_check.py collect parity tests bench --device cuda --budget 560
+    python bench/gpu_check.py all                                  (the same four)
+    python bench/gpu_check.py tests --pytest-args "tests/kernels -x"  (or --pytest-args=...)
 
 `bash scripts/gpu_check.sh STEP ...` runs it on a bare machine from what `bash
-scripts/gpu_check.sh prepare` packed into `.gpu/` (see that script). Each step writes its
-result before it returns, to one folder (`$OUT` when set, else `out/gpu/`): `STEP.json` and
-`STEP.md`, with `pytest.log` or `results.md` and `bench.log`; nothing else goes there (the
-random model is written to a temporary folder), and a log is cut to its last 4 MiB. Every read
-happens inside the step's guard: a failure is written as the step's result, never lost. A step
-that runs a child (tests, bench) stops it at `--timeout` seconds (540 by default, under the
-10 minutes of one device call) and reports so.
+scripts/gpu_check.sh prepare` packed into `.gpu/` (see that script). Results go to one folder
+(`$OUT` when set, else `out/gpu/`), at most 7 files, none over 4 MiB (a device call brings
+back 8 files of 16 MiB): `check.json` and `check.md` (every step run so far, rewritten after
+each), `junit.xml`, `failures.md` (each failure appended as it happens, so a run cut off still
+names what failed) and `pytest.log` from `tests`, `results.md` and `bench.log` from `bench`
+(each benchmark's result is a `result:` line of the log as it finishes). The random model goes
+to a temporary folder. Every read happens inside the step's guard: a failure is written as the
+step's result, never lost. A step that runs a child (collect, tests, bench) stops it at
+`--timeout` seconds (480) or when `--budget` (seconds for the whole run) would be passed:
+first with SIGINT, so pytest still writes its JUnit XML and summary, then with SIGKILL.
 
 BERTScore needs a model. The MiniLM weights (90 MB) do not travel, so the check builds the same
 architecture from its small `config.json` with seeded random weights: similarities and speed do
 not depend on the weights being trained, and parity against the CPU holds for any weights.
 
-What must agree: BLEU*, ROUGE-L and METEOR similarities and estimates bit-identical to the CPU's;
-BERTScore F within `TOLERANCE` of the CPU's float32 F. For float16 and bfloat16 the tolerance is
-derived from the format's unit roundoff u = 2^-p (p significand bits: 11 and 8) by
+What must agree: BLEU*, ROUGE-L, METEOR and TF-IDF similarities and estimates bit-identical to
+the CPU's; BERTScore F within `TOLERANCE` of the CPU's float32 F. For float16 and bfloat16 the
+tolerance is derived from the format's unit roundoff u = 2^-p (p significand bits: 11 and 8) by
 `matching_bound`; for float32 it is 1e-5 (the forward pass summed in another order).
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import math
 import os
 import platform
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
+import xml.etree.ElementTree as ElementTree
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,13 +55,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-STEPS = ("parity", "tests", "bench")
+STEPS = ("collect", "parity", "tests", "bench")  # also the order of `all`: what matters most first
 EXACT_KERNELS = ("bleu", "rouge", "meteor", "tfidf")
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
                "special_tokens_map.json")
 SIGNIFICAND_BITS = {"float16": 11, "bfloat16": 8}
 LOG_LIMIT = 4 << 20  # bytes of a log kept in the output folder (files back: 16 MiB each at most)
 OUT_FILE_LIMIT = 16 << 20
+OUT_FILES = 8  # files a device call brings back
+STEP_SECONDS = 480.0  # each step's cap: 8 minutes, inside one device call's 10
+INTERRUPT_GRACE = 45.0  # seconds a child has after SIGINT to write its report before SIGKILL
+BUDGET_MARGIN = 20.0  # seconds kept back from --budget for writing the results
 
 
 def matching_bound(bits: int) -> float:
@@ -131,7 +147,8 @@ def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
 
     texts, scores = texts_and_scores(200)  # the HUSE set: 120 training texts, 80 candidates
     train, train_scores, candidates = texts[:120], scores[:120], texts[120:]
-    estimators = {"threshold": Threshold.paper(), "topk": "topk", "ridge": "ridge"}
+    estimators = {"threshold": Threshold.paper(), "threshold_tuned": Threshold(tuning="always"),
+                  "topk": "topk", "ridge": "ridge"}
     settings: list[tuple[str, dict[str, Any], str, str]] = [
         (name, {}, "exact", estimator) for name in EXACT_KERNELS for estimator in estimators]
     # Raw F (no rescaling): the tolerances are on BERTScore itself, not on F stretched by 1/(1-b).
@@ -159,6 +176,8 @@ def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
                     row[f"{name}_identical"] = bool(
                         np.array_equal(first.scores, second.scores, equal_nan=True)
                         and np.array_equal(first.num_neighbors, second.num_neighbors)
+                        and np.array_equal(first.nearest, second.nearest)
+                        and np.array_equal(first.outside, second.outside)
                         and (first.low is None or (np.array_equal(first.low, second.low, equal_nan=True)
                                                    and np.array_equal(first.high, second.high, equal_nan=True))))
                 row["passed"] = all(value for key, value in row.items() if key.endswith("_identical"))
@@ -175,8 +194,9 @@ def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
 
 
 def ids_without_sync(device: str, model: Path) -> dict[str, Any]:
-    """`predict_ids` on token ids already on the device, after a first call that builds the id
-    tables: on CUDA with `set_sync_debug_mode("error")`, any host sync raises."""
+    """`predict_ids` and `reward` (whole and subsampled) on token ids already on the device,
+    after first calls that build the id tables and the subset stream: on CUDA with
+    `set_sync_debug_mode("error")`, any host sync raises, and the result names the call."""
     import torch
     from transformers import AutoTokenizer
 
@@ -192,27 +212,38 @@ def ids_without_sync(device: str, model: Path) -> dict[str, Any]:
     batch = AutoTokenizer.from_pretrained(model, local_files_only=True)(
         texts[136:200], padding=True, return_tensors="pt")
     ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
-    scorer.predict_ids(ids, mask)  # builds the tables (allowed to sync)
-    result: dict[str, Any] = {"device": device}
+    calls: dict[str, Callable[[], Any]] = {
+        "predict_ids": lambda: scorer.predict_ids(ids, mask),
+        "reward": lambda: scorer.reward(ids, attention_mask=mask),
+        "reward_subsampled": lambda: scorer.reward(ids, attention_mask=mask, subsample=0.5),
+    }
+    for call in calls.values():  # builds the tables (allowed to sync)
+        call()
+    result: dict[str, Any] = {"device": device, "checked_sync": device.startswith("cuda")}
+    outputs = {}
     try:
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-            torch.cuda.set_sync_debug_mode("error")
-        started = time.perf_counter()
-        prediction = scorer.predict_ids(ids, mask)
-        if device.startswith("cuda"):
-            torch.cuda.set_sync_debug_mode(0)
-            torch.cuda.synchronize()
-        result["seconds"] = time.perf_counter() - started
-        expected = scorer.predict(AutoTokenizer.from_pretrained(model, local_files_only=True)
-                                  .batch_decode(batch["input_ids"], skip_special_tokens=True))
-        result["equals_text_path"] = bool(
-            torch.equal(prediction.num_neighbors.cpu(), torch.as_tensor(expected.num_neighbors)))
-        result["checked_sync"] = device.startswith("cuda")
-        result["passed"] = result["equals_text_path"]
+        for name, call in calls.items():
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+                torch.cuda.set_sync_debug_mode("error")
+            started = time.perf_counter()
+            try:
+                outputs[name] = call()
+            except Exception as error:  # the call that synchronised (or broke), named
+                traceback.print_exc()
+                return {**result, "passed": False, "error": f"{name}: {type(error).__name__}: {error}"}
+            if device.startswith("cuda"):
+                torch.cuda.set_sync_debug_mode(0)
+                torch.cuda.synchronize()
+            result[f"{name}_seconds"] = time.perf_counter() - started
     finally:
         if device.startswith("cuda"):
             torch.cuda.set_sync_debug_mode(0)
+    expected = scorer.predict(AutoTokenizer.from_pretrained(model, local_files_only=True)
+                              .batch_decode(batch["input_ids"], skip_special_tokens=True))
+    result["equals_text_path"] = bool(
+        torch.equal(outputs["predict_ids"].num_neighbors.cpu(), torch.as_tensor(expected.num_neighbors)))
+    result["passed"] = result["equals_text_path"]
     return result
 
 
@@ -223,6 +254,7 @@ def environment_info(device: str) -> dict[str, Any]:
     from gpu_neighbors.kernels import wordnet
     from huse import HUSE
 
+    pack_log = Path(os.environ.get("GPU_CHECK_PACK_LOG", ROOT / "nowhere"))
     return {
         "device": device,
         "device_name": torch.cuda.get_device_name(device) if device.startswith("cuda") else platform.processor() or "cpu",
@@ -232,6 +264,8 @@ def environment_info(device: str) -> dict[str, Any]:
         "data": str(HUSE),
         "model_files": str(model_source()),
         "wordnet_dictionary": str(wordnet.find_dictionary()),
+        "xdist": bool(importlib.util.find_spec("xdist")),
+        "pack": pack_log.read_text(encoding="utf-8").splitlines() if pack_log.is_file() else ["(no pack log)"],
     }
 
 
@@ -248,32 +282,87 @@ def parity_step(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
 
 def run_logged(command: list[str], log: Path, environment: dict[str, str], timeout: float) -> dict[str, Any]:
-    """Runs `command` with its output to a temporary log, stopped at `timeout` seconds; the
-    log's last LOG_LIMIT bytes are copied to `log`."""
+    """Runs `command` in its own process group with its output to a temporary log; at `timeout`
+    seconds the group gets SIGINT (pytest then writes its JUnit XML and summary; xdist's
+    workers stop too), and SIGKILL if it has not ended INTERRUPT_GRACE seconds later. The log's
+    last LOG_LIMIT bytes are copied to `log`."""
     started = time.perf_counter()
+    timed_out = False
     with tempfile.NamedTemporaryFile("w+b", suffix=".log") as handle:
+        child = subprocess.Popen(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, env=environment,
+                                 start_new_session=True)
         try:
-            code: int | None = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
-                                              env=environment, timeout=timeout).returncode
+            child.wait(timeout=max(timeout, 1.0))
         except subprocess.TimeoutExpired:
-            code = None
+            timed_out = True
+            os.killpg(child.pid, signal.SIGINT)
+            try:
+                child.wait(timeout=INTERRUPT_GRACE)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
         size = handle.seek(0, os.SEEK_END)
         handle.seek(max(0, size - LOG_LIMIT))
         log.write_bytes(handle.read())
     tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or [""]
-    return {"command": " ".join(command), "exit": code, "timed_out": code is None,
-            "seconds": time.perf_counter() - started, "last_line": tail[0], "passed": code == 0}
+    return {"command": shlex.join(command), "exit": child.returncode, "timed_out": timed_out,
+            "seconds": time.perf_counter() - started, "last_line": tail[0],
+            "passed": child.returncode == 0 and not timed_out}
 
 
 def child_environment(device: str, model: Path) -> dict[str, str]:
+    python_path = os.pathsep.join(filter(None, [str(ROOT / "bench"), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "GPU_NEIGHBORS_TEST_DEVICE": device, "GPU_NEIGHBORS_TEST_MODEL": str(model),
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": python_path}
+
+
+def pytest_command(args: argparse.Namespace, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *extra, *shlex.split(args.pytest_args)]
+
+
+def collect_step(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """Every test module imports and every test is collected: a module that fails to import
+    (a missing package) is an error here, where a test that needs an optional package absent
+    from this environment skips itself, with the reason, when it runs."""
+    model = random_model()
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "collect.log"
+        result = run_logged(pytest_command(args, "--collect-only", "-q"), log, child_environment(args.device, model),
+                            args.step_timeout)
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    result["collected"] = sum("::" in line for line in lines)
+    result["errors"] = [line for line in lines if line.startswith("ERROR ")]
+    result["passed"] = result["passed"] and not result["errors"] and result["collected"] > 0
+    return result
+
+
+def junit_summary(path: Path) -> dict[str, Any]:
+    """Counts of the JUnit XML that pytest wrote, and every skip reason with its count."""
+    if not path.exists():
+        return {"junit": "not written (the run was killed before pytest could write it)"}
+    suite = ElementTree.parse(path).getroot()
+    suite = suite.find("testsuite") if suite.tag == "testsuites" else suite
+    assert suite is not None, f"{path}: no testsuite element"
+    skips = Counter(element.get("message", "") for element in suite.iter("skipped"))
+    counts = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
+    return {**counts, "seconds_in_pytest": float(suite.get("time", 0)), "skip_reasons": dict(skips.most_common())}
 
 
 def tests_step(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """The suite on the device, with xdist's workers where it is installed; JUnit XML at the
+    end (also when interrupted) and each failure appended to failures.md as it happens
+    (bench/gpu_check_plugin.py)."""
     model = random_model()
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args.pytest_args.split()]
-    return run_logged(command, out / "pytest.log", child_environment(args.device, model), args.timeout)
+    failures = out / "failures.md"
+    failures.write_text("# Failures of the tests step, in the order they happened\n\n", encoding="utf-8")
+    workers = ["-n", str(args.workers)] if args.workers > 0 and importlib.util.find_spec("xdist") else []
+    command = pytest_command(args, "-q", "-rfE", "-p", "gpu_check_plugin", f"--junitxml={out / 'junit.xml'}",
+                             *workers)
+    environment = {**child_environment(args.device, model), "GPU_CHECK_FAILURES": str(failures)}
+    result = run_logged(command, out / "pytest.log", environment, args.step_timeout)
+    failed = [line.removeprefix("## ").strip() for line in failures.read_text(encoding="utf-8").splitlines()
+              if line.startswith("## ")]
+    return {**result, **junit_summary(out / "junit.xml"), "failed": failed}
 
 
 def bench_step(args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -281,18 +370,29 @@ def bench_step(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as figures:  # PNGs stay behind: few files come back
         command = [sys.executable, "bench/run_all.py", "--output", str(out / "results.md"), "--figures", figures,
                    *(["--quick"] if args.quick else []), *(["--skip-scale"] if args.skip_scale else [])]
-        return run_logged(command, out / "bench.log", child_environment(args.device, model), args.timeout)
+        return run_logged(command, out / "bench.log", child_environment(args.device, model), args.step_timeout)
 
 
-def summary_page(step: str, device: str, result: dict[str, Any]) -> str:
-    lines = [f"# GPU check: {step}", "", f"Written by `python bench/gpu_check.py {step} --device {device}`.", "",
-             f"passed: **{result.get('passed')}**", "", "| | |", "|---|---|"]
-    lines += [f"| {key} | {value} |" for key, value in result.get("environment", {}).items()]
+def step_section(step: str, result: dict[str, Any]) -> list[str]:
+    lines = [f"## {step}: {'passed' if result.get('passed') else 'FAILED'} ({result.get('step_seconds', 0):.0f} s)", ""]
     if "error" in result:
-        lines += ["", f"error: {result['error']}"]
+        lines += [f"error: {result['error']}", ""]
+    if "command" in result:
+        lines += [f"`{result['command']}`: exit {result['exit']} (timed out: {result['timed_out']}) in "
+                  f"{result['seconds']:.0f} s; {result['last_line']}", ""]
+    if "collected" in result:
+        lines += [f"collected: {result['collected']}; collection errors: {len(result['errors'])}", "",
+                  *(f"- {line}" for line in result["errors"]), ""]
+    if "tests" in result:
+        lines += [f"tests {result['tests']}, failures {result['failures']}, errors {result['errors']}, "
+                  f"skipped {result['skipped']}", "", "Skipped, by reason:", "",
+                  *(f"- {count} x {reason}" for reason, count in result["skip_reasons"].items()), ""]
+    elif "junit" in result:
+        lines += [f"JUnit XML: {result['junit']}", ""]
+    if result.get("failed"):
+        lines += ["Failed (failures.md has each one's report):", "", *(f"- {name}" for name in result["failed"]), ""]
     if "parity" in result:
-        lines += ["", "## Kernel parity, CPU against the device", "",
-                  "| kernel | precision | estimator | max abs difference | tolerance | passed | detail |",
+        lines += ["| kernel | precision | estimator | max abs difference | tolerance | passed | detail |",
                   "|---|---|---|---:|---:|---|---|"]
         for row in result["parity"]:
             detail = row.get("error") or ", ".join(f"{key}={value}" for key, value in row.items()
@@ -301,18 +401,28 @@ def summary_page(step: str, device: str, result: dict[str, Any]) -> str:
                          f"| {row.get('similarity_max_difference', '-')} "
                          f"| {row.get('tolerance', 'identical')} | {row['passed']} | {detail} |")
         ids = result["ids"]
-        lines += ["", "## Token ids without a host sync", "",
-                  f"passed: {ids.get('passed')}; sync checked: {ids.get('checked_sync')}; {ids.get('error', '')}"]
-    if "command" in result:
-        lines += ["", f"`{result['command']}`: exit {result['exit']} (timed out: {result['timed_out']}) in "
-                  f"{result['seconds']:.0f} s; {result['last_line']}"]
+        lines += ["", f"Token ids without a host sync (predict_ids, reward, reward with subsample): passed "
+                  f"{ids.get('passed')}; sync checked: {ids.get('checked_sync')}; "
+                  f"{ids.get('error', '')}", ""]
+    return lines
+
+
+def summary_page(device: str, results: dict[str, Any]) -> str:
+    environment = next((result["environment"] for result in results.values() if "environment" in result), {})
+    lines = ["# GPU check", "", f"Written by `python bench/gpu_check.py ... --device {device}`.", "", "| | |", "|---|---|"]
+    lines += [f"| {key} | {value} |" for key, value in environment.items() if key != "pack"]
+    lines += ["", "What the pack installed (scripts/gpu_check.sh):", "",
+              *(f"- {line}" for line in environment.get("pack", [])), ""]
+    for step, result in results.items():
+        lines += step_section(step, result)
     return "\n".join(lines) + "\n"
 
 
 def run_step(step: str, args: argparse.Namespace) -> bool:
-    """One step inside its guard; its result is written before this returns."""
+    """One step inside its guard; its result is added to check.json and check.md before this
+    returns."""
     steps: dict[str, Callable[[argparse.Namespace, Path], dict[str, Any]]] = {
-        "parity": parity_step, "tests": tests_step, "bench": bench_step}
+        "collect": collect_step, "parity": parity_step, "tests": tests_step, "bench": bench_step}
     out = output_folder()
     started = time.perf_counter()
     try:
@@ -321,25 +431,60 @@ def run_step(step: str, args: argparse.Namespace) -> bool:
         traceback.print_exc()
         result = {"passed": False, "error": f"{type(error).__name__}: {error}"}
     result["step_seconds"] = time.perf_counter() - started
-    (out / f"{step}.json").write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
-    (out / f"{step}.md").write_text(summary_page(step, args.device, result), encoding="utf-8")
-    too_big = [path.name for path in out.rglob("*") if path.is_file() and path.stat().st_size > OUT_FILE_LIMIT]
-    passed = bool(result.get("passed")) and not too_big
-    print(f"gpu check {step} {'passed' if passed else 'FAILED'}: {out / f'{step}.md'}"
-          + (f"; over 16 MiB: {too_big}" if too_big else ""), file=sys.stderr, flush=True)
+    record = out / "check.json"
+    results = json.loads(record.read_text(encoding="utf-8")) if record.exists() else {}
+    results[step] = result
+    record.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+    (out / "check.md").write_text(summary_page(args.device, results), encoding="utf-8")
+    written = [path for path in out.rglob("*") if path.is_file()]
+    too_big = [path.name for path in written if path.stat().st_size > OUT_FILE_LIMIT]
+    passed = bool(result.get("passed")) and not too_big and len(written) <= OUT_FILES
+    print(f"gpu check {step} {'passed' if passed else 'FAILED'}: {out / 'check.md'}"
+          + (f"; over 16 MiB: {too_big}" if too_big else "")
+          + (f"; {len(written)} files, over {OUT_FILES}" if len(written) > OUT_FILES else ""), file=sys.stderr, flush=True)
     return passed
 
 
-def main() -> int:
+def joined_pytest_args(argv: list[str]) -> list[str]:
+    """`--pytest-args VALUE` as `--pytest-args=VALUE`: argparse refuses a separate value that
+    begins with '-' ("-x", "-k name"), which is what pytest's arguments mostly are."""
+    joined, words = [], iter(argv)
+    for word in words:
+        joined.append(f"{word}={next(words, '')}" if word == "--pytest-args" else word)
+    return joined
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=STEPS)
+    parser.add_argument("steps", nargs="+", choices=(*STEPS, "all"), help="steps to run, in the order given")
     parser.add_argument("--device", default="cuda", help="the device to check against the CPU (cuda)")
-    parser.add_argument("--pytest-args", default="", help="tests: what pytest runs (default: the whole suite)")
+    parser.add_argument("--pytest-args", default="", help="collect, tests: what pytest runs, one string, "
+                        "split as a shell would (default: the whole suite)")
+    parser.add_argument("--workers", type=int, default=4, help="tests: pytest-xdist workers where xdist is "
+                        "installed (0: none)")
     parser.add_argument("--quick", action="store_true", help="bench: quick sizes")
     parser.add_argument("--skip-scale", action="store_true", help="bench: the kernel benchmarks only")
-    parser.add_argument("--timeout", type=float, default=540.0, help="tests, bench: seconds before the child is stopped")
-    args = parser.parse_args()
-    return 0 if run_step(args.step, args) else 1
+    parser.add_argument("--timeout", type=float, default=STEP_SECONDS, help="seconds before a step's child is stopped")
+    parser.add_argument("--budget", type=float, default=None, help="seconds for all the steps together: a step's "
+                        "child is stopped before they are spent, and a step with under a minute left is not started")
+    args = parser.parse_args(joined_pytest_args(argv))
+    args.steps = [step for given in args.steps for step in (STEPS if given == "all" else (given,))]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(sys.argv[1:] if argv is None else argv)
+    deadline = None if args.budget is None else time.monotonic() + args.budget - BUDGET_MARGIN
+    passed = True
+    for step in args.steps:
+        left = math.inf if deadline is None else deadline - time.monotonic()
+        if left < 60:
+            print(f"gpu check {step}: not started, {max(left, 0):.0f} s of the budget left", file=sys.stderr, flush=True)
+            passed = False
+            continue
+        args.step_timeout = min(args.timeout, left)
+        passed = run_step(step, args) and passed
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -95,6 +95,8 @@ def run_kernel_benchmark(module_name: str, quick: bool) -> dict:
         traceback.print_exc()
         return {"error": f"{module_name}.measure() failed: {type(error).__name__}: {error}"}
     result["bench_wall_seconds"] = time.perf_counter() - started
+    # on the log at once, so a run stopped before results.md is written still has the figures
+    print(f"result: {module_name} {json.dumps(result, default=str)}", file=sys.stderr, flush=True)
     return result
 
 
@@ -270,6 +272,7 @@ def main() -> None:
             import bench_scale
 
             scale = bench_scale.measure(threads=args.threads or None, **(bench_scale.QUICK if args.quick else {}))
+            print(f"result: bench_scale {json.dumps(scale, default=str)}", file=sys.stderr, flush=True)
         except Exception as error:
             traceback.print_exc()
             scale_error = f"bench_scale.measure() failed: {type(error).__name__}: {error}"

@@ -26,7 +26,9 @@ _PUBLIC = {
     "Tfidf": "gpu_neighbors.kernels.parts",
     "Threshold": "gpu_neighbors.estimators",
     "TopK": "gpu_neighbors.estimators",
+    "AlignedRouge": "gpu_neighbors.training.metric",
     "BleuReward": "gpu_neighbors.training.rewards",
+    "RougeReward": "gpu_neighbors.training.rewards",
     "CharacterTokenizer": "gpu_neighbors.text.tokenizers",
     "HuggingFaceTokenizer": "gpu_neighbors.text.tokenizers",
     "InputError": "gpu_neighbors.data.errors",
@@ -49,6 +51,7 @@ _PUBLIC = {
     "mbr": "gpu_neighbors.allpairs.mbr",
     "pairs": "gpu_neighbors.allpairs.pairs",
     "reward_function": "gpu_neighbors.training.rewards",
+    "rouge": "gpu_neighbors.kernels.aligned_rouge",
     "self_bleu": "gpu_neighbors.allpairs.self_bleu",
     "sentence_bleu": "gpu_neighbors.kernels.aligned_bleu",
 }
@@ -68,6 +71,7 @@ if TYPE_CHECKING:
     from gpu_neighbors.intervals import Intervals
     from gpu_neighbors.kernels import KERNEL_NAMES
     from gpu_neighbors.kernels.aligned_bleu import corpus_bleu, sentence_bleu
+    from gpu_neighbors.kernels.aligned_rouge import rouge
     from gpu_neighbors.kernels.parts import Auto, BertScore, Bleu, KernelPart, Meteor, Rouge, Tfidf
     from gpu_neighbors.core.inputs import ScoreError
     from gpu_neighbors.scorer import NeighborsScorer
@@ -79,8 +83,8 @@ if TYPE_CHECKING:
         WhitespaceTokenizer,
         make_tokenizer,
     )
-    from gpu_neighbors.training.metric import AlignedBleu, NeighborsQuality
-    from gpu_neighbors.training.rewards import BleuReward, reward_function
+    from gpu_neighbors.training.metric import AlignedBleu, AlignedRouge, NeighborsQuality
+    from gpu_neighbors.training.rewards import BleuReward, RougeReward, reward_function
 
 
 def __getattr__(name: str) -> Any:

@@ -15,7 +15,15 @@ import torch
 from gpu_neighbors._version import __version__
 from gpu_neighbors.core import conformal, tuning
 from gpu_neighbors.core.inputs import PreparedCandidates, finite, validate_ids, validate_texts
-from gpu_neighbors.core.neighbours import Prediction, Quality, TensorPrediction, Thresholds, TrainingSubset
+from gpu_neighbors.core.neighbours import (
+    NearestReduction,
+    Prediction,
+    Quality,
+    TensorPrediction,
+    Thresholds,
+    TrainingSubset,
+)
+from gpu_neighbors.core.outside import OutsideRule
 from gpu_neighbors.core.signature import Signature
 from gpu_neighbors.core.tiling import (
     MatrixReduction,
@@ -26,12 +34,13 @@ from gpu_neighbors.core.tiling import (
     default_memory_budget,
     reduce_tiles,
 )
-from gpu_neighbors.core.topk import TopK as Ranking
+from gpu_neighbors.core.topk import Both, TopK as Ranking
 from gpu_neighbors.core.validation import check_is_fitted
 from gpu_neighbors.estimators import Estimator, RidgeFit, TilePass
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import Kernel, kernel_threads
 from gpu_neighbors.kernels.parts import Auto, KernelPart
+from gpu_neighbors.text.typicality import Typicality
 
 REWARD_DTYPE = torch.float32
 P = ParamSpec("P")
@@ -67,6 +76,8 @@ class FittedScorer:
     tuning_: tuning.TuningResult | None
     selection_: dict[str, float] | None
     calibration_: conformal.Calibration
+    outside_: OutsideRule
+    typicality_: Typicality
     train_scores_: np.ndarray
     device_: torch.device
     _ridge: RidgeFit | None
@@ -90,25 +101,41 @@ class FittedScorer:
         self._check_fitted()
         if isinstance(return_neighbors, bool) or not isinstance(return_neighbors, int) or return_neighbors < 1:
             raise ValueError(f"return_neighbors must be a positive integer or None, not {return_neighbors!r}")
-        encode, rows, plan = self._candidate_chunks(candidates)
+        encode, rows, plan, statistics = self._candidate_chunks(candidates)
         prediction, top = self._pass(encode, rows, plan=plan, neighbors=min(return_neighbors, self.num_train))
         assert top is not None  # asked for
+        prediction = self._judge(prediction, statistics)
         return replace(self._with_intervals(prediction.numpy()), neighbors=top.neighbors(self._quality.raw))
 
     def _with_intervals(self, prediction: Prediction) -> Prediction:
         """`prediction` with each estimate's conformal interval at `level` (clipped to
         score_range, where the truth lies)."""
-        low, high = self._intervals_of(torch.from_numpy(prediction.scores), torch.from_numpy(prediction.std))
+        outside = None if prediction.outside is None else torch.from_numpy(prediction.outside)
+        low, high = self._intervals_of(torch.from_numpy(prediction.scores), torch.from_numpy(prediction.std), outside)
         return replace(prediction, low=low.numpy(), high=high.numpy())
 
     def intervals(self, prediction: TensorPrediction) -> tuple[torch.Tensor, torch.Tensor]:
         """(low, high) of `predict_tensors`' estimates at `level`, as `predict` gives them, left
         on the estimates' device with no host synchronisation (training loops, metrics)."""
         self._check_fitted()
-        return self._intervals_of(prediction.scores, prediction.std)
+        return self._intervals_of(prediction.scores, prediction.std, prediction.outside)
 
-    def _intervals_of(self, scores: torch.Tensor, std: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.intervals_part.bounds(self.calibration_, scores, std, self.estimator_.name, self.score_range)
+    def _intervals_of(self, scores: torch.Tensor, std: torch.Tensor,
+                      outside: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Conformal intervals; a text flagged outside gets the whole score range."""
+        low, high = self.intervals_part.bounds(self.calibration_, scores, std, self.estimator_.name, self.score_range)
+        return (low, high) if outside is None else self.outside_.widen(low, high, outside)
+
+    def _judge(self, prediction: TensorPrediction, statistics: torch.Tensor) -> TensorPrediction:
+        """`prediction` with its `outside` flags (from the candidates' typicality `statistics`
+        and their nearest similarities, on their device) and the negative evidence's estimate
+        for covered flagged texts. The nearest similarity is to the whole training set, even when
+        a subsample makes the estimates (rewards): the test was calibrated on the whole set."""
+        assert prediction.nearest is not None  # every pass finds it
+        nearest = prediction.nearest.masked_fill(torch.isinf(prediction.nearest), float("nan"))
+        outside = self.outside_.flags(torch.cat([statistics.to(nearest.device), nearest[:, None]], dim=1))
+        scores = self.outside_.estimates(prediction.scores, prediction.covered, outside)
+        return replace(prediction, scores=scores, outside=outside)
 
     @library_threads
     def prepare(self, candidates: Sequence[str]) -> PreparedCandidates:
@@ -119,17 +146,18 @@ class FittedScorer:
         texts = validate_texts(candidates, "candidates", allow_empty=True)
         plan = self._plan()
         chunks = {(first, last): self.kernel_.encode(texts[first:last]) for first, last in plan.chunks(len(texts))}
-        return PreparedCandidates(len(texts), plan, chunks)
+        return PreparedCandidates(len(texts), plan, chunks, self.typicality_.of_texts(texts))
 
     def _candidate_chunks(
         self, candidates: Sequence[str] | PreparedCandidates
-    ) -> tuple[Callable[[int, int], Any], int, TilePlan | None]:
+    ) -> tuple[Callable[[int, int], Any], int, TilePlan | None, torch.Tensor]:
         """(encoding of candidates first..last-1, how many there are, the plan they were
-        encoded for: None means any)."""
+        encoded for: None means any, their typicality statistics)."""
         if isinstance(candidates, PreparedCandidates):
-            return candidates.encoded, candidates.size, candidates.plan
+            return candidates.encoded, candidates.size, candidates.plan, candidates.statistics
         texts = validate_texts(candidates, "candidates", allow_empty=True)
-        return (lambda first, last: self.kernel_.encode(texts[first:last])), len(texts), None
+        encode = lambda first, last: self.kernel_.encode(texts[first:last])  # noqa: E731
+        return encode, len(texts), None, self.typicality_.of_texts(texts)
 
     @library_threads
     def predict_tensors(
@@ -146,8 +174,8 @@ class FittedScorer:
             return self._predict_ids(candidates, attention_mask, subset)
         if attention_mask is not None:
             raise ValueError("attention_mask goes with token ids, not with texts")
-        encode, rows, plan = self._candidate_chunks(candidates)
-        return self._pass(encode, rows, subset=subset, plan=plan)[0]
+        encode, rows, plan, statistics = self._candidate_chunks(candidates)
+        return self._judge(self._pass(encode, rows, subset=subset, plan=plan)[0], statistics)
 
     @library_threads
     def predict_ids(
@@ -175,7 +203,8 @@ class FittedScorer:
             mask = None if attention_mask is None else attention_mask[first:last]
             return self.kernel_.encode_ids(input_ids[first:last], mask)
 
-        return self._pass(encode, input_ids.shape[0], subset=subset, plan=plan, quality=quality, progress=False)[0]
+        prediction = self._pass(encode, input_ids.shape[0], subset=subset, plan=plan, quality=quality, progress=False)[0]
+        return self._judge(prediction, self.typicality_.of_ids(input_ids, attention_mask))
 
     @library_threads
     def reward(
@@ -185,29 +214,46 @@ class FittedScorer:
         subsample: float | None = None,
         seed: int = 0,
         attention_mask: torch.Tensor | None = None,
+        outside: float | None = None,
     ) -> torch.Tensor:
         """float32 RL rewards [batch] for token ids (on their device) or texts (on the scorer's).
 
         A reward must exist for every sample, so undefined estimates become `undefined`
         (default: the training mean, which neither rewards nor punishes what the scorer cannot
-        judge). Against reward hacking the paper advises a large training set subsampled at every
+        judge). A sample flagged outside the training distribution (word salad, repetition,
+        another domain: `Prediction.outside`) gets `outside` (default: the low end of its
+        interval, the score range's minimum), so a policy is never paid for degenerate text.
+        Against reward hacking the paper advises a large training set subsampled at every
         evaluation, so a policy cannot learn the n-grams of a few good texts: `subsample` scores
         each call against a fresh random fraction of the training set (`draw_subset`; the ridge
         estimator sums only that fraction's terms, scaled up, `kernel_ridge.RidgeReduction`)."""
+        return self.rewarded(inputs, undefined, subsample, seed, attention_mask, outside)[0]
+
+    @library_threads
+    def rewarded(
+        self,
+        inputs: torch.Tensor | Sequence[str],
+        undefined: float | None = None,
+        subsample: float | None = None,
+        seed: int = 0,
+        attention_mask: torch.Tensor | None = None,
+        outside: float | None = None,
+    ) -> tuple[torch.Tensor, TensorPrediction]:
+        """`reward`, with the prediction the rewards come from (what a trainer logs beside them)."""
         self._check_fitted()
         fill = float(np.mean(self.train_scores_)) if undefined is None else finite(undefined, "undefined")
         device = inputs.device if isinstance(inputs, torch.Tensor) else self.device_
         subset = None if subsample is None else self.draw_subset(subsample, seed, device)
+        penalty = self.outside_.bounds[0] if outside is None else finite(outside, "outside")
         prediction = self.predict_tensors(inputs, subset, attention_mask)
-        return torch.where(prediction.covered, prediction.scores, fill).to(REWARD_DTYPE)
+        assert prediction.outside is not None  # every prediction is judged
+        rewards = torch.where(prediction.covered, prediction.scores, fill)
+        return torch.where(prediction.outside, penalty, rewards).to(REWARD_DTYPE), prediction
 
-    def draw_subset(self, fraction: float, seed: int, device: torch.device) -> TrainingSubset:
-        """A fresh random subset of round(fraction * |S|) training texts, drawn on `device`.
-
-        Texts outside it are masked out of the fitted neighbour model and the b |S| bound uses
-        its size, so nothing is refitted. Subsets come from one random stream per (seed, device)
-        kept by this scorer until it is refitted: the k-th call with a seed draws the same subset
-        in every run."""
+    def subset_size(self, fraction: float, seed: int) -> int:
+        """How many training texts a subsample of `fraction` keeps; ValueError where the
+        fraction or seed is no such thing or too few texts would be kept (checked when a
+        reward function is made, and at each draw)."""
         self._check_fitted()
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
             raise ValueError(f"subsample must be a fraction in (0, 1], not {fraction!r}")
@@ -221,6 +267,16 @@ class FittedScorer:
                 f"subsample={fraction} keeps {size} of {self.num_train} training texts, fewer than "
                 f"{'min_neighbors=' if threshold else ''}{fewest}: no estimate could ever be defined"
             )
+        return size
+
+    def draw_subset(self, fraction: float, seed: int, device: torch.device) -> TrainingSubset:
+        """A fresh random subset of round(fraction * |S|) training texts, drawn on `device`.
+
+        Texts outside it are masked out of the fitted neighbour model and the b |S| bound uses
+        its size, so nothing is refitted. Subsets come from one random stream per (seed, device)
+        kept by this scorer until it is refitted: the k-th call with a seed draws the same subset
+        in every run."""
+        size = self.subset_size(fraction, seed)
         key = (seed, device)
         if key not in self._streams:
             self._streams[key] = torch.Generator(device=device).manual_seed(seed)
@@ -234,10 +290,16 @@ class FittedScorer:
         against itself with the diagonal masked, not |S| refits. Ridge: the exact closed form
         (and, fitted on a sample, the estimates of the texts outside it)."""
         self._check_fitted()
-        if self._ridge is not None and self._ridge.sample is None:
-            return self._ridge.loo
-        prediction = self._pass(self.kernel_.encode_train, self.num_train, leave_one_out=True)[0].numpy()
-        return prediction if self._ridge is None else self._ridge.leave_one_out(prediction)
+        prediction = self._pass(self.kernel_.encode_train, self.num_train, leave_one_out=True)[0]
+        if self._ridge is not None:  # the exact closed form where the model saw the text
+            exact = self._ridge.loo if self._ridge.sample is None else self._ridge.leave_one_out(prediction.numpy())
+            device = prediction.scores.device
+            prediction = replace(prediction, scores=torch.as_tensor(exact.scores, device=device),
+                                 num_neighbors=torch.as_tensor(exact.num_neighbors, device=device),
+                                 std=torch.as_tensor(exact.std, device=device),
+                                 covered=torch.as_tensor(exact.covered, device=device))
+        statistics = self.typicality_.of_texts(self.kernel_.train_texts, own=True)
+        return self._judge(prediction, statistics).numpy()
 
     @library_threads
     def similarity(self, candidates: Sequence[str]) -> torch.Tensor:
@@ -269,6 +331,7 @@ class FittedScorer:
             top_k=chosen.top_k, penalty=chosen.penalty, tuned=self.tuning_ is not None,
             selection=None if self.selection_ is None else tuple(self.selection_.items()),
             level=self.intervals_part.level,
+            outside=f"{self.intervals_part.outside_level:g},{self.intervals_part.negatives}",
         )
 
     # -- tiling --------------------------------------------------------------------------
@@ -293,20 +356,24 @@ class FittedScorer:
     ) -> tuple[TensorPrediction, Ranking | None]:
         """The tile loop over candidate rows 0..rows-1 with the estimator's reduction (neighbour
         statistics, or a running top-k), and with `neighbors` > 0 the top `neighbors` training
-        texts of each row from the same tiles. `own[r]`: row r is that training text, left out
+        texts of each row from the same tiles; every row's nearest similarity (to the whole
+        training set) comes with the estimates. `own[r]`: row r is that training text, left out
         of its own neighbours (leave-one-out of a sample of the training set)."""
         quality = quality or self._quality
         plan = plan or self._plan()
+        nearest = NearestReduction(rows, quality.device, leave_one_out)
 
         def run(reduction: Reduction[Result]) -> Result:
+            both: Reduction[tuple[Result, torch.Tensor]] = Both(reduction, nearest)
             if own is not None:
-                reduction = conformal.WithoutOwn(reduction, own)
-            return self._reduce(encode, rows, plan, reduction, progress)
+                both = conformal.WithoutOwn(both, own)
+            return self._reduce(encode, rows, plan, both, progress)[0]
 
         num_train = (self.num_train if subset is None else subset.size) - int(leave_one_out or own is not None)
         ridge = None if self._ridge is None else self._ridge.weights_on(quality.device)
-        return self.estimator_.estimate(TilePass(run, rows, quality, self.thresholds_, num_train, leave_one_out,
-                                                 subset, neighbors, ridge))
+        prediction, shown = self.estimator_.estimate(TilePass(run, rows, quality, self.thresholds_, num_train,
+                                                              leave_one_out, subset, neighbors, ridge))
+        return replace(prediction, nearest=nearest.result()), shown
 
     def _similarity(self, encode: Callable[[int, int], Any], rows: int) -> torch.Tensor:
         return self._reduce(encode, rows, self._plan(), MatrixReduction(rows, self.num_train))

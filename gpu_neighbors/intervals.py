@@ -2,6 +2,10 @@
 leave-one-out residuals (`core/conformal.py` states the guarantee), each interval scaled by
 the estimate's difficulty. The scorer runs the leave-one-out passes; this part says which texts
 calibrate, how their residuals become a `Calibration`, and how a calibration bounds estimates.
+
+The same calibration texts calibrate the outlier test (`core/outside.py`): a text outside the
+training distribution at `outside_level` has no calibrated interval, so it gets the whole score
+range, and with `negatives` the negative evidence's estimate instead of its neighbours'.
 """
 from __future__ import annotations
 
@@ -11,21 +15,38 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core import conformal
-from gpu_neighbors.core.validation import DEFAULT_LEVEL, interval
+from gpu_neighbors.core.outside import OutlierTest, OutsideRule, lowest_decile_mean
+from gpu_neighbors.core.validation import DEFAULT_LEVEL, DEFAULT_OUTSIDE_LEVEL, NEGATIVE_RULES, interval
 
 LEVEL = interval(0, 1, closed="neither")
 
 
 class Intervals:
-    """level: nominal coverage of the interval [low, high] given with each estimate."""
+    """level: nominal coverage of the interval [low, high] given with each estimate.
+    outside_level: the share of texts from the training distribution that may be flagged
+    outside it (a conformal outlier test, `core/outside.py`). negatives: the estimate of a
+    covered flagged text: "lowest_decile" (the mean of the training set's lowest tenth of
+    scores), "minimum" (the score range's low end) or "none" (its neighbours')."""
 
-    def __init__(self, level: float = DEFAULT_LEVEL) -> None:
-        if not LEVEL.accepts(level):
-            raise ValueError(f"level must be {LEVEL.description}, not {level!r}")
-        self.level = float(level)
+    def __init__(self, level: float = DEFAULT_LEVEL, outside_level: float = DEFAULT_OUTSIDE_LEVEL,
+                 negatives: str = NEGATIVE_RULES[0]) -> None:
+        for name, value in (("level", level), ("outside_level", outside_level)):
+            if not LEVEL.accepts(value):
+                raise ValueError(f"{name} must be {LEVEL.description}, not {value!r}")
+        if negatives not in NEGATIVE_RULES:
+            raise ValueError(f"negatives must be one of {', '.join(NEGATIVE_RULES)}, not {negatives!r}")
+        self.level, self.outside_level, self.negatives = float(level), float(outside_level), negatives
 
     def settings(self) -> dict[str, Any]:
-        return {"level": self.level}
+        return {"level": self.level, "outside_level": self.outside_level, "negatives": self.negatives}
+
+    def outside_rule(self, test: OutlierTest, train_scores: np.ndarray,
+                     score_range: tuple[float, float] | None) -> OutsideRule:
+        """The outlier test at `outside_level`, with the estimate and the interval of a flagged
+        text: the score range (the training scores' without one)."""
+        low, high = score_range or (float(train_scores.min()), float(train_scores.max()))
+        negative = {"lowest_decile": lowest_decile_mean(train_scores), "minimum": float(low)}.get(self.negatives)
+        return OutsideRule(test, self.outside_level, negative, (float(low), float(high)))
 
     @staticmethod
     def sample(canonical: np.ndarray) -> np.ndarray:
@@ -50,10 +71,11 @@ class Intervals:
         return calibration.interval_tensors(scores, conformal.difficulty(estimator, std), self.level, bounds)
 
     def __repr__(self) -> str:
-        return f"Intervals(level={self.level!r})"
+        return (f"Intervals(level={self.level!r}, outside_level={self.outside_level!r}, "
+                f"negatives={self.negatives!r})")
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Intervals) and other.level == self.level
+        return isinstance(other, Intervals) and other.settings() == self.settings()
 
     def __hash__(self) -> int:
-        return hash(self.level)
+        return hash(tuple(self.settings().items()))

@@ -18,6 +18,7 @@ import torch
 from gpu_neighbors._version import __version__
 from gpu_neighbors.core import kernel_ridge
 from gpu_neighbors.core.conformal import Calibration
+from gpu_neighbors.core.outside import OutlierTest, OutsideRule
 from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.saved import SavedScorer, SavedScorerError
 from gpu_neighbors.core.tuning import TuningResult
@@ -25,6 +26,7 @@ from gpu_neighbors.estimators import Estimator, RidgeFit, estimator_from_setting
 from gpu_neighbors.fitted import FittedScorer
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels.parts import Auto, KernelPart, part_from_settings
+from gpu_neighbors.text.typicality import LOW_IS_ATYPICAL
 
 
 def state_of(scorer: FittedScorer, kernel: KernelPart) -> SavedScorer:
@@ -32,7 +34,9 @@ def state_of(scorer: FittedScorer, kernel: KernelPart) -> SavedScorer:
     ridge = scorer._ridge
     tensors = {"train_scores": torch.as_tensor(scorer.train_scores_, dtype=torch.float64),
                "tie_rank": scorer._quality.tie_rank.cpu(),
-               "calibration_residuals": torch.as_tensor(scorer.calibration_.residuals, dtype=torch.float64)}
+               "calibration_residuals": torch.as_tensor(scorer.calibration_.residuals, dtype=torch.float64),
+               **{f"outside_{index}": torch.as_tensor(column, dtype=torch.float64)
+                  for index, column in enumerate(scorer.outside_.test.columns)}}
     if ridge is not None:
         tensors.update(ridge_alpha=torch.as_tensor(ridge.model.alpha), ridge_loo=torch.as_tensor(ridge.model.loo),
                        ridge_similar=torch.as_tensor(ridge.loo.num_neighbors))
@@ -50,6 +54,7 @@ def state_of(scorer: FittedScorer, kernel: KernelPart) -> SavedScorer:
         "fitted": {"kernel": kernel.settings(), "estimator": scorer.estimator_.settings(),
                    "thresholds": asdict(scorer.thresholds_), "tuning": tuned, "selection": scorer.selection_,
                    "calibration_floor": scorer.calibration_.floor,
+                   "outside_texts": scorer.outside_.test.size,
                    "ridge": None if ridge is None else {"intercept": ridge.model.intercept,
                                                         "penalty": ridge.model.penalty}},
     }
@@ -94,9 +99,19 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
         scorer.tuning_ = None if tuned is None else TuningResult(**{**tuned, "thresholds": Thresholds(**tuned["thresholds"])})
         scorer.selection_ = fitted["selection"]
         scorer.calibration_ = Calibration(tensors["calibration_residuals"].numpy(), float(fitted["calibration_floor"]))
+        scorer.outside_ = _outside(scorer, tensors, int(fitted["outside_texts"]))
         scorer._ridge = None if fitted["ridge"] is None else _ridge(fitted["ridge"], tensors, len(saved.texts))
     except (KeyError, TypeError, ValueError) as error:
         raise SavedScorerError(f"scorer.json: the fitted state cannot be rebuilt ({error})") from None
+
+
+def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int) -> OutsideRule:
+    """The outlier test as fitted: each statistic's sorted calibration values (`size` texts)."""
+    columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(LOW_IS_ATYPICAL) + 1))
+    if any(column.ndim != 1 or column.size > size or np.any(np.diff(column) < 0) for column in columns):
+        raise ValueError("the outlier test's tensors are not sorted calibration values")
+    test = OutlierTest(columns, LOW_IS_ATYPICAL + (True,), size)
+    return scorer.intervals_part.outside_rule(test, scorer.train_scores_, scorer.score_range)
 
 
 def _ridge(settings: dict[str, Any], tensors: dict[str, torch.Tensor], num_train: int) -> RidgeFit:

@@ -23,7 +23,8 @@ from gpu_neighbors.core import conformal, kernel_ridge, saved, tuning
 from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.core.correlation import spearman_rows
 from gpu_neighbors.core.inputs import PreparedCandidates, ScoreError, validate_scores, validate_texts
-from gpu_neighbors.core.neighbours import Quality, Thresholds, canonical_sample, text_checksums
+from gpu_neighbors.core.neighbours import NearestReduction, Quality, Thresholds, canonical_sample, text_checksums
+from gpu_neighbors.core.outside import OutlierTest, OutsideRule
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.tiling import TransientCache, resolve_device
 from gpu_neighbors.core.validation import (
@@ -38,6 +39,7 @@ from gpu_neighbors.fitted import FittedScorer, library_threads
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import kernel_threads
 from gpu_neighbors.kernels.parts import Auto, KernelPart, kernel_part
+from gpu_neighbors.text.typicality import LOW_IS_ATYPICAL, Typicality
 
 __all__ = ["NeighborsScorer", "PreparedCandidates", "ScoreError"]
 MAX_TUNING_TEXTS = 4_000  # tuning holds an [n x n] float64 matrix (128 MB here) and its per-tau copies
@@ -159,6 +161,7 @@ class NeighborsScorer(FittedScorer):
         self._canonical = np.argsort(self._quality.tie_rank.cpu().numpy())
         self._qualities: TransientCache[torch.device, Quality] = TransientCache()
         self._streams: TransientCache[tuple[int, torch.device], torch.Generator] = TransientCache()
+        self.typicality_ = Typicality(texts, self.kernel_.tokenizer, self.device_)
 
     def _use(self, chosen: Thresholds) -> None:
         """Predict with `chosen` (also readable one by one: tau_, min_neighbors_, ...)."""
@@ -213,9 +216,10 @@ class NeighborsScorer(FittedScorer):
     def _calibrate(self, texts: list[str]) -> conformal.Calibration:
         """Exact leave-one-out of the calibration texts (all training texts, or a seeded sample
         of them when there are many), each scored by every other training text through the tile
-        loop with the settings `predict` uses; their residuals calibrate the intervals. Ridge:
-        its closed-form leave-one-out (constant width: the model has no spread); where it was
-        fitted on a sample, its estimates of the texts outside it, which it never saw."""
+        loop with the settings `predict` uses; their residuals calibrate the intervals, and their
+        statistics the outlier test (`outside_`). Ridge: its closed-form leave-one-out (constant
+        width: the model has no spread); where it was fitted on a sample, its estimates of the
+        texts outside it, which it never saw."""
         canonical = self._canonical
         if self._ridge is not None and self._ridge.sample is None:
             chosen = self.intervals_part.sample(canonical)
@@ -228,10 +232,27 @@ class NeighborsScorer(FittedScorer):
             own = torch.as_tensor(chosen, dtype=torch.int64, device=self.device_)
             encode = self.kernel_.encode_train if chosen.size == len(texts) else self._encoder(texts, chosen)
             prediction = self._pass(encode, chosen.size, own=own, progress=False)[0].numpy()
+            assert prediction.nearest is not None  # every pass finds it
+            self.outside_ = self._outside_rule(texts, chosen, prediction.nearest)
             return self.intervals_part.calibrate(chosen, prediction.scores, prediction.std, self.train_scores_,
                                                  canonical)
+        self.outside_ = self._outside_rule(texts, chosen, self._nearest_without_own(texts, chosen))
         spreads = conformal.difficulty("ridge", estimates)
         return self.intervals_part.calibrate(chosen, estimates, spreads, self.train_scores_, canonical)
+
+    def _outside_rule(self, texts: list[str], chosen: np.ndarray, nearest: np.ndarray) -> OutsideRule:
+        """The outlier test calibrated on training texts `chosen`'s leave-one-out statistics:
+        their typicality (each left out of its own counts) and nearest similarities."""
+        statistics = np.column_stack([self.typicality_.of_texts(texts, own=True).cpu().numpy()[chosen],
+                                      np.where(np.isfinite(nearest), nearest, np.nan)])
+        test = OutlierTest.fit(statistics, LOW_IS_ATYPICAL + (True,))
+        return self.intervals_part.outside_rule(test, self.train_scores_, self.score_range)
+
+    def _nearest_without_own(self, texts: list[str], chosen: np.ndarray) -> np.ndarray:
+        """Each of training texts `chosen`'s highest similarity to another training text."""
+        own = torch.as_tensor(chosen, dtype=torch.int64, device=self.device_)
+        reduction = conformal.WithoutOwn(NearestReduction(chosen.size, self.device_), own)
+        return self._reduce(self._encoder(texts, chosen), chosen.size, self._plan(), reduction, False).cpu().numpy()
 
     def _encoder(self, texts: list[str], positions: np.ndarray) -> Callable[[int, int], Any]:
         return lambda first, last: self.kernel_.encode([texts[index] for index in positions[first:last]])

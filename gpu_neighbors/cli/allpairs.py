@@ -16,9 +16,19 @@ from collections.abc import Hashable
 from typing import Any
 
 from gpu_neighbors.allpairs.self_bleu import DEFAULT_SMOOTHING
-from gpu_neighbors.cli.options import add_parameter, bertscore_options, positive_int, refuse_resume, seed
+from gpu_neighbors.cli.options import (
+    MOST_PER_CANDIDATE,
+    add_parameter,
+    bertscore_options,
+    bounded,
+    layer,
+    positive_int,
+    refuse_resume,
+    seed,
+    similarity,
+)
 from gpu_neighbors.data import InputError, iter_candidates
-from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_format
+from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_allowed
 from gpu_neighbors.data.output import SafeOutput
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
@@ -62,8 +72,8 @@ def add_allpairs_commands(subparsers: Any) -> None:
     pairs.add_argument("--text-field", default="text", help="field holding the text")
     pairs.add_argument("--output", required=True,
                        help="OUT.npy (float32 matrix, candidates x train) or OUT.parquet (candidate, train, similarity[, rank])")
-    pairs.add_argument("--top-k", type=positive_int, default=None, metavar="K", help="Parquet: the K most similar per candidate")
-    pairs.add_argument("--min-similarity", type=float, default=None, metavar="T",
+    pairs.add_argument("--top-k", type=bounded(1, MOST_PER_CANDIDATE, "a number of pairs per candidate"), default=None, metavar="K", help="Parquet: the K most similar per candidate")
+    pairs.add_argument("--min-similarity", type=similarity, default=None, metavar="T",
                        help="Parquet: only pairs with similarity >= T")
     pairs.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     refuse_resume(pairs)
@@ -79,7 +89,7 @@ def _add_settings(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> No
     if "kernel" in names:
         _action(parser, "kernel").choices = KERNEL_NAMES  # one kernel runs the pairs: no automatic choice
         group.add_argument("--model", default=None, help="BERTScore: model name or local path")
-        group.add_argument("--layer", type=int, default=None, help="BERTScore: hidden layer to use")
+        group.add_argument("--layer", type=layer, default=None, help="BERTScore: hidden layer to use")
 
 
 def _default(parser: argparse.ArgumentParser, name: str, value: Any, shown: str) -> None:
@@ -114,9 +124,11 @@ def _texts_and_groups(path: str, text_field: str, group_field: str) -> tuple[lis
     """Texts, their lines and group values of a JSONL, CSV or TSV file; missing fields are
     errors naming file, line and field."""
     texts, lines, groups = [], [], []
-    fmt = resolve_format(path, None, ("jsonl", "csv", "tsv"))
+    allowed = ("jsonl", "csv", "tsv")
+    fmt = resolve_format(path, None, allowed)
     with open_input(path) as stream:
-        for record in records(stream, path, fmt or sniff_format(stream), (text_field, group_field), "none"):
+        for record in records(stream, path, fmt or sniff_allowed(stream, path, allowed), (text_field, group_field),
+                              "none"):
             if record.error is not None:
                 raise record.error
             text, group = record.fields.get(text_field), record.fields.get(group_field)

@@ -21,6 +21,7 @@ from gpu_neighbors.data.output import check_outputs
 from gpu_neighbors.data.paths import spelled_once
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.agreement import agreement
+from gpu_neighbors.evaluation.checklist import Checklist, held_out_checklist, held_out_split
 from gpu_neighbors.evaluation.protocols import (
     PARAMETERS as SWEPT,
     cross_task,
@@ -66,7 +67,8 @@ def command_score(args: argparse.Namespace) -> int:
     training = {"--train": args.train} if args.train is not None else {"--scorer": saved_file(args.scorer)}
     check_outputs({"--output": args.output, "--rejects": args.rejects},
                   {**training, "--candidates": args.candidates},
-                  overwrite=args.overwrite or args.resume, resumable=True)  # before the training set is read
+                  overwrite=args.overwrite or args.resume,  # before the training set is read
+                  resumable=not str(args.output).lower().endswith(".parquet"))
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
         from gpu_neighbors.scoring.distributed import RayBatchScorer
@@ -101,6 +103,9 @@ def command_score(args: argparse.Namespace) -> int:
               f"({scorer.signature})", file=sys.stderr)
         if summary.rejected:
             print(f"skipped {summary.rejected} bad records -> {args.rejects}", file=sys.stderr)
+        print(f"{summary.outside} of the {summary.scored} candidates scored lie outside the training distribution "
+              f"(\"outside\": true; estimate {_negative_rule(scorer)}, interval the whole score range)",
+              file=sys.stderr)
     return 0
 
 
@@ -128,6 +133,12 @@ def command_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _negative_rule(scorer: Any) -> str:
+    """How a fitted scorer estimates texts it flags outside, in words."""
+    negative = scorer.outside_.negative_score
+    return "their neighbours'" if negative is None else f"{negative:.3g}, the {scorer.intervals_part.negatives} rule"
+
+
 def default_threads(device: str) -> int | None:
     """torch threads when --threads is not given: one on the CPU, where torch's default (one
     per core) spins waiting OpenMP threads that, on a machine busy with other work, made
@@ -149,6 +160,8 @@ def default_workers(device: str) -> int:
 
 
 def command_evaluate(args: argparse.Namespace) -> int:
+    if not args.checklist and (args.heldout is not None or args.seed is not None):
+        raise ValueError(f"{'--heldout' if args.heldout is not None else '--seed'} goes with --checklist")
     data = read_data(args, args.data)
     scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
     if len(data.texts) < 2:
@@ -161,8 +174,12 @@ def command_evaluate(args: argparse.Namespace) -> int:
     else:
         result, chosen, chosen_json = agreement(scorer.leave_one_out(), data.scores), [], None
     row = {"kernel": scorer.kernel_name, **result.as_dict()}
+    checklist = _checklist(args, data) if args.checklist else None
     if args.json:
-        print(tables.to_json(row if chosen_json is None else {**row, "tuned_thresholds": chosen_json}))
+        extras = {"tuned_thresholds": chosen_json} if chosen_json is not None else {}
+        if checklist is not None:
+            extras["checklist"] = checklist.as_dict()
+        print(tables.to_json({**row, **extras}))
     else:
         note = f", settings tuned per text (min coverage {args.min_coverage})" if tuned else ""
         print(f"leave-one-out on {args.data} ({scorer.signature}{note})")
@@ -170,7 +187,27 @@ def command_evaluate(args: argparse.Namespace) -> int:
             print(f"  {key:<14} {value:.4f}" if isinstance(value, float) else f"  {key:<14} {value}")
         for thresholds, count in chosen:
             print(f"  chosen in {count} folds: {thresholds.summary()}")
+        if checklist is not None:
+            held = args.heldout or f"a fifth of {args.data} (seed {args.seed or 0})"
+            print(f"\nperturbation checklist on {held}\n\n{checklist.table()}")
     return 0
+
+
+def _checklist(args: argparse.Namespace, data: ScoredData) -> Checklist:
+    """evaluate's checklist: fitted on a seeded 4/5 of the data and held out the rest, or fitted
+    on all of it and held out the --heldout file's texts."""
+    if args.heldout is None:
+        train_part, held_part = held_out_split(len(data), args.seed or 0)
+        train, held = _subset(data, train_part), _subset(data, held_part)
+    else:
+        train, held = data, read_data(args, args.heldout)
+    scorer = fit_on_file(scorer_from_args(args), train, args.data, args.score_field, args.tune, args.min_coverage)
+    return held_out_checklist(scorer, train.texts, held.texts, held.scores, seed=args.seed or 0)
+
+
+def _subset(data: ScoredData, indices: Any) -> ScoredData:
+    return ScoredData([data.texts[i] for i in indices], data.scores[indices], [data.lines[i] for i in indices],
+                      [data.extra[i] for i in indices] if data.extra else [])
 
 
 # -- evaluation studio: protocols on one similarity pass (protocols.py), the report (report.py) --
@@ -281,7 +318,7 @@ def command_report(args: argparse.Namespace) -> int:
 
     report = build_report(data, specs, make_scorer=make_scorer, name=str(args.data), folds=args.folds,
                           runs=args.runs, seed=args.seed, min_coverage=args.min_coverage,
-                          resamples=args.resamples, paper=args.paper,
+                          resamples=args.resamples, paper=args.paper, checklist=args.checklist,
                           command=shlex.join(["gpu-neighbors", *args.argv]),
                           sizes=None if args.sizes is None else [int(size) for size in args.sizes])
     page = write_report(report, args.out, page=args.page, paper=args.paper, inputs=inputs, overwrite=args.overwrite)

@@ -12,6 +12,7 @@ from typing import Any
 from gpu_neighbors.cli.parts import parts_from_settings
 from gpu_neighbors.core.validation import (
     ESTIMATOR_NAMES,
+    NEGATIVE_RULES,
     PARAMETERS,
     SCORER_PARAMETERS,
     THRESHOLD_MODES,
@@ -28,7 +29,7 @@ from gpu_neighbors.text.tokenizers import BUILT_IN_TOKENIZERS
 # Settings whose values are a closed set: argparse refuses anything else.
 CHOICES: dict[str, tuple[str, ...]] = {
     "kernel": (*KERNEL_NAMES, "auto"), "smoothing": SMOOTHINGS, "thresholds": THRESHOLD_MODES,
-    "estimator": ESTIMATOR_NAMES, "weighting": WEIGHTINGS,
+    "estimator": ESTIMATOR_NAMES, "weighting": WEIGHTINGS, "negatives": NEGATIVE_RULES,
 }
 # Settings that also take any other name: the help lists the built-in ones.
 BUILT_IN: dict[str, tuple[str, ...]] = {"tokenizer": tuple(BUILT_IN_TOKENIZERS)}
@@ -41,32 +42,58 @@ MODEL_OPTIONS = tuple(
 )
 
 
-def integer_at_least(text: str, least: int) -> int | None:
-    """`text` as an integer of at least `least`, or None (not an integer, or below it): what the
-    integer option types below check, each with its own message."""
+def integer_at_least(text: str, least: int, most: int | None = None) -> int | None:
+    """`text` as an integer of at least `least` (and at most `most`), or None (not an integer,
+    or out of bounds): what the integer option types below check, each with its own message."""
     try:
         value = int(text)
     except ValueError:
         return None
-    return value if value >= least else None
+    return value if value >= least and (most is None or value <= most) else None
 
 
-def positive_int(text: str) -> int:
-    value = integer_at_least(text, 1)
-    if value is None:
-        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
-    return value
+# Upper bounds of the integer options: far beyond any real run, yet each refuses a typo that
+# would otherwise overflow (--max-chars 1e20 digits) or run until killed (--runs 10^20).
+MOST = 1 << 31  # texts, characters, batch sizes, samples
+MOST_DRAWS = 10_000_000  # bootstrap resamples, randomization trials
+MOST_RUNS = 100_000  # random subsets per size: each is a leave-one-out pass
+MOST_WORKERS = 1024
+MOST_EXPLAINED = 10_000  # neighbours shown per candidate
+MOST_PER_CANDIDATE = 1 << 20  # pairs kept per candidate (pairs --top-k): k entries each in memory
+MOST_SEED = (1 << 63) - 1
+
+
+def bounded(least: int, most: int, what: str) -> Callable[[str], int]:
+    """The option type of a whole number of `what` from `least` to `most`."""
+    def parse(text: str) -> int:
+        value = integer_at_least(text, least, most)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"{what}: give a whole number from {least:,} to {most:,}, not {text!r}")
+        return value
+
+    parse.__name__ = what.replace(" ", "_")  # argparse names the type in its messages
+    return parse
+
+
+positive_int = bounded(1, MOST, "a positive integer")
+runs = bounded(1, MOST_RUNS, "a number of runs")
+draws = bounded(1, MOST_DRAWS, "a number of draws")
+workers = bounded(1, MOST_WORKERS, "a number of workers")
+layer = bounded(0, 10_000, "a layer")
 
 
 def seed(text: str) -> int:
     """A random seed: numpy takes non-negative integers only."""
-    value = integer_at_least(text, 0)
+    value = integer_at_least(text, 0, MOST_SEED)
     if value is None:
-        raise argparse.ArgumentTypeError(f"a seed is a non-negative integer, not {text!r}")
+        raise argparse.ArgumentTypeError(f"a seed is a non-negative integer, not {text!r}"
+                                         if integer_at_least(text, 0) is None else
+                                         f"a seed is below 2^63, not {text!r}")
     return value
 
 
 MIN_MEMORY_BUDGET = 16 << 10  # smaller tiles make a run of any size take practically forever
+MAX_MEMORY_BUDGET = 1 << 50
 
 
 def parse_size(text: str) -> int:
@@ -82,6 +109,8 @@ def parse_size(text: str) -> int:
     if size < MIN_MEMORY_BUDGET:
         raise argparse.ArgumentTypeError(f"{text!r} is below the smallest budget, 16K: tiles that small "
                                          "would never finish a real run")
+    if size > MAX_MEMORY_BUDGET:
+        raise argparse.ArgumentTypeError(f"{text!r} is above the largest budget, 1P")
     return size
 
 
@@ -116,12 +145,36 @@ def number_list(text: str) -> list[float]:
         values = [float(part) for part in text.split(",") if part.strip()]
         if len(values) > MAX_VALUES:
             raise argparse.ArgumentTypeError(f"{len(values):,} values: at most {MAX_VALUES:,}")
+        if not all(math.isfinite(value) for value in values):
+            raise ValueError
         return values
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a list (1,2,5) or range (start:stop:step): {text!r}") from None
 
 
 MAX_VALUES = 10_000  # of a list or range: each value is a pass over the data
+
+
+def size_list(text: str) -> list[int]:
+    """`number_list` of training sizes: whole numbers from 1 to MOST."""
+    values = number_list(text)
+    wrong = [value for value in values if not (value.is_integer() and 1 <= value <= MOST)]
+    if wrong:
+        raise argparse.ArgumentTypeError(f"sizes are whole numbers from 1 to {MOST:,}, not {wrong[0]:g}")
+    return [int(value) for value in values]
+
+
+def similarity(text: str) -> float:
+    """A similarity threshold: a finite number of at most 1, the largest similarity of every
+    kernel (a higher one would select nothing)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value <= 1):
+        raise argparse.ArgumentTypeError(f"a similarity is a finite number of at most 1 (every kernel's "
+                                         f"largest), not {text!r}")
+    return value
 
 
 def folds(text: str) -> int | None:
@@ -132,7 +185,7 @@ def folds(text: str) -> int | None:
 
 
 def fold_count(text: str) -> int:
-    value = integer_at_least(text, 2)
+    value = integer_at_least(text, 2, MOST)
     if value is None:
         raise argparse.ArgumentTypeError(f"--folds takes a number of folds, 2 or more, or 'loo', not {text!r}")
     return value
@@ -226,7 +279,7 @@ def add_model_options(parser: argparse.ArgumentParser, one_kernel: bool = True) 
                        help="the paper's settings (tau, a 5, b 0.66, plain mean), never tuned: "
                             "same as --thresholds paper")
     group.add_argument("--model", default=None, help="BERTScore: model name or local path")
-    group.add_argument("--layer", type=int, default=None, help="BERTScore: hidden layer to use")
+    group.add_argument("--layer", type=layer, default=None, help="BERTScore: hidden layer to use")
     group.add_argument("--idf", action="store_true", help="BERTScore: idf weights from the training set")
     group.add_argument("--rescale", action=argparse.BooleanOptionalAction, default=None,
                        help="BERTScore: rescale F with a baseline (default on: the paper's tau is on that scale)")

@@ -9,16 +9,22 @@ from gpu_neighbors.cli import commands
 from gpu_neighbors.cli.allpairs import add_allpairs_commands
 from gpu_neighbors.cli.systems import add_systems_command
 from gpu_neighbors.cli.options import (
+    MOST_DRAWS,
+    MOST_EXPLAINED,
     add_data_options,
     add_model_options,
     add_tuning_options,
+    bounded,
     fold_count,
     folds,
     number_list,
     positive_int,
+    runs,
     seed,
+    size_list,
     refuse_resume,
     thread_count,
+    workers,
 )
 from gpu_neighbors.data.formats import FORMATS
 from gpu_neighbors.evaluation.protocols import PARAMETERS as SWEPT
@@ -66,13 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--threads", type=thread_count, default=None, metavar="N",
                        help="CPU threads for torch (default on the CPU: 1, never slower than "
                             "torch's one per core on a busy machine, see README; on a GPU: torch's)")
-    score.add_argument("--workers", type=positive_int, default=None, metavar="N",
+    score.add_argument("--workers", type=workers, default=None, metavar="N",
                        help="batches scored at once, each in its own thread (default on the CPU: "
                             "one per core, at most 2; on a GPU: 1); the rows are the same")
     score.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     score.add_argument("--ray", action="store_true", help="score on Ray actors, one GPU each where there are GPUs (needs the [ray] extra)")
     score.add_argument("--ray-address", default=None, metavar="ADDR", help="Ray cluster to join (auto, or ray://host:10001); implies --ray; default: a local Ray")
-    score.add_argument("--explain", type=positive_int, default=0, metavar="K",
+    score.add_argument("--explain", type=bounded(1, MOST_EXPLAINED, "a number of neighbours"), default=0, metavar="K",
                        help="write each candidate's K most similar training texts into its line "
                             "(\"neighbors\": index, similarity, score)")
     score.add_argument("--explain-text", action="store_true",
@@ -95,6 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = subparsers.add_parser("evaluate", help="leave-one-out agreement on scored data")
     evaluate.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
     evaluate.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    evaluate.add_argument("--checklist", action="store_true",
+                          help="also the perturbation checklist: the scorer fitted on a seeded 4/5 of --data "
+                               "(all of it with --heldout) rates the held-out texts rated at or above the "
+                               "training median beside degenerate copies of them (shuffled, repeated, "
+                               "word salad, ...); each copy's mean must drop by half the gap to the "
+                               "training set's lowest-decile mean")
+    evaluate.add_argument("--heldout", default=None, metavar="FILE",
+                          help="with --checklist: scored held-out texts (JSONL, CSV or TSV) instead of a "
+                               "fifth of --data")
+    evaluate.add_argument("--seed", type=seed, default=None,
+                          help="with --checklist: seed of the held-out fifth and of the copies (0)")
     add_data_options(evaluate)
     add_model_options(evaluate)
     add_tuning_options(evaluate)
@@ -144,8 +161,8 @@ def add_studio_commands(subparsers: Any) -> None:
     task.set_defaults(handler=commands.command_cross_task)
 
     curve = studio("curve", "training-size curve: leave-one-out in random subsets (the paper's Figure 4)")
-    curve.add_argument("--sizes", type=number_list, default=None, help="subset sizes, e.g. 25,50,100 or 25:200:25")
-    curve.add_argument("--runs", type=positive_int, default=20, help="random subsets per size (20)")
+    curve.add_argument("--sizes", type=size_list, default=None, help="subset sizes, e.g. 25,50,100 or 25:200:25")
+    curve.add_argument("--runs", type=runs, default=20, help="random subsets per size (20)")
     curve.add_argument("--seed", type=seed, default=0, help="seed of the subset draws (0)")
     curve.set_defaults(handler=commands.command_curve)
 
@@ -167,9 +184,13 @@ def add_studio_commands(subparsers: Any) -> None:
     report.add_argument("--paper", choices=("summarization", "dialogue", "generation"), default=None,
                         help="also set the paper's published figures for this task beside ours")
     report.add_argument("--folds", type=fold_count, default=10, help="k of the k-fold comparison (10)")
-    report.add_argument("--runs", type=positive_int, default=20, help="random subsets per size (20)")
-    report.add_argument("--sizes", type=number_list, default=None, help="subset sizes of the curve")
+    report.add_argument("--runs", type=runs, default=20, help="random subsets per size (20)")
+    report.add_argument("--sizes", type=size_list, default=None, help="subset sizes of the curve")
     report.add_argument("--seed", type=seed, default=0)
-    report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per rho (1000)")
+    report.add_argument("--resamples", type=bounded(0, MOST_DRAWS, "a number of resamples"), default=1000, help="bootstrap resamples per rho (1000)")
+    report.add_argument("--checklist", action="store_true",
+                        help="add the perturbation checklist of every kernel: fitted on a 4/5 of --data "
+                             "(--seed), its held-out texts rated at or above the training median beside "
+                             "degenerate copies of them")
     add_tuning_options(report, tune=False)
     report.set_defaults(handler=commands.command_report)

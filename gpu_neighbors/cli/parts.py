@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpu_neighbors.core.caller_warnings import warn
+from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.core.validation import DEFAULT_KERNEL, PAPER_KERNEL, SCORER_PARAMETERS
 from gpu_neighbors.estimators import Estimator, Ridge, Threshold, TopK
 from gpu_neighbors.kernels.parts import AUTO, Auto, KernelPart, kernel_part
@@ -107,4 +108,7 @@ def parts_from_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     kernel = kernel_from_settings(settings)
     run = {key: settings[key] for key in ("level", "device", "memory_budget", "chunk_size", "progress",
                                           "score_range") if key in settings}
+    if "level" in run:
+        outside = {key: settings[key] for key in ("outside_level", "negatives") if key in settings}
+        run["level"] = Intervals(run["level"], **outside)
     return {"kernel": kernel, "estimator": estimator_from_settings(settings, kernel), **run}

@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 
 from gpu_neighbors.cli.commands import default_threads, default_workers, fit_on_file, read_data
-from gpu_neighbors.cli.options import add_data_options, add_model_options, add_tuning_options, positive_int, seed
+from gpu_neighbors.cli.options import (
+    add_data_options,
+    add_model_options,
+    add_tuning_options,
+    draws,
+    positive_int,
+    seed,
+    thread_count,
+    workers,
+)
 from gpu_neighbors.data import InputError, ScoredData, count_records, iter_candidates
 from gpu_neighbors.data.formats import FORMATS
 from gpu_neighbors.data.output import SafeOutput
@@ -49,9 +58,9 @@ def add_systems_command(subparsers: Any) -> None:
     parser.add_argument("--pair-field", default=None,
                         help="field naming each text's input (prompt, source, meaning representation): "
                              "systems are then compared on shared inputs, with paired tests")
-    parser.add_argument("--resamples", type=positive_int, default=RESAMPLES,
+    parser.add_argument("--resamples", type=draws, default=RESAMPLES,
                         help=f"bootstrap resamples (default {RESAMPLES}, as sacrebleu)")
-    parser.add_argument("--trials", type=positive_int, default=TRIALS,
+    parser.add_argument("--trials", type=draws, default=TRIALS,
                         help=f"approximate randomization trials (default {TRIALS}, as sacrebleu)")
     parser.add_argument("--seed", type=seed, default=SEED, help=f"seed of the draws (default {SEED}, as sacrebleu)")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of markdown tables")
@@ -61,8 +70,8 @@ def add_systems_command(subparsers: Any) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace --save and --plot files that exist")
     parser.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, metavar="N",
                         help=f"candidates scored per step ({DEFAULT_BATCH_SIZE})")
-    parser.add_argument("--threads", type=positive_int, default=None, metavar="N", help="CPU threads for torch (as score)")
-    parser.add_argument("--workers", type=positive_int, default=None, metavar="N", help="batches scored at once (as score)")
+    parser.add_argument("--threads", type=thread_count, default=None, metavar="N", help="CPU threads for torch (as score)")
+    parser.add_argument("--workers", type=workers, default=None, metavar="N", help="batches scored at once (as score)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_data_options(parser)
     add_model_options(parser)
@@ -73,6 +82,8 @@ def add_systems_command(subparsers: Any) -> None:
 def command_systems(args: argparse.Namespace) -> int:
     if args.pair_field is not None and args.pair_field == args.system_field:
         raise ValueError("--pair-field must name another field than --system-field")
+    if args.plot is not None and Path(args.plot).suffix.lower() != ".png":
+        raise InputError("--plot writes a PNG image: give a name ending in .png", path=args.plot)
     outputs = {flag: path for flag, path in (("--save", args.save), ("--plot", args.plot)) if path is not None}
     inputs = {"--train": args.train, "--candidates": args.candidates}
     # The outputs are checked against the inputs, locked, and written as partial files renamed

@@ -7,9 +7,17 @@ first frame whose file is not in gpu_neighbors is right for all of them. Python 
 """
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+import numpy as np
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 
@@ -20,3 +28,15 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
     while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_ROOT):
         level, frame = level + 1, frame.f_back  # type: ignore[assignment]
     warnings.warn(message, category, stacklevel=level)
+
+
+def beyond_float_is_inf(function: Callable[P, R]) -> Callable[P, R]:
+    """`function` with numpy's overflow, division and invalid-value warnings off: statistics of
+    scores near the float64 limit overflow to inf (or NaN) honestly, and the value says so; a
+    warning printed from inside the package would only point at numpy."""
+    @functools.wraps(function)
+    def quiet(*args: P.args, **kwargs: P.kwargs) -> R:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            return function(*args, **kwargs)
+
+    return quiet

@@ -23,6 +23,7 @@ class PreparedCandidates:
     size: int
     plan: TilePlan
     chunks: dict[tuple[int, int], Any]
+    statistics: torch.Tensor  # `Typicality.of_texts` of the texts
 
     def encoded(self, first: int, last: int) -> Any:
         return self.chunks[first, last]

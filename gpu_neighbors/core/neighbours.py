@@ -5,9 +5,10 @@ statistics (count, sum q, sum q^2 of the neighbours; `NeighborReduction`) and fr
 add up, so nothing of size [C x |S|] is ever kept. The a/b rule then turns the statistics into
 estimates. The model never knows which kernel made the tiles.
 
-Sums are exact integers (q in fixed point, split into two 26-bit limbs), so they do not depend
-on how the training set is cut into blocks or in which order blocks arrive: the same inputs
-give bit-identical estimates for every chunk size and device. Similarity-weighted sums stay
+Sums are exact integers (q in fixed point, split into two 26-bit limbs, with one scale per
+magnitude band of q, so a huge score cannot take the digits of the others), so they do not
+depend on how the training set is cut into blocks or in which order blocks arrive: the same
+inputs give bit-identical estimates for every chunk size and device. Similarity-weighted sums stay
 exact the same way: a weight k(x, s)^p is quantised to a whole number of 2^-20 units and q is
 cut into four 13-bit limbs, so every product and every sum of up to 2^19 of them is an integer
 a float64 matmul holds exactly.
@@ -158,69 +159,97 @@ def canonical_sample(order: np.ndarray, size: int, seed: int) -> np.ndarray:
     return np.sort(order[np.random.default_rng(seed).choice(order.size, size, replace=False)])
 
 
+BAND_BITS = 8  # q within one band are less than 2^8 apart in magnitude (see `magnitude_bands`)
+
+
+def magnitude_bands(quality: np.ndarray) -> np.ndarray:
+    """Each q's band (int64, 0 for the largest magnitudes): a band starts at the largest binary
+    exponent not yet placed and holds every q less than 2^BAND_BITS below it (zeros go to band
+    0). Each band has its own fixed-point scale, so a q loses at most BAND_BITS of its 52 bits
+    to the largest of its band, never its digits to a huge score elsewhere in the training set.
+    The bands depend only on the set of values, so on no order, chunk or device."""
+    exponents = np.frexp(np.abs(quality))[1]
+    nonzero = quality != 0
+    bands = np.zeros(quality.size, dtype=np.int64)
+    if not nonzero.any():
+        return bands
+    distinct = np.unique(exponents[nonzero])[::-1]
+    band_of_exponent, band, top = {}, 0, int(distinct[0])
+    for exponent in distinct.tolist():
+        if exponent <= top - BAND_BITS:
+            band, top = band + 1, exponent
+        band_of_exponent[exponent] = band
+    bands[nonzero] = [band_of_exponent[exponent] for exponent in exponents[nonzero].tolist()]
+    return bands
+
+
+@dataclass(frozen=True)
+class Band:
+    """The fixed-point scales of one magnitude band: q as integers q * 2^values_shift; d, the
+    band's deviations (q - centre) * 2^-scale with centre the middle of the band's range and
+    2^scale its half-width, so |d| <= 1, and d^2 as integers d^2 * 2^squares_shift. The spread
+    is computed from d, which neither overflows (q^2 does from |q| ~ 1e154) nor loses the
+    spread to cancellation (scores of 1e6 + q)."""
+
+    values_shift: int
+    squares_shift: int
+    centre: float
+    scale: int
+
+
 @dataclass(frozen=True)
 class Quality:
-    """The training set's q, and the squares of its deviations, ready for exact neighbour sums:
-    `columns` [n, 5] (a one, the limbs of q, the limbs of d^2) for counts and plain sums,
-    `weighted_columns` [n, 9] (a one, q and d^2 in 13-bit limbs) for similarity-weighted sums,
-    `raw` q in float64, and `tie_rank`, the texts' order among equally similar ones
-    (`tie_ranks`). d = (q - centre) * 2^-scale, centre the middle of q's range and 2^scale its
-    half-width, so |d| <= 1: the spread is computed from d, which neither overflows (q^2 does
-    from |q| ~ 1e154) nor loses the spread to cancellation (scores of 1e6 + q)."""
+    """The training set's q, ready for exact neighbour sums, band by band (`magnitude_bands`):
+    `columns` [n, 5 * bands] (per band: a one where the text is in it, the limbs of q, the limbs
+    of d^2; zeros elsewhere) for counts and plain sums, `weighted_columns` [n, 9 * bands] (per
+    band: the one, q and d^2 in 13-bit limbs) for similarity-weighted sums, `raw` q in float64,
+    and `tie_rank`, the texts' order among equally similar ones (`tie_ranks`)."""
 
-    values: FixedPoint
-    squares: FixedPoint
     columns: torch.Tensor
     weighted_columns: torch.Tensor
     raw: torch.Tensor
     tie_rank: torch.Tensor
-    centre: float = 0.0
-    scale: int = 0
+    bands: tuple[Band, ...]
 
     @classmethod
     def encode(cls, quality: torch.Tensor, checksums: np.ndarray | None = None) -> Quality:
         """q of a training set; `checksums` (`text_checksums` of its texts) order its ties."""
         quality = quality.to(torch.float64)
-        ranks = torch.from_numpy(tie_ranks(checksums, quality.cpu().numpy())).to(quality.device)
-        if quality.numel():
-            low, high = float(quality.min()), float(quality.max())
-            centre = low / 2 + high / 2  # no overflow near the float64 limit
-            half_width = max(high - centre, centre - low)
-            scale = math.frexp(half_width)[1] if half_width > 0 else 0
-        else:
-            centre, scale = 0.0, 0
-        deviation = times_power_of_two(quality - centre, -scale)
-        return cls.of(FixedPoint.encode(quality), FixedPoint.encode(deviation * deviation), quality, ranks,
-                      centre, scale)
-
-    @classmethod
-    def of(cls, values: FixedPoint, squares: FixedPoint, raw: torch.Tensor, tie_rank: torch.Tensor,
-           centre: float = 0.0, scale: int = 0) -> Quality:
-        ones = torch.ones_like(values.high)
-        columns = torch.stack([ones, values.high, values.low, squares.high, squares.low], dim=1)
-        weighted = torch.cat([ones[:, None], values.fine_limbs(), squares.fine_limbs()], dim=1)
-        return cls(values, squares, columns, weighted, raw, tie_rank, centre, scale)
+        host = quality.cpu().numpy()
+        ranks = torch.from_numpy(tie_ranks(checksums, host)).to(quality.device)
+        band_of = magnitude_bands(host)
+        columns, weighted, bands = [], [], []
+        for band in range(int(band_of.max()) + 1 if host.size else 1):
+            member = torch.from_numpy(band_of == band).to(quality.device)
+            if host.size:
+                inside = host[band_of == band]
+                low, high = float(inside.min()), float(inside.max())
+                centre = low / 2 + high / 2  # no overflow near the float64 limit
+                half_width = max(high - centre, centre - low)
+                scale = math.frexp(half_width)[1] if half_width > 0 else 0
+            else:
+                centre, scale = 0.0, 0
+            values = torch.where(member, quality, 0.0)
+            deviation = torch.where(member, times_power_of_two(values - centre, -scale), 0.0)
+            fixed, squares = FixedPoint.encode(values), FixedPoint.encode(deviation * deviation)
+            one = member.to(torch.float64)
+            columns += [one, fixed.high, fixed.low, squares.high, squares.low]
+            weighted += [one[:, None], fixed.fine_limbs(), squares.fine_limbs()]
+            bands.append(Band(fixed.shift, squares.shift, centre, scale))
+        return cls(torch.stack(columns, dim=1), torch.cat(weighted, dim=1), quality, ranks, tuple(bands))
 
     def block(self, start: int, stop: int) -> Quality:
-        return Quality(
-            self.values.block(start, stop), self.squares.block(start, stop), self.columns[start:stop],
-            self.weighted_columns[start:stop], self.raw[start:stop], self.tie_rank[start:stop],
-            self.centre, self.scale,
-        )
+        return Quality(self.columns[start:stop], self.weighted_columns[start:stop], self.raw[start:stop],
+                       self.tie_rank[start:stop], self.bands)
 
     def to(self, device: torch.device) -> Quality:
         """The same limbs on `device` (a copy, so the same bits)."""
-        return Quality.of(
-            FixedPoint(self.values.high.to(device), self.values.low.to(device), self.values.shift),
-            FixedPoint(self.squares.high.to(device), self.squares.low.to(device), self.squares.shift),
-            self.raw.to(device),
-            self.tie_rank.to(device),
-            self.centre, self.scale,
-        )
+        return Quality(self.columns.to(device), self.weighted_columns.to(device), self.raw.to(device),
+                       self.tie_rank.to(device), self.bands)
 
     @property
     def device(self) -> torch.device:
-        return self.values.high.device
+        return self.columns.device
 
 
 ESTIMATORS = ("threshold", "topk", "ridge")
@@ -283,31 +312,45 @@ class TrainingSubset:
 
 @dataclass
 class NeighborStats:
-    """Per-candidate neighbour count and exact limb sums of q and q^2; additive across blocks.
+    """Per-candidate neighbour count and, per magnitude band of q (`Quality`), exact limb sums
+    of q and d^2 and the band's weight; additive across blocks.
 
-    Weighted (power > 0): `weight` holds the sum of the quantised weights and the totals are
-    sums of weight x q in 13-bit limbs; unweighted, `weight` is None and the totals are plain
-    sums in 26-bit limbs."""
+    Weighted (power > 0): `weight` holds the sums of the quantised weights and the totals are
+    sums of weight x q in 13-bit limbs; unweighted, `weight` counts the neighbours in each band
+    and the totals are plain sums in 26-bit limbs."""
 
     count: torch.Tensor  # int64 [rows]
-    total: torch.Tensor  # int64 [rows, limbs], limbs of sum (w) q
-    total_sq: torch.Tensor  # int64 [rows, limbs], limbs of sum (w) d^2 (d: Quality's deviations)
-    weight: torch.Tensor | None = None  # int64 [rows], sum of weights in 2^-20 units
+    weight: torch.Tensor  # int64 [rows, bands]: neighbours, or their weights in 2^-20 units
+    total: torch.Tensor  # int64 [rows, bands, limbs], limbs of sum (w) q
+    total_sq: torch.Tensor  # int64 [rows, bands, limbs], limbs of sum (w) d^2 (d: the band's deviations)
     power: float = 0.0
 
     @classmethod
-    def zeros(cls, rows: int, device: torch.device, power: float = 0.0) -> NeighborStats:
-        width = 2 if power == 0 else MANTISSA_BITS // WEIGHTED_LIMB_BITS
+    def zeros(cls, rows: int, bands: int, device: torch.device, power: float = 0.0,
+              weighted: bool | None = None) -> NeighborStats:
+        """Empty statistics; `weighted` (default: power > 0) sums `Quality.weighted_columns`."""
+        width = MANTISSA_BITS // (WEIGHTED_LIMB_BITS if (power != 0 if weighted is None else weighted) else LIMB_BITS)
 
         def zeros(*shape: int) -> torch.Tensor:
             return torch.zeros(shape, dtype=torch.int64, device=device)
 
-        return cls(zeros(rows), zeros(rows, width), zeros(rows, width),
-                   None if power == 0 else zeros(rows), float(power))
+        return cls(zeros(rows), zeros(rows, bands), zeros(rows, bands, width), zeros(rows, bands, width),
+                   float(power))
 
     @property
     def limb_bits(self) -> int:
-        return LIMB_BITS if self.weight is None else WEIGHTED_LIMB_BITS
+        return MANTISSA_BITS // self.total.shape[2]
+
+    def add_sums(self, rows: slice, sums: torch.Tensor) -> torch.Tensor:
+        """Adds column sums [rows, columns] (int64) of `Quality.columns` or, weighted, of
+        `Quality.weighted_columns` to rows `rows`; returns their weights summed over the bands
+        (unweighted: the neighbours)."""
+        per_band = sums.reshape(sums.shape[0], self.weight.shape[1], -1)
+        width = self.total.shape[2]
+        self.weight[rows] += per_band[:, :, 0]
+        self.total[rows] += per_band[:, :, 1 : 1 + width]
+        self.total_sq[rows] += per_band[:, :, 1 + width :]
+        return per_band[:, :, 0].sum(dim=1)
 
     def add_tile(
         self,
@@ -324,23 +367,17 @@ class NeighborStats:
         if excluded is not None:
             is_neighbor &= ~excluded
         rows = slice(first, first + tile.shape[0])
-        if self.weight is None:
-            # One pass over the tile for everything: a column of ones counts the neighbours
-            # (exactly, as the limbs), so the tile is read once by a single matmul.
-            sums = (is_neighbor.to(torch.float64) @ quality.columns).to(torch.int64)
-            self.count[rows] += sums[:, 0]
-            self.total[rows] += sums[:, 1:3]
-            self.total_sq[rows] += sums[:, 3:5]
+        if self.power == 0:
+            # One pass over the tile for everything: a column of ones per band counts the
+            # neighbours (exactly, as the limbs), so the tile is read once by a single matmul.
+            self.count[rows] += self.add_sums(rows, (is_neighbor.to(torch.float64) @ quality.columns).to(torch.int64))
             return
         weights = torch.where(is_neighbor, quantised_weights(tile, self.power), 0.0)
-        width = self.total.shape[1]
         self.count[rows] += is_neighbor.sum(dim=1)
         for start in range(0, tile.shape[1], WEIGHTED_COLUMNS):
             part = slice(start, start + WEIGHTED_COLUMNS)
             sums = (weights[:, part] @ quality.weighted_columns[part]).to(torch.int64)
-            self.weight[rows] += sums[:, 0]
-            self.total[rows] += sums[:, 1 : 1 + width]
-            self.total_sq[rows] += sums[:, 1 + width :]
+            self.add_sums(rows, sums)
 
 
 class NeighborReduction:
@@ -361,7 +398,7 @@ class NeighborReduction:
         subset: TrainingSubset | None = None,
         power: float = 0.0,
     ) -> None:
-        self.stats = NeighborStats.zeros(rows, quality.device, power)
+        self.stats = NeighborStats.zeros(rows, len(quality.bands), quality.device, power)
         self.quality = quality
         self.tau = tau
         self.leave_one_out = leave_one_out
@@ -391,6 +428,29 @@ def excluded_pairs(tile: Tile, leave_one_out: bool, subset: TrainingSubset | Non
         outside = ~subset.mask[None, start:stop].expand(rows, columns)
         excluded = outside if excluded is None else excluded | outside
     return excluded
+
+
+class NearestReduction:
+    """Each candidate row's highest similarity to a training text (-inf where none may be a
+    neighbour): the evidence an estimate rests on. Pairs are excluded as `NeighborReduction`
+    excludes them; a maximum is exact, so the same bits in any tiling."""
+
+    def __init__(self, rows: int, device: torch.device, leave_one_out: bool = False,
+                 subset: TrainingSubset | None = None) -> None:
+        self.nearest = torch.full((rows,), -torch.inf, dtype=torch.float64, device=device)
+        self.leave_one_out, self.subset = leave_one_out, subset
+
+    def add(self, tile: Tile) -> None:
+        values = tile.values.to(torch.float64)
+        excluded = excluded_pairs(tile, self.leave_one_out, self.subset)
+        if excluded is not None:
+            values = values.masked_fill(excluded, -torch.inf)
+        part = slice(tile.row, tile.row + values.shape[0])
+        if values.shape[1]:
+            self.nearest[part] = torch.maximum(self.nearest[part], values.amax(dim=1))
+
+    def result(self) -> torch.Tensor:
+        return self.nearest
 
 
 @dataclass(frozen=True)
@@ -425,6 +485,8 @@ class Prediction:
     neighbors: Neighbors | None = None  # with predict(return_neighbors=k)
     low: np.ndarray | None = None  # float64 conformal interval (`conformal.py`), NaN where undefined
     high: np.ndarray | None = None
+    nearest: np.ndarray | None = None  # float64: the highest similarity to a training text (-inf: none)
+    outside: np.ndarray | None = None  # bool: outside the training distribution (`outside.py`)
 
     @property
     def coverage(self) -> float:
@@ -446,6 +508,8 @@ class TensorPrediction:
     covered: torch.Tensor  # bool
     estimator: str = "threshold"
     neighbors: Neighbors | None = None
+    nearest: torch.Tensor | None = None  # float64 [batch]: the highest similarity to a training text
+    outside: torch.Tensor | None = None  # bool [batch]: outside the training distribution
 
     def numpy(self) -> Prediction:
         return Prediction(
@@ -455,6 +519,8 @@ class TensorPrediction:
             covered=self.covered.cpu().numpy(),
             estimator=self.estimator,
             neighbors=self.neighbors,
+            nearest=None if self.nearest is None else self.nearest.cpu().numpy(),
+            outside=None if self.outside is None else self.outside.cpu().numpy(),
         )
 
     def __len__(self) -> int:
@@ -507,11 +573,38 @@ def estimate_tensors(
 def moments(stats: NeighborStats, quality: Quality) -> tuple[torch.Tensor, torch.Tensor]:
     """The (weighted) mean and population standard deviation of the neighbours' q from exact
     limb sums, each decoded in one fixed sequence of operations (finite where any neighbour).
-    The spread is that of the deviations d (see Quality), scaled back: E[d^2] - E[d]^2, with
-    E[d] from the mean, so it is right for any finite scores."""
-    denominator = (stats.count if stats.weight is None else stats.weight).to(torch.float64).clamp(min=1)
+
+    Each band (`Quality`) gives its share of the mean and its own mean and spread (that of its
+    deviations d, E[d^2] - E[d]^2, scaled back). A row whose neighbours lie in one band takes
+    that band's spread. Neighbours in several bands combine, in the bands' fixed order, as
+    parallel variances do: Var = sum_b w_b / W (Var_b + (mean_b - mean)^2), in units of the
+    magnitude of the largest band present, which the spread then cannot fall far below."""
+    weight = stats.weight.to(torch.float64)
+    denominator = weight.sum(dim=1).clamp(min=1)  # exact: integers below 2^53
     bits = stats.limb_bits
-    mean = decode_limbs(stats.total, bits, quality.values.shift, denominator)
-    second = decode_limbs(stats.total_sq, bits, quality.squares.shift, denominator)
-    offset = times_power_of_two(mean - quality.centre, -quality.scale)
-    return mean, times_power_of_two((second - offset * offset).clamp(min=0).sqrt(), quality.scale)
+    mean = torch.zeros_like(denominator)
+    means, spreads = [], []
+    for index, band in enumerate(quality.bands):
+        mean = mean + decode_limbs(stats.total[:, index], bits, band.values_shift, denominator)
+        share = weight[:, index].clamp(min=1)
+        band_mean = decode_limbs(stats.total[:, index], bits, band.values_shift, share)
+        second = decode_limbs(stats.total_sq[:, index], bits, band.squares_shift, share)
+        offset = times_power_of_two(band_mean - band.centre, -band.scale)
+        means.append(band_mean)
+        spreads.append((second - offset * offset).clamp(min=0))  # in units of 4^scale
+    present = stats.weight > 0
+    std = torch.zeros_like(denominator)
+    for top, reference in enumerate(quality.bands):
+        largest = present[:, top] & ~present[:, :top].any(dim=1)
+        alone = largest & ~present[:, top + 1 :].any(dim=1)
+        std = torch.where(alone, times_power_of_two(spreads[top].sqrt(), reference.scale), std)
+        if top + 1 == len(quality.bands):
+            break
+        unit = MANTISSA_BITS - reference.values_shift  # the binary exponent of the band's largest |q|
+        variance = torch.zeros_like(denominator)
+        for index in range(top, len(quality.bands)):
+            spread = times_power_of_two(spreads[index], 2 * (quality.bands[index].scale - unit))
+            apart = times_power_of_two(means[index] - mean, -unit)
+            variance = variance + weight[:, index] / denominator * (spread + apart * apart)
+        std = torch.where(largest & ~alone, times_power_of_two(variance.clamp(min=0).sqrt(), unit), std)
+    return mean, std

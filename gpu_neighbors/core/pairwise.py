@@ -29,18 +29,29 @@ from gpu_neighbors.core.neighbours import (
 from gpu_neighbors.core.tiling import Tile
 from gpu_neighbors.core.topk import TopK, estimate_topk, rank_rows
 
+# How far a similarity may lie from the value another faithful evaluation of its kernel gives
+# (another device, a contracted formula), when the pass does not say: at least every exact
+# kernel's `Kernel.similarity_error` (tests/core/test_tau_margin.py checks it), so a threshold
+# tuned with it keeps clear of every training similarity of those kernels.
+DEFAULT_SIMILARITY_ERROR = 2.0**-44
+
 
 class PairwiseSimilarities:
     """k(x_i, x_j) for all items of one data set, with the items' known quality and, to break
     ties in top-k rankings as the scorer does, the checksums of their texts
-    (`neighbours.text_checksums`; without them ties go by q, then position)."""
+    (`neighbours.text_checksums`; without them ties go by q, then position). `error` is the
+    kernel's bound on how far a similarity may move in another faithful evaluation
+    (`Kernel.similarity_error`): tuning keeps every threshold farther than that from every
+    similarity."""
 
     def __init__(
         self,
         matrix: torch.Tensor | np.ndarray,
         scores: Sequence[float] | np.ndarray,
         checksums: np.ndarray | None = None,
+        error: float = DEFAULT_SIMILARITY_ERROR,
     ) -> None:
+        self.error = float(error)
         self.matrix = torch.as_tensor(matrix, dtype=torch.float64).cpu()
         self.scores = np.asarray(scores, dtype=np.float64)
         self.checksums = None if checksums is None else np.asarray(checksums, dtype=np.int64)
@@ -55,7 +66,7 @@ class PairwiseSimilarities:
         """The items `items` alone, as their own data set (a copy of their block)."""
         items = _indices(items)
         return PairwiseSimilarities(self.matrix[np.ix_(items, items)], self.scores[items],
-                                    None if self.checksums is None else self.checksums[items])
+                                    None if self.checksums is None else self.checksums[items], self.error)
 
     def __len__(self) -> int:
         return int(self.scores.size)
@@ -66,8 +77,9 @@ class PairwiseSimilarities:
         rows, columns = _indices(rows), _indices(columns)
         tile = self.matrix[np.ix_(rows, columns)]
         excluded = torch.as_tensor(rows[:, None] == columns[None, :])
-        result = NeighborStats.zeros(rows.size, torch.device("cpu"), power)
-        result.add_tile(tile, self.quality(columns), tau, excluded if excluded.any() else None)
+        quality = self.quality(columns)
+        result = NeighborStats.zeros(rows.size, len(quality.bands), torch.device("cpu"), power)
+        result.add_tile(tile, quality, tau, excluded if excluded.any() else None)
         return result
 
     def top(self, rows: np.ndarray, columns: np.ndarray, k: int) -> TopK:

@@ -6,6 +6,7 @@ most similar texts per row are `core.topk.TopKReduction`.)
 """
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -96,11 +97,11 @@ class NpyReduction:
         rows, columns = values.shape
         item = NPY_DTYPE.itemsize
         if columns == self.columns:  # whole rows: one contiguous write
-            os.pwrite(self.descriptor, values.data, self.offset + tile.row * self.columns * item)
+            write_at(self.descriptor, values.data, self.offset + tile.row * self.columns * item, self.path)
             return
         for index in range(rows):
             start = ((tile.row + index) * self.columns + tile.column) * item
-            os.pwrite(self.descriptor, values[index].data, self.offset + start)
+            write_at(self.descriptor, values[index].data, self.offset + start, self.path)
 
     def result(self) -> Path:
         if self.descriptor is not None:
@@ -108,6 +109,22 @@ class NpyReduction:
             os.close(self.descriptor)
             self.descriptor = None
         return self.path
+
+
+def write_at(descriptor: int, data: memoryview, offset: int, path: Path) -> None:
+    """All of `data` written at `offset` of `path`'s open `descriptor`. A positioned write may
+    write less than asked (a full disk under a file sized in advance, with holes); the rest is
+    written again, so a disk that stays full raises ENOSPC, naming the file, instead of leaving
+    zeros where the values belonged."""
+    view = memoryview(data).cast("B")
+    while view:
+        try:
+            written = os.pwrite(descriptor, view, offset)
+        except OSError as error:
+            raise OSError(error.errno, error.strerror, str(path)) from None
+        if written <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        view, offset = view[written:], offset + written
 
 
 PairSink = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]

@@ -26,6 +26,7 @@ class Signature:
     tuned: bool = False
     selection: tuple[tuple[str, float], ...] | None = None  # kernel="auto": inner rho per kernel
     level: float | None = None  # of the intervals (low, high), which change with it
+    outside: str | None = None  # the outlier test's level and the negative evidence's rule
 
     def fields(self) -> dict[str, str]:
         """The settings as printed, in order; a and b are the paper's names. The estimator, p, k
@@ -47,6 +48,8 @@ class Signature:
         fields.update(n=str(self.num_train), version=self.version)
         if self.level is not None:
             fields["level"] = f"{self.level:g}"
+        if self.outside is not None:
+            fields["outside"] = self.outside
         return fields
 
     def __str__(self) -> str:

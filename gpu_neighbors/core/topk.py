@@ -165,16 +165,13 @@ def estimate_topk(top: TopK, quality: Quality, k: int, power: float) -> TensorPr
     positive = (top.index >= 0) & (top.similarity > 0)
     weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)
     index = top.index.clamp(min=0)
-    limbs = quality.weighted_columns.shape[1] // 2  # one column of ones, then q and q^2 in limbs
     columns = [
         (weights * quality.weighted_columns[:, column][index]).sum(dim=1).to(torch.int64)
         for column in range(quality.weighted_columns.shape[1])
     ]
-    sums = torch.stack(columns, dim=1)
-    stats = NeighborStats(
-        count=positive.sum(dim=1), total=sums[:, 1 : 1 + limbs], total_sq=sums[:, 1 + limbs :],
-        weight=sums[:, 0], power=float(power),
-    )
+    stats = NeighborStats.zeros(index.shape[0], len(quality.bands), index.device, power, weighted=True)
+    stats.add_sums(slice(None), torch.stack(columns, dim=1))
+    stats.count = positive.sum(dim=1)
     mean, std = moments(stats, quality)
     defined = stats.count > 0
     nan = torch.full_like(mean, float("nan"))

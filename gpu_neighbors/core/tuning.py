@@ -18,7 +18,7 @@ import torch
 from gpu_neighbors.core.correlation import spearman_rows
 from gpu_neighbors.core.kernel_ridge import RELATIVE_PENALTIES
 from gpu_neighbors.core.neighbours import Thresholds, is_covered
-from gpu_neighbors.core.pairwise import PairwiseSimilarities
+from gpu_neighbors.core.pairwise import DEFAULT_SIMILARITY_ERROR, PairwiseSimilarities
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE
 
 # A coarse grid on purpose: every extra setting is another chance to fit the noise of a
@@ -57,9 +57,11 @@ class TuningGrid:
         values = sorted({int(k) for k in self.top_ks if 1 <= k <= min(num_train, MAX_TOP_K)})
         return values or [max(1, min(num_train, MAX_TOP_K))]
 
-    def tau_values(self, similarities: np.ndarray, default_tau: float | None) -> np.ndarray:
-        """The taus to try, each moved between two distinct training similarities
-        (`between_similarities`)."""
+    def tau_values(
+        self, similarities: np.ndarray, default_tau: float | None, error: float = DEFAULT_SIMILARITY_ERROR
+    ) -> np.ndarray:
+        """The taus to try, each moved between two distinct training similarities, farther
+        than `error` from both (`between_similarities`)."""
         if self.taus is not None:
             taus = np.asarray(self.taus, dtype=np.float64)
         else:
@@ -67,7 +69,7 @@ class TuningGrid:
             taus = np.quantile(similarities, levels) if similarities.size else np.zeros(0)
             if default_tau is not None:
                 taus = np.append(taus, default_tau)
-        return np.unique(between_similarities(taus, similarities))
+        return np.unique(between_similarities(taus, similarities, error))
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Every (a, b) pair, a ascending then b descending."""
@@ -81,27 +83,48 @@ class TuningGrid:
         return a_grid.ravel(), b_grid.ravel()
 
 
-def between_similarities(taus: np.ndarray, similarities: np.ndarray) -> np.ndarray:
-    """Each tau moved to the midpoint of the two distinct similarities around it, which keeps
-    every training pair on its side of it and puts it as far from both as it can be.
+def between_similarities(
+    taus: np.ndarray, similarities: np.ndarray, error: float = DEFAULT_SIMILARITY_ERROR
+) -> np.ndarray:
+    """Each tau moved into a gap between two distinct similarities, at its midpoint, where it is
+    farther than `error` (the kernel's bound on how far a similarity may move in another
+    faithful evaluation) from both ends; every training pair then keeps its side of tau however
+    its similarity is evaluated.
 
     A tau taken from the similarities (a quantile) sits exactly on a value that thousands of
-    pairs may share, and a similarity computed an ulp differently elsewhere (another device,
-    another build) would flip all of them. Only a tau at or below the smallest similarity stays:
-    a smallest similarity of 0 is exact everywhere (no overlap), and otherwise it moves down by
-    half the first gap (half the value itself when all are equal)."""
-    values = np.sort(np.asarray(similarities, dtype=np.float64).reshape(-1))
+    pairs may share, and the midpoint of a gap no wider than 2 `error` is no better: the
+    midpoint of two adjacent floats rounds onto one of them. So a tau goes to the midpoint of
+    its own gap where that gap is clear (wider than 2 `error`), else to the nearest clear gap's
+    midpoint (the old midpoint when no gap is clear). A tau farther than `error` below every
+    similarity, or above them all, stays (every pair a neighbour, or none); so does a tau of at
+    most 0 where the smallest similarity is 0, which is exact everywhere (no overlap). A tau at
+    or just below a smallest similarity other than 0 moves down by half the first gap (half the
+    value itself when all are equal)."""
+    values = np.unique(np.asarray(similarities, dtype=np.float64).reshape(-1))  # sorted, distinct
     taus = np.asarray(taus, dtype=np.float64)
     if values.size == 0:
         return taus
-    above = np.searchsorted(values, taus, side="left")  # values[above] >= tau > values[above - 1]
-    inside = (above > 0) & (above < values.size)
-    low, high = values[np.maximum(above - 1, 0)], values[np.minimum(above, values.size - 1)]
-    moved = np.where(inside, low + (high - low) / 2, taus)
-    larger = values[values > values[0]]
-    first_gap = (larger[0] - values[0]) if larger.size else abs(values[0])
-    on_smallest = (taus == values[0]) & (values[0] != 0)
-    return np.where(on_smallest, values[0] - first_gap / 2, moved)
+    moved = np.full_like(taus, values[0])  # one value: only the rules below the loop apply
+    if values.size > 1:
+        low, high = values[:-1], values[1:]
+        middles = low + (high - low) / 2
+        clear = (middles - low > error) & (high - middles > error)
+        gap = np.clip(np.searchsorted(values, taus, side="left") - 1, 0, middles.size - 1)
+        moved = middles[gap]
+        if clear.any():
+            moved = np.where(clear[gap], moved, _nearest(middles[clear], taus))
+    first_gap = (values[1] - values[0]) if values.size > 1 else abs(values[0])
+    below_smallest = values[0] - first_gap / 2
+    keep = (taus < values[0] - error) | (taus > values[-1] + error) | ((values[0] == 0) & (taus <= 0))
+    at_smallest = ~keep & ((taus <= values[0]) | (values.size == 1)) & (values[0] - below_smallest > error)
+    return np.where(keep, taus, np.where(at_smallest, below_smallest, moved))
+
+
+def _nearest(points: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The element of sorted `points` nearest to each target (the lower one on a tie)."""
+    right = np.clip(np.searchsorted(points, targets), 0, points.size - 1)
+    left = np.maximum(right - 1, 0)
+    return np.where(np.abs(points[right] - targets) < np.abs(targets - points[left]), points[right], points[left])
 
 
 @dataclass(frozen=True)
@@ -159,7 +182,7 @@ def tune(
     if estimator == "topk":
         return _tune_topk(similarities, items, truth, grid, min_coverage, base)
     a_values, b_values = grid.pairs()
-    taus = grid.tau_values(similarities.off_diagonal(items), default_tau)
+    taus = grid.tau_values(similarities.off_diagonal(items), default_tau, similarities.error)
     rows: list[tuple[Thresholds, float, float]] = []  # (setting, rho, coverage), grid order
     for tau in taus:
         for power in grid.powers:

@@ -32,6 +32,8 @@ DEFAULT_TOP_K = 50
 MAX_TOP_K = 1000
 MAX_POWER = 64
 DEFAULT_LEVEL = 0.9  # of the conformal intervals (core/conformal.py)
+NEGATIVE_RULES = ("lowest_decile", "minimum", "none")
+DEFAULT_OUTSIDE_LEVEL = 0.05  # of the outlier test (core/outside.py)
 
 
 class NotFittedError(ValueError, AttributeError, RuntimeError):
@@ -104,7 +106,7 @@ def _is_range(value: Any) -> bool:
 
 
 def _is_weights(value: Any) -> bool:
-    if not isinstance(value, (tuple, list)) or not 1 <= len(value) <= 4:
+    if not isinstance(value, (tuple, list)) or not len(value) >= 1:
         return False
     non_negative = interval(0)
     return all(non_negative.accepts(weight) for weight in value) and abs(math.fsum(value) - 1) <= 1e-6
@@ -220,7 +222,7 @@ SCORER_PARAMETERS = _table(
               "auto", "auto (CUDA when present), cpu, cuda, cuda:N"),
     Parameter("smoothing", str, instance_of(str, description="a smoothing name"), None,
               "BLEU* smoothing", optional=True, none_means="add1"),
-    Parameter("weights", tuple, Constraint("1 to 4 non-negative weights (n-gram orders 1, 2, ...) summing to 1",
+    Parameter("weights", tuple, Constraint("non-negative weights (n-gram orders 1, 2, ...) summing to 1",
                                            _is_weights), None,
               "bleu kernel: weight per n-gram order from 1, e.g. 0.25,0.25,0.25,0.25 for BLEU-4",
               optional=True, none_means="BLEU*, 0,1/3,1/3,1/3", metavar="W1,W2,..."),
@@ -246,6 +248,15 @@ SCORER_PARAMETERS = _table(
     Parameter("level", float, interval(0, 1, closed="neither"), DEFAULT_LEVEL,
               "nominal coverage of each estimate's interval [low, high] (conformal, from the "
               "training set's leave-one-out residuals)"),
+    Parameter("negatives", str, one_of(*NEGATIVE_RULES), NEGATIVE_RULES[0],
+              "the estimate of a text outside the training distribution (word salad, shuffled or "
+              "repeated words, another domain: `outside` in every row): lowest_decile: the mean "
+              "score of the training set's lowest tenth; minimum: the score range's low end (the "
+              "lowest training score without a range); none: its neighbours' estimate, only flagged",
+              metavar="RULE"),
+    Parameter("outside_level", float, interval(0, 1, closed="neither"), DEFAULT_OUTSIDE_LEVEL,
+              "share of texts from the training distribution that may be flagged outside (a "
+              "conformal outlier test on the training set's leave-one-out)", metavar="ALPHA"),
 )
 # Settings of `fit`: tuning chooses tau, a and b with at least this coverage.
 FIT_PARAMETERS = _table(

@@ -66,11 +66,21 @@ def resolve_format(path: PathLike, file_format: str | None, allowed: Sequence[st
     fmt = detect_format(path) if file_format is None else file_format
     if file_format is None and fmt == "text" and not is_regular(path):
         return None
+    how = "" if file_format else f" (from its extension {Path(path).suffix or '(none)'!r})"
+    return _allowed(fmt, how, path, allowed)
+
+
+def _allowed(fmt: str, how: str, path: PathLike, allowed: Sequence[str]) -> str:
     if fmt not in allowed:
-        how = "" if file_format else f" (from its extension {Path(path).suffix or '(none)'!r})"
         raise InputError(f"format {fmt!r}{how} is not supported here; use one of "
                          f"{', '.join(allowed)}", path=path)
     return fmt
+
+
+def sniff_allowed(stream: IO[bytes], path: PathLike, allowed: Sequence[str]) -> str:
+    """`sniff_format` of a stream `resolve_format` left to sniff, refused the same way when
+    its format is not one of `allowed` (plain text from a pipe where fields are needed)."""
+    return _allowed(sniff_format(stream), " (from its first bytes: no JSON object)", path, allowed)
 
 
 def sniff_format(stream: IO[bytes]) -> str:

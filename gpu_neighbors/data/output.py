@@ -8,7 +8,8 @@ report page and its images). Opening it:
   sidecar that is a symbolic link (a planted link would redirect our writes into its target);
 - takes an exclusive lock beside each output, so a second run on the same output fails at once;
 - refuses to replace any finished output (the main one, a rejects file, a report's images)
-  unless `overwrite` (or `resume`) is given.
+  unless `overwrite` (or `resume`) is given, and, for a resumable output, to start over from
+  an unfinished run's partial file and progress record unasked.
 
 Each output is written to `NAME.partial`, created exclusively without following links
 (O_CREAT|O_EXCL|O_NOFOLLOW). `commit` fsyncs every partial file and renames it into place,
@@ -214,7 +215,13 @@ def check_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
 
 def _check_new(outputs: Mapping[str, PathLike | None], resumable: bool) -> None:
     for index, (name, path) in enumerate(outputs.items()):
-        if path is None or str(path) == STANDARD_STREAM or not Path(path).exists():
+        if path is None or str(path) == STANDARD_STREAM:
+            continue
+        if not Path(path).exists():
+            if index == 0 and resumable and sidecar(path, ".partial").exists() \
+                    and sidecar(path, ".meta.json").exists():  # a plain run would drop its rows unasked
+                raise InputError("an unfinished run's rows are beside it (its .partial file); pass --resume "
+                                 "to continue that run, or --overwrite to start over", path=path)
             continue
         if index == 0:
             unfinished = resumable and sidecar(path, ".partial").exists()

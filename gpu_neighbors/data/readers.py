@@ -396,7 +396,13 @@ def _text_lines(stream: IO[bytes], path: PathLike,
     for line, raw in physical_lines(stream, path, line_bytes_limit(max_chars)):
         body = strip_newline(raw)
         text = decode(body, line, path)
-        if isinstance(text, str):
+        if isinstance(text, str) and "\r" in text and not raw.endswith(b"\n"):
+            # a file with carriage returns but no line feed: old Mac line ends, many texts read as
+            # one (a carriage return inside a line that a line feed ends is kept as text)
+            yield line, InputError("holds a carriage return that ends no line (old Mac line ends?): a "
+                                   "plain-text file holds one text per line, each ended by \\n or \\r\\n; "
+                                   "convert it first (tr '\\r' '\\n')", path=path, line=line), text
+        elif isinstance(text, str):
             yield line, _checked_text(text, path, line, None, max_chars), text
         else:
             yield line, text, body.decode("utf-8", "replace")

@@ -40,6 +40,8 @@ class ResultWriter:
     partial files and moved into place with the output, so a failed `overwrite` run keeps them.
     """
 
+    resumable = True  # a failed run keeps its partial file and its progress record for --resume
+
     def __init__(self, path: PathLike, resume: bool = False,
                  header: dict[str, Any] | None = None, overwrite: bool = False,
                  inputs: Mapping[str, PathLike | None] | None = None,
@@ -59,7 +61,7 @@ class ResultWriter:
             raise InputError("cannot resume a run written to standard output", path=path)
         # Companions (a rejects file) are written beside the output and committed with it.
         self._output = SafeOutput({"--output": path, **(companions or {})}, inputs=inputs,
-                                  overwrite=overwrite, resume=resume, keep_partial=True)
+                                  overwrite=overwrite, resume=resume, keep_partial=self.resumable)
         try:
             for companion in self._output.paths:
                 if companion != self.path:
@@ -139,7 +141,7 @@ class ResultWriter:
                     self._save_meta()
             else:
                 # A finished run resumed has nothing new to move into place.
-                self._output.keep_partial = not self.previously_complete
+                self._output.keep_partial = self.resumable and not self.previously_complete
                 self._output.discard()
             self.complete = complete
         finally:
@@ -198,22 +200,31 @@ class ResultWriter:
         return meta
 
     def _save_meta(self) -> None:
+        if not self.resumable:  # a record for --resume, which this output cannot take
+            return
         payload = {"header": self.header, "rows": self._done, "bytes": self._bytes,
                    "complete": self.complete, "checkpoint": self.checkpoint}
         temporary = self.meta_path.with_name(self.meta_path.name + ".tmp")
-        with create_new(temporary) as file:
-            file.write((json.dumps(payload, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, self.meta_path)
+        try:
+            with create_new(temporary) as file:
+                file.write((json.dumps(payload, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, self.meta_path)
+        except BaseException:  # a full disk: the record as it was, no half-written one beside it
+            temporary.unlink(missing_ok=True)
+            raise
 
 
 class ParquetResultWriter(ResultWriter):
     """The rows as a Parquet file, one row group per `write_columns`, with the locking,
     partial file and overwrite rules of `ResultWriter`. No resume: a Parquet file is readable
     only once its footer is written, so a killed run leaves nothing to continue from (write
-    JSON Lines for runs that must survive a kill). `types` fixes a column's Arrow type (e.g.
-    "double" for a column whose first batch holds only nulls); other columns are inferred."""
+    JSON Lines for runs that must survive a kill), and a failed run removes its partial files.
+    `types` fixes a column's Arrow type (e.g. "double" for a column whose first batch holds
+    only nulls); other columns are inferred."""
+
+    resumable = False
 
     def __init__(self, path: PathLike, resume: bool = False, header: dict[str, Any] | None = None,
                  overwrite: bool = False, inputs: Mapping[str, PathLike | None] | None = None,
@@ -256,9 +267,14 @@ class ParquetResultWriter(ResultWriter):
 
     def close(self, complete: bool = True) -> None:
         if self._parquet is not None and not self._closed:
-            self._parquet.close()  # writes the footer; the file stays open
-            self._file.flush()
-            os.fsync(self._file.fileno())  # on disk before the rename makes it the output
+            try:
+                self._parquet.close()  # writes the footer; the file stays open
+                self._file.flush()
+                os.fsync(self._file.fileno())  # on disk before the rename makes it the output
+            except BaseException:  # a full disk: the partial files removed, the locks released
+                super().close(complete=False)
+                if complete:  # else the run's own error is the one to report
+                    raise
         super().close(complete)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_neighbors.core.caller_warnings import beyond_float_is_inf
 from gpu_neighbors.core.correlation import RESAMPLES, spearman_interval, spearman_pvalue, spearman_rows
 from gpu_neighbors.core.neighbours import Prediction
 
@@ -49,6 +50,7 @@ def agreement(
     return _agreement(prediction.scores, truth, prediction.covered, resamples, seed)
 
 
+@beyond_float_is_inf
 def _agreement(
     estimated: np.ndarray, truth: np.ndarray, covered: np.ndarray, resamples: int, seed: int
 ) -> Agreement:

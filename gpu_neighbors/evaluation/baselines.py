@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gpu_neighbors.core.caller_warnings import beyond_float_is_inf
 from gpu_neighbors.core.correlation import RESAMPLES
 from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.evaluation.agreement import Agreement, agreement
@@ -79,6 +80,7 @@ def embed(texts: Sequence[str], model: str, layer: int | None = None, device: st
     return np.concatenate(vectors) if vectors else np.zeros((0, 0))
 
 
+@beyond_float_is_inf
 def out_of_fold(make: Callable[[], Any], features: Any, scores: np.ndarray,
                 folds: Sequence[np.ndarray]) -> np.ndarray:
     """Each fold's test items predicted by a model fitted on the other items."""

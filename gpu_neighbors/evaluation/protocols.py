@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.core.correlation import RESAMPLES
 from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.evaluation.agreement import NAN, Agreement, agreement
@@ -157,7 +158,14 @@ def cross_task(
     resamples: int = RESAMPLES,
 ) -> CrossTask:
     """Fit on the training task only (tuning, as asked or as the scorer's `thresholds` say,
-    sees only it), score the test task."""
+    sees only it), score the test task. Test texts that are also training texts find
+    themselves as their nearest neighbours: warned about, since they flatter the agreement."""
+    training = set(train_texts)
+    shared = sum(text in training for text in test_texts)
+    if shared:
+        warn(f"{shared} of the {len(test_texts)} test texts are also training texts: each finds itself as "
+             f"its most similar neighbour, which flatters coverage and agreement; to measure one data set "
+             f"use evaluate (leave-one-out) or crossval")
     scorer.fit(train_texts, train_scores, tune=tune_thresholds, min_coverage=min_coverage)
     prediction = scorer.predict(test_texts)
     return CrossTask(

@@ -15,7 +15,9 @@ The tests are sacrebleu's (mjpost/sacrebleu, `sacrebleu/significance.py`, the co
   sorted resamples at positions n // 40 and n - n // 40 - 1, as sacrebleu's `estimate_ci`.
 
 Differences from sacrebleu, each on purpose: sums are float64 (sacrebleu's bootstrap uses
-float32); an observed difference of exactly 0 gets p = 1 (sacrebleu's ">" would give the
+float32), and the means and differences reported are exactly rounded sums (`exact_mean`), so
+they do not depend on the order of the texts: two systems with the same values in another
+order have the same mean and a difference of exactly 0; an observed difference of exactly 0 gets p = 1 (sacrebleu's ">" would give the
 smallest p, 1 / (draws + 1), to a system compared with itself); and since one system may have
 no estimate where another has one, every input is resampled and each pair's means run over the
 inputs where both have an estimate, so a resample's mean is a ratio of sums. Where every system
@@ -34,10 +36,13 @@ reseeds for each comparison).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from gpu_neighbors.core.caller_warnings import beyond_float_is_inf
 
 SEED = 12345  # sacrebleu's default (SACREBLEU_SEED)
 RESAMPLES = 1000  # sacrebleu's default for the paired bootstrap
@@ -126,11 +131,30 @@ class Tests:
     pairs: list[PairTest]
 
 
+def exact_mean(values: np.ndarray) -> float:
+    """The mean of `values` from their sum rounded once (math.fsum): the same bits in any
+    order; NaN for none."""
+    if not values.size:
+        return float("nan")
+    try:
+        return math.fsum(values.tolist()) / values.size
+    except OverflowError:  # the sum leaves the float range: sum the terms scaled by an exact 2^-k
+        scale = 2.0 ** -math.ceil(math.log2(values.size))
+        return math.fsum((values * scale).tolist()) / values.size / scale
+
+
+def exact_difference(first: np.ndarray, second: np.ndarray) -> float:
+    """mean(first) - mean(second) over paired values, from one exactly rounded sum of both:
+    exactly 0 where the two hold the same values in any order; NaN for none."""
+    return exact_mean(np.concatenate([first, -second])) * 2 if first.size else float("nan")
+
+
 def _means(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         return sums / counts
 
 
+@beyond_float_is_inf
 def paired_tests(values: np.ndarray, pairs: Sequence[tuple[int, int]], *, resamples: int = RESAMPLES,
                  trials: int = TRIALS, seed: int = SEED) -> Tests:
     """Tests on shared inputs: `values` [inputs, systems], NaN where a system has no estimate
@@ -159,16 +183,18 @@ def paired_tests(values: np.ndarray, pairs: Sequence[tuple[int, int]], *, resamp
     shuffled = np.concatenate(swapped) if swapped else np.zeros((0, p))
     null = np.abs(_means(totals - 2 * shuffled, compared))
     tests = []
-    for index in range(p):
-        observed = float(_means(totals[index], compared[index]))
+    for index, (j, m) in enumerate(pairs):
+        shared = both[:, index] > 0
+        observed = exact_difference(values[shared, j], values[shared, m])
         low, high = interval(differences[:, index])
         tests.append(PairTest(observed, low, high, bootstrap_p_value(differences[:, index], observed),
                               p_value(null[:, index], abs(observed)), int(compared[index])))
-    means = _means(zeroed.sum(0), covered.sum(0))
+    means = np.array([exact_mean(values[covered[:, j], j]) for j in range(k)])
     bounds = [interval(resampled[:, j]) for j in range(k)]
     return Tests(means, np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds]), resampled, tests)
 
 
+@beyond_float_is_inf
 def unpaired_tests(groups: Sequence[np.ndarray], pairs: Sequence[tuple[int, int]], *,
                    resamples: int = RESAMPLES, trials: int = TRIALS, seed: int = SEED) -> Tests:
     """Tests on systems with texts of their own: `groups` holds each system's estimates (no
@@ -183,7 +209,7 @@ def unpaired_tests(groups: Sequence[np.ndarray], pairs: Sequence[tuple[int, int]
         for counts in bootstrap_counts(group.size, resamples, rng):
             resampled[done:done + len(counts), j] = counts @ group / group.size
             done += len(counts)
-    means = np.array([group.mean() if group.size else np.nan for group in groups])
+    means = np.array([exact_mean(group) for group in groups])
     tests = []
     for j, m in pairs:
         observed = means[j] - means[m]

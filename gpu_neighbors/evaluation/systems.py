@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_neighbors.core.caller_warnings import warn
+from gpu_neighbors.core.caller_warnings import beyond_float_is_inf, warn
 from gpu_neighbors.data.errors import InputError, PathLike
 from gpu_neighbors.evaluation.significance import (
     RESAMPLES,
@@ -321,6 +321,7 @@ class Scale:
                 "shrinkage_high": self.shrinkage_high, "pairs": self.pairs(), "agreement": self.agreement()}
 
 
+@beyond_float_is_inf
 def shrinkage_slope(estimated: np.ndarray, human: np.ndarray) -> np.ndarray:
     """Least-squares slope of estimated system means on human ones, per row of [rows,
     systems] (a vector is one row). With two systems it is the ratio of their differences;
@@ -330,8 +331,7 @@ def shrinkage_slope(estimated: np.ndarray, human: np.ndarray) -> np.ndarray:
     estimated, human = np.atleast_2d(estimated), np.atleast_2d(human)
     centred_e = estimated - estimated.mean(axis=1, keepdims=True)
     centred_h = human - human.mean(axis=1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (centred_e * centred_h).sum(axis=1) / (centred_h * centred_h).sum(axis=1)
+    return (centred_e * centred_h).sum(axis=1) / (centred_h * centred_h).sum(axis=1)
 
 
 def leave_one_out_scale(estimates: np.ndarray, human: np.ndarray, systems: Sequence[str] | Labelled,

@@ -48,9 +48,11 @@ import torch
 
 from gpu_neighbors.core.threads import one_thread
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts, check_weights
+from gpu_neighbors.kernels.bleu_settings import BleuSetting, check_setting, nltk_bleu, sacrebleu_bleu
 from gpu_neighbors.kernels.bleu_tables import PrecisionTables, bleu_of_rows, brevity, check_smoothing, table_size
-from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
+from gpu_neighbors.text.tokenizers import Tokenizer, WhitespaceTokenizer, make_tokenizer
 from gpu_neighbors.text.vocabulary import Vocabulary
+from gpu_neighbors.text.word_ids import word_ids
 
 KEY_BITS = 62  # bits of a non-negative int64 key that the fields may use
 # Rows per chunk: at most this many token positions at once (each row's segments included), so
@@ -97,6 +99,28 @@ class AlignedCounts:
         penalties = brevity(self.lengths.cpu().numpy(), self.reference_lengths.cpu().numpy())
         return torch.from_numpy(np.ascontiguousarray(penalties)).to(self.lengths.device)
 
+    def bleu_of_setting(self, setting: BleuSetting, *, corpus: bool) -> torch.Tensor:
+        """BLEU under a setting the tables do not hold (`bleu_settings`), on the host: [rows]
+        (corpus: a scalar), or [rows, tuples] ([tuples]) for several weight tuples."""
+        matches, denominators = self.matches.cpu().numpy(), self.totals.cpu().numpy()
+        lengths, reference_lengths = self.lengths.cpu().numpy(), self.reference_lengths.cpu().numpy()
+        totals = np.maximum(lengths[:, None] - np.arange(matches.shape[1])[None, :], 0)  # n-grams as they are
+        last_matches, last_lengths = matches[-1:], lengths[-1:]
+        if corpus:
+            if not len(lengths):
+                last_matches, last_lengths = np.zeros((1, matches.shape[1]), dtype=np.int64), np.zeros(1, np.int64)
+            matches, denominators, totals = (values.sum(0, keepdims=True) for values in (matches, denominators, totals))
+            lengths, reference_lengths = lengths.sum(keepdims=True), reference_lengths.sum(keepdims=True)
+        else:
+            last_matches, last_lengths = matches, lengths
+        if setting.sacrebleu:
+            scores = sacrebleu_bleu(setting, matches, totals, lengths, reference_lengths)
+        else:
+            scores = nltk_bleu(setting, matches, denominators, lengths, reference_lengths, last_matches, last_lengths)
+        out = torch.from_numpy(np.ascontiguousarray(scores)).to(self.matches.device)
+        out = out[0] if corpus else out
+        return out if setting.several else out[..., 0]
+
     def corpus_bleu(self, weights: tuple[float, ...], smoothing: str) -> torch.Tensor:
         """NLTK's `corpus_bleu`: every statistic summed over the candidates first."""
         return bleu_from_counts(self.matches.sum(0, keepdim=True), self.totals.sum(0, keepdim=True),
@@ -124,9 +148,13 @@ def sentence_bleu(
     candidates: Sequence[str] | torch.Tensor,
     references: References,
     *,
-    weights: Sequence[float] = BLEU4_WEIGHTS,
+    weights: Sequence[float] | Sequence[Sequence[float]] = BLEU4_WEIGHTS,
     smoothing: str = "none",
+    smooth_value: float | None = None,
+    auto_reweigh: bool = False,
+    effective_order: bool = False,
     tokenizer: str | Tokenizer = "whitespace",
+    lowercase: bool = False,
     attention_mask: torch.Tensor | None = None,
     reference_mask: torch.Tensor | None = None,
     reference_counts: torch.Tensor | None = None,
@@ -134,25 +162,35 @@ def sentence_bleu(
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
     """BLEU of each candidate against its own references: float64 [candidates], equal to NLTK
-    `sentence_bleu(references[i], candidates[i], weights, smoothing_function)`.
+    `sentence_bleu(references[i], candidates[i], weights, smoothing_function, auto_reweigh)`, or
+    with `effective_order`, floor or add-k smoothing to sacrebleu's `sentence_bleu(...).score / 100`.
 
     Texts: `candidates` a list of strings, `references` one string or a list of strings per
-    candidate (ragged), split by `tokenizer` ("whitespace", "13a", "chars", a Hugging Face
-    tokenizer or a `Tokenizer`); the result is on `device`.
+    candidate (ragged), split by `tokenizer` ("whitespace", "13a", "chars", sacrebleu's "intl",
+    "zh" and "char", a Hugging Face tokenizer or a `Tokenizer`), after case folding where
+    `lowercase`; the result is on `device`.
     Token ids: `candidates` [batch, length] and `references` [batch, length'] (one each) or
     [batch, R, length'] (up to R each; `reference_counts` [batch] says how many, the rest are
     ignored), with optional masks of the same shapes; positions with mask 0 or a negative id are
-    dropped. The result is on the ids' device, with no host synchronisation; a candidate with no
-    reference scores 0. `vocab_size` (the tokenizer's, optional): every kept id is below it (checked
-    on the device, asynchronously); it renumbers the ids per row through a table instead of two sorts
-    (bench/results.md: 0.022 s against 0.035 s at 256 x 1,024).
-    `smoothing`: "none" (NLTK method0), "epsilon" (method1), "add1" (method2), "exp" (method3).
+    dropped. The result is on the ids' device, with no host synchronisation (but for the
+    settings of `bleu_settings`); a candidate with no reference scores 0. `vocab_size` (the
+    tokenizer's, optional): every kept id is below it (checked on the device, asynchronously); it
+    renumbers the ids per row through a table instead of two sorts (bench/results.md: 0.022 s
+    against 0.035 s at 256 x 1,024).
+    `weights`: one per order, or a list of such tuples (one score each: [candidates, tuples], as
+    NLTK 3.8 returns a list). `smoothing`: "none" (NLTK method0), "epsilon" (method1), "add1"
+    (method2), "exp" (method3), NLTK's "method0" to "method7", or sacrebleu's "floor" and "add-k";
+    `smooth_value`: method1's epsilon, method4's k, method6's alpha, floor's or add-k's value
+    (their defaults: 0.1, 5, 5, 0.1, 1). `effective_order` (sacrebleu's `use_effective_order`,
+    its `sentence_bleu`'s default) averages over the orders the candidate reaches.
     """
-    weights, smoothing = check_aligned_weights(weights), check_smoothing(smoothing)
-    counts = aligned_counts(candidates, references, len(weights), tokenizer=tokenizer,
+    setting = check_setting(weights, smoothing, smooth_value, auto_reweigh, effective_order)
+    counts = aligned_counts(candidates, references, setting.counted_orders, tokenizer=tokenizer, lowercase=lowercase,
                             attention_mask=attention_mask, reference_mask=reference_mask,
                             reference_counts=reference_counts, vocab_size=vocab_size, device=device)
-    return counts.sentence_bleu(weights, smoothing)
+    if setting.on_tables:
+        return counts.sentence_bleu(setting.weights[0], setting.smoothing)
+    return counts.bleu_of_setting(setting, corpus=False)
 
 
 @one_thread
@@ -160,25 +198,33 @@ def corpus_bleu(
     candidates: Sequence[str] | torch.Tensor,
     references: References,
     *,
-    weights: Sequence[float] = BLEU4_WEIGHTS,
+    weights: Sequence[float] | Sequence[Sequence[float]] = BLEU4_WEIGHTS,
     smoothing: str = "none",
+    smooth_value: float | None = None,
+    auto_reweigh: bool = False,
+    effective_order: bool = False,
     tokenizer: str | Tokenizer = "whitespace",
+    lowercase: bool = False,
     attention_mask: torch.Tensor | None = None,
     reference_mask: torch.Tensor | None = None,
     reference_counts: torch.Tensor | None = None,
     vocab_size: int | None = None,
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
-    """Corpus BLEU (a float64 scalar tensor) of the same inputs as `sentence_bleu`, equal to
-    NLTK's `corpus_bleu`, and to sacrebleu's BLEU / 100 where the tokenizers agree and every
-    candidate has at least as many tokens as the highest order. A token-id candidate with no
-    reference still adds its n-grams and length, with no match and a reference length of 0 (as
-    NLTK given one empty reference)."""
-    weights, smoothing = check_aligned_weights(weights), check_smoothing(smoothing)
-    counts = aligned_counts(candidates, references, len(weights), tokenizer=tokenizer,
+    """Corpus BLEU (a float64 scalar tensor; [tuples] for a list of weight tuples) of the same
+    inputs and settings as `sentence_bleu`, equal to NLTK's `corpus_bleu` (whose methods 5 and 6
+    read the last candidate's own n-grams, as here), and to sacrebleu's `corpus_bleu(...).score /
+    100`: with `effective_order`, floor or add-k, its formula; without, where every candidate has
+    at least as many tokens as the highest order (NLTK counts at least one n-gram per candidate,
+    sacrebleu none). A token-id candidate with no reference still adds its n-grams and length,
+    with no match and a reference length of 0 (as NLTK given one empty reference)."""
+    setting = check_setting(weights, smoothing, smooth_value, auto_reweigh, effective_order)
+    counts = aligned_counts(candidates, references, setting.counted_orders, tokenizer=tokenizer, lowercase=lowercase,
                             attention_mask=attention_mask, reference_mask=reference_mask,
                             reference_counts=reference_counts, vocab_size=vocab_size, device=device)
-    return counts.corpus_bleu(weights, smoothing)
+    if setting.on_tables:
+        return counts.corpus_bleu(setting.weights[0], setting.smoothing)
+    return counts.bleu_of_setting(setting, corpus=True)
 
 
 def check_aligned_weights(weights: Sequence[float]) -> tuple[float, ...]:
@@ -193,6 +239,7 @@ def aligned_counts(
     orders: int,
     *,
     tokenizer: str | Tokenizer = "whitespace",
+    lowercase: bool = False,
     attention_mask: torch.Tensor | None = None,
     reference_mask: torch.Tensor | None = None,
     reference_counts: torch.Tensor | None = None,
@@ -204,8 +251,10 @@ def aligned_counts(
         if not isinstance(references, torch.Tensor):
             raise TypeError("token-id candidates need token-id references (a tensor), not "
                             f"{type(references).__name__}")
+        if lowercase:
+            raise ValueError("lowercase applies to texts; token ids are compared as they are")
         packed = pack_ids(candidates, references, attention_mask, reference_mask, reference_counts)
-        return count_packed(packed, orders, id_bound=None if vocab_size is None else _id_bound(vocab_size))
+        return count_packed(packed, orders, id_bound=None if vocab_size is None else check_vocab_size(vocab_size))
     if isinstance(references, torch.Tensor):
         raise TypeError("text candidates need text references, not a tensor")
     if not isinstance(references, Sequence):
@@ -214,7 +263,8 @@ def aligned_counts(
     if any(option is not None for option in (attention_mask, reference_mask, reference_counts, vocab_size)):
         raise ValueError("attention_mask, reference_mask, reference_counts and vocab_size go with token ids, "
                          "not texts")
-    packed, vocabulary_size = pack_texts(candidates, references, make_tokenizer(tokenizer), torch.device(device))
+    packed, vocabulary_size = pack_texts(candidates, references, make_tokenizer(tokenizer, lowercase),
+                                         torch.device(device))
     return count_packed(packed, orders, id_bound=vocabulary_size)
 
 
@@ -234,7 +284,7 @@ class Packed:
     valid: torch.Tensor
 
 
-def _id_bound(vocab_size: object) -> int:
+def check_vocab_size(vocab_size: object) -> int:
     """`vocab_size` as an int (numpy and 0-d tensor integers too), checked positive and below 2^63."""
     try:
         bound = operator.index(vocab_size)  # type: ignore[arg-type]
@@ -248,46 +298,67 @@ def _id_bound(vocab_size: object) -> int:
 def pack_texts(
     candidates: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]],
     tokenizer: Tokenizer, device: torch.device,
-) -> tuple[Packed, int]:
-    """Tokenize, number the tokens over this batch, and pad; also the number of distinct tokens."""
-    candidates = _texts(candidates, "candidates")
+) -> tuple[Packed, int | None]:
+    """Tokenize, number the tokens (`_text_ids`), and pad; also a bound on the ids, where known."""
+    candidates = text_list(candidates, "candidates")
     if isinstance(references, str) or len(references) != len(candidates):
         count = "a string" if isinstance(references, str) else len(references)
         raise ValueError(f"references: give one entry per candidate ({len(candidates)}), got {count}")
-    groups = [[item] if isinstance(item, str) else _texts(item, f"references[{index}]")
+    groups = [[item] if isinstance(item, str) else text_list(item, f"references[{index}]")
               for index, item in enumerate(references)]
     for index, group in enumerate(groups):
         if not group:
             raise ValueError(f"references[{index}]: candidate {index} has no reference "
                              "(BLEU needs at least one)")
     flat = [text for group in groups for text in group]
-    tokenized_candidates = tokenizer.tokenize_many(candidates)
-    tokenized_references = tokenizer.tokenize_many(flat)
-    vocabulary = Vocabulary(tokenized_candidates)
-    vocabulary.add(tokenized_references)
-    cpu = torch.device("cpu")
-    candidate_ids = vocabulary.batch(tokenized_candidates, cpu)
-    reference_ids = vocabulary.batch(tokenized_references, cpu)
+    (candidate_ids, candidate_lengths), (reference_ids, flat_lengths), bound = _text_ids(tokenizer, candidates, flat)
     per_row = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
     width = int(per_row.max()) if len(groups) else 1
     slots = np.arange(width)[None, :] < per_row[:, None]  # [rows, R]: which references exist
     reference_lengths = np.zeros((len(groups), width), dtype=np.int64)
-    reference_lengths[slots] = reference_ids.lengths.numpy()
-    padded_references = _pad(reference_ids.ids.numpy(), reference_lengths[slots])
+    reference_lengths[slots] = flat_lengths
+    padded_references = _pad(reference_ids, reference_lengths[slots])
     references_3d = np.zeros((len(groups), width, padded_references.shape[1]), dtype=np.int64)
     references_3d[slots] = padded_references
-    candidate_lengths = candidate_ids.lengths.numpy()
-    ids = torch.from_numpy(_pad(candidate_ids.ids.numpy(), candidate_lengths)).to(device)
-    lengths = candidate_ids.lengths.to(device)
+    ids = torch.from_numpy(_pad(candidate_ids, candidate_lengths)).to(device)
+    lengths = torch.from_numpy(candidate_lengths).to(device)
     candidate_columns, _ = _columns(torch.arange(ids.shape[1], device=device) < lengths[:, None])
     reference_columns, _ = _columns(torch.from_numpy(np.arange(references_3d.shape[2]) < reference_lengths[:, :, None])
                                     .to(device))
     packed = Packed(ids, candidate_columns, lengths, torch.from_numpy(references_3d).to(device), reference_columns,
                     torch.from_numpy(reference_lengths).to(device), torch.from_numpy(slots).to(device))
-    return packed, len(vocabulary)
+    return packed, bound
 
 
-def _texts(items: object, what: str) -> list[str]:
+IdsAndCounts = tuple[np.ndarray, np.ndarray]
+
+
+def _text_ids(tokenizer: Tokenizer, candidates: list[str],
+              references: list[str]) -> tuple[IdsAndCounts, IdsAndCounts, int | None]:
+    """Token ids (int64, concatenated) and token counts of the candidates and of the references,
+    equal ids for equal tokens, and a bound on the ids where one is known. Whitespace tokens of
+    ASCII text come from `word_ids` (no Python per token; ids with no bound), the rest through
+    the tokenizer and a vocabulary of this batch (ids below its size)."""
+    if type(tokenizer) is WhitespaceTokenizer:
+        texts = candidates + references
+        fast = word_ids(list(map(str.lower, texts)) if tokenizer.lowercase else texts)
+        if fast is not None:  # numbered below their count by one sort: the bounded path is faster
+            words, counts = fast
+            distinct, numbers = torch.unique(torch.from_numpy(words), return_inverse=True)
+            ids, split = numbers.numpy(), int(counts[: len(candidates)].sum())
+            return ((ids[:split], counts[: len(candidates)]), (ids[split:], counts[len(candidates):]),
+                    max(len(distinct), 1))
+    tokenized_candidates = tokenizer.tokenize_many(candidates)
+    tokenized_references = tokenizer.tokenize_many(references)
+    vocabulary = Vocabulary(tokenized_candidates)
+    vocabulary.add(tokenized_references)
+    batches = [vocabulary.batch(tokenized, torch.device("cpu")) for tokenized in (tokenized_candidates, tokenized_references)]
+    (candidate_ids, candidate_counts), (reference_ids, reference_counts) = (
+        (batch.ids.numpy(), batch.lengths.numpy()) for batch in batches)
+    return (candidate_ids, candidate_counts), (reference_ids, reference_counts), len(vocabulary)
+
+
+def text_list(items: object, what: str) -> list[str]:
     if isinstance(items, str) or not isinstance(items, Sequence):
         tensors = " (or token ids: a tensor)" if what == "candidates" else ""
         raise TypeError(f"{what}: expected a list of strings{tensors}, got {type(items).__name__}")
@@ -343,7 +414,9 @@ def pack_ids(
     if reference_counts is None:
         valid = torch.ones((rows, slots), dtype=torch.bool, device=candidates.device)
     else:
-        valid = torch.arange(slots, device=candidates.device)[None, :] < reference_counts[:, None].to(candidates.device)
+        if reference_counts.device != candidates.device:  # a copy that waits: only from elsewhere
+            reference_counts = reference_counts.to(candidates.device)
+        valid = torch.arange(slots, device=candidates.device)[None, :] < reference_counts[:, None]
     for tensor in (references, attention_mask, reference_mask):
         if tensor is not None and tensor.device != candidates.device:
             raise ValueError(f"every tensor must be on the candidates' device {candidates.device}, "
@@ -363,7 +436,7 @@ def _kept(ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 def _columns(kept: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Where each position goes in 2L columns (L the last dimension): a kept one to L + the number
     kept before it, a dropped one to its own position, in a spill area cut off after the scatter
-    (`_placed`), so the kept ids land at the front in order with no sort; and how many each row
+    (`placed`), so the kept ids land at the front in order with no sort; and how many each row
     keeps."""
     width = kept.shape[-1]
     kept_so_far = torch.cumsum(kept, dim=-1)
@@ -409,7 +482,7 @@ def _clipped_matches(packed: Packed, first: int, last: int, orders: int, id_boun
     if bits is not None and _row_bits(rows) + bits * orders + segment_bits <= KEY_BITS:
         fields = fields + (slots + 1)
     else:
-        fields, bits = _dense_fields(fields, bound, slots + 1), (width - 1).bit_length()
+        fields, bits = dense_fields(fields, bound, slots + 1), (width - 1).bit_length()
     if bits * orders + segment_bits > KEY_BITS:
         words, per_word, sorted_segment = _sorted_words(fields, segment, orders, bits)
         return _count_clipped(words, per_word, orders, bits, 0, slots + 1, sorted_segment)
@@ -426,9 +499,9 @@ def _segment_fields(packed: Packed, first: int, last: int, orders: int) -> tuple
     device = packed.candidates.device
     rows, slots = last - first, packed.references.shape[1]
     extra = orders - 1
-    candidate_fields = _placed(packed.candidates[first:last], packed.candidate_columns[first:last], extra,
+    candidate_fields = placed(packed.candidates[first:last], packed.candidate_columns[first:last], extra,
                                torch.full((), -1, dtype=torch.int64, device=device))
-    reference_fields = _placed(packed.references[first:last], packed.reference_columns[first:last], extra,
+    reference_fields = placed(packed.references[first:last], packed.reference_columns[first:last], extra,
                                -2 - torch.arange(slots, device=device)[:, None])
     candidate_width, reference_width = candidate_fields.shape[1], reference_fields.shape[2]
     fields = torch.cat([candidate_fields, reference_fields.reshape(rows, slots * reference_width)], dim=1)
@@ -437,7 +510,7 @@ def _segment_fields(packed: Packed, first: int, last: int, orders: int) -> tuple
     return fields, segment
 
 
-def _placed(ids: torch.Tensor, columns: torch.Tensor, extra: int, filler: torch.Tensor) -> torch.Tensor:
+def placed(ids: torch.Tensor, columns: torch.Tensor, extra: int, filler: torch.Tensor) -> torch.Tensor:
     """[..., L + extra]: the ids scattered to their `columns` over `filler`, the spill area cut off."""
     width = ids.shape[-1]
     out = filler.expand(*ids.shape[:-1], 2 * width + extra).contiguous()
@@ -448,7 +521,7 @@ def _row_bits(rows: int) -> int:
     return max(rows - 1, 0).bit_length()
 
 
-def _dense_fields(fields: torch.Tensor, bound: int | None, shift: int) -> torch.Tensor:
+def dense_fields(fields: torch.Tensor, bound: int | None, shift: int) -> torch.Tensor:
     """Each row's fields renumbered below the row width, so that `orders` of them fit one key.
     Where fields + `shift` are known to be non-negative and below `bound`, and a table of `bound`
     cells per row is not too large, by `_occurrence_columns` (no sort). Where no bound, or too

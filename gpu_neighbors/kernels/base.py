@@ -122,6 +122,18 @@ class Kernel(ABC, Generic[Encoded]):
         return True
 
     @property
+    def similarity_error(self) -> float:
+        """How far one similarity may lie from the value another faithful evaluation of this
+        kernel gives (another device or tiling, the formula contracted or reordered), at most:
+        tuning keeps every threshold farther than this from every training similarity
+        (`core.tuning.between_similarities`)."""
+        return self.SIMILARITY_ERROR
+
+    # The bound for kernels whose every similarity is a float64 function of integer counts;
+    # each kernel states its own.
+    SIMILARITY_ERROR: ClassVar[float]
+
+    @property
     def depends_on_training_set(self) -> bool:
         """Whether k(x, s) changes with the rest of the training set (e.g. idf weights), so
         that a sub-matrix of one all-pairs pass is not exactly what a refit on a split gives.

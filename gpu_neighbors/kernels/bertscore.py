@@ -66,36 +66,51 @@ BASELINE_SEED = 0
 class TokenEmbeddings(HostTensors):
     """Unit token embeddings and normalised weights of a list of texts (a ragged batch).
 
-    Texts with the same tokens share one stored slice, so `offsets` may repeat."""
+    Texts with the same tokens share one stored slice, so `offsets` may repeat. The lengths are
+    kept twice: on the CPU, where sub-tiles are planned without reading the device, and on the
+    device, where padding reads them; so matching copies nothing to the device (a copy from
+    host memory waits for the device)."""
 
     host_tensors = ("lengths",)
 
     vectors: torch.Tensor  # [tokens, hidden], unit rows
     weights: torch.Tensor  # float32 [tokens], summing to 1 (or 0) over each text
     offsets: torch.Tensor  # int64 [texts], on the device
-    lengths: torch.Tensor  # int64 [texts], on the CPU: plans sub-tiles without device syncs
+    lengths: torch.Tensor  # int64 [texts], on the CPU
+    device_lengths: torch.Tensor  # the same, on the device
 
     def __len__(self) -> int:
         return int(self.lengths.numel())
 
     def select(self, rows: torch.Tensor) -> TokenEmbeddings:
-        """The texts at `rows` (a CPU int64 tensor), sharing storage."""
-        return TokenEmbeddings(
-            self.vectors, self.weights, self.offsets[rows.to(self.offsets.device)], self.lengths[rows]
-        )
+        """The texts at `rows` (a CPU int64 tensor), sharing storage; copies `rows` to the
+        device, so it is for work outside the tile loop (the baseline's sample)."""
+        on_device = rows.to(self.offsets.device)
+        return TokenEmbeddings(self.vectors, self.weights, self.offsets[on_device], self.lengths[rows],
+                               self.device_lengths[on_device])
 
-    def padded(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Vectors [n, L, hidden] and weights [n, L] of texts `rows`, L their longest length;
-        padding repeats a text's first token with weight 0."""
-        lengths = self.lengths[rows]
-        width = max(int(lengths.max()), 1)
+    def block(self, start: int, stop: int) -> TokenEmbeddings:
+        """Texts start..stop-1, as views: nothing is copied."""
+        return TokenEmbeddings(self.vectors, self.weights, self.offsets[start:stop], self.lengths[start:stop],
+                               self.device_lengths[start:stop])
+
+    def padded(self, rows: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Vectors [n, width, hidden] and weights [n, width] of texts `rows` (device indices) no
+        longer than `width`; padding repeats a text's first token with weight 0."""
         device = self.offsets.device
-        position = torch.arange(width, device=device)
-        valid = position[None, :] < lengths.to(device)[:, None]
-        index = self.offsets[rows.to(device)][:, None] + torch.where(valid, position, 0)
+        position = torch.arange(max(width, 1), device=device)
+        valid = position[None, :] < self.device_lengths[rows][:, None]
+        index = self.offsets[rows][:, None] + torch.where(valid, position, 0)
         index = index.clamp_(max=max(self.vectors.shape[0] - 1, 0))
         weights = torch.where(valid, self.weights[index], 0.0)
         return self.vectors[index], weights
+
+    def groups(self, max_tokens: int) -> list[tuple[torch.Tensor, int]]:
+        """`length_groups` of these texts as (device row indices, longest length): the stable
+        sort of the lengths, made on the host to plan and on the device to index (the same
+        permutation: a stable sort of the same integers has one result)."""
+        device_order = torch.argsort(self.device_lengths, stable=True)
+        return [(device_order[first:stop], longest) for first, stop, longest in length_groups(self.lengths, max_tokens)[1]]
 
 
 class BertScoreKernel(HostTensors, Kernel[TokenEmbeddings]):
@@ -185,7 +200,7 @@ class BertScoreKernel(HostTensors, Kernel[TokenEmbeddings]):
         return self._embed(self._token_ids(texts))
 
     def _encode_train(self, start: int, stop: int) -> TokenEmbeddings:
-        return self._train.select(torch.arange(start, stop))
+        return self._train.block(start, stop)
 
     def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids with special tokens, truncated to the model's length (as bert-score's
@@ -221,19 +236,22 @@ class BertScoreKernel(HostTensors, Kernel[TokenEmbeddings]):
         vectors, weights = [], []
         offsets = torch.zeros(len(sequences), dtype=torch.int64)
         filled = 0
-        for group in length_groups(distinct_lengths, ENCODE_TOKENS, self.batch_size):
-            batch = group.tolist()
+        order, bounds = length_groups(distinct_lengths, ENCODE_TOKENS, self.batch_size)
+        for first, stop, _ in bounds:
+            batch = order[first:stop].tolist()
             for k, (vector, weight) in zip(batch, self._forward([sequences[k] for k in batch])):
                 offsets[k] = filled
                 filled += vector.shape[0]
                 vectors.append(vector)
                 weights.append(weight)
         hidden = self.model.config.hidden_size
+        lengths = distinct_lengths[text_to_distinct]
         return TokenEmbeddings(
             vectors=torch.cat(vectors) if vectors else torch.zeros(0, hidden, dtype=self.match_dtype, device=self.device),
             weights=torch.cat(weights) if weights else torch.zeros(0, device=self.device),
             offsets=offsets[text_to_distinct].to(self.device),
-            lengths=distinct_lengths[text_to_distinct],
+            lengths=lengths,
+            device_lengths=lengths.to(self.device),
         )
 
     def _forward(self, batch: list[tuple[int, ...]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -263,7 +281,7 @@ class BertScoreKernel(HostTensors, Kernel[TokenEmbeddings]):
 
     def tile(self, encoded: TokenEmbeddings, start: int, stop: int) -> torch.Tensor:
         with torch.inference_mode():
-            scores = f_scores(encoded, self._train.select(torch.arange(start, stop)))
+            scores = f_scores(encoded, self._train.block(start, stop))
             if self.baseline is not None:
                 scores.sub_(self.baseline).div_(1 - self.baseline)
         return scores
@@ -291,6 +309,19 @@ class BertScoreKernel(HostTensors, Kernel[TokenEmbeddings]):
         return not self.rescale  # rescaled F can fall below 0
 
     @property
+    def similarity_error(self) -> float:
+        """The matching stage's bound: a cosine of unit vectors over `hidden` dimensions summed
+        in float32 in any order is within (hidden + 2) 2^-24; in a format of p significand bits
+        the rounding of both vectors and of the cosine add 3u + 3u^2 + u^3 (u = 2^-p). P and R
+        (weighted means of maxima) move no more, F = 2PR/(P+R) at most twice that, and rescaling
+        stretches it by 1/|1 - b|. Not covered: the forward pass on another device's kernels,
+        which no closed form bounds (the GPU check measures it)."""
+        u = torch.finfo(self.match_dtype).eps / 2  # 2^-p
+        rounding = 0.0 if self.match_dtype == torch.float32 else 3 * u + 3 * u * u + u**3
+        cosine = (self.model.config.hidden_size + 2) * 2.0**-24 + rounding
+        return 2 * cosine / (abs(1.0 - self.baseline) if self.baseline is not None else 1.0)
+
+    @property
     def depends_on_training_set(self) -> bool:
         return self.idf or self.baseline_source.startswith("estimated")
 
@@ -315,13 +346,13 @@ def f_scores(candidates: TokenEmbeddings, train: TokenEmbeddings) -> torch.Tenso
     if candidates.vectors.shape[0] == 0 or train.vectors.shape[0] == 0:
         return scores
     budget = subtile_elements(device)
-    for cand_rows in length_groups(candidates.lengths, math.isqrt(budget)):
-        cand_vectors, cand_weights = candidates.padded(cand_rows)
-        for train_rows in length_groups(train.lengths, max(budget // cand_weights.numel(), 1)):
-            precision, recall = greedy_match(cand_vectors, cand_weights, *train.padded(train_rows))
+    for cand_rows, cand_width in candidates.groups(math.isqrt(budget)):
+        cand_vectors, cand_weights = candidates.padded(cand_rows, cand_width)
+        for train_rows, train_width in train.groups(max(budget // cand_weights.numel(), 1)):
+            precision, recall = greedy_match(cand_vectors, cand_weights, *train.padded(train_rows, train_width))
             total = precision + recall
             f = torch.where(total != 0, 2 * precision * recall / total, 0.0)
-            scores[cand_rows.to(device)[:, None], train_rows.to(device)[None, :]] = f
+            scores[cand_rows[:, None], train_rows[None, :]] = f
     return scores
 
 
@@ -354,24 +385,28 @@ def baseline_sample(num_train: int) -> torch.Tensor:
     return torch.randperm(num_train, generator=generator)[:BASELINE_SAMPLE]
 
 
-def length_groups(lengths: torch.Tensor, max_tokens: int, max_rows: int | None = None) -> list[torch.Tensor]:
-    """Row indices in groups of similar length, to be padded to their longest: a group's padded
-    size (rows x longest) stays within `max_tokens` and within PADDING_LIMIT times its real
-    tokens, and it holds at most `max_rows` rows (and at least one)."""
+def length_groups(
+    lengths: torch.Tensor, max_tokens: int, max_rows: int | None = None
+) -> tuple[torch.Tensor, list[tuple[int, int, int]]]:
+    """The stable order of `lengths` (a CPU tensor) and the ranges [first, stop) of it, with the
+    longest length in each (at least 1), that form groups of similar length, to be padded to
+    their longest: a group's padded size (rows x longest) stays within `max_tokens` and within
+    PADDING_LIMIT times its real tokens, and it holds at most `max_rows` rows (at least one)."""
     order = torch.argsort(lengths, stable=True)
     sorted_lengths = lengths[order].clamp(min=1).tolist()
-    groups, first, tokens = [], 0, 0
+    bounds: list[tuple[int, int, int]] = []
+    first, tokens = 0, 0
     for index, length in enumerate(sorted_lengths):
         rows = index - first + 1
         padded = rows * length
         too_many = max_rows is not None and rows > max_rows
         if rows > 1 and (padded > max_tokens or padded > PADDING_LIMIT * (tokens + length) or too_many):
-            groups.append(order[first:index])
+            bounds.append((first, index, sorted_lengths[index - 1]))
             first, tokens = index, 0
         tokens += length
     if first < len(sorted_lengths):
-        groups.append(order[first:])
-    return groups
+        bounds.append((first, len(sorted_lengths), sorted_lengths[-1]))
+    return order, bounds
 
 
 # -- model, layer and baseline ---------------------------------------------------------

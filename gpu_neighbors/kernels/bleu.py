@@ -15,7 +15,7 @@ gives every clipped count of a tile at once (see `ngrams.py`). No exp, log or ro
 device: every factor of a pair's value is gathered from host tables by its lengths and counts
 (`bleu_tables.py`) and multiplied in a fixed order, so a tile is the same bits on every device.
 
-Other `weights` (1 to 4 orders from 1, e.g. BLEU-4's (1/4, 1/4, 1/4, 1/4)) take a general
+Other `weights` (any number of orders from 1, e.g. BLEU-4's (1/4, 1/4, 1/4, 1/4)) take a general
 path on the same stored counts: NLTK's formula (`bleu_sets.bleu_from_counts`) per pair sharing a
 unigram, equal to `sentence_bleu([s], x, weights, smoothing_function)` under every smoothing
 (`none` then keeps NLTK's tiny value, not 0). BLEU* keeps its factorised path below.
@@ -67,15 +67,14 @@ from gpu_neighbors.kernels.bleu_tables import (
     table_size,
 )
 from gpu_neighbors.text.ngrams import NgramFeatures, OrderTable, lookup_sorted, occurrence_rank
-from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, TokenizedTexts, Tokenizer
-from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary
+from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, Tokenizer
+from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary, id_lookup, kept_tokens
 
-MAX_ORDER = 4
+MAX_ORDER = 4  # orders counted at least (BLEU*'s); more where the weights have more
 # BLEU*: BLEU-4 without the unigram precision, the paper's kernel and the default; any other
 # weights take the general path (`weighted_bleu`).
 BLEU_STAR_WEIGHTS = (0.0, 1 / 3, 1 / 3, 1 / 3)
 FIT_SLICE = 65_536  # training texts tokenized at a time
-DROPPED = -2  # id-table value of ids that decode would drop (special tokens, vocabulary holes)
 FEATURE_BYTES = 4  # one float32 entry of the dense candidate-feature matrix of the id path
 FEATURE_SHARE = 2  # at most 1/FEATURE_SHARE of the memory budget goes to those features
 WORD_SLICE_BYTES = 1 << 25  # dense candidate-word matrix of the shared-word join, per slice
@@ -151,13 +150,8 @@ class IdTables:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Vocabulary ids [rows, length] with kept tokens first in each row (-1 = unseen in
         training), and the number kept per row."""
-        in_range = (input_ids >= 0) & (input_ids < self.lookup.numel())
-        mapped = self.lookup[input_ids.clamp(0, self.lookup.numel() - 1)]
-        kept = in_range & (mapped != DROPPED)
-        if attention_mask is not None:
-            kept &= attention_mask != 0
-        order = torch.argsort((~kept).to(torch.uint8), dim=1, stable=True)
-        return torch.gather(mapped, 1, order), kept.sum(dim=1)
+        tokens, lengths, _ = kept_tokens(self.lookup, input_ids, attention_mask)
+        return tokens, lengths
 
     def candidate_features(self, tokens: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
         """Per order, the dense 0/1 matrix [F_n, rows] of the rows' occurrence features that the
@@ -208,6 +202,10 @@ class EncodedIds:
 class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
     name = "bleu"
     default_tau = 0.08
+    # A product of at most 9 table factors (each within 2 ulps of its exact power: portable exp
+    # and log) and divisions, each rounded once, on a value <= 1: within 32 ulps of 1, bounded
+    # again by 2x for another order of the same operations.
+    SIMILARITY_ERROR = 2.0**-46
     supports_ids = True
 
     def __init__(
@@ -238,7 +236,7 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
             lengths=torch.cat([part.lengths for part in slices]),
         )
         del slices
-        self.ngrams = NgramFeatures(MAX_ORDER)
+        self.ngrams = NgramFeatures(max(MAX_ORDER, len(self.weights)))
         self._train = self.ngrams.fit(batch, len(self.vocabulary))
         # Row offsets of the training matrices on the host, so cutting a block reads no device.
         self._train_rows = [matrix.crow_indices().cpu().numpy() for matrix in self._train]
@@ -368,20 +366,8 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         """The id tables on `device`, built on first use (with host syncs, once)."""
         if device not in self._id_tables:
             assert isinstance(self.tokenizer, HuggingFaceTokenizer)  # check_ids ran
-            hf = self.tokenizer.hf
-            size = len(hf)
-            names = hf.convert_ids_to_tokens(list(range(size)))
-            vocabulary_ids = self.vocabulary.batch(
-                TokenizedTexts.from_lists([[name] if isinstance(name, str) else [] for name in names]),
-                torch.device("cpu"),
-            )
-            lookup = torch.full((size,), DROPPED, dtype=torch.int64)
-            present = vocabulary_ids.lengths == 1
-            lookup[present] = vocabulary_ids.ids
-            special = torch.tensor(sorted(set(hf.all_special_ids)), dtype=torch.int64)
-            lookup[special[special < size]] = DROPPED
             self._id_tables[device] = IdTables(
-                lookup=lookup.to(device),
+                lookup=id_lookup(self.vocabulary, self.tokenizer.hf).to(device),
                 tables=[
                     OrderTable(t.gram_keys.to(device), t.feature_keys.to(device), t.max_rank)
                     for t in self.ngrams.tables

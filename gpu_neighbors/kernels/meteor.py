@@ -18,25 +18,21 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from nltk.stem.porter import PorterStemmer
 
 from gpu_neighbors.core.sparse import sparse_mm
 from gpu_neighbors.text.tokenizers import Tokenizer
-from gpu_neighbors.kernels.wordnet import load_wordnet
+from gpu_neighbors.kernels.wordnet import LazyWordNet, load_wordnet
 from gpu_neighbors.kernels.base import Kernel
-
-if TYPE_CHECKING:
-    from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
 
 class Lexicon:
     """Every string seen (lower-cased words, stems, WordNet lemma names) gets an integer id;
     each word's Porter stem and each stem's synonyms are computed once and cached."""
 
-    def __init__(self, wordnet: WordNetCorpusReader | None) -> None:
+    def __init__(self, wordnet: LazyWordNet | None) -> None:
         self._stemmer = PorterStemmer()
         self._wordnet = wordnet
         self._ids: dict[str, int] = {}
@@ -72,7 +68,7 @@ class Lexicon:
         if related is None:
             names: set[int] = set()
             if self._wordnet is not None:
-                for synset in self._wordnet.synsets(self._strings[stem]):
+                for synset in self._wordnet.reader().synsets(self._strings[stem]):
                     names.update(
                         self._id(lemma.name()) for lemma in synset.lemmas() if "_" not in lemma.name()
                     )
@@ -225,6 +221,9 @@ class MeteorKernel(Kernel[MeteorBatch]):
 
     name = "meteor"
     default_tau = 0.18
+    # NLTK's formula on integer counts: 8 roundings and one pow (libm's, within 1 ulp) of values
+    # <= 1 at most, so within 16 ulps of 1 of the exact value.
+    SIMILARITY_ERROR = 2.0**-48
 
     def __init__(
         self,
@@ -244,7 +243,8 @@ class MeteorKernel(Kernel[MeteorBatch]):
         if not 0.0 <= gamma <= 1.0:
             raise ValueError(f"METEOR gamma must be in [0, 1], got {gamma}")
         self.alpha, self.beta, self.gamma = float(alpha), float(beta), float(gamma)
-        self.wordnet = load_wordnet() if synonyms else None
+        reader = load_wordnet() if synonyms else None
+        self.wordnet = None if reader is None else LazyWordNet.opened(reader)  # pickles without open files
         self.lexicon = Lexicon(self.wordnet)
         self._train: list[TextIndex] = []
 
@@ -328,7 +328,7 @@ class MeteorKernel(Kernel[MeteorBatch]):
         return 144
 
     def settings(self) -> dict[str, str]:
-        version = self.wordnet.get_version() if self.wordnet is not None else "none"
+        version = self.wordnet.version if self.wordnet is not None else "none"
         return {
             **super().settings(),
             "meteor": f"a{self.alpha}-b{self.beta}-g{self.gamma}",

@@ -2,7 +2,11 @@
 
 k(x, s) is the `rouge-score` package's LCS F-measure with s as the target and x as the
 prediction: P = LCS / len(x), R = LCS / len(s), F = 2PR / (P + R), and 0 when either text is
-empty or they share no token.
+empty or they share no token. F is computed as the fraction it equals, 2 LCS / (len(x) +
+len(s)): integers below 2^53, so the one division is the only rounding, and every device gives
+the float nearest to the exact value. (rouge-score's three roundings give up to three floats
+an ulp apart for one fraction, and a threshold between two of them flips a neighbour wherever
+the formula is contracted differently; the two differ by a few ulps, `similarity_error`.)
 
 The LCS comes from the bit-parallel algorithm of Allison and Dix (1986) in the form of Hyyro
 (2004): a bit vector V over the positions of s starts all ones; for each token c of x, with M the
@@ -75,6 +79,13 @@ def add_words(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return total.bitwise_and_(WORD_MASK)
 
 
+def lcs_step(v: torch.Tensor, matches: torch.Tensor) -> torch.Tensor:
+    """One step of the bit-parallel LCS: V after a token whose positions in s are `matches`
+    (multiword, [entries, words]): (V + U) | (V - U) with U = V & M (U within V: no borrow)."""
+    u = v & matches
+    return add_words(v, u).bitwise_or_(v - u)
+
+
 def popcount(x: torch.Tensor) -> torch.Tensor:
     """Set bits of each non-negative int64 (SWAR; no step overflows for values below 2**63)."""
     x = x - ((x >> 1) & 0x5555555555555555)
@@ -91,6 +102,9 @@ class RougeKernel(Kernel[PaddedTokens]):
 
     name = "rouge"
     default_tau = 0.06
+    # One rounding of 2 LCS / (|x| + |s|) <= 1: within 2^-53 of the exact fraction; any other
+    # float64 evaluation of 2PR / (P + R) (rouge-score's) within a few ulps of 1 more.
+    SIMILARITY_ERROR = 2.0**-50
     _words = 1  # words of the longest training text's bit vector; set by `fit`
 
     def _fit(self, texts: list[str]) -> None:
@@ -137,9 +151,8 @@ class RougeKernel(Kernel[PaddedTokens]):
         # token keeps V all ones, LCS 0, and F 0 (where 0/0 would be NaN).
         lcs = popcount(vectors.bitwise_xor_(WORD_MASK)).sum(1, dtype=torch.float64).view(rows, cols)
         del vectors
-        precision = lcs / encoded.lengths.to(torch.float64)[:, None]
-        recall = lcs / train_lengths[None, :]
-        return torch.where(lcs > 0, 2 * precision * recall / (precision + recall), 0.0)
+        total = encoded.lengths.to(torch.float64)[:, None] + train_lengths[None, :]
+        return torch.where(lcs > 0, (2 * lcs) / total, 0.0)  # 2 LCS is exact: one rounding
 
     def _bit_vectors(self, ids: torch.Tensor, start: int, stop: int, words: int) -> torch.Tensor:
         """Final bit vectors V [rows * cols, words] of every (candidate, training text) pair:
@@ -151,9 +164,7 @@ class RougeKernel(Kernel[PaddedTokens]):
             for lo, hi in zip(step_bounds, step_bounds[1:]):
                 if hi > lo:
                     step_pair = pair[lo:hi]
-                    v = vectors[step_pair]
-                    u = v & masks[lo:hi]
-                    vectors[step_pair] = add_words(v, u).bitwise_or_(v.sub_(u))  # u in v: no borrow
+                    vectors[step_pair] = lcs_step(vectors[step_pair], masks[lo:hi])
         return vectors
 
     def _join(

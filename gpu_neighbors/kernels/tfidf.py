@@ -122,6 +122,9 @@ class TfidfKernel(Kernel[EncodedTfidf]):
     # tuning of tau there picks 0.035). See README, Kernels.
     default_tau = 0.03
     uses_tokenizer = False
+    # Exact: a sum of integers times 2^-53 (module docstring); one ulp of 1, so that a threshold
+    # still never lands on a similarity.
+    SIMILARITY_ERROR = 2.0**-52
 
     def _fit(self, texts: list[str]) -> None:
         self.features = TfidfFeatures()

@@ -158,3 +158,36 @@ def _without_wordnet(reason: str) -> None:
     warn(
         f"{reason}: METEOR runs without its synonym stage (exact and stem matches only); "
         f"install WordNet with `{APT_INSTALL}`")
+
+
+class LazyWordNet:
+    """NLTK's WordNet reader, opened on first use in each process. The reader holds open files,
+    which do not pickle, so a fitted METEOR kernel sent to another process (a Ray worker, a
+    saved scorer) carries only the WordNet version its numbers were made with, opens WordNet
+    there when it first needs a synonym, and refuses one of another version (or none), whose
+    synonyms would change the numbers."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self._reader: WordNetCorpusReader | None = None
+
+    @classmethod
+    def opened(cls, reader: WordNetCorpusReader) -> LazyWordNet:
+        lazy = cls(reader.get_version())
+        lazy._reader = reader
+        return lazy
+
+    def reader(self) -> WordNetCorpusReader:
+        if self._reader is None:
+            reader = load_wordnet()
+            found = reader.get_version() if reader is not None else "none"
+            if reader is None or found != self.version:
+                raise RuntimeError(
+                    f"this METEOR kernel was fitted with WordNet {self.version}, and here there is {found}: "
+                    f"its synonyms would change the numbers; install WordNet {self.version} with `{APT_INSTALL}`")
+            self._reader = reader
+        return self._reader
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"version": self.version, "_reader": None}
+

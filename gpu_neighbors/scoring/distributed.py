@@ -11,6 +11,7 @@ process. Ray is an optional extra: `pip install 'gpu-neighbors[ray]'`. See docs/
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from gpu_neighbors.scorer import NeighborsScorer
 if TYPE_CHECKING:
     import ray.data
 
-OUTPUT_COLUMNS = ("score", "num_neighbors", "std", "low", "high")
+OUTPUT_COLUMNS = ("score", "num_neighbors", "std", "low", "high", "nearest", "outside")
 DEFAULT_RAY_BATCH = 4096  # rows per actor call
 
 
@@ -36,6 +37,42 @@ def import_ray():
     except ImportError as error:
         raise ImportError("scoring with Ray needs Ray Data: pip install 'gpu-neighbors[ray]'") from error
     return ray
+
+
+# Ray's head process asks cloud metadata addresses which cloud it runs on (169.254.169.254 and
+# a DNS lookup of metadata.google.internal) whatever the usage statistics setting. While Ray
+# starts, its processes get a proxy that refuses every connection (the discard port of this
+# machine) for plain HTTP, which only that probe uses; gRPC, Ray's own traffic, is told to use
+# no proxy. The driver's environment is restored once Ray runs.
+_REFUSING_PROXY = {"http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "grpc_proxy": "",
+                   "no_proxy": None, "NO_PROXY": None}
+
+
+def start_ray(ray: Any, address: str | None = None) -> None:
+    """`ray.init` unless Ray runs already. Nothing leaves the machine unasked: Ray's usage
+    statistics are off (unless the environment turns them on), and a local Ray of our own
+    starts without a dashboard and with its cloud probe refused (`_REFUSING_PROXY`)."""
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address is not None:  # the user's cluster, run as its owner set it up
+        ray.init(address=address)
+        return
+    saved = {name: os.environ.get(name) for name in _REFUSING_PROXY}
+    try:
+        for name, value in _REFUSING_PROXY.items():
+            _set_environment(name, value)
+        ray.init(include_dashboard=False)
+    finally:
+        for name, value in saved.items():
+            _set_environment(name, value)
+
+
+def _set_environment(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def serialize_scorer(scorer: NeighborsScorer) -> bytes:
@@ -78,6 +115,7 @@ class ScoringActor:
             )
         prediction = self.scorer.predict(batch[self.text_column].tolist())
         assert prediction.low is not None and prediction.high is not None  # predict gives intervals
+        assert prediction.nearest is not None and prediction.outside is not None  # and judges every text
         return {
             **batch,
             "score": prediction.scores,
@@ -85,6 +123,8 @@ class ScoringActor:
             "std": prediction.std,
             "low": prediction.low,
             "high": prediction.high,
+            "nearest": prediction.nearest,
+            "outside": prediction.outside,
         }
 
 
@@ -106,8 +146,7 @@ def score_dataset(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
     payload = serialize_scorer(scorer)
-    if not ray.is_initialized():
-        ray.init()
+    start_ray(ray)
     resources = ray.cluster_resources()
     if num_gpus is None:
         num_gpus = 1 if resources.get("GPU", 0) >= 1 else 0
@@ -151,8 +190,7 @@ class RayBatchScorer:
         batches = list(batches)
         if not batches:
             return
-        if not ray.is_initialized():
-            ray.init(address=self.address)
+        start_ray(ray, self.address)
         context = ray.data.DataContext.get_current()
         preserved = context.execution_options.preserve_order, context.enable_progress_bars
         context.execution_options.preserve_order = True
@@ -199,4 +237,6 @@ def _regroup(
             estimator=estimator,
             low=head["low"],
             high=head["high"],
+            nearest=head["nearest"],
+            outside=head["outside"].astype(bool),
         )

@@ -43,7 +43,8 @@ from gpu_neighbors.scorer import NeighborsScorer, PreparedCandidates
 T = TypeVar("T")
 # Arrow types of the result columns, for a Parquet output (a batch may hold only nulls).
 RESULT_TYPES = {"index": "int64", "text": "string", "score": "double", "num_neighbors": "int64",
-                "std": "double", "estimator": "string", "low": "double", "high": "double"}
+                "std": "double", "estimator": "string", "low": "double", "high": "double",
+                "nearest": "double", "outside": "bool"}
 DEFAULT_BATCH_SIZE = 8192  # candidates scored and made durable per step
 READ_AHEAD = 2  # batches a reader thread may parse while one is scored
 
@@ -57,6 +58,7 @@ class RunSummary:
     rejected: int
     seconds: float
     num_train: int
+    outside: int  # of the rows this run wrote, those flagged outside the training distribution
 
     @property
     def texts_per_second(self) -> float:
@@ -93,7 +95,9 @@ def score_file(
     or Parquet for a `.parquet` name (the same rows and values; no resume).
 
     One row per candidate in input order: {"index", "text", "score", "num_neighbors", "std",
-    "estimator", "low", "high"}, score, std and the interval [low, high] null where undefined. A bad record stops the run with an InputError naming
+    "estimator", "low", "high", "nearest", "outside"}, score, std and the interval [low, high]
+    null where undefined; "nearest" the highest similarity to a training text (null: none may
+    be one), "outside" whether the text lies outside the training distribution. A bad record stops the run with an InputError naming
     file and line (rows before it stay on disk, so a fixed file can be resumed), or with
     `skip_bad` goes to `rejects`. `header` adds settings that must match on resume.
     `score_batches` scores the batches elsewhere (e.g. on a Ray cluster); default: this process.
@@ -127,6 +131,7 @@ def score_file(
         if rejects is not None:  # moved into place with the output, once the run completes
             stream.rejects = writer.companion_partial(rejects)
         already = writer.done
+        outside = 0
         total = count_records(candidates, file_format=file_format, quoting=quoting) if progress else None
         consumed = hashlib.sha256()
         expected = writer.checkpoint.get(CANDIDATES_DIGEST)
@@ -139,6 +144,7 @@ def score_file(
             else:
                 scored = score_batches(scorer, _read_ahead(batches, READ_AHEAD))
             for batch, prediction in scored:
+                outside += int(prediction.outside.sum()) if prediction.outside is not None else 0
                 _digest_texts(consumed, batch.texts)
                 writer.write_columns(_columns(batch, prediction, train_texts),
                                      checkpoint={CANDIDATES_DIGEST: consumed.hexdigest()})
@@ -149,6 +155,7 @@ def score_file(
         rejected=stream.rejected,
         seconds=time.perf_counter() - started,
         num_train=scorer.num_train,
+        outside=outside,
     )
 
 
@@ -305,7 +312,8 @@ def _columns(
 ) -> dict[str, Column]:
     """The batch's result rows as columns: index, text, score, num_neighbors, std, estimator,
     the interval low and high (score, std, low and high are float arrays whose NaN, where
-    undefined or unbounded, is written as null), and with explained predictions their neighbours."""
+    undefined or unbounded, is written as null), the nearest similarity and the outside flag, and
+    with explained predictions their neighbours."""
     columns: dict[str, Column] = {
         "index": batch.indices,
         "text": batch.texts,
@@ -318,6 +326,9 @@ def _columns(
         # an unbounded end (too few calibration texts for the level, and no score range) is null too
         columns.update(low=np.where(np.isinf(prediction.low), np.nan, prediction.low),
                        high=np.where(np.isinf(prediction.high), np.nan, prediction.high))
+    if prediction.nearest is not None and prediction.outside is not None:
+        columns.update(nearest=np.where(np.isinf(prediction.nearest), np.nan, prediction.nearest),
+                       outside=prediction.outside.tolist())
     if prediction.neighbors is not None:
         columns["neighbors"] = [
             [{**neighbor, "text": train_texts[int(neighbor["index"])]} if train_texts is not None else neighbor

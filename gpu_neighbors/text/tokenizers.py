@@ -149,6 +149,88 @@ class CharacterTokenizer(Tokenizer):
         return TokenizedTexts(list("".join(texts)), _lengths(texts))
 
 
+class SacrebleuTokenizer(Tokenizer):
+    """One of sacrebleu's own tokenizers (`sacrebleu_name`), its output split at whitespace: the
+    tokens sacrebleu's BLEU counts. Text by text, as sacrebleu (no rule is known to leave a
+    separator alone)."""
+
+    sacrebleu_name = ""
+
+    def __init__(self, lowercase: bool = False) -> None:
+        super().__init__(lowercase)
+        from sacrebleu.tokenizers import tokenizer_char, tokenizer_intl, tokenizer_zh
+
+        made = {"intl": tokenizer_intl.TokenizerV14International, "zh": tokenizer_zh.TokenizerZh,
+                "char": tokenizer_char.TokenizerChar}[self.sacrebleu_name]
+        self._tokenizer = made()
+
+    def _split(self, text: str) -> list[str]:
+        return self._tokenizer(text.rstrip()).split()  # sacrebleu strips the right end first
+
+
+class IntlTokenizer(SacrebleuTokenizer):
+    """sacrebleu's `intl` (mteval-v14 international): Unicode punctuation and symbols split off."""
+
+    name = sacrebleu_name = "intl"
+
+
+class ZhTokenizer(SacrebleuTokenizer):
+    """sacrebleu's `zh`: every CJK character a token, the rest as `13a`."""
+
+    name = sacrebleu_name = "zh"
+
+
+class SacrebleuCharTokenizer(SacrebleuTokenizer):
+    """sacrebleu's `char`: every character but whitespace a token (our `chars` keeps spaces)."""
+
+    name = sacrebleu_name = "char"
+
+
+_ROUGE_WORD = re.compile("[a-z0-9]+")
+_ROUGE_WORD_OR_SEPARATOR = re.compile(f"[a-z0-9]+|{SEPARATOR}")
+
+
+class RougeScoreTokenizer(Tokenizer):
+    """rouge-score's tokenization (the ROUGE-1.5.5 script's): lowercase, every run of ASCII
+    letters and digits a token, the rest dropped; with `use_stemmer`, NLTK's Porter stemmer on
+    tokens of more than 3 characters, as rouge-score has it. The same tokens as
+    `rouge_score.tokenize.tokenize` (tested); each distinct token is stemmed once per batch."""
+
+    name = "rouge"
+
+    def __init__(self, use_stemmer: bool = False) -> None:
+        super().__init__(lowercase=False)  # always lowercased, in `_split`
+        self.use_stemmer = use_stemmer
+        if use_stemmer:
+            from nltk.stem.porter import PorterStemmer
+
+            self._stemmer = PorterStemmer()
+
+    def _split(self, text: str) -> list[str]:
+        return self._stemmed(_ROUGE_WORD.findall(text.lower()))
+
+    def _split_many(self, texts: Sequence[str]) -> TokenizedTexts:
+        joined = f" {SEPARATOR} ".join(texts)
+        if len(texts) > 1 and joined.count(SEPARATOR) == len(texts) - 1:
+            tokens = self._stemmed(_ROUGE_WORD_OR_SEPARATOR.findall(joined.lower()))
+            return TokenizedTexts.from_joined(tokens, len(texts))
+        return TokenizedTexts.from_lists(list(map(self._split, texts)))
+
+    def _stemmed(self, tokens: list[str]) -> list[str]:
+        """Each token stemmed where longer than 3 characters; a stem that is no longer letters
+        and digits is dropped (rouge-score's last check)."""
+        if not self.use_stemmer:
+            return tokens
+        stems = {token: self._stemmer.stem(token) if len(token) > 3 else token for token in dict.fromkeys(tokens)}
+        stems = {token: stem if stem == SEPARATOR or _ROUGE_WORD.fullmatch(stem) else None
+                 for token, stem in stems.items()}
+        return [stem for stem in map(stems.__getitem__, tokens) if stem is not None]
+
+    @property
+    def signature(self) -> str:
+        return f"rouge{'+stem' if self.use_stemmer else ''}"
+
+
 class HuggingFaceTokenizer(Tokenizer):
     """A `transformers` tokenizer (local folder, or a name in the Hugging Face cache); tokens are
     its subword strings. Code shipped in a folder is never run (`trust_remote_code=False`), and
@@ -173,6 +255,13 @@ class HuggingFaceTokenizer(Tokenizer):
                 "from it: give a folder holding one, the name of one in the Hugging Face cache, "
                 "or a hub name with --allow-download"
             ) from None
+        # A folder with a config but no vocabulary file loads as a tokenizer of special tokens
+        # alone, which maps every word to its unknown token: every text would look alike.
+        if not set(self.hf.get_vocab()) - set(self.hf.all_special_tokens):
+            where = "the folder" if os.path.isdir(name_or_path) else "the Hugging Face tokenizer"
+            raise ValueError(f"{where} {name_or_path!r} holds no vocabulary, only special tokens "
+                             f"({', '.join(self.hf.all_special_tokens)}): its vocabulary file (vocab.txt, "
+                             f"tokenizer.json, ...) is missing or damaged")
         self.name = f"hf:{name_or_path}"
 
     def _split(self, text: str) -> list[str]:
@@ -189,13 +278,20 @@ BUILT_IN_TOKENIZERS: dict[str, type[Tokenizer]] = {
     "whitespace": WhitespaceTokenizer,
     "13a": Sacrebleu13aTokenizer,
     "chars": CharacterTokenizer,
+    "intl": IntlTokenizer,
+    "zh": ZhTokenizer,
+    "char": SacrebleuCharTokenizer,
 }
 
 
 def make_tokenizer(spec: str | Tokenizer, lowercase: bool = False, allow_download: bool = False) -> Tokenizer:
-    """`whitespace`, `13a`, `chars`, or a Hugging Face tokenizer folder or cached name (`hf:`
-    prefix optional; hub downloads only with `allow_download`)."""
+    """`whitespace`, `13a`, `chars`, sacrebleu's `intl`, `zh` or `char`, or a Hugging Face
+    tokenizer folder or cached name (`hf:` prefix optional; hub downloads only with
+    `allow_download`). A `Tokenizer` is taken as it is: `lowercase` goes to its constructor."""
     if isinstance(spec, Tokenizer):
+        if lowercase and not spec.lowercase:
+            raise ValueError(f"lowercase=True with a tokenizer made without it ({spec.signature}): make it with "
+                             "lowercase=True, or give its name")
         return spec
     if spec in BUILT_IN_TOKENIZERS:
         return BUILT_IN_TOKENIZERS[spec](lowercase)

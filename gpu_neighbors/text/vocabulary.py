@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import repeat
+from typing import Any
 
 import numpy as np
 import torch
@@ -11,6 +12,7 @@ import torch
 from gpu_neighbors.text.tokenizers import SEPARATOR, TokenizedTexts
 
 UNKNOWN_ID = -1  # a token the training set never had
+DROPPED = -2  # id-table value of ids that decode would drop (special tokens, vocabulary holes)
 
 
 @dataclass(frozen=True)
@@ -74,3 +76,35 @@ class Vocabulary:
             ids=torch.from_numpy(ids).to(device),
             lengths=torch.from_numpy(np.ascontiguousarray(tokenized.lengths, dtype=np.int64)).to(device),
         )
+
+
+def id_lookup(vocabulary: Vocabulary, hf: Any) -> torch.Tensor:
+    """int64 [tokenizer size] on the host: the vocabulary id of each of a Hugging Face
+    tokenizer's ids (UNKNOWN_ID: a token the training set never had; DROPPED: special tokens
+    and holes, which decoding drops). Built once, with one pass over the tokenizer's tokens."""
+    size = len(hf)
+    names = hf.convert_ids_to_tokens(list(range(size)))
+    ids = vocabulary.batch(
+        TokenizedTexts.from_lists([[name] if isinstance(name, str) else [] for name in names]), torch.device("cpu"))
+    lookup = torch.full((size,), DROPPED, dtype=torch.int64)
+    present = ids.lengths == 1
+    lookup[present] = ids.ids
+    special = torch.tensor(sorted(set(hf.all_special_ids)), dtype=torch.int64)
+    lookup[special[special < size]] = DROPPED
+    return lookup
+
+
+def kept_tokens(
+    lookup: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A model's token ids [rows, length] as vocabulary ids with the kept tokens first in each
+    row (UNKNOWN_ID where unseen in training; what follows a row's count is not its tokens), the
+    number kept per row, and where in its row each entry came from: what decoding the row and
+    tokenizing the text would give. Shapes only, so nothing waits for the device."""
+    in_range = (input_ids >= 0) & (input_ids < lookup.numel())
+    mapped = lookup[input_ids.clamp(0, lookup.numel() - 1)]
+    kept = in_range & (mapped != DROPPED)
+    if attention_mask is not None:
+        kept &= attention_mask != 0
+    order = torch.argsort((~kept).to(torch.uint8), dim=1, stable=True)
+    return torch.gather(mapped, 1, order), kept.sum(dim=1), order

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 _PUBLIC = {
     "AlignedBleu": "gpu_neighbors.training.metric",
+    "AlignedRouge": "gpu_neighbors.training.metric",
     "BleuReward": "gpu_neighbors.training.rewards",
+    "RougeReward": "gpu_neighbors.training.rewards",
     "RewardFunction": "gpu_neighbors.training.rewards",
     "reward_function": "gpu_neighbors.training.rewards",
     "NeighborsQuality": "gpu_neighbors.training.metric",
@@ -16,8 +18,8 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
-    from gpu_neighbors.training.metric import AlignedBleu, NeighborsQuality
-    from gpu_neighbors.training.rewards import BleuReward, RewardFunction, reward_function
+    from gpu_neighbors.training.metric import AlignedBleu, AlignedRouge, NeighborsQuality
+    from gpu_neighbors.training.rewards import BleuReward, RewardFunction, RougeReward, reward_function
 
 
 def __getattr__(name: str) -> Any:

@@ -1,5 +1,5 @@
-"""`NeighborsQuality`: the neighbour estimate, and `AlignedBleu`: BLEU of each sample against its
-own references, as torchmetrics metrics for validation loops.
+"""`NeighborsQuality`: the neighbour estimate, and `AlignedBleu` and `AlignedRouge`: BLEU and ROUGE
+of each sample against its own references, as torchmetrics metrics for validation loops.
 
 Every state is a sum (estimates of covered texts, covered texts, texts seen), so under DDP the
 per-rank states add up to exactly the states of one process that saw every batch; the mean is
@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from gpu_neighbors.kernels.aligned_bleu import References, aligned_counts, check_aligned_weights
+from gpu_neighbors.kernels.aligned_rouge import ROUGE_TYPES, check_rouge_types, rouge
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts
 from gpu_neighbors.kernels.bleu_tables import check_smoothing
 from gpu_neighbors.scorer import NeighborsScorer
@@ -139,3 +140,52 @@ class AlignedBleu(Metric):
                                   self.reference_lengths.reshape(1), self.weights, self.smoothing)[0]
         return {"sentence_bleu": self.bleu_sum / self.total.to(torch.float64),
                 "corpus_bleu": corpus, "count": self.total.clone()}
+
+
+class AlignedRouge(Metric):
+    """Mean ROUGE precision, recall and F of samples against their own references.
+
+    `update(candidates, references, ...)` takes what `gpu_neighbors.rouge` takes (texts, or token
+    ids with masks and `reference_counts`, which stay on their device with no host sync).
+    `compute()` returns {"<type>_precision", "<type>_recall", "<type>_fmeasure": the mean over
+    the samples of rouge-score's `score_multi` (NaN before any update), "count"}, the keys of
+    torchmetrics' `ROUGEScore`. Every state is a sum, so DDP ranks add up to one process that saw
+    every batch.
+    """
+
+    is_differentiable = False
+    higher_is_better = True
+    full_state_update = False
+
+    total: torch.Tensor
+
+    def __init__(self, rouge_types: Sequence[str] = ROUGE_TYPES, use_stemmer: bool = False,
+                 tokenizer: str | Tokenizer | None = None, vocab_size: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rouge_types = check_rouge_types(rouge_types)
+        self.use_stemmer, self.tokenizer, self.vocab_size = use_stemmer, tokenizer, vocab_size
+        self.keys = [f"{name}_{field}" for name in self.rouge_types for field in ("precision", "recall", "fmeasure")]
+        for key in self.keys:
+            self.add_state(key, torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("total", torch.tensor(0, dtype=torch.int64), dist_reduce_fx="sum")
+
+    def update(
+        self, candidates: torch.Tensor | Sequence[str], references: References,
+        attention_mask: torch.Tensor | None = None, reference_mask: torch.Tensor | None = None,
+        reference_counts: torch.Tensor | None = None,
+    ) -> None:
+        device = self.total.device
+        text = not isinstance(candidates, torch.Tensor)
+        scores = rouge(candidates, references, rouge_types=self.rouge_types,
+                       use_stemmer=self.use_stemmer if text else False, tokenizer=self.tokenizer if text else None,
+                       attention_mask=attention_mask, reference_mask=reference_mask,
+                       reference_counts=reference_counts, vocab_size=self.vocab_size, device=device)
+        for name, score in scores.items():
+            for field in ("precision", "recall", "fmeasure"):
+                state = getattr(self, f"{name}_{field}")
+                state += getattr(score, field).sum().to(device)
+        self.total += len(candidates)
+
+    def compute(self) -> dict[str, torch.Tensor]:
+        count = self.total.to(torch.float64)
+        return {**{key: getattr(self, key) / count for key in self.keys}, "count": self.total.clone()}

@@ -1,9 +1,9 @@
 """Reward functions in the form TRL's trainers take (`GRPOTrainer(reward_funcs=...)`, RLOO):
 `f(prompts, completions, **kwargs) -> list[float]`, one finite float per completion.
 
-Two sources: a fitted `NeighborsScorer` (the neighbour estimate, `NeighborsScorer.reward`), or
-`BleuReward`, aligned BLEU of each completion against its own reference(s) from a dataset column
-(`sentence_bleu`). The function is a picklable object whose `__name__` (TRL's metric name,
+Three sources: a fitted `NeighborsScorer` (the neighbour estimate, `NeighborsScorer.reward`), or
+`BleuReward` and `RougeReward`, aligned BLEU or ROUGE of each completion against its own
+reference(s) from a dataset column (`sentence_bleu`, `rouge`). The function is a picklable object whose `__name__` (TRL's metric name,
 `rewards/<name>/mean`) is fixed when it is made.
 """
 from __future__ import annotations
@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpu_neighbors.kernels.aligned_bleu import check_aligned_weights, sentence_bleu
+from gpu_neighbors.kernels.aligned_bleu import sentence_bleu
+from gpu_neighbors.kernels.aligned_rouge import check_rouge_types, rouge
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
-from gpu_neighbors.kernels.bleu_tables import check_smoothing
+from gpu_neighbors.kernels.bleu_settings import check_setting
+from gpu_neighbors.core.neighbours import TensorPrediction
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
@@ -27,27 +29,57 @@ from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 class BleuReward:
     """Aligned BLEU as a reward: each completion against the references in the dataset column
     `column` (a string or a list of strings per row; TRL passes every dataset column to reward
-    functions by name)."""
+    functions by name), under any one setting of `sentence_bleu` (one weight tuple)."""
 
     column: str = "reference"
     weights: tuple[float, ...] = BLEU4_WEIGHTS
     smoothing: str = "exp"  # NLTK method3: a short sample missing a 4-gram still gets a gradient
     tokenizer: str | Tokenizer = "whitespace"
+    smooth_value: float | None = None
+    auto_reweigh: bool = False
+    effective_order: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "weights", check_aligned_weights(self.weights))
-        check_smoothing(self.smoothing)
+        setting = check_setting(self.weights, self.smoothing, self.smooth_value, self.auto_reweigh,
+                                self.effective_order)
+        if setting.several:
+            raise ValueError("BleuReward: give one weight tuple (a reward is one number per completion)")
+        object.__setattr__(self, "weights", setting.weights[0])
         object.__setattr__(self, "tokenizer", make_tokenizer(self.tokenizer))
+
+
+@dataclass(frozen=True)
+class RougeReward:
+    """Aligned ROUGE as a reward (the reward summarization policies are trained on): each
+    completion's `measure` ("fmeasure", "precision" or "recall") of `rouge_type` against the
+    references in the dataset column `column`, as rouge-score's `score_multi`."""
+
+    column: str = "reference"
+    rouge_type: str = "rougeL"
+    measure: str = "fmeasure"
+    use_stemmer: bool = False
+    tokenizer: str | Tokenizer | None = None
+
+    def __post_init__(self) -> None:
+        check_rouge_types([self.rouge_type])
+        if self.measure not in ("fmeasure", "precision", "recall"):
+            raise ValueError(f"measure must be fmeasure, precision or recall, not {self.measure!r}")
+        if self.tokenizer is not None:
+            object.__setattr__(self, "tokenizer", make_tokenizer(self.tokenizer))
+
+
+ReferenceReward = BleuReward | RougeReward
 
 
 class RewardFunction:
     """A TRL reward function (see `reward_function`)."""
 
-    def __init__(self, source: NeighborsScorer | BleuReward, name: str, undefined: float | None,
-                 subsample: float | None, seed: int, token_ids: bool) -> None:
+    def __init__(self, source: NeighborsScorer | ReferenceReward, name: str, undefined: float | None,
+                 subsample: float | None, seed: int, token_ids: bool, outside: float | None = None) -> None:
         self.source = source
         self.__name__ = name
         self.undefined = undefined
+        self.outside = outside
         self.subsample = subsample
         self.seed = seed
         self.token_ids = token_ids
@@ -57,35 +89,61 @@ class RewardFunction:
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Sequence[int]]
                  | None = None, **kwargs: Any) -> list[float]:
-        if isinstance(self.source, BleuReward):
-            return self._bleu(self.source, completions, kwargs)
+        if isinstance(self.source, (BleuReward, RougeReward)):
+            return self._aligned(self.source, completions, kwargs)
         scorer = self.source
         if self.token_ids:
             if completion_ids is None:
                 raise ValueError(f"{self.__name__}: made with token_ids=True, but the trainer passed no completion_ids")
             ids, mask = padded(completion_ids, scorer.device_)
-            rewards = scorer.reward(ids, self.undefined, self.subsample, self.seed, attention_mask=mask)
+            rewards, prediction = scorer.rewarded(ids, self.undefined, self.subsample, self.seed, mask, self.outside)
         else:
-            rewards = scorer.reward(completion_texts(completions), self.undefined, self.subsample, self.seed)
+            rewards, prediction = scorer.rewarded(completion_texts(completions), self.undefined, self.subsample,
+                                                  self.seed, outside=self.outside)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            for metric, value in _evidence(prediction).items():
+                log_metric(f"{self.__name__}/{metric}", value)
         return rewards.tolist()
 
-    def _bleu(self, setting: BleuReward, completions: Sequence[Any], columns: Mapping[str, Any]) -> list[float]:
+    def _aligned(self, setting: ReferenceReward, completions: Sequence[Any], columns: Mapping[str, Any]) -> list[float]:
         if setting.column not in columns:
             raise ValueError(f"{self.__name__}: the dataset has no column {setting.column!r} with the references "
                              f"(columns passed: {', '.join(sorted(columns)) or 'none'})")
-        references = [[item] if isinstance(item, str) else list(item) for item in columns[setting.column]]
+        references = [self._references(item, setting.column, row) for row, item in enumerate(columns[setting.column])]
+        if isinstance(setting, RougeReward):
+            scores = rouge(completion_texts(completions), references, rouge_types=[setting.rouge_type],
+                           use_stemmer=setting.use_stemmer, tokenizer=setting.tokenizer)[setting.rouge_type]
+            return getattr(scores, setting.measure).tolist()
         return sentence_bleu(completion_texts(completions), references, weights=setting.weights,
-                             smoothing=setting.smoothing, tokenizer=setting.tokenizer).tolist()
+                             smoothing=setting.smoothing, smooth_value=setting.smooth_value,
+                             auto_reweigh=setting.auto_reweigh, effective_order=setting.effective_order,
+                             tokenizer=setting.tokenizer).tolist()
+
+
+    def _references(self, item: Any, column: str, row: int) -> list[str]:
+        """One row's references: a string, or a list of strings."""
+        if isinstance(item, str):
+            return [item]
+        if isinstance(item, Sequence) and item and all(isinstance(part, str) for part in item):
+            return list(item)
+        raise ValueError(f"{self.__name__}: row {row} of the column {column!r} holds {_shown(item)}, not a reference "
+                         f"(a string) or a non-empty list of them")
+
+
+def _shown(item: Any) -> str:
+    return "None" if item is None else f"a {type(item).__name__} ({item!r:.60})"
 
 
 def reward_function(
-    source: NeighborsScorer | BleuReward | str | os.PathLike[str],
+    source: NeighborsScorer | ReferenceReward | str | os.PathLike[str],
     *,
     name: str | None = None,
     undefined: float | None = None,
     subsample: float | None = None,
     seed: int = 0,
     token_ids: bool = False,
+    outside: float | None = None,
 ) -> RewardFunction:
     """A TRL reward function `f(prompts, completions, **kwargs) -> list[float]`.
 
@@ -95,23 +153,41 @@ def reward_function(
     see `NeighborsScorer.reward`), and `subsample` scores each call against a fresh random
     fraction of the training set. `token_ids=True` scores the trainer's `completion_ids` with no
     decoding (`predict_ids`): only when the scorer's Hugging Face tokenizer is the policy's.
-    `name` (default "neighbors" or "bleu") is TRL's `rewards/<name>/mean`. A saved scorer's
-    folder (`NeighborsScorer.save`) stands for the scorer in it.
+    `name` (default "neighbors", "bleu" or "rouge") is TRL's `rewards/<name>/mean`. A saved
+    scorer's folder (`NeighborsScorer.save`) stands for the scorer in it. A completion outside
+    the scorer's training distribution (word salad, repetition, another domain) is rewarded
+    `outside` (default: the low end of its interval, the score range's minimum), and where the
+    trainer passes TRL's `log_metric`, every call logs `<name>/outside` (the share of such
+    completions) and `<name>/nearest` (their mean similarity to the nearest training text).
     """
-    if isinstance(source, BleuReward):
-        if undefined is not None or subsample is not None or token_ids:
-            raise ValueError("undefined, subsample and token_ids apply to a NeighborsScorer, not to BleuReward")
-        return RewardFunction(source, name or "bleu", None, None, seed, False)
+    if isinstance(source, (BleuReward, RougeReward)):
+        if undefined is not None or subsample is not None or token_ids or outside is not None:
+            raise ValueError(f"undefined, subsample, token_ids and outside apply to a NeighborsScorer, not to "
+                             f"{type(source).__name__}")
+        return RewardFunction(source, name or ("bleu" if isinstance(source, BleuReward) else "rouge"), None, None,
+                              seed, False)
     if not (isinstance(source, NeighborsScorer) or (isinstance(source, (str, os.PathLike)) and os.path.isdir(source))):
         missing = " (no such folder)" if isinstance(source, (str, os.PathLike)) else ""
-        raise TypeError(f"reward_function takes a fitted NeighborsScorer or a BleuReward (or a saved scorer's "
-                        f"folder), not {type(source).__name__}{missing}")
+        raise TypeError(f"reward_function takes a fitted NeighborsScorer, a BleuReward or a RougeReward (or a saved "
+                        f"scorer's folder), not {type(source).__name__}{missing}")
     source = NeighborsScorer.fitted(source)
     if token_ids:
         source.kernel_.check_ids()
-    if undefined is not None and not (isinstance(undefined, (int, float)) and np.isfinite(undefined)):
-        raise ValueError(f"undefined must be a finite number (a reward reaches the trainer), not {undefined!r}")
-    return RewardFunction(source, name or "neighbors", undefined, subsample, seed, token_ids)
+    for setting, value in (("undefined", undefined), ("outside", outside)):
+        if value is not None and not (isinstance(value, (int, float)) and np.isfinite(value)):
+            raise ValueError(f"{setting} must be a finite number (a reward reaches the trainer), not {value!r}")
+    if subsample is not None:  # refused now, not at the trainer's first step
+        source.subset_size(subsample, seed)
+    return RewardFunction(source, name or "neighbors", undefined, subsample, seed, token_ids, outside)
+
+
+def _evidence(prediction: TensorPrediction) -> dict[str, float]:
+    """What a step's rewards rest on: the share of samples outside the training distribution
+    (rewarded the low end) and the mean nearest similarity to a training text (NaN if none)."""
+    assert prediction.outside is not None and prediction.nearest is not None  # rewards judge every sample
+    nearest = prediction.nearest[torch.isfinite(prediction.nearest)]
+    return {"outside": float(prediction.outside.to(torch.float64).mean()) if len(prediction) else float("nan"),
+            "nearest": float(nearest.mean()) if nearest.numel() else float("nan")}
 
 
 def completion_texts(completions: Sequence[Any]) -> list[str]:
@@ -131,7 +207,12 @@ def _conversation_text(messages: Any, index: int) -> str:
         if isinstance(content, str):
             parts.append(content)
         elif isinstance(content, Sequence):  # multimodal content: its text parts
-            parts.extend(part["text"] for part in content if isinstance(part, Mapping) and part.get("type") == "text")
+            for number, part in enumerate(content):
+                if isinstance(part, Mapping) and part.get("type") == "text":
+                    if not isinstance(part.get("text"), str):
+                        raise ValueError(f"completions[{index}]: content part {number} of an assistant message "
+                                         f"is of type 'text' but holds no string 'text'")
+                    parts.append(part["text"])
     return "\n".join(parts)
 
 

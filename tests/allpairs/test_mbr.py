@@ -51,3 +51,25 @@ def test_mbr_bad_input(candidates, groups, message):
 def test_an_unhashable_group_label_is_named():
     with pytest.raises(TypeError, match=r"groups\[1\]: a group label must be hashable .*, not list"):
         mbr(["a", "b"], ["x", ["x"]], device="cpu")
+
+
+@pytest.mark.parametrize("weights", [(0.2,) * 5, (0.1, 0.2, 0.2, 0.2, 0.2, 0.1)])
+@pytest.mark.parametrize("smoothing", ["epsilon", "exp"])
+def test_mbr_bleu_of_any_order_equals_nltk(texts, weights, smoothing):
+    """More than 4 orders, as NLTK allows (the bleu kernel counted 4 and refused more): each
+    utility is the mean of NLTK's sentence_bleu([other], candidate) over its group."""
+    import warnings
+
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+    chosen = texts[:24]
+    method = getattr(SmoothingFunction(), {"epsilon": "method1", "exp": "method3"}[smoothing])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        matrix = np.array([[sentence_bleu([s.split()], x.split(), weights=weights, smoothing_function=method)
+                            for s in chosen] for x in chosen])
+    groups = [i % 3 for i in range(len(chosen))]
+    result = mbr(chosen, groups, device="cpu", memory_budget=SMALL, weights=weights, smoothing=smoothing)
+    utility, selected = brute_force_mbr(matrix, groups)
+    np.testing.assert_allclose(result.utility, utility, rtol=0, atol=1e-9)
+    assert set(np.flatnonzero(result.selected)) == selected

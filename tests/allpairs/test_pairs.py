@@ -9,7 +9,12 @@ from allpairs_cases import SMALL, full_matrix, texts  # noqa: F401  (texts is a 
 from gpu_neighbors.allpairs.pairs import pairs
 from gpu_neighbors.data import InputError
 
-pq = pytest.importorskip("pyarrow.parquet")
+
+@pytest.fixture
+def pq():
+    """pyarrow.parquet (the [parquet] extra), which the top-k and threshold passes write: their
+    tests skip where it is absent (a bare environment), the others run."""
+    return pytest.importorskip("pyarrow.parquet")
 
 
 def test_pairs_npy_equals_similarity(texts, tmp_path):
@@ -35,7 +40,7 @@ def brute_force_top(matrix: np.ndarray, k: int | None, threshold: float | None, 
 
 @pytest.mark.parametrize("k, threshold", [(3, None), (5, 0.1), (400, 0.2)])
 @pytest.mark.parametrize("itself", [True, False])
-def test_pairs_top_k_equals_brute_force(texts, tmp_path, k, threshold, itself):
+def test_pairs_top_k_equals_brute_force(texts, tmp_path, k, threshold, itself, pq):
     candidates, train = texts[:40], None if itself else texts[40:]
     output = tmp_path / "top.parquet"
     result = pairs(candidates, train, output=output, top_k=k, min_similarity=threshold, device="cpu",
@@ -49,7 +54,7 @@ def test_pairs_top_k_equals_brute_force(texts, tmp_path, k, threshold, itself):
 
 
 @pytest.mark.parametrize("itself", [True, False])
-def test_pairs_threshold_equals_brute_force(texts, tmp_path, itself):
+def test_pairs_threshold_equals_brute_force(texts, tmp_path, itself, pq):
     candidates, train = texts[:40], None if itself else texts[40:]
     output = tmp_path / "above.parquet"
     result = pairs(candidates, train, output=output, min_similarity=0.1, device="cpu", memory_budget=SMALL)

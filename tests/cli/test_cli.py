@@ -29,13 +29,17 @@ def test_score_writes_one_line_per_candidate_in_order(tmp_path, train_file, huse
     rows = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
     assert [row["index"] for row in rows] == list(range(len(texts)))
     assert [row["text"] for row in rows] == texts
-    assert set(rows[0]) == {"index", "text", "score", "num_neighbors", "std", "estimator", "low", "high"}
+    assert set(rows[0]) == {"index", "text", "score", "num_neighbors", "std", "estimator", "low", "high",
+                            "nearest", "outside"}
     expected = NeighborsScorer().fit(huse_texts[:120], huse_scores[:120]).predict(texts)
-    for row, score, count, low, high in zip(rows, expected.scores, expected.num_neighbors, expected.low, expected.high):
+    for row, score, count, low, high, nearest, outside in zip(rows, expected.scores, expected.num_neighbors, expected.low,
+                                                             expected.high, expected.nearest, expected.outside):
         assert row["num_neighbors"] == count
         assert (row["score"] is None) if math.isnan(score) else row["score"] == score
         assert (row["low"], row["high"]) == ((None, None) if math.isnan(score) else (low, high))
+        assert (row["nearest"], row["outside"]) == (nearest, outside)
     assert rows[-2]["score"] is None and rows[-2]["num_neighbors"] == 0
+    assert rows[-2]["outside"] and rows[-1]["outside"]  # nothing, and words no training text has
 
 
 def test_evaluate_json_matches_the_library(tmp_path, train_file, huse_texts, huse_scores, capsys):

@@ -135,3 +135,42 @@ def test_an_empty_range_is_refused(capsys):
     with pytest.raises(SystemExit):
         main(["curve", "--data", "d.jsonl", "--sizes", "50:10:5"])
     assert "'50:10:5' is an empty range: its start is past its stop" in one_error_line(capsys)
+
+
+HUGE = "99999999999999999999"
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["score", "--train", "t.jsonl", "--candidates", "c.jsonl", "--output", "o.jsonl", "--max-chars", HUGE], "--max-chars"),
+    (["evaluate", "--data", "d.jsonl", "--max-chars", HUGE], "--max-chars"),
+    (["curve", "--data", "d.jsonl", "--sizes", "1e400"], "--sizes"),
+    (["curve", "--data", "d.jsonl", "--sizes", "nan"], "--sizes"),
+    (["curve", "--data", "d.jsonl", "--sizes", "10.5"], "--sizes"),
+    (["curve", "--data", "d.jsonl", "--runs", "100000000000000000000"], "--runs"),
+    (["report", "--data", "d.jsonl", "--out", "r", "--runs", HUGE], "--runs"),
+    (["report", "--data", "d.jsonl", "--out", "r", "--resamples", "-1"], "--resamples"),
+    (["report", "--data", "d.jsonl", "--out", "r", "--resamples", HUGE], "--resamples"),
+    (["sweep", "--data", "d.jsonl", "--param", "tau", "--values", "nan"], "--values"),
+    (["systems", "--train", "t.jsonl", "--system-field", "s", "--resamples", HUGE], "--resamples"),
+    (["systems", "--train", "t.jsonl", "--system-field", "s", "--trials", HUGE], "--trials"),
+    (["systems", "--train", "t.jsonl", "--system-field", "s", "--threads", HUGE], "--threads"),
+    (["score", "--train", "t.jsonl", "--candidates", "c.jsonl", "--output", "o.jsonl", "--workers", HUGE], "--workers"),
+    (["score", "--train", "t.jsonl", "--candidates", "c.jsonl", "--output", "o.jsonl", "--explain", HUGE], "--explain"),
+    (["score", "--train", "t.jsonl", "--candidates", "c.jsonl", "--output", "o.jsonl", "--layer", HUGE], "--layer"),
+    (["score", "--train", "t.jsonl", "--candidates", "c.jsonl", "--output", "o.jsonl", "--memory-budget", "9000000P"],
+     "--memory-budget"),
+    (["crossval", "--data", "d.jsonl", "--seed", str(1 << 64)], "--seed"),
+    (["crossval", "--data", "d.jsonl", "--folds", HUGE], "--folds"),
+    (["pairs", "--candidates", "c.jsonl", "--output", "p.parquet", "--min-similarity", "2"], "--min-similarity"),
+    (["pairs", "--candidates", "c.jsonl", "--output", "p.parquet", "--min-similarity", "nan"], "--min-similarity"),
+    (["pairs", "--candidates", "c.jsonl", "--output", "p.parquet", "--top-k", HUGE], "--top-k"),
+    (["self-bleu", "--data", "d.jsonl", "--sample", HUGE], "--sample"),
+])
+def test_every_numeric_flag_is_bounded_by_its_parser(argv, flag, capsys):
+    """Issue 32: --max-chars 99999999999999999999 and curve --sizes 1e400 ended in an OverflowError
+    traceback, --sizes nan did not name its flag, and --runs 10^20, --resamples or --trials of any
+    size, pairs --min-similarity 2 were accepted (a run until killed, or an empty result)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert f"argument {flag}:" in one_error_line(capsys)

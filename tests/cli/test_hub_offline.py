@@ -65,3 +65,63 @@ def test_no_connection_is_attempted_without_allow_download(tmp_path):
 def test_the_probe_sees_the_attempt_that_allow_download_makes(tmp_path):
     case, stderr = attempted(tmp_path, {"allowed": [*SCORE, "--tokenizer", "hf:bert-base-uncased", "--allow-download"]})
     assert case == "allowed", stderr  # the hub was asked: the probe would see a leak
+
+
+def outside_connections(trace: str) -> list[str]:
+    """The lines of an `strace -f -e trace=network` log where a process reached past this
+    machine: a connection to an address that is not its own, other than the one Ray uses to
+    learn its own address (a UDP socket "connected" to a DNS server, from which nothing is sent);
+    a DNS server counts as reached when anything is sent on a socket connected to it."""
+    import ipaddress
+    import re
+
+    import psutil
+
+    own = {address.address.split("%")[0] for addresses in psutil.net_if_addrs().values() for address in addresses}
+    pattern = re.compile(r'^(\d+) +connect\((\d+), \{sa_family=AF_INET6?, sin6?_port=htons\((\d+)\),'
+                         r'.*?(?:inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)")')
+    to_dns: dict[tuple[str, str], str] = {}
+    reached = []
+    for line in trace.splitlines():
+        found = pattern.match(line)
+        if found:
+            pid, descriptor, port, four, six = found.groups()
+            address = ipaddress.ip_address(four or six)
+            address = getattr(address, "ipv4_mapped", None) or address
+            if address.is_loopback or str(address) in own:
+                to_dns.pop((pid, descriptor), None)
+            elif port == "53":
+                to_dns[(pid, descriptor)] = line
+            else:
+                reached.append(line)
+            continue
+        sent = re.match(r"^(\d+) +send(?:to|msg|mmsg)\((\d+),", line)
+        if sent and (sent.group(1), sent.group(2)) in to_dns:
+            reached.append(to_dns.pop((sent.group(1), sent.group(2))))
+    return reached
+
+
+def test_score_with_ray_sends_nothing_out(tmp_path):
+    """Issue 32: `score --ray` without --allow-download connected to a cloud metadata address
+    (169.254.169.254) and looked up metadata.google.internal: Ray's head process probes for a
+    cloud whatever its usage statistics setting. Every process Ray starts is traced."""
+    import shutil
+
+    import pytest
+
+    pytest.importorskip("ray")
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed: the processes Ray starts cannot be traced")
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"text": f"text {i} here", "score": i / 10}) + "\n" for i in range(8)))
+    trace = tmp_path / "trace.txt"
+    environment = dict(os.environ)
+    argv = [part.format(data=data, out=tmp_path / "out.jsonl") for part in SCORE]
+    done = subprocess.run(["strace", "-f", "-qq", "-e", "trace=network", "-o", str(trace), sys.executable, "-m",
+                           "gpu_neighbors.cli", *argv, "--ray"], env=environment, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert len((tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()) == 8
+    log = trace.read_text(encoding="utf-8", errors="replace")
+    assert "connect(" in log  # the trace saw Ray's own connections
+    assert outside_connections(log) == []

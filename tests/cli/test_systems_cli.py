@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import SHARED_DATA
 from gpu_neighbors.cli import main
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.systems import Labelled, leave_one_out_scale
@@ -18,7 +19,7 @@ from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.estimators import Threshold
 
 DRAWS = ["--resamples", "200", "--trials", "300", "--device", "cpu", "--quiet"]
-HUSE = Path(__file__).resolve().parents[3] / "shared" / "data" / "huse_summarization.jsonl"
+HUSE = SHARED_DATA  # ../shared, or the GPU check's carried copy
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -77,7 +78,12 @@ def test_the_census_sees_syncs_and_unlisted_operations():
         torch.searchsorted(x, x)
         x[index]  # integer index: no sync
         torch.tensor([1.0])  # lift_fresh: a blocking copy to the device
-    assert census.syncs["probe"] == 7, census.sync_ops
+        x.to("cpu")  # blocking copies to a device, each counted once
+        x.to(device=torch.device("cpu"), dtype=torch.float64)
+        torch.as_tensor(np.arange(2), device="cpu")  # lift_fresh too
+        x.to(torch.float64)  # a dtype alone, and a copy that does not block: none counted
+        x.to("cpu", non_blocking=True)
+    assert census.syncs["probe"] == 10, census.sync_ops
     assert quiet.tolist() == [1, 2, 2]
     assert OpUse("aten::nonzero_static.default", "strided", "int64") in census.uses
     assert OpUse("aten::nonzero_static.default", "strided", "int64") not in read_allowed()

@@ -117,6 +117,24 @@ def test_self_bleu_and_mbr_are_the_same_bits_under_another_math_library(huse_tex
     assert actual_mbr.tobytes() == expected_mbr.tobytes()
 
 
+def test_aligned_rouge_and_bleu_settings_are_the_same_bits_under_another_math_library(huse_texts):
+    """ROUGE is counts and IEEE divisions; the BLEU settings computed on the host use
+    core.portable's exp and log: no device math library enters either."""
+    candidates = huse_texts[:60]
+    references = [[huse_texts[i + 1], text[: len(text) // 2]] for i, text in enumerate(candidates)]
+    settings = [{"smoothing": "method7", "weights": [(0.5, 0.5), (0.2,) * 5]},
+                {"smoothing": "add-k", "effective_order": True}, {"smoothing": "method6", "auto_reweigh": True}]
+    expected_rouge = gpu_neighbors.rouge(candidates, references, use_stemmer=True)
+    expected_bleu = [gpu_neighbors.sentence_bleu(candidates, references, **setting) for setting in settings]
+    with AnotherMathLibrary():
+        actual_rouge = gpu_neighbors.rouge(candidates, references, use_stemmer=True)
+        actual_bleu = [gpu_neighbors.sentence_bleu(candidates, references, **setting) for setting in settings]
+    for name, score in expected_rouge.items():
+        assert score.fmeasure.sum() > 0 and torch.equal(actual_rouge[name].fmeasure, score.fmeasure)
+    for actual, expected in zip(actual_bleu, expected_bleu):
+        assert expected.sum() > 0 and torch.equal(actual, expected)
+
+
 def test_mbr_utilities_do_not_depend_on_summation_order(huse_texts):
     """Candidates of each group in another input order: each one's utility is the same bits
     (a float sum would add its terms in another order)."""

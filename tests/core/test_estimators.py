@@ -120,6 +120,8 @@ def test_topk_estimates_do_not_depend_on_where_a_text_sits(huse_texts, huse_scor
         assert len(candidates) == 50 and np.isfinite(reference.scores).all()
         assert permuted.scores.tobytes() == reference.scores.tobytes()
         assert permuted.std.tobytes() == reference.std.tobytes()
+        assert permuted.nearest.tobytes() == reference.nearest.tobytes()
+        assert permuted.outside.tobytes() == reference.outside.tobytes()
 
 
 @pytest.mark.parametrize("settings", [

@@ -40,7 +40,7 @@ def fit(**settings):
 
 def test_every_numeric_setting_refuses_booleans():
     assert set(NUMERIC) == {"tau", "min_neighbors", "max_fraction", "power", "top_k", "penalty", "memory_budget", "chunk_size",
-                            "min_coverage", "level"}
+                            "min_coverage", "level", "outside_level"}
     for name in NUMERIC:
         for flag in (True, False):
             with pytest.raises(ParameterError, match=rf"^{name} must be .*, not {flag}$"):
@@ -144,12 +144,13 @@ def test_signature_prints_the_old_line():
     assert str(signature) == "kernel:bleu|tok:13a+lc|smooth:exp|tau:0.1|a:5|b:0.66|n:7|version:0.1.0"
     scorer = fit(tau=0.1, smoothing="exp", tokenizer="13a", lowercase=True)
     assert scorer.signature == Signature("bleu", (("tok", "13a+lc"), ("smooth", "exp")), 0.1, 5, 0.66, 3, __version__,
-                                         level=0.9)
+                                         level=0.9, outside="0.05,lowest_decile")
     old = "|".join(f"{key}:{value}" for key, value in {
         "kernel": "bleu", **scorer.kernel_.settings(), "tau": f"{scorer.tau_:g}", "a": str(scorer.min_neighbors_),
         "b": f"{scorer.max_fraction_:g}", "n": str(scorer.num_train), "version": __version__}.items())
-    # the intervals' level closes the line: low and high change with it, so a resume must match it
-    assert str(scorer.signature) == old + "|level:0.9"
+    # the intervals' level, then the outlier test's level and the negative evidence's rule close
+    # the line: estimates, low and high change with them, so a resume must match them
+    assert str(scorer.signature) == old + "|level:0.9|outside:0.05,lowest_decile"
 
 
 def test_not_fitted_error():

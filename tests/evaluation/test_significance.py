@@ -3,6 +3,7 @@ brute-force loops (missing estimates, unpaired systems), with the same seed and 
 draws equal one full draw; p-values of systems from one distribution are uniform."""
 from __future__ import annotations
 
+from fractions import Fraction
 from itertools import combinations
 
 import numpy as np
@@ -182,3 +183,18 @@ def test_p_value_counts_strictly_greater_and_zero_difference_is_one():
     assert significance.p_value(np.array([0.1, 0.2, 0.3, 0.2]), 0.2) == 2 / 5
     assert significance.p_value(np.zeros(9), 0.0) == 1.0
     assert interval(np.arange(80.0)) == (2.0, 77.0)  # sacrebleu: n // 40 from each end
+
+
+def test_the_same_values_in_another_order_give_the_same_mean_and_a_difference_of_exactly_0():
+    """Issue 32: a mean that depends on the order of its terms made two systems with the same
+    texts in another order differ by -1.5e-17, and p (bootstrap) 0.44 instead of 1."""
+    rng = np.random.default_rng(1)
+    values = rng.random(7) * 10.0 ** rng.integers(-3, 3, 7)  # magnitudes apart: the order shows in a float sum
+    paired = np.stack([values, values[rng.permutation(7)], values[::-1]], axis=1)
+    tests = paired_tests(paired, [(0, 1), (0, 2), (1, 2)], resamples=100, trials=100)
+    assert len(set(tests.means.tolist())) == 1
+    assert [(pair.difference, pair.p_bootstrap, pair.p_randomization) for pair in tests.pairs] == [(0.0, 1.0, 1.0)] * 3
+    unpaired = unpaired_tests([paired[:, 0], paired[:, 1], paired[:, 2]], [(0, 1), (0, 2)], resamples=100, trials=100)
+    assert len(set(unpaired.means.tolist())) == 1
+    assert [(pair.difference, pair.p_bootstrap) for pair in unpaired.pairs] == [(0.0, 1.0)] * 2
+    assert tests.means[0] == float(sum(Fraction(float(value)) for value in values)) / 7  # the sum rounded once

@@ -61,9 +61,9 @@ def test_bleu_defaults_to_bleu_star_and_weights_reach_the_signature(huse_texts, 
     assert not torch.equal(default.similarity(huse_texts[30:40]), bleu4.similarity(huse_texts[30:40]))
 
 
-@pytest.mark.parametrize("weights", [(0.5, 0.6), (), (0.2,) * 5, (1.5, -0.5), (True,)])
+@pytest.mark.parametrize("weights", [(0.5, 0.6), (), (0.2,) * 4 + (0.3,), (1.5, -0.5), (True,)])
 def test_bad_weights_are_refused(huse_texts, huse_scores, weights):
-    with pytest.raises(ParameterError, match="weights must be 1 to 4 non-negative weights"):
+    with pytest.raises(ParameterError, match="weights must be non-negative weights"):
         NeighborsScorer(kernel=Bleu(weights=weights), device="cpu").fit(huse_texts[:10], huse_scores[:10])
 
 

@@ -1,6 +1,7 @@
 """Ray Data scoring: a local Ray with 2 CPUs gives, row for row, what one process gives."""
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -13,14 +14,14 @@ from gpu_neighbors.cli import main
 from gpu_neighbors.scoring.distributed import ScoringActor, load_scorer, score_dataset, serialize_scorer
 from gpu_neighbors.kernels.bleu import BleuKernel
 
-ray = pytest.importorskip("ray")  # the [ray] extra; CI installs it
-
 TRAIN_SIZE = 150
 
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """One local Ray for the module: start-up costs seconds."""
+    """One local Ray for the module: start-up costs seconds. Ray is the [ray] extra: CI installs
+    it; the device image lacks it (too large to carry), so the tests that need it skip there."""
+    ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True
@@ -40,7 +41,7 @@ def candidates(huse_texts) -> list[str]:
 
 
 def test_dataset_rows_equal_the_single_process_run(local_ray, scorer, candidates):
-    dataset = ray.data.from_items([{"id": i, "body": text} for i, text in enumerate(candidates)])
+    dataset = local_ray.data.from_items([{"id": i, "body": text} for i, text in enumerate(candidates)])
     rows = score_dataset(dataset, scorer, text_column="body", batch_size=32, num_actors=2).take_all()
     expected = scorer.predict(candidates)
     assert [row["id"] for row in rows] == list(range(len(candidates)))
@@ -75,7 +76,7 @@ def test_the_actor_loads_the_fitted_scorer_without_refitting(local_ray, scorer, 
     """What each actor does, in this process: load the shipped bytes onto its device and score;
     fitting is disabled to prove nothing is refitted."""
     monkeypatch.setattr(BleuKernel, "fit", lambda *args: pytest.fail("the actor refitted the scorer"))
-    actor = ScoringActor([ray.put(serialize_scorer(scorer))], text_column="text")
+    actor = ScoringActor([local_ray.put(serialize_scorer(scorer))], text_column="text")
     assert actor.scorer.device_ == torch.device("cpu")
     out = actor({"text": np.array(candidates, dtype=object), "id": np.arange(len(candidates))})
     expected = scorer.predict(candidates)
@@ -90,6 +91,8 @@ def test_the_actor_loads_the_fitted_scorer_without_refitting(local_ray, scorer, 
     assert loaded.kernel_.device == torch.device("cpu") and loaded.signature == scorer.signature
 
 
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray (the [ray] extra) is not installed: "
+                    "score_dataset says so before it reads its arguments")
 def test_bad_arguments_fail_before_any_ray_work(scorer):
     with pytest.raises(RuntimeError, match="not fitted"):
         score_dataset(None, NeighborsScorer())

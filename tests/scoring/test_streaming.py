@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import importlib.util
 import json
 import os
 import random
@@ -310,7 +311,9 @@ def test_output_bytes_are_json_dumps_of_each_row(tmp_path, train_file, candidate
                "num_neighbors": int(prediction.num_neighbors[index]),
                "std": None if np.isnan(spread) else spread, "estimator": prediction.estimator,
                "low": None if np.isnan(score) else float(prediction.low[index]),
-               "high": None if np.isnan(score) else float(prediction.high[index])}
+               "high": None if np.isnan(score) else float(prediction.high[index]),
+               "nearest": None if np.isinf(prediction.nearest[index]) else float(prediction.nearest[index]),
+               "outside": bool(prediction.outside[index])}
         if explain:
             row["neighbors"] = [{**neighbor, "text": train_texts[neighbor["index"]]}
                                 for neighbor in prediction.neighbors.rows(index)]
@@ -366,6 +369,8 @@ def test_with_workers_a_bad_record_still_keeps_every_row_before_it(tmp_path, tra
     assert read_rows(Path(f"{output}.partial")) == expected[:200]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray (the [ray] extra) is not installed: "
+                    "--ray says so before it reads the other options")
 def test_workers_are_refused_with_ray_which_has_its_own(tmp_path, train_file, candidates, capsys):
     source = write_candidates(tmp_path / "c.jsonl", candidates[:20])
     output = tmp_path / "out.jsonl"

@@ -8,7 +8,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from conftest import ADVERSARIAL_TEXTS, SHARED_DATA
 from gpu_neighbors import NeighborsScorer
@@ -57,7 +56,7 @@ def assert_tokenizes_as_text_by_text(tokenizer, texts) -> None:
 
 
 def test_whitespace_and_13a_split_as_their_references():
-    reference13a = Tokenizer13a()
+    reference13a = pytest.importorskip("sacrebleu.tokenizers.tokenizer_13a").Tokenizer13a()  # needs lxml
     for text in TEXTS + EDGE_TEXTS + ADVERSARIAL_TEXTS + real_texts():
         assert WhitespaceTokenizer().tokenize(text) == text.split()
         assert Sacrebleu13aTokenizer().tokenize(text) == reference13a(text).split(), text
@@ -140,3 +139,27 @@ def test_scorer_with_a_hugging_face_tokenizer_counts_subword_ngrams():
                              estimator=Threshold(tau=0.0, min_neighbors=1)).fit(train, [0.1, 0.9])
     assert "tok:hf:" in str(scorer.signature)
     assert scorer.similarity(["unbelievable weather conditions today"])[0, 0] == pytest.approx(1.0)
+
+
+def test_a_tokenizer_folder_without_a_vocabulary_is_refused(tmp_path, capsys):
+    """Issue 32: a folder holding only config.json (model_type bert) loaded as a tokenizer of
+    five special tokens that maps every word to [UNK], and score wrote estimates with it."""
+    import json
+
+    from gpu_neighbors.cli import main
+    from gpu_neighbors.text.tokenizers import make_tokenizer
+
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert"}), encoding="utf-8")
+    with pytest.raises(ValueError, match="holds no vocabulary") as raised:
+        make_tokenizer(str(folder))
+    assert str(folder) in str(raised.value)
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"text": f"text {i} here", "score": i / 10}) + "\n" for i in range(8)))
+    output = tmp_path / "out.jsonl"
+    assert main(["score", "--train", str(data), "--candidates", str(data), "--output", str(output),
+                 "--tokenizer", str(folder), "--device", "cpu", "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1 and "holds no vocabulary" in error, error
+    assert not output.exists()

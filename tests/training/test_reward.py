@@ -40,10 +40,13 @@ def test_defined_estimates_and_the_training_mean_elsewhere(tokenizer, huse_texts
     assert rewards.dtype == torch.float32 and rewards.shape == (len(candidates),)
     assert 0 < prediction.coverage < 1
     mean = np.mean(huse_scores[:TRAIN_SIZE])
-    want = np.where(prediction.covered, prediction.scores, mean).astype(np.float32)
+    assert prediction.outside[-2:].all() and not prediction.outside.all()  # the empty text, the unknown words
+    low = 0.0  # the score range's: a text outside the training distribution earns nothing
+    want = np.where(prediction.outside, low, np.where(prediction.covered, prediction.scores, mean)).astype(np.float32)
     np.testing.assert_array_equal(rewards.numpy(), want)
     zero = scorer.reward(candidates, undefined=0.0).numpy()
-    np.testing.assert_array_equal(zero, np.where(prediction.covered, prediction.scores, 0.0).astype(np.float32))
+    np.testing.assert_array_equal(
+        zero, np.where(prediction.outside, low, np.where(prediction.covered, prediction.scores, 0.0)).astype(np.float32))
 
 
 def test_token_ids_give_the_rewards_of_their_decoded_texts(tokenizer, huse_texts, huse_scores, candidates):
@@ -73,7 +76,9 @@ def test_a_subsample_scores_like_a_scorer_fitted_on_that_subset(tokenizer, huse_
         )
         prediction = subset.predict(candidates)
         assert prediction.covered.any()
-        want = np.where(prediction.covered, prediction.scores, quality.mean()).astype(np.float32)
+        # outside or not is the whole scorer's call, which the subsample does not change
+        outside = scorer.predict(candidates).outside
+        want = np.where(outside, 0.0, np.where(prediction.covered, prediction.scores, quality.mean())).astype(np.float32)
         np.testing.assert_array_equal(scorer.reward(candidates, subsample=0.4, seed=11).numpy(), want)
 
 
@@ -119,3 +124,54 @@ def test_the_training_loop_example_runs():
     assert [entry["step"] for entry in log] == [0, 2]
     assert all(entry["count"] == 64 and 0 <= entry["coverage"] <= 1 for entry in log)
     assert np.isfinite(log[-1]["reward"])
+
+
+def test_bad_rewards_inputs_are_refused_when_made_or_named_when_met(huse_texts, huse_scores):
+    """Issue 32: a text part without text raised a bare KeyError, a None reference a bare
+    TypeError, and subsample=2.0 was accepted when the function was made (failing at the
+    trainer's first step)."""
+    from gpu_neighbors import BleuReward, reward_function
+
+    bleu = reward_function(BleuReward())
+    conversation = [{"role": "assistant", "content": [{"type": "text"}]}]
+    with pytest.raises(ValueError, match=r"completions\[1\]: content part 0 .* holds no string 'text'"):
+        bleu(["p", "p"], ["a cat", conversation], reference=["a cat", "a dog"])
+    with pytest.raises(ValueError, match=r"row 1 of the column 'reference' holds None"):
+        bleu(["p", "p"], ["a cat", "a dog"], reference=["a cat", None])
+    with pytest.raises(ValueError, match=r"row 0 of the column 'reference' holds a list"):
+        bleu(["p"], ["a cat"], reference=[[]])
+    scorer = NeighborsScorer(kernel="bleu").fit(huse_texts[:60], huse_scores[:60], tune=False)
+    for subsample in (2.0, 0.0, 0.001):  # the last keeps no text
+        with pytest.raises(ValueError, match="subsample"):
+            reward_function(scorer, subsample=subsample)
+    assert len(reward_function(scorer, subsample=0.5)(["p"], ["a cat sat"])) == 1
+
+
+def test_no_numpy_or_torch_warning_reaches_a_library_caller():
+    """Issue 32: fit on 2 texts printed torch's sparse-invariant warning (torch warns once per
+    process: a fresh one), and scores near -1e308 numpy's overflow warnings."""
+    import subprocess
+    import sys
+
+    probe = """
+import warnings, numpy as np
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    from gpu_neighbors import NeighborsScorer, compare_systems
+    from gpu_neighbors.evaluation.agreement import agreement
+    NeighborsScorer(kernel="bleu").fit(["a b c", "d e f"], [0.1, 0.2], tune=False).predict(["a b c"])
+    texts = [f"the cat number {i} sat on mat {i % 7}" for i in range(40)]
+    scores = [-1.79e308 + i * 1e306 for i in range(40)]
+    scorer = NeighborsScorer(kernel="bleu", score_range=None).fit(texts, scores, tune=False)
+    estimates = scorer.leave_one_out()
+    agreement(estimates, np.array(scores))
+    compare_systems(estimates.scores, ["a", "b"] * 20, resamples=50, trials=50)
+for warning in caught:
+    if "training texts" not in str(warning.message):  # the library's own, about the data
+        print("WARNING", warning.category.__name__, warning.message)
+print("DONE")
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert "DONE" in done.stdout, done.stderr
+    assert "WARNING" not in done.stdout and "Warning" not in done.stderr, done.stdout + done.stderr

@@ -1,0 +1,212 @@
+"""The perturbation checklist (issue 35) for every kernel and estimator on the development data:
+writes the section "Perturbation checklist" of bench/quality.md.
+
+Per data set a scorer is fitted on the training side and rates the held-out texts scored at or
+above the training median beside degenerate copies of them (`evaluation/checklist.py`):
+
+- huse_summarization: a seeded fifth held out (`held_out_split`), fitted on the rest;
+- gug: fitted on gug_train, held-out texts from gug_dev;
+- mlqe_et-en: fitted on a seeded sample of mlqe_et-en_train (--mlqe-train, 2,000 of 7,000),
+  held-out texts from mlqe_et-en_dev.
+
+Held-out texts are a seeded sample of at most --held of the good ones, so that the run takes
+minutes on two loaded CPU cores. Estimators: the paper's rule at the paper's settings
+(thresholds="paper"), the threshold rule tuned (tau, a, b), top-k and kernel ridge (each as
+`fit` tunes it by default). Each cell: the drop of the copies' mean estimate below the
+originals' mean, its bootstrap 95% interval, and a check mark where it reaches the target (half
+the gap between the originals' mean and the training set's lowest-decile mean).
+
+    .venv/bin/python bench/checklist.py [--kernels bleu,tfidf,rouge] [--huse-kernels meteor,bertscore] [--held 100]
+
+METEOR and BERTScore run on HUSE alone by default: on GUG and MLQE one row of either took 4+
+minutes on the loaded 2-core machine (METEOR's WordNet stage, BERTScore's model on the CPU).
+
+The data is read from ../shared/data beside the project (GPU_NEIGHBORS_SHARED overrides ../shared,
+as in the tests).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from gpu_neighbors import NeighborsScorer  # noqa: E402
+from gpu_neighbors.evaluation.checklist import Checklist, held_out_checklist, held_out_split, top_rated  # noqa: E402
+from gpu_neighbors.text.perturbations import PERTURBATIONS  # noqa: E402
+from quality import minilm  # noqa: E402  (bench/, beside this script)
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("GPU_NEIGHBORS_SHARED") or ROOT.parent / "shared")
+OUT = ROOT / "bench" / "quality.md"
+HEADING = "## Perturbation checklist"
+ESTIMATORS: dict[str, dict[str, Any]] = {
+    "paper": {"thresholds": "paper"},
+    "tuned threshold": {"estimator": "threshold"},
+    "top-k": {"estimator": "topk"},
+    "ridge": {"estimator": "ridge"},
+}
+
+
+@dataclass(eq=False)
+class DataSet:
+    name: str
+    protocol: str
+    train: tuple[list[str], np.ndarray]
+    held: tuple[list[str], np.ndarray]
+
+
+def read(name: str) -> tuple[list[str], np.ndarray]:
+    path = SHARED / "data" / name
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [row["text"] for row in rows], np.array([row["score"] for row in rows], dtype=np.float64)
+
+
+def sample(data: tuple[list[str], np.ndarray], size: int, seed: int = 0) -> tuple[list[str], np.ndarray]:
+    texts, scores = data
+    if size >= len(texts):
+        return data
+    chosen = np.sort(np.random.default_rng(seed).choice(len(texts), size=size, replace=False))
+    return [texts[i] for i in chosen], scores[chosen]
+
+
+def load(mlqe_train: int) -> list[DataSet]:
+    texts, scores = read("huse_summarization.jsonl")
+    train, held = held_out_split(len(texts))
+    mlqe = read("mlqe_et-en_train.jsonl")
+    return [
+        DataSet("huse_summarization", f"a seeded fifth held out, fitted on the other {len(train)}",
+                ([texts[i] for i in train], scores[train]), ([texts[i] for i in held], scores[held])),
+        DataSet("gug", "fitted on gug_train (1,518), held out from gug_dev", read("gug_train.jsonl"),
+                read("gug_dev.jsonl")),
+        DataSet("mlqe_et-en", f"fitted on a seeded {mlqe_train:,} of mlqe_et-en_train's {len(mlqe[0]):,}, "
+                "held out from mlqe_et-en_dev", sample(mlqe, mlqe_train), read("mlqe_et-en_dev.jsonl")),
+    ]
+
+
+def kernel_options(kernel: str) -> dict[str, Any]:
+    """BERTScore with the tests' MiniLM, all its layers (as bench/quality.py)."""
+    if kernel != "bertscore":
+        return {}
+    path, layers = minilm()
+    return {"kernel_options": {"model": path, "layer": layers}}
+
+
+def good_sample(data: DataSet, train_scores: np.ndarray, held: int) -> tuple[list[str], np.ndarray]:
+    """At most `held` of the held-out texts at or above the training median (seeded)."""
+    texts, scores = data.held
+    good = top_rated(scores, train_scores)
+    return sample(([texts[i] for i in good], scores[good]), held)
+
+
+def run(data: DataSet, kernel: str, estimator: str, held: int) -> tuple[Checklist, float]:
+    start = time.perf_counter()
+    texts, scores = data.train
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # repeated texts, unused settings: the bench states its settings
+        scorer = NeighborsScorer(kernel=kernel, device="cpu", **ESTIMATORS[estimator], **kernel_options(kernel))
+        scorer.fit(texts, scores)
+        held_texts, held_scores = good_sample(data, scores, held)
+        result = held_out_checklist(scorer, texts, held_texts, held_scores)
+    return result, time.perf_counter() - start
+
+
+def number(value: float) -> str:
+    return "—" if np.isnan(value) else f"{value:.3f}"
+
+
+def cell(result: Checklist, name: str) -> str:
+    row = next(row for row in result.rows if row.perturbation == name)
+    if np.isnan(row.drop):  # no copy (or no original) has an estimate
+        return "—"
+    mark = " ✓" if row.passed else ""
+    return f"{row.drop:.3f} [{row.drop_low:.3f}, {row.drop_high:.3f}]{mark}"
+
+
+def section(rows: list[tuple[DataSet, str, str, Checklist, float]], command: str, seconds: float, load: str) -> str:
+    names = list(PERTURBATIONS)
+    lines = [
+        HEADING, "",
+        f"Made by `{command}` in {seconds / 60:.1f} min on this machine's CPU (2 cores shared with other work; "
+        f"load average before the run: {load}; timings indicative only). Issue 35's checklist: a scorer fitted "
+        "on the training side rates held-out texts scored at or above the training median (a seeded sample of "
+        "at most the number in the table) beside degenerate copies of each (`gpu_neighbors/text/perturbations.py`, "
+        "seed 0; salad and replaced draw training words). Each cell: the drop of the copies' mean estimate below "
+        "the originals' mean, its bootstrap 95% interval over the held-out texts (1,000 resamples), and ✓ where "
+        "the drop reaches the target, *needed*: half the gap between the originals' mean and the training set's "
+        "lowest-decile mean score. MLQE's training side is capped (see its protocol) and METEOR and BERTScore "
+        "(MiniLM, all layers) run on HUSE alone, to keep the run short. "
+        "Estimators: the paper's rule at its settings; the threshold rule and top-k with their settings tuned on "
+        "the training side (as `fit` does by default); kernel ridge with its penalty by exact leave-one-out.",
+        "",
+    ]
+    for data in dict.fromkeys(row[0] for row in rows):
+        lines += [f"### {data.name}: {data.protocol}", "",
+                  "| kernel | estimator | texts | coverage | original | needed | " + " | ".join(names) + " | passed |",
+                  "|" + "---|" * (len(names) + 7)]
+        for row_data, kernel, estimator, result, _ in rows:
+            if row_data is not data:
+                continue
+            cells = " | ".join(cell(result, name) for name in names)
+            lines.append(f"| {kernel} | {estimator} | {result.texts} | {result.original_coverage:.2f} | "
+                         f"{number(result.original_mean)} | {number(result.needed)} | {cells} | "
+                         f"{sum(r.passed for r in result.rows)}/{len(result.rows)} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def replace_section(page: str, text: str) -> str:
+    """`page` with its checklist section (to the next section of the same level, or the end)
+    replaced by `text`, or `text` appended."""
+    if HEADING not in page:
+        return page.rstrip("\n") + "\n\n" + text
+    start = page.index(HEADING)
+    following = page.find("\n## ", start + len(HEADING))
+    rest = "" if following < 0 else page[following + 1:]
+    return page[:start] + text + ("\n" + rest if rest else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kernels", default="bleu,tfidf,rouge")
+    parser.add_argument("--huse-kernels", default="meteor,bertscore",
+                        help="kernels run on HUSE alone (on GUG and MLQE they take 4+ min a row here)")
+    parser.add_argument("--estimators", default=",".join(ESTIMATORS))
+    parser.add_argument("--held", type=int, default=100, help="held-out texts per data set, at most")
+    parser.add_argument("--mlqe-train", type=int, default=2000)
+    parser.add_argument("--only", default=None, help="one data set by name (for a quick look)")
+    parser.add_argument("--out", default=str(OUT))
+    args = parser.parse_args(argv)
+    load_average = " ".join(f"{value:.1f}" for value in os.getloadavg())
+    start = time.perf_counter()
+    rows = []
+    for data in load(args.mlqe_train):
+        if args.only not in (None, data.name):
+            continue
+        extra = args.huse_kernels.split(",") if data.name == "huse_summarization" and args.huse_kernels else []
+        for kernel in [*args.kernels.split(","), *extra]:
+            for estimator in args.estimators.split(","):
+                result, seconds = run(data, kernel, estimator, args.held)
+                rows.append((data, kernel, estimator, result, seconds))
+                print(f"{data.name} {kernel} {estimator}: {sum(r.passed for r in result.rows)}/{len(result.rows)} "
+                      f"pass, {seconds:.0f} s", file=sys.stderr, flush=True)
+    command = " ".join(["bench/checklist.py", *(sys.argv[1:] if argv is None else argv)])
+    text = section(rows, command, time.perf_counter() - start, load_average)
+    out = Path(args.out)
+    out.write_text(replace_section(out.read_text(encoding="utf-8") if out.exists() else "", text), encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Degenerate text and text from elsewhere: flagged outside, estimated from the negative
+evidence, given the whole score range as interval and the low end as reward -- where before
+they scored like the good texts they were made from."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gpu_neighbors import Intervals, NeighborsScorer
+from gpu_neighbors.text.perturbations import perturb
+from tests.conftest import SHARED
+
+
+@pytest.fixture(scope="module")
+def huse_split(huse_records):
+    order = np.random.default_rng(0).permutation(len(huse_records))
+    train = [huse_records[index] for index in order[:150]]
+    held_out = [huse_records[index] for index in order[150:]]
+    texts, scores = [record["text"] for record in train], np.array([record["score"] for record in train])
+    good = [record["text"] for record in held_out if record["score"] >= np.median(scores)]
+    return texts, scores, good
+
+
+@pytest.fixture(scope="module")
+def fitted(huse_split):
+    texts, scores, _ = huse_split
+    return {rule: NeighborsScorer(device="cpu", level=Intervals(negatives=rule)).fit(texts, scores)
+            for rule in ("lowest_decile", "none")}
+
+
+@pytest.mark.parametrize("name", ["repeated", "duplicated"])
+def test_repeated_text_is_flagged_and_estimated_low(fitted, huse_split, name):
+    """The check that failed before: copies of good held-out texts with a phrase repeated to
+    length, or the whole text twice, came out as high as the originals."""
+    texts, scores, good = huse_split
+    copies = perturb(good, name, seed=0)
+    lowest = np.sort(scores)[: len(scores) // 10 + 1].mean()
+    needed = (fitted["none"].predict(good).scores.mean() - lowest) / 2
+    with_evidence, without = fitted["lowest_decile"].predict(copies), fitted["none"].predict(copies)
+    originals = fitted["lowest_decile"].predict(good).scores.mean()
+    assert with_evidence.outside.mean() >= 0.8 and without.outside.mean() >= 0.8  # the flag is the same
+    assert originals - with_evidence.scores.mean() >= needed
+    assert originals - without.scores.mean() < needed  # neighbours alone do not see it
+    flagged = with_evidence.outside
+    assert (with_evidence.low[flagged] == 0.0).all() and (with_evidence.high[flagged] == 1.0).all()
+
+
+def test_rewards_for_flagged_text_are_the_low_end_or_the_given_value(fitted, huse_split):
+    _, _, good = huse_split
+    scorer = fitted["lowest_decile"]
+    copies = perturb(good, "repeated", seed=0)
+    prediction = scorer.predict(good + copies)
+    rewards = scorer.reward(good + copies).numpy()
+    flagged = prediction.outside
+    assert flagged.sum() >= len(copies) * 0.8
+    np.testing.assert_array_equal(rewards[flagged], 0.0)
+    np.testing.assert_array_equal(rewards[~flagged], prediction.scores[~flagged].astype(np.float32))
+    np.testing.assert_array_equal(scorer.reward(good + copies, outside=0.25).numpy()[flagged], np.float32(0.25))
+    with pytest.raises(ValueError, match="outside must be a finite number"):
+        scorer.reward(good, outside=float("nan"))
+
+
+def test_the_empty_text_is_outside_and_earns_nothing(fitted):
+    scorer = fitted["lowest_decile"]
+    prediction = scorer.predict(["", "   "])
+    assert prediction.outside.all()
+    assert scorer.reward(["", "   "]).tolist() == [0.0, 0.0]
+
+
+def test_most_texts_of_another_domain_are_flagged_few_of_its_own(huse_records):
+    """Learner sentences (GUG) against a scorer fitted on them, and news headlines (HUSE)
+    against the same scorer: the outlier test keeps its level on the learner sentences it was
+    not fitted on and flags most headlines (lower-cased, tokenized, digits masked: tokens and
+    bigrams the learners' sentences lack); their intervals are the whole score range."""
+    def read(name: str) -> list[dict]:
+        with (SHARED / "data" / name).open(encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle]
+
+    train, dev = read("gug_train.jsonl")[:800], read("gug_dev.jsonl")[:300]
+    scorer = NeighborsScorer(device="cpu").fit([r["text"] for r in train], [r["score"] for r in train])
+    own, other = scorer.predict([r["text"] for r in dev]), scorer.predict([r["text"] for r in huse_records])
+    assert own.outside.mean() <= 0.1
+    assert other.outside.mean() >= 0.5
+    width = other.high - other.low
+    flagged = other.outside & np.isfinite(other.scores)
+    assert (width[flagged] == 1.0).all()  # the whole score range
+    assert np.nanmean(width) >= 1.3 * np.nanmean(own.high - own.low)

@@ -1,0 +1,107 @@
+"""Typicality statistics against a plain per-token reference, leave-one-out against refits, and
+token ids against the texts they decode to."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, make_tokenizer
+from gpu_neighbors.text.typicality import Typicality
+from minilm import MODEL_PATH
+from tests.conftest import ADVERSARIAL_TEXTS
+
+CPU = torch.device("cpu")
+WHITESPACE = make_tokenizer("whitespace")
+
+
+def reference(training: list[str], texts: list[str], tokenize=str.split) -> np.ndarray:
+    """The three statistics token by token, with Python sets: what Typicality computes at once.
+    Support: tokens and bigrams some training text holds. Repetition: bigrams equal to an earlier
+    one of the text, among those whose tokens (start and end markers aside) have a word character."""
+    vocabulary = {token for text in training for token in tokenize(text)}
+    start, end = "\0start", "\0end"
+
+    def bigrams(tokens: list[str]) -> list[tuple[str, str]]:
+        padded = [start] + tokens + [end]
+        return list(zip(padded, padded[1:]))
+
+    def wordlike(token: str) -> bool:
+        return token in (start, end) or re.search(r"\w", token) is not None
+
+    pairs = {pair for text in training for pair in bigrams(tokenize(text))}
+    rows = []
+    for text in texts:
+        tokens = tokenize(text)
+        if not tokens:
+            rows.append([np.nan] * 3)
+            continue
+        grams = bigrams(tokens)
+        counted = [pair for pair in grams if wordlike(pair[0]) and wordlike(pair[1])]
+        rows.append([
+            sum(token in vocabulary for token in tokens) / len(tokens),
+            sum(pair in pairs for pair in grams) / len(grams),
+            (len(counted) - len(set(counted))) / len(grams),
+        ])
+    return np.array(rows, dtype=np.float64)
+
+
+def test_statistics_equal_the_reference_on_real_and_adversarial_text(huse_records):
+    training = [record["text"] for record in huse_records[:150]]
+    texts = [record["text"] for record in huse_records[150:]] + ADVERSARIAL_TEXTS + [
+        "the the the the", "zzz zzz zzz", training[0] + " " + training[0], " ".join(training[1].split()[::-1]),
+        "# # # a # #", ", , ,", "a , b , c ,"]
+    got = Typicality(training, WHITESPACE, CPU).of_texts(texts).numpy()
+    np.testing.assert_array_equal(got, reference(training, texts))
+
+
+def test_hand_computed_case():
+    typicality = Typicality(["the cat sat", "the cat ran", "a dog"], WHITESPACE, CPU)
+    got = typicality.of_texts(["cat the sat", "the the the the", "zzz dog", "zzz zzz zzz", ""]).numpy()
+    # cat the sat: bigrams <s>-cat, cat-the, the-sat unseen, sat-</s> seen; the x4: the-the thrice;
+    # zzz x3, a word no training text has: zzz-zzz twice in 4 bigrams, the second a repeat
+    expected = [[1, 1 / 4, 0], [1, 1 / 5, 2 / 5], [1 / 2, 1 / 3, 0], [0, 0, 1 / 4], [np.nan] * 3]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-15)
+
+
+def test_own_statistics_are_those_of_a_training_set_without_the_text(huse_records):
+    """Leave-one-out: each training text's statistics equal those against the others alone
+    (a refit without it), duplicates included."""
+    training = [record["text"] for record in huse_records[:60]] + [huse_records[0]["text"]]
+    own = Typicality(training, WHITESPACE, CPU).of_texts(training, own=True).numpy()
+    for index in (0, 1, 17, len(training) - 1):
+        others = training[:index] + training[index + 1:]
+        np.testing.assert_array_equal(own[index], Typicality(others, WHITESPACE, CPU).of_texts([training[index]])[0])
+
+
+def test_the_training_order_and_batching_change_nothing(huse_records, monkeypatch):
+    training = [record["text"] for record in huse_records[:100]]
+    texts = [record["text"] for record in huse_records[100:]]
+    order = np.random.default_rng(3).permutation(len(training))
+    shuffled = [training[index] for index in order]
+    reference_stats = Typicality(training, WHITESPACE, CPU).of_texts(texts)
+    monkeypatch.setattr("gpu_neighbors.text.typicality.FIT_ROWS", 7)
+    assert torch.equal(Typicality(shuffled, WHITESPACE, CPU).of_texts(texts), reference_stats)
+    assert torch.equal(Typicality(training, WHITESPACE, CPU).of_texts(training, own=True)[order],
+                       Typicality(shuffled, WHITESPACE, CPU).of_texts(shuffled, own=True))
+
+
+@pytest.mark.parametrize("training", [[], [""], ["   "]])
+def test_a_training_set_without_tokens_supports_nothing(training):
+    got = Typicality(training, WHITESPACE, CPU).of_texts(["a b", ""]).numpy()
+    np.testing.assert_array_equal(got[0], [0.0, 0.0, 0.0])
+    assert np.isnan(got[1]).all()
+
+
+def test_token_ids_give_the_statistics_of_their_decoded_texts(huse_records):
+    tokenizer = HuggingFaceTokenizer(MODEL_PATH)
+    training = [record["text"] for record in huse_records[:120]]
+    texts = [record["text"] for record in huse_records[120:160]] + ["the the the the the", "zqx vvk", "", "# , # ."]
+    typicality = Typicality(training, tokenizer, CPU)
+    encoded = tokenizer.hf(texts, padding=True, return_tensors="pt")
+    decoded = tokenizer.hf.batch_decode(encoded["input_ids"], skip_special_tokens=True)
+    from_ids = typicality.of_ids(encoded["input_ids"], encoded["attention_mask"])
+    np.testing.assert_array_equal(from_ids.numpy(), typicality.of_texts(decoded).numpy())
+    np.testing.assert_array_equal(from_ids.numpy(), reference(training, decoded, tokenizer.tokenize))
