@@ -56,7 +56,7 @@ def fitted(settings, data) -> NeighborsScorer:
 
 
 def same_bits(first, second) -> None:
-    for name in ("scores", "num_neighbors", "std", "covered", "low", "high"):
+    for name in ("scores", "num_neighbors", "std", "covered", "low", "high", "nearest", "outside"):
         got, want = getattr(first, name), getattr(second, name)
         assert (got is None and want is None) or got.tobytes() == want.tobytes(), name
 
@@ -92,6 +92,7 @@ def test_a_loaded_scorer_scores_token_ids_as_the_saver(data, tmp_path):
     got = loaded.predict_ids(batch["input_ids"], batch["attention_mask"])
     want = scorer.predict_ids(batch["input_ids"], batch["attention_mask"])
     assert torch.equal(got.scores.nan_to_num(-1), want.scores.nan_to_num(-1))
+    assert torch.equal(got.outside, want.outside) and torch.equal(got.nearest, want.nearest)
 
 
 def test_a_tokenizer_object_saves_by_its_name(data, tmp_path):
