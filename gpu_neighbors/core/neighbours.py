@@ -345,7 +345,8 @@ class NeighborStats:
         """Adds column sums [rows, columns] (int64) of `Quality.columns` or, weighted, of
         `Quality.weighted_columns` to rows `rows`; returns their weights summed over the bands
         (unweighted: the neighbours)."""
-        per_band = sums.reshape(sums.shape[0], self.weight.shape[1], -1)
+        bands = self.weight.shape[1]
+        per_band = sums.reshape(sums.shape[0], bands, sums.shape[1] // bands)  # explicit: rows may be 0
         width = self.total.shape[2]
         self.weight[rows] += per_band[:, :, 0]
         self.total[rows] += per_band[:, :, 1 : 1 + width]
