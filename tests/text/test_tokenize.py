@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ADVERSARIAL_TEXTS, SHARED_DATA
+from gpu_neighbors.cli import main as cli_main  # bound now: importing the module gpu_neighbors.cli.main shadows it
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels.parts import Bleu
 from gpu_neighbors.estimators import Threshold
@@ -144,9 +145,6 @@ def test_scorer_with_a_hugging_face_tokenizer_counts_subword_ngrams():
 def test_a_tokenizer_folder_without_a_vocabulary_is_refused(tmp_path, capsys):
     """Issue 32: a folder holding only config.json (model_type bert) loaded as a tokenizer of
     five special tokens that maps every word to [UNK], and score wrote estimates with it."""
-    import json
-
-    from gpu_neighbors.cli import main
     from gpu_neighbors.text.tokenizers import make_tokenizer
 
     folder = tmp_path / "tok"
@@ -158,8 +156,8 @@ def test_a_tokenizer_folder_without_a_vocabulary_is_refused(tmp_path, capsys):
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps({"text": f"text {i} here", "score": i / 10}) + "\n" for i in range(8)))
     output = tmp_path / "out.jsonl"
-    assert main(["score", "--train", str(data), "--candidates", str(data), "--output", str(output),
-                 "--tokenizer", str(folder), "--device", "cpu", "--quiet"]) == 2
+    assert cli_main(["score", "--train", str(data), "--candidates", str(data), "--output", str(output),
+                     "--tokenizer", str(folder), "--device", "cpu", "--quiet"]) == 2
     error = capsys.readouterr().err
     assert len(error.strip().splitlines()) == 1 and "holds no vocabulary" in error, error
     assert not output.exists()
