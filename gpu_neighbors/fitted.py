@@ -133,7 +133,7 @@ class FittedScorer:
         a subsample makes the estimates (rewards): the test was calibrated on the whole set."""
         assert prediction.nearest is not None  # every pass finds it
         nearest = prediction.nearest.masked_fill(torch.isinf(prediction.nearest), float("nan"))
-        outside = self.outside_.flags(torch.cat([statistics.to(nearest.device), nearest[:, None]], dim=1))
+        outside = self.outside_.flags(torch.cat([statistics, nearest[:, None]], dim=1))  # one device
         scores = self.outside_.estimates(prediction.scores, prediction.covered, outside)
         return replace(prediction, scores=scores, outside=outside)
 

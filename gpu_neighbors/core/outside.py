@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from gpu_neighbors.core.caller_warnings import beyond_float_is_inf
+
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class OutlierTest:
         return (1 + count).to(torch.float64) / (self.size + 1)
 
 
+@beyond_float_is_inf
 def lowest_decile_mean(scores: Sequence[float] | np.ndarray) -> float:
     """The mean of the lowest tenth of `scores` (rounded up: at least one): the score the worst
     real outputs get, the negative evidence's and the checklist's reference."""

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import write_jsonl
-from gpu_neighbors import NeighborsScorer
+from gpu_neighbors import NeighborsScorer, Threshold
 from gpu_neighbors.cli import main
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.checklist import held_out_checklist, held_out_split
@@ -24,7 +24,7 @@ def data_file(tmp_path, huse_records):
 
 def expected(train: list[dict], held: list[dict], seed: int) -> dict:
     texts = [r["text"] for r in train]
-    scorer = NeighborsScorer(thresholds="paper").fit(texts, [r["score"] for r in train])
+    scorer = NeighborsScorer(kernel="bleu", estimator=Threshold.paper()).fit(texts, [r["score"] for r in train])
     result = held_out_checklist(scorer, texts, [r["text"] for r in held], np.array([r["score"] for r in held]),
                                 seed=seed)
     return json.loads(tables.to_json(result.as_dict()))

@@ -81,5 +81,5 @@ def test_rewards_and_the_metric_take_a_saved_folder(huse_texts, huse_scores, tmp
     expected = NeighborsQuality(scorer)
     expected.update(completions)
     assert np.array_equal(metric.compute()["quality"].numpy(), expected.compute()["quality"].numpy())
-    with pytest.raises(TypeError, match="fitted NeighborsScorer or a BleuReward"):
+    with pytest.raises(TypeError, match="fitted NeighborsScorer, a BleuReward or a RougeReward"):
         reward_function(3)

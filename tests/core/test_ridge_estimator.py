@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu_neighbors import NeighborsScorer
+from gpu_neighbors import Intervals, NeighborsScorer
 from gpu_neighbors.estimators import Ridge
 from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.kernels.bertscore import BertScoreKernel
@@ -18,7 +18,9 @@ TRAIN = 120
 
 
 def ridge(texts, scores, penalty=None, **run) -> NeighborsScorer:
-    return NeighborsScorer(kernel="bleu", estimator=Ridge(penalty=penalty), device="cpu", **run).fit(texts, scores)
+    # the model's estimates alone: no text's estimate replaced by the negative evidence
+    return NeighborsScorer(kernel="bleu", estimator=Ridge(penalty=penalty), device="cpu",
+                           level=Intervals(negatives="none"), **run).fit(texts, scores)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from conftest import SHARED
-from gpu_neighbors import NeighborsScorer
+from gpu_neighbors import BertScore, NeighborsScorer
 from gpu_neighbors.core.pairwise import DEFAULT_SIMILARITY_ERROR, PairwiseSimilarities
 from gpu_neighbors.core.tuning import TuningGrid, between_similarities, tune
 from minilm import MODEL_PATH
@@ -43,8 +43,8 @@ def nearest_distance(values: torch.Tensor, tau: float) -> float:
 @pytest.mark.parametrize("kernel", [*EXACT_KERNELS, "bertscore"])
 def test_no_tuned_tau_within_the_error_bound_of_a_similarity(kernel, data):
     train, scores, candidates = sample(data, *SIZES.get(kernel, DEFAULT_SIZES))
-    options = {"kernel_options": {"model": MODEL_PATH, "layer": 4}} if kernel == "bertscore" else {}
-    scorer = NeighborsScorer(kernel=kernel, device="cpu", **options).fit(train, scores, tune=False)
+    part = BertScore(model=MODEL_PATH, layer=4) if kernel == "bertscore" else kernel
+    scorer = NeighborsScorer(kernel=part, device="cpu").fit(train, scores, tune=False)
     error = scorer.kernel_.similarity_error
     training_pass = scorer.training_pass()
     pairs = PairwiseSimilarities(training_pass.matrix, training_pass.scores, training_pass.checksums, error)
