@@ -1,7 +1,8 @@
 """What a fitted scorer does, however it came to be fitted (by `fit`, or loaded from a folder):
 predictions, leave-one-out, similarities, token ids and rewards, each one run of the core tile
 loop (`core.tiling.reduce_tiles`) with the fitted kernel making the tiles and the estimator's
-reduction consuming them (`estimators.TilePass`)."""
+reduction consuming them (`estimators.TilePass`): `TilePasses` runs the loop, `FittedScorer` makes
+estimates of it."""
 from __future__ import annotations
 
 import functools
@@ -45,7 +46,7 @@ from gpu_neighbors.text.typicality import Typicality
 REWARD_DTYPE = torch.float32
 P = ParamSpec("P")
 R = TypeVar("R")
-S = TypeVar("S", bound="FittedScorer")
+S = TypeVar("S", bound="TilePasses")
 
 
 def library_threads(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
@@ -60,8 +61,9 @@ def library_threads(method: Callable[Concatenate[S, P], R]) -> Callable[Concaten
     return wrapper
 
 
-class FittedScorer:
-    """The passes of a fitted scorer; `NeighborsScorer` fits (or loads) the state below."""
+class TilePasses:
+    """The fitted state every pass reads, and the passes of the one tile loop: estimates (with each row's
+    nearest similarity), similarity matrices."""
 
     kernel: KernelPart | Auto
     estimator: Estimator | None
@@ -87,6 +89,98 @@ class FittedScorer:
 
     def _check_fitted(self) -> None:
         check_is_fitted(self)
+
+    @library_threads
+    def similarity(self, candidates: Sequence[str]) -> torch.Tensor:
+        """All kernel similarities [len(candidates), |S|], float64 on the CPU."""
+        self._check_fitted()
+        texts = validate_texts(candidates, "candidates", allow_empty=True)
+        return self._similarity(lambda first, last: self.kernel_.encode(texts[first:last]), len(texts))
+
+    @library_threads
+    def train_similarity(self) -> torch.Tensor:
+        """The training set against itself [|S|, |S|], float64 on the CPU, diagonal included:
+        one pass from which sweeps over tau, a and b (leave-one-out) need no kernel work."""
+        self._check_fitted()
+        return self._similarity(self.kernel_.encode_train, self.num_train)
+
+    @property
+    def num_train(self) -> int:
+        self._check_fitted()
+        return self.kernel_.num_train
+
+    # -- tiling --------------------------------------------------------------------------
+
+    def _plan(self) -> TilePlan:
+        return TilePlan.for_device(
+            self.device_, self.kernel_.pair_bytes(), self.num_train, self.memory_budget, self.chunk_size
+        )
+
+    def _pass(
+        self,
+        encode: Callable[[int, int], Any],
+        rows: int,
+        *,
+        leave_one_out: bool = False,
+        subset: TrainingSubset | None = None,
+        plan: TilePlan | None = None,
+        quality: Quality | None = None,
+        progress: bool = True,
+        neighbors: int = 0,
+        own: torch.Tensor | None = None,
+    ) -> tuple[TensorPrediction, Ranking | None]:
+        """The tile loop over candidate rows 0..rows-1 with the estimator's reduction (neighbour
+        statistics, or a running top-k), and with `neighbors` > 0 the top `neighbors` training
+        texts of each row from the same tiles; every row's nearest similarity (to the whole
+        training set) comes with the estimates. `own[r]`: row r is that training text, left out
+        of its own neighbours (leave-one-out of a sample of the training set)."""
+        quality = quality or self._quality
+        plan = plan or self._plan()
+        nearest = NearestReduction(rows, quality.device, leave_one_out)
+
+        def run(reduction: Reduction[Result]) -> Result:
+            both: Reduction[tuple[Result, torch.Tensor]] = Both(reduction, nearest)
+            if own is not None:
+                both = conformal.WithoutOwn(both, own)
+            return self._reduce(encode, rows, plan, both, progress)[0]
+
+        num_train = (self.num_train if subset is None else subset.size) - int(leave_one_out or own is not None)
+        ridge = None if self._ridge is None else self._ridge.weights_on(quality.device)
+        prediction, shown = self.estimator_.estimate(TilePass(run, rows, quality, self.thresholds_, num_train,
+                                                              leave_one_out, subset, neighbors, ridge))
+        return replace(prediction, nearest=nearest.result()), shown
+
+    def _similarity(self, encode: Callable[[int, int], Any], rows: int) -> torch.Tensor:
+        return self._reduce(encode, rows, self._plan(), MatrixReduction(rows, self.num_train))
+
+    def _reduce(
+        self,
+        encode: Callable[[int, int], Any],
+        rows: int,
+        plan: TilePlan,
+        reduction: Reduction[Result],
+        progress: bool = True,
+    ) -> Result:
+        """One pass of the tile loop; a progress bar where `progress` and the scorer's setting
+        both ask for one (never on the id path of training loops)."""
+        chunks, blocks = plan.chunks(rows), plan.blocks(self.num_train)
+        if not (progress and self.progress):
+            return reduce_tiles(encode, self.kernel_.tile, chunks, blocks, reduction)
+        with _progress_bar(rows) as bar:
+            return reduce_tiles(encode, self.kernel_.tile, chunks, blocks, reduction, bar.update)
+
+    def _quality_on(self, device: torch.device) -> Quality:
+        """The training q on `device` (token ids may live elsewhere than the scorer)."""
+        if device == self.device_:
+            return self._quality
+        if device not in self._qualities:
+            self._qualities[device] = self._quality.to(device)
+        return self._qualities[device]
+
+
+class FittedScorer(TilePasses):
+    """What a fitted scorer does: predictions judged for the training distribution, intervals,
+    token ids, rewards, leave-one-out; `NeighborsScorer` fits (or loads) the state it reads."""
 
     @library_threads
     def predict(
@@ -301,25 +395,6 @@ class FittedScorer:
         statistics = self.typicality_.of_texts(self.kernel_.train_texts, own=True)
         return self._judge(prediction, statistics).numpy()
 
-    @library_threads
-    def similarity(self, candidates: Sequence[str]) -> torch.Tensor:
-        """All kernel similarities [len(candidates), |S|], float64 on the CPU."""
-        self._check_fitted()
-        texts = validate_texts(candidates, "candidates", allow_empty=True)
-        return self._similarity(lambda first, last: self.kernel_.encode(texts[first:last]), len(texts))
-
-    @library_threads
-    def train_similarity(self) -> torch.Tensor:
-        """The training set against itself [|S|, |S|], float64 on the CPU, diagonal included:
-        one pass from which sweeps over tau, a and b (leave-one-out) need no kernel work."""
-        self._check_fitted()
-        return self._similarity(self.kernel_.encode_train, self.num_train)
-
-    @property
-    def num_train(self) -> int:
-        self._check_fitted()
-        return self.kernel_.num_train
-
     @property
     def signature(self) -> Signature:
         """Every setting that changes the numbers; `str()` gives the line stored beside outputs."""
@@ -333,74 +408,6 @@ class FittedScorer:
             level=self.intervals_part.level,
             outside=f"{self.intervals_part.outside_level:g},{self.intervals_part.negatives}",
         )
-
-    # -- tiling --------------------------------------------------------------------------
-
-    def _plan(self) -> TilePlan:
-        return TilePlan.for_device(
-            self.device_, self.kernel_.pair_bytes(), self.num_train, self.memory_budget, self.chunk_size
-        )
-
-    def _pass(
-        self,
-        encode: Callable[[int, int], Any],
-        rows: int,
-        *,
-        leave_one_out: bool = False,
-        subset: TrainingSubset | None = None,
-        plan: TilePlan | None = None,
-        quality: Quality | None = None,
-        progress: bool = True,
-        neighbors: int = 0,
-        own: torch.Tensor | None = None,
-    ) -> tuple[TensorPrediction, Ranking | None]:
-        """The tile loop over candidate rows 0..rows-1 with the estimator's reduction (neighbour
-        statistics, or a running top-k), and with `neighbors` > 0 the top `neighbors` training
-        texts of each row from the same tiles; every row's nearest similarity (to the whole
-        training set) comes with the estimates. `own[r]`: row r is that training text, left out
-        of its own neighbours (leave-one-out of a sample of the training set)."""
-        quality = quality or self._quality
-        plan = plan or self._plan()
-        nearest = NearestReduction(rows, quality.device, leave_one_out)
-
-        def run(reduction: Reduction[Result]) -> Result:
-            both: Reduction[tuple[Result, torch.Tensor]] = Both(reduction, nearest)
-            if own is not None:
-                both = conformal.WithoutOwn(both, own)
-            return self._reduce(encode, rows, plan, both, progress)[0]
-
-        num_train = (self.num_train if subset is None else subset.size) - int(leave_one_out or own is not None)
-        ridge = None if self._ridge is None else self._ridge.weights_on(quality.device)
-        prediction, shown = self.estimator_.estimate(TilePass(run, rows, quality, self.thresholds_, num_train,
-                                                              leave_one_out, subset, neighbors, ridge))
-        return replace(prediction, nearest=nearest.result()), shown
-
-    def _similarity(self, encode: Callable[[int, int], Any], rows: int) -> torch.Tensor:
-        return self._reduce(encode, rows, self._plan(), MatrixReduction(rows, self.num_train))
-
-    def _reduce(
-        self,
-        encode: Callable[[int, int], Any],
-        rows: int,
-        plan: TilePlan,
-        reduction: Reduction[Result],
-        progress: bool = True,
-    ) -> Result:
-        """One pass of the tile loop; a progress bar where `progress` and the scorer's setting
-        both ask for one (never on the id path of training loops)."""
-        chunks, blocks = plan.chunks(rows), plan.blocks(self.num_train)
-        if not (progress and self.progress):
-            return reduce_tiles(encode, self.kernel_.tile, chunks, blocks, reduction)
-        with _progress_bar(rows) as bar:
-            return reduce_tiles(encode, self.kernel_.tile, chunks, blocks, reduction, bar.update)
-
-    def _quality_on(self, device: torch.device) -> Quality:
-        """The training q on `device` (token ids may live elsewhere than the scorer)."""
-        if device == self.device_:
-            return self._quality
-        if device not in self._qualities:
-            self._qualities[device] = self._quality.to(device)
-        return self._qualities[device]
 
 
 def _progress_bar(total: int) -> Any:
