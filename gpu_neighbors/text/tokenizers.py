@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence, Sized
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field
 from itertools import chain
 
@@ -194,13 +194,14 @@ class RougeScoreTokenizer(Tokenizer):
     """rouge-score's tokenization (the ROUGE-1.5.5 script's): lowercase, every run of ASCII
     letters and digits a token, the rest dropped; with `use_stemmer`, NLTK's Porter stemmer on
     tokens of more than 3 characters, as rouge-score has it. The same tokens as
-    `rouge_score.tokenize.tokenize` (tested); each distinct token is stemmed once per batch."""
-
-    name = "rouge"
+    `rouge_score.tokenize.tokenize` (tested); each distinct token is stemmed once per batch.
+    Built-in names: "rouge-score" and, stemmed, "rouge-score-stem" (e.g. the rouge kernel's
+    `Rouge(tokenizer="rouge-score-stem")`)."""
 
     def __init__(self, use_stemmer: bool = False) -> None:
         super().__init__(lowercase=False)  # always lowercased, in `_split`
         self.use_stemmer = use_stemmer
+        self.name = "rouge-score-stem" if use_stemmer else "rouge-score"
         if use_stemmer:
             from nltk.stem.porter import PorterStemmer
 
@@ -226,9 +227,13 @@ class RougeScoreTokenizer(Tokenizer):
                  for token, stem in stems.items()}
         return [stem for stem in map(stems.__getitem__, tokens) if stem is not None]
 
-    @property
-    def signature(self) -> str:
-        return f"rouge{'+stem' if self.use_stemmer else ''}"
+    @classmethod
+    def named(cls, stemmed: bool) -> Callable[[bool], RougeScoreTokenizer]:
+        """The built-in factory: lower-cased always, so `lowercase` changes nothing."""
+        def make(lowercase: bool = False) -> RougeScoreTokenizer:
+            return cls(use_stemmer=stemmed)
+
+        return make
 
 
 class HuggingFaceTokenizer(Tokenizer):
@@ -274,13 +279,15 @@ def one_line(error: Exception) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-BUILT_IN_TOKENIZERS: dict[str, type[Tokenizer]] = {
+BUILT_IN_TOKENIZERS: dict[str, Callable[[bool], Tokenizer]] = {
     "whitespace": WhitespaceTokenizer,
     "13a": Sacrebleu13aTokenizer,
     "chars": CharacterTokenizer,
     "intl": IntlTokenizer,
     "zh": ZhTokenizer,
     "char": SacrebleuCharTokenizer,
+    "rouge-score": RougeScoreTokenizer.named(stemmed=False),
+    "rouge-score-stem": RougeScoreTokenizer.named(stemmed=True),
 }
 
 

@@ -181,3 +181,24 @@ def test_scorer_similarity_is_rouge_score(huse_texts, huse_scores):
 def test_pair_bytes_grows_with_the_longest_training_text():
     short, long = fitted(["a b c"]), fitted([" ".join(["a"] * 300)])
     assert 0 < short.pair_bytes() < long.pair_bytes()
+
+
+@pytest.mark.parametrize("stemmed", [False, True])
+def test_the_kernel_with_rouge_scores_tokenization_equals_rouge_score(huse_texts, tmp_path, stemmed):
+    """`Rouge(tokenizer="rouge-score[-stem]")`: the neighbour kernel's similarity is rouge-score's
+    ROUGE-L F with its own tokenization (and Porter stemming), on mixed-case punctuated text; a
+    scorer with it saves and loads by that name."""
+    from rouge_score import rouge_scorer
+
+    from gpu_neighbors import Rouge
+
+    name = "rouge-score-stem" if stemmed else "rouge-score"
+    train = [text.title() + "!" for text in huse_texts[:40]] + ["Running runners ran; RUNS, run."]
+    candidates = [text.upper() for text in huse_texts[40:70]] + ["the runner runs", "", "12 --- ?"]
+    scorer = NeighborsScorer(kernel=Rouge(tokenizer=name), device="cpu").fit(train, np.linspace(0, 1, len(train)))
+    reference = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=stemmed)
+    expected = np.array([[reference.score(s, c)["rougeL"].fmeasure for s in train] for c in candidates])
+    np.testing.assert_allclose(scorer.similarity(candidates).numpy(), expected, rtol=0, atol=1e-12)
+    assert scorer.kernel_.settings()["tok"] == name
+    loaded = NeighborsScorer.load(scorer.save(tmp_path / name))
+    assert torch.equal(loaded.similarity(candidates), scorer.similarity(candidates))
