@@ -170,7 +170,7 @@ def test_an_unknown_tokenizer_fails_at_once(tmp_path, files, capsys):
     started = time.monotonic()
     assert main(score(train, candidates, tmp_path / "out.jsonl", "--tokenizer", "whitspace")) == 2
     assert time.monotonic() - started < 30
-    assert "unknown tokenizer 'whitspace': not one of the built-in ones (whitespace, 13a, chars, intl, zh, char)" in capsys.readouterr().err
+    assert "unknown tokenizer 'whitspace': not one of the built-in ones (whitespace, 13a, chars, intl, zh, char, rouge-score, rouge-score-stem)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("output, message", [

@@ -248,5 +248,5 @@ def test_an_unknown_tokenizer_name_fails_at_once_listing_the_built_in_ones():
     from gpu_neighbors.text.tokenizers import make_tokenizer
 
     with pytest.raises(ValueError, match=r"unknown tokenizer 'whitspace': not one of the built-in "
-                                         r"ones \(whitespace, 13a, chars, intl, zh, char\)"):
+                                         r"ones \(whitespace, 13a, chars, intl, zh, char, rouge-score, rouge-score-stem\)"):
         make_tokenizer("whitspace")
