@@ -243,7 +243,8 @@ class NeighborsScorer(FittedScorer):
     def _outside_rule(self, texts: list[str], chosen: np.ndarray, nearest: np.ndarray) -> OutsideRule:
         """The outlier test calibrated on training texts `chosen`'s leave-one-out statistics:
         their typicality (each left out of its own counts) and nearest similarities."""
-        statistics = np.column_stack([self.typicality_.of_texts(texts, own=True).cpu().numpy()[chosen],
+        own = self.typicality_.of_texts([texts[index] for index in chosen], own=True)  # training texts: own counts out
+        statistics = np.column_stack([own.cpu().numpy(),
                                       np.where(np.isfinite(nearest), nearest, np.nan)])
         test = OutlierTest.fit(statistics, LOW_IS_ATYPICAL + (True,))
         return self.intervals_part.outside_rule(test, self.train_scores_, self.score_range)

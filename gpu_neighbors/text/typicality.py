@@ -77,16 +77,13 @@ class Tokens:
             _, rank = np.unique(strings[unseen].astype(str), return_inverse=True)
             identities[unseen] = len(vocabulary) + rank.reshape(-1)
         identities[~wordlike] = NOT_A_WORD
-        rows, lengths = len(tokenized), np.asarray(tokenized.lengths, dtype=np.int64)
-        width = int(lengths.max()) if rows else 0
-        owner = np.repeat(np.arange(rows), lengths)
-        position = np.arange(ids.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        padded_ids = np.full((rows, width), UNKNOWN_ID, dtype=np.int64)
-        padded_identities = np.full((rows, width), NOT_A_WORD, dtype=np.int64)
-        padded_ids[owner, position] = ids
-        padded_identities[owner, position] = identities
-        return cls(torch.from_numpy(padded_ids).to(device), torch.from_numpy(padded_identities).to(device),
-                   torch.from_numpy(lengths).to(device), len(vocabulary) + int(unseen.sum()))
+        width = int(batch.lengths.max()) if len(batch) else 0
+        padded_ids = torch.full((len(batch), width), UNKNOWN_ID, dtype=torch.int64)
+        padded_identities = torch.full((len(batch), width), NOT_A_WORD, dtype=torch.int64)
+        padded_ids[batch.rows, batch.positions] = batch.ids
+        padded_identities[batch.rows, batch.positions] = torch.from_numpy(identities)
+        return cls(padded_ids.to(device), padded_identities.to(device), batch.lengths.to(device),
+                   len(vocabulary) + int(unseen.sum()))
 
 
 def _bigrams(tokens: torch.Tensor, lengths: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
