@@ -20,23 +20,29 @@ from gpu_neighbors.core import kernel_ridge
 from gpu_neighbors.core.conformal import Calibration
 from gpu_neighbors.core.outside import OutlierTest, OutsideRule
 from gpu_neighbors.core.neighbours import Thresholds
-from gpu_neighbors.core.saved import SavedScorer, SavedScorerError
+from gpu_neighbors.core.saved import TENSORS, SavedScorer, SavedScorerError, pack_strings, unpack_strings
 from gpu_neighbors.core.tuning import TuningResult
 from gpu_neighbors.estimators import Estimator, RidgeFit, estimator_from_settings
 from gpu_neighbors.fitted import FittedScorer
 from gpu_neighbors.intervals import Intervals
+from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.parts import Auto, KernelPart, part_from_settings
-from gpu_neighbors.text.typicality import LOW_IS_ATYPICAL
+from gpu_neighbors.text.tokenizers import Tokenizer
+from gpu_neighbors.text.typicality import LOW_IS_ATYPICAL, Typicality
+
+# Name prefixes of the saved encoding's tensors.
+KERNEL, TYPICALITY = "kernel.", "typicality."
 
 
-def state_of(scorer: FittedScorer, kernel: KernelPart) -> SavedScorer:
-    """What `scorer` (fitted with `kernel`) is and learned."""
+def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[Any]]) -> SavedScorer:
+    """What `scorer` (fitted with `kernel`) is and learned, with `fields` beside its texts."""
     ridge = scorer._ridge
     tensors = {"train_scores": torch.as_tensor(scorer.train_scores_, dtype=torch.float64),
                "tie_rank": scorer._quality.tie_rank.cpu(),
                "calibration_residuals": torch.as_tensor(scorer.calibration_.residuals, dtype=torch.float64),
                **{f"outside_{index}": torch.as_tensor(column, dtype=torch.float64)
-                  for index, column in enumerate(scorer.outside_.test.columns)}}
+                  for index, column in enumerate(scorer.outside_.test.columns)},
+               **encoding_tensors(scorer)}
     if ridge is not None:
         tensors.update(ridge_alpha=torch.as_tensor(ridge.model.alpha), ridge_loo=torch.as_tensor(ridge.model.loo),
                        ridge_similar=torch.as_tensor(ridge.loo.num_neighbors))
@@ -51,14 +57,47 @@ def state_of(scorer: FittedScorer, kernel: KernelPart) -> SavedScorer:
                   "intervals": scorer.intervals_part.settings()},
         "run": {"memory_budget": scorer.memory_budget, "chunk_size": scorer.chunk_size,
                 "score_range": None if scorer.score_range is None else list(scorer.score_range)},
-        "fitted": {"kernel": kernel.settings(), "estimator": scorer.estimator_.settings(),
+        "fitted": {"kernel": kernel.settings(), "kernel_settings": dict(scorer.signature.kernel_settings),
+                   "estimator": scorer.estimator_.settings(),
                    "thresholds": asdict(scorer.thresholds_), "tuning": tuned, "selection": scorer.selection_,
                    "calibration_floor": scorer.calibration_.floor,
                    "outside_texts": scorer.outside_.test.size,
                    "ridge": None if ridge is None else {"intercept": ridge.model.intercept,
                                                         "penalty": ridge.model.penalty}},
     }
-    return SavedScorer(config, tensors, list(scorer.kernel_.train_texts), scorer.train_scores_.tolist())
+    return SavedScorer(config, tensors, list(scorer.kernel_.train_texts), scorer.train_scores_.tolist(), fields)
+
+
+def encoding_tensors(scorer: FittedScorer) -> dict[str, torch.Tensor]:
+    """What the training set alone decides, saved so that `load` need not rebuild it: the
+    kernel's encoding (where it saves one) and the typicality tables."""
+    tokens, tables = scorer.typicality_.state()
+    token_bytes, token_ends = pack_strings(tokens)
+    return {**{KERNEL + name: tensor for name, tensor in scorer.kernel_.saved_encoding().items()},
+            **{TYPICALITY + name: tensor for name, tensor in {"tokens": token_bytes, "token_ends": token_ends,
+                                                                **tables}.items()}}
+
+
+def load_encoding(kernel: Kernel[Any], stored: SavedScorer) -> None:
+    """`kernel.fit` of the saved training texts, from the saved encoding where there is one."""
+    try:
+        kernel.load_encoding(stored.texts, _prefixed(stored, KERNEL))
+    except ValueError as error:
+        raise SavedScorerError(f"{TENSORS}: the kernel's encoding cannot be read ({error})") from None
+
+
+def typicality_of(stored: SavedScorer, tokenizer: Tokenizer, device: torch.device) -> Typicality:
+    """The training set's typicality tables as saved."""
+    tables = _prefixed(stored, TYPICALITY)
+    try:
+        tokens = unpack_strings(tables.pop("tokens"), tables.pop("token_ends"))
+        return Typicality.from_state(tokens, tables, tokenizer, device)
+    except (KeyError, ValueError) as error:
+        raise SavedScorerError(f"{TENSORS}: the typicality tables cannot be read ({error})") from None
+
+
+def _prefixed(stored: SavedScorer, prefix: str) -> dict[str, torch.Tensor]:
+    return {name.removeprefix(prefix): tensor for name, tensor in stored.tensors.items() if name.startswith(prefix)}
 
 
 def constructor_of(saved: SavedScorer) -> dict[str, Any]:
@@ -101,8 +140,15 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
         scorer.calibration_ = Calibration(tensors["calibration_residuals"].numpy(), float(fitted["calibration_floor"]))
         scorer.outside_ = _outside(scorer, tensors, int(fitted["outside_texts"]))
         scorer._ridge = None if fitted["ridge"] is None else _ridge(fitted["ridge"], tensors, len(saved.texts))
+        expected = fitted["kernel_settings"]
     except (KeyError, TypeError, ValueError) as error:
         raise SavedScorerError(f"scorer.json: the fitted state cannot be rebuilt ({error})") from None
+    here = dict(scorer.signature.kernel_settings)
+    if here != expected:
+        differ = ", ".join(f"{name} {expected.get(name)} -> {here.get(name)}"
+                           for name in sorted(set(here) | set(expected)) if here.get(name) != expected.get(name))
+        raise SavedScorerError(f"scorer.json: the kernel was saved with settings this machine cannot rebuild "
+                               f"({differ}): its numbers would differ")
 
 
 def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int) -> OutsideRule:

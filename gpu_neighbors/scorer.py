@@ -10,7 +10,7 @@ estimator's reduction consumes them, so every kernel and estimator share this on
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -145,14 +145,22 @@ class NeighborsScorer(FittedScorer):
         self.calibration_ = self._calibrate(texts)
         return self
 
-    def _encode(self, part: KernelPart, estimator: Estimator, texts: list[str], quality: np.ndarray) -> None:
-        """The parts' fitted state that the training set alone decides (what `load` rebuilds):
-        the kernel's encoding of it and its scores as exact limbs with their tie ranks."""
+    def _encode(self, part: KernelPart, estimator: Estimator, texts: list[str], quality: np.ndarray,
+                stored: saved.SavedScorer | None = None) -> None:
+        """The parts' fitted state that the training set alone decides (what `load` reads from
+        the `stored` scorer, or rebuilds): the kernel's encoding of it, its typicality, and its
+        scores as exact limbs with their tie ranks."""
         self.device_ = resolve_device(self.device)
         self.kernel_part_, self.estimator_ = part, estimator
         self.kernel_ = part.build(self.device_)
-        self.kernel_.fit(texts)
+        if stored is None:
+            self.kernel_.fit(texts)
+            self.typicality_ = Typicality(texts, self.kernel_.tokenizer, self.device_)
+        else:
+            saving.load_encoding(self.kernel_, stored)
+            self.typicality_ = saving.typicality_of(stored, self.kernel_.tokenizer, self.device_)
         self.train_scores_ = quality
+        self.training_fields_: dict[str, list[Any]] = {}
         self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_),
                                        text_checksums(texts))
         # `canonical_order`, read off the tie ranks Quality made from it: samples of the training
@@ -161,7 +169,6 @@ class NeighborsScorer(FittedScorer):
         self._canonical = np.argsort(self._quality.tie_rank.cpu().numpy())
         self._qualities: TransientCache[torch.device, Quality] = TransientCache()
         self._streams: TransientCache[tuple[int, torch.device], torch.Generator] = TransientCache()
-        self.typicality_ = Typicality(texts, self.kernel_.tokenizer, self.device_)
 
     def _use(self, chosen: Thresholds) -> None:
         """Predict with `chosen` (also readable one by one: tau_, min_neighbors_, ...)."""
@@ -173,13 +180,18 @@ class NeighborsScorer(FittedScorer):
         self.top_k_: int | None = chosen.top_k
         self.penalty_: float | None = chosen.penalty
 
-    def save(self, folder: str | os.PathLike[str], overwrite: bool = False) -> Path:
+    def save(self, folder: str | os.PathLike[str], overwrite: bool = False,
+             fields: Mapping[str, Sequence[Any]] | None = None) -> Path:
         """Write this fitted scorer to `folder`: scorer.json (its parts' settings and what fit
         chose), tensors.safetensors (what it learned) and training.jsonl -- **its training texts
         and scores: sharing a saved scorer shares its training data**. BERTScore's model is
-        referenced by its name or path, never copied. `overwrite` replaces a saved scorer."""
+        referenced by its name or path, never copied. `overwrite` replaces a saved scorer.
+        `fields`: labels to keep beside the training texts, one JSON value per text in the order
+        fit took them (each text's system, for `systems`' self-check); None keeps those of the
+        folder this scorer was loaded from. A loaded scorer has them as `training_fields_`."""
         self._check_fitted()
-        return saved.write(folder, saving.state_of(self, self.kernel_part_), overwrite)
+        kept = self.training_fields_ if fields is None else {name: list(values) for name, values in fields.items()}
+        return saved.write(folder, saving.state_of(self, self.kernel_part_, kept), overwrite)
 
     @classmethod
     def fitted(cls, scorer: NeighborsScorer | str | os.PathLike[str], device: str | torch.device | None = None,
@@ -202,8 +214,9 @@ class NeighborsScorer(FittedScorer):
         scorer = cls(**saving.constructor_of(stored), device="auto" if device is None else device)
         kernel, estimator = saving.fitted_parts(stored)
         with kernel_threads(kernel.name):
-            scorer._encode(kernel, estimator, stored.texts, saving.training_scores(stored))
+            scorer._encode(kernel, estimator, stored.texts, saving.training_scores(stored), stored)
         saving.restore(scorer, stored)
+        scorer.training_fields_ = stored.fields
         scorer._use(scorer.thresholds_)
         return scorer
 

@@ -27,7 +27,12 @@ from gpu_neighbors import (
     WhitespaceTokenizer,
     __version__,
 )
-from gpu_neighbors.core.saved import CONFIG, FORMAT_VERSION, TENSORS, TRAINING, SavedScorerError
+from safetensors.torch import load_file, save_file
+
+from gpu_neighbors.core.saved import (CONFIG, FORMAT_VERSION, TENSORS, TRAINING, SavedScorerError, pack_strings,
+                                      unpack_strings)
+from gpu_neighbors.text.tfidf import TfidfFeatures
+from gpu_neighbors.text.typicality import Typicality
 from minilm import MODEL_PATH
 
 CASES = {
@@ -114,7 +119,7 @@ def test_the_folder_says_what_it_holds(data, tmp_path):
     folder = scorer.save(tmp_path / "s")
     config = json.loads((folder / CONFIG).read_text())
     assert config["format_version"] == FORMAT_VERSION and config["package_version"] == __version__
-    assert config["signature"] == str(scorer.signature) and config["training"] == {"count": len(texts)}
+    assert config["signature"] == str(scorer.signature) and config["training"] == {"count": len(texts), "fields": []}
     assert config["parts"]["estimator"] == {"name": "topk", "k": 7, "weighting": "similarity", "power": 2.0,
                                             "tuning": "auto"}
     lines = (folder / TRAINING).read_text(encoding="utf-8").splitlines()
@@ -224,3 +229,80 @@ def test_a_folder_that_is_not_a_saved_scorer_is_refused(tmp_path, saved):
     (saved / TRAINING).unlink()
     with pytest.raises(SavedScorerError, match=rf"{TRAINING}: cannot be read"):
         NeighborsScorer.load(saved)
+
+
+def forge_tensors(folder, change) -> None:
+    """Change tensors and make scorer.json vouch for them (a tamperer who edits both files)."""
+    tensors = load_file(folder / TENSORS)
+    change(tensors)
+    save_file(tensors, folder / TENSORS)
+    record_file(folder, TENSORS)
+    rewrite_config(folder, lambda config: config.__setitem__("tensors", {
+        name: {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
+        for name, tensor in tensors.items()}))
+
+
+def test_the_default_scorer_loads_its_encoding_without_encoding_again(data, tmp_path, monkeypatch):
+    """The TF-IDF kernel's features and the typicality tables are read, not rebuilt: building
+    either is made to fail, and the loaded scorer still gives the saver's bits."""
+    scorer = fitted(CASES["tfidf-default"], data)
+    folder = scorer.save(tmp_path / "scorer")
+    refuse = lambda *args, **kwargs: pytest.fail("load rebuilt what was saved")  # noqa: E731
+    monkeypatch.setattr(TfidfFeatures, "fit", refuse)
+    monkeypatch.setattr(Typicality, "__init__", refuse)
+    loaded = NeighborsScorer.load(folder, device="cpu")
+    same_bits(loaded.predict(data[2]), scorer.predict(data[2]))
+    assert torch.equal(loaded.similarity(data[2]), scorer.similarity(data[2]))
+
+
+@pytest.mark.parametrize(("name", "change", "message"), [
+    ("kernel.tail_features", lambda tensor: tensor.fill_(1 << 30), "tail entries do not fit"),
+    ("kernel.head_columns", lambda tensor: tensor[:-1], "head entries do not fit"),
+    ("kernel.head_features", lambda tensor: tensor.fill_(3), "not distinct feature ids"),
+    ("kernel.tail_rows", lambda tensor: tensor.flip(0), "row offsets are not those of 90 texts"),
+    ("kernel.char3", lambda tensor: tensor.flip(0), "not sorted distinct int64 keys"),
+    ("kernel.unigram_ends", lambda tensor: tensor.add_(1), "ends are not increasing up to"),
+    ("typicality.token_keys", lambda tensor: tensor.flip(0), "typicality tables cannot be read"),
+])
+def test_a_forged_encoding_is_refused_before_it_is_used(data, tmp_path, name, change, message):
+    """Indices out of range in a sparse tensor built without checks would read past its
+    memory: every saved encoding tensor is bounded before it is used, even when scorer.json
+    vouches for it."""
+    folder = fitted(CASES["tfidf-default"], data).save(tmp_path / "scorer")
+    forge_tensors(folder, lambda tensors: tensors.__setitem__(name, change(tensors[name].clone()).contiguous()))
+    with pytest.raises(SavedScorerError, match=message):
+        NeighborsScorer.load(folder, device="cpu")
+
+
+@pytest.mark.parametrize("strings", [[], [""], ["a", "", "héllo wörld", "日本語", "x\ny", "\x00"]])
+def test_strings_pack_into_tensors_and_back(strings):
+    data, ends = pack_strings(strings)
+    assert data.dtype == torch.uint8 and ends.dtype == torch.int64
+    assert unpack_strings(data, ends) == strings
+
+
+def test_fields_kept_beside_the_training_texts_load_and_save_again(data, tmp_path):
+    texts, _, _ = data
+    systems = [f"system {index % 3}" for index in range(len(texts))]
+    scorer = fitted(CASES["tfidf-default"], data)
+    with pytest.raises(ValueError, match="one value per training text"):
+        scorer.save(tmp_path / "short", fields={"system": systems[:-1]})
+    with pytest.raises(ValueError, match="named other than text and score"):
+        scorer.save(tmp_path / "clash", fields={"score": systems})
+    folder = scorer.save(tmp_path / "s", fields={"system": systems, "input": [None] * len(texts)})
+    loaded = NeighborsScorer.load(folder)
+    assert loaded.training_fields_ == {"system": systems, "input": [None] * len(texts)}
+    again = NeighborsScorer.load(loaded.save(tmp_path / "again"))  # a loaded scorer keeps them
+    assert again.training_fields_ == loaded.training_fields_
+    lines = (folder / TRAINING).read_text(encoding="utf-8").splitlines()
+    (folder / TRAINING).write_text("\n".join([lines[0].replace('"system"', '"other"'), *lines[1:]]) + "\n",
+                                   encoding="utf-8")
+    record_file(folder, TRAINING)
+    with pytest.raises(SavedScorerError, match=rf"{TRAINING}:1: not a .* record with the fields scorer.json names "
+                                               r"\(system, input\)"):
+        NeighborsScorer.load(folder)
+    (folder / TRAINING).write_text("\n".join([*lines[:4], lines[4] + " " + lines[5], *lines[6:]]) + "\n",
+                                   encoding="utf-8")
+    record_file(folder, TRAINING)
+    with pytest.raises(SavedScorerError, match=rf"{TRAINING}:5: not a JSON line"):
+        NeighborsScorer.load(folder)

@@ -119,12 +119,35 @@ def file_digest(path: str) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+def _kept_fields(args: argparse.Namespace) -> list[str]:
+    names = [] if args.keep_fields is None else [name.strip() for name in args.keep_fields.split(",") if name.strip()]
+    clashes = sorted({args.text_field, args.score_field} & set(names))
+    if clashes:
+        raise ValueError(f"--keep-fields: {', '.join(clashes)} is kept already (the text and its score)")
+    return list(dict.fromkeys(names))
+
+
+def saved_training(folder: str, scorer: NeighborsScorer) -> ScoredData:
+    """A saved scorer's training set as if read from its training.jsonl, with the fields kept
+    beside it (`fit --keep-fields`; a null is a missing field)."""
+    fields = scorer.training_fields_
+    extra = [{name: values[index] for name, values in fields.items() if values[index] is not None}
+             for index in range(scorer.num_train)]
+    return ScoredData(list(scorer.kernel_.train_texts), scorer.train_scores_.copy(),
+                      list(range(1, scorer.num_train + 1)), extra)
+
+
 def command_fit(args: argparse.Namespace) -> int:
     """Fit once and save: the signature, and the leave-one-out agreement the settings were
     tuned on (or, untuned, the scorer's leave-one-out rho on its training set)."""
-    data = read_data(args, args.train)
+    kept = _kept_fields(args)
+    data = read_data(args, args.train, keep_fields=kept)
+    for name in kept:
+        if not any(name in extra for extra in data.extra):
+            raise InputError("no record has it (--keep-fields)", path=args.train, field=name)
     scorer = fit_on_file(scorer_from_args(args), data, args.train, args.score_field, args.tune, args.min_coverage)
-    folder = scorer.save(args.save, overwrite=args.overwrite)
+    fields = {name: [extra.get(name) for extra in data.extra] for name in kept}
+    folder = scorer.save(args.save, overwrite=args.overwrite, fields=fields)
     if scorer.tuning_ is not None:
         figures = f"tuned by leave-one-out: rho {scorer.tuning_.spearman:.3f}, coverage {scorer.tuning_.coverage:.2f}"
     else:

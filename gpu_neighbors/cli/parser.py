@@ -93,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--save", required=True, metavar="FOLDER",
                      help="where the scorer goes: its settings, fitted tensors and training texts")
     fit.add_argument("--overwrite", action="store_true", help="replace a scorer already saved in FOLDER")
+    fit.add_argument("--keep-fields", default=None, metavar="F1,F2",
+                     help="fields of --train kept beside each training text in the saved scorer (null where a "
+                          "record lacks one): the system field (and pair field) that `systems --scorer` compares "
+                          "the training set by")
     add_data_options(fit)
     add_model_options(fit)
     add_tuning_options(fit)

@@ -8,13 +8,15 @@ only each candidate's system, estimate, input and line are kept (`SystemCollecto
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gpu_neighbors.cli.commands import default_threads, default_workers, fit_on_file, read_data
+from gpu_neighbors.cli.commands import (default_threads, default_workers, fit_on_file, read_data, saved_file,
+                                        saved_training)
 from gpu_neighbors.cli.options import (
     add_data_options,
     add_model_options,
@@ -27,6 +29,7 @@ from gpu_neighbors.cli.options import (
 )
 from gpu_neighbors.data import InputError, ScoredData, count_records, iter_candidates
 from gpu_neighbors.data.formats import FORMATS
+from gpu_neighbors.core.saved import TRAINING
 from gpu_neighbors.data.output import SafeOutput
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.significance import RESAMPLES, SEED, TRIALS
@@ -47,9 +50,13 @@ def add_systems_command(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "systems", help="compare systems: mean estimate per system with 95%% intervals, and per pair the "
                         "difference with paired bootstrap and approximate randomization p-values")
-    parser.add_argument("--train", required=True,
-                        help="scored texts: JSONL, CSV or TSV; with the system field too, the comparison is "
-                             "also made on them by leave-one-out estimates and by human scores")
+    training = parser.add_mutually_exclusive_group(required=True)
+    training.add_argument("--train", default=None,
+                          help="scored texts: JSONL, CSV or TSV; with the system field too, the comparison is "
+                               "also made on them by leave-one-out estimates and by human scores")
+    training.add_argument("--scorer", default=None, metavar="FOLDER",
+                          help="a saved scorer (gpu-neighbors fit --save) in place of --train: nothing is refitted; "
+                               "the training comparison needs the system field kept (fit --keep-fields)")
     parser.add_argument("--candidates", default=None,
                         help="texts to compare: JSONL, CSV, TSV or Parquet, each with its system field "
                              "(default: only the training set's comparison)")
@@ -85,7 +92,8 @@ def command_systems(args: argparse.Namespace) -> int:
     if args.plot is not None and Path(args.plot).suffix.lower() != ".png":
         raise InputError("--plot writes a PNG image: give a name ending in .png", path=args.plot)
     outputs = {flag: path for flag, path in (("--save", args.save), ("--plot", args.plot)) if path is not None}
-    inputs = {"--train": args.train, "--candidates": args.candidates}
+    training = {"--train": args.train} if args.train is not None else {"--scorer": saved_file(args.scorer)}
+    inputs = {**training, "--candidates": args.candidates}
     # The outputs are checked against the inputs, locked, and written as partial files renamed
     # into place at the end: a failed or killed run leaves the earlier files as they were.
     with SafeOutput(outputs, inputs=inputs, overwrite=args.overwrite) as files:
@@ -111,12 +119,19 @@ def _compare(args: argparse.Namespace) -> tuple[str, list[tuple[str, SystemCompa
 
         torch.set_num_threads(threads)
     fields = tuple(name for name in (args.system_field, args.pair_field) if name is not None)
-    train = read_data(args, args.train, keep_fields=fields)
-    has_systems = _labelled_training(train, args)
+    if args.train is not None:
+        path, train = args.train, read_data(args, args.train, keep_fields=fields)
+        scorer = None
+    else:
+        scorer = NeighborsScorer.load(args.scorer, device=args.device)
+        path, train = os.path.join(args.scorer, TRAINING), saved_training(args.scorer, scorer)
+    has_systems = _labelled_training(train, args, path)
     if has_systems is None and args.candidates is None:
-        raise InputError(f"no field '{args.system_field}' in the training data and no --candidates: "
-                         "nothing to compare", path=args.train, field=args.system_field)
-    scorer = fit_on_file(_scorer(args), train, args.train, args.score_field, args.tune, args.min_coverage)
+        kept = "" if args.train is not None else " (save the scorer with fit --keep-fields to keep it)"
+        raise InputError(f"no field '{args.system_field}' in the training data{kept} and no --candidates: "
+                         "nothing to compare", path=path, field=args.system_field)
+    if scorer is None:
+        scorer = fit_on_file(_scorer(args), train, path, args.score_field, args.tune, args.min_coverage)
     draws = {"resamples": args.resamples, "trials": args.trials, "seed": args.seed}
     scale = None if has_systems is None else leave_one_out_scale(
         scorer.leave_one_out().scores, train.scores, has_systems, **draws)
@@ -140,7 +155,7 @@ def _scorer(args: argparse.Namespace) -> NeighborsScorer:
     return scorer_from_args(args)
 
 
-def _labelled_training(train: ScoredData, args: argparse.Namespace) -> Labelled | None:
+def _labelled_training(train: ScoredData, args: argparse.Namespace, path: str) -> Labelled | None:
     """The training texts' systems (and inputs, when every text has the pair field): None
     when no text has the system field; an error naming the line when only some have it."""
     having = [args.system_field in extra for extra in train.extra]
@@ -148,17 +163,17 @@ def _labelled_training(train: ScoredData, args: argparse.Namespace) -> Labelled 
         return None
     if not all(having):
         line = train.lines[having.index(False)]
-        raise InputError("missing, though other training texts have it", path=args.train, line=line,
+        raise InputError("missing, though other training texts have it", path=path, line=line,
                          field=args.system_field)
     paired = args.pair_field is not None and all(args.pair_field in extra for extra in train.extra)
-    names = [_label(extra[args.system_field], args.train, line, args.system_field)
+    names = [_label(extra[args.system_field], path, line, args.system_field)
              for extra, line in zip(train.extra, train.lines)]
-    inputs = [_label(extra[args.pair_field], args.train, line, args.pair_field)
+    inputs = [_label(extra[args.pair_field], path, line, args.pair_field)
               for extra, line in zip(train.extra, train.lines)] if paired else None
     collector = SystemCollector(paired=paired)
     collector.add(names, np.zeros(len(names)), train.lines, inputs)
     system_names, input_names, system, _, input_ids, lines = collector.labels()
-    return Labelled(system_names, system, lines, input_names, input_ids, path=args.train,
+    return Labelled(system_names, system, lines, input_names, input_ids, path=path,
                     system_field=args.system_field, pair_field=args.pair_field if paired else None)
 
 
@@ -263,13 +278,14 @@ def _unmeasured(scale: Scale) -> str:
 
 def render(args: argparse.Namespace, signature: str, candidates: SystemComparison | None, scale: Scale | None) -> str:
     parts = [f"scorer: {signature}"]
+    training = args.train if args.train is not None else f"of the saved scorer {args.scorer}"
     if candidates is not None:
         parts += [f"## Systems in {args.candidates}", _draws(candidates), system_table(candidates),
                   pair_table(candidates)]
     if scale is not None:
-        parts += [f"## The training set {args.train} by leave-one-out: estimate against human score",
+        parts += [f"## The training set {training} by leave-one-out: estimate against human score",
                   _draws(scale.estimated) + "; human means over the same texts (those with an estimate)",
                   scale_tables(scale)]
     else:
-        parts.append(f"(no field '{args.system_field}' in {args.train}: no leave-one-out comparison of scale)")
+        parts.append(f"(no field '{args.system_field}' in the training set {training}: no leave-one-out comparison of scale)")
     return "\n\n".join(parts)

@@ -13,7 +13,7 @@ delegate to what a kernel writes (`_fit`, `_encode`, optionally `_encode_train` 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar, Generic, TypeVar
 
 import torch
@@ -56,6 +56,27 @@ class Kernel(ABC, Generic[Encoded]):
         self._fitted = False
         self._fit(self.train_texts)
         self._fitted = True
+
+    def saved_encoding(self) -> dict[str, torch.Tensor]:
+        """The training set's encoding as host tensors, for a saved scorer to load instead of
+        encoding its texts again; empty (the default) where the kernel encodes them again."""
+        self._check_fitted()
+        return {}
+
+    def load_encoding(self, texts: Sequence[str], tensors: Mapping[str, torch.Tensor]) -> None:
+        """`fit(texts)` from `saved_encoding`'s tensors (none: by encoding `texts`); ValueError
+        where they cannot be its output for these texts."""
+        if not tensors:
+            self.fit(texts)
+            return
+        self.train_texts = list(texts)
+        self._fitted = False
+        self._load(self.train_texts, tensors)
+        self._fitted = True
+
+    def _load(self, texts: list[str], tensors: Mapping[str, torch.Tensor]) -> None:
+        """`load_encoding` for kernels whose `saved_encoding` gives tensors."""
+        raise ValueError(f"the {self.name} kernel saves no encoding, but tensors {sorted(tensors)} were given")
 
     def encode(self, texts: Sequence[str]) -> Encoded:
         """Candidate-side representation of a chunk of texts, reused for every training block."""

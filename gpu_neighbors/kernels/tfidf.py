@@ -36,15 +36,16 @@ nnz * 2^-26 always.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from gpu_neighbors.core.saved import pack_strings, unpack_strings
 from gpu_neighbors.core.sparse import row_block, sparse_mm
 from gpu_neighbors.kernels.base import Kernel
-from gpu_neighbors.text.tfidf import FEATURES_NAME, FeatureRows, TfidfFeatures
+from gpu_neighbors.text.tfidf import CHAR_ORDERS, FEATURES_NAME, FeatureRows, TfidfFeatures
 
 QUANTUM_BITS = 26
 SCALE = float(1 << QUANTUM_BITS)
@@ -54,6 +55,8 @@ TILE_SCALE = 2.0 ** -(2 * QUANTUM_BITS + 1)  # 2^-52 per block's product, halved
 # every text) make most of a sparse product's work, as each is multiplied for every pair that
 # holds it; a dense product does those at matmul speed. 2 KiB a training text.
 HEAD_FEATURES = 256
+# TfidfFeatures.state's tables, as a saved encoding names them.
+TABLES = ("bigrams", "alphabet", "idf", *(f"char{order}" for order in CHAR_ORDERS))
 
 
 def quantise(rows: FeatureRows, word_features: int) -> np.ndarray:
@@ -96,10 +99,22 @@ class HeadSplit:
     def of(cls, rows: FeatureRows, size: int) -> HeadSplit:
         """The `size` features in the most training texts (ties: the lower id)."""
         frequency = np.bincount(rows.indices, minlength=rows.num_features)
-        head = np.lexsort((np.arange(frequency.size), -frequency))[: min(size, frequency.size)]
-        position = np.full(frequency.size, -1, dtype=np.int64)
-        position[head] = np.arange(head.size)
-        return cls(position, int(head.size))
+        return cls.of_features(np.lexsort((np.arange(frequency.size), -frequency))[:size], frequency.size)
+
+    @classmethod
+    def of_features(cls, features: np.ndarray, num_features: int) -> HeadSplit:
+        """Distinct feature ids `features` held dense, in that column order."""
+        if np.unique(features).size != features.size or not np.all((features >= 0) & (features < num_features)):
+            raise ValueError("the head's features are not distinct feature ids")
+        position = np.full(num_features, -1, dtype=np.int64)
+        position[features] = np.arange(features.size)
+        return cls(position, int(features.size))
+
+    @property
+    def features(self) -> np.ndarray:
+        """The feature of each head column."""
+        held = np.flatnonzero(self.position >= 0)
+        return held[np.argsort(self.position[held])]
 
     def split(self, rows: FeatureRows, values: np.ndarray) -> tuple[np.ndarray, FeatureRows]:
         """(the head as a dense [rows x size] array, the other entries as rows)."""
@@ -131,14 +146,68 @@ class TfidfKernel(Kernel[EncodedTfidf]):
         rows = self.features.fit(texts)
         self._head = HeadSplit.of(rows, HEAD_FEATURES)
         head, tail = self._head.split(rows, quantise(rows, self.features.word_features))
-        self._train_head = torch.from_numpy(head).to(self.device)
-        self._train_rows = tail.indptr  # host row offsets: cutting a block reads no device
+        self._hold(torch.from_numpy(head), tail.indptr, torch.from_numpy(tail.indices), torch.from_numpy(tail.values),
+                   tail.num_features)
+
+    def saved_encoding(self) -> dict[str, torch.Tensor]:
+        """The feature tables and the training texts' quantised features (integers below 2^26,
+        so int32): the head's non-zero entries with their head column (one byte: HEAD_FEATURES
+        <= 256), the tail as CSR rows."""
+        super().saved_encoding()
+        unigrams, tables = self.features.state()
+        head = self._train_head.cpu()
+        present = head != 0
+        train = self._train.cpu()
+        unigram_bytes, unigram_ends = pack_strings(unigrams)
+        return {"unigrams": unigram_bytes, "unigram_ends": unigram_ends,
+                **{name: torch.from_numpy(table) for name, table in tables.items()},
+                "head_features": torch.from_numpy(self._head.features),
+                "head_rows": torch.cat([torch.zeros(1, dtype=torch.int64), present.sum(dim=1).cumsum(0)]),
+                "head_columns": present.nonzero()[:, 1].to(torch.uint8),
+                "head_values": head[present].to(torch.int32),
+                "tail_rows": torch.from_numpy(self._train_rows),
+                "tail_features": train.col_indices().to(torch.int32),
+                "tail_values": train.values().to(torch.int32)}
+
+    def _load(self, texts: list[str], tensors: Mapping[str, torch.Tensor]) -> None:
+        try:
+            unigrams = unpack_strings(tensors["unigrams"], tensors["unigram_ends"])
+            self.features = TfidfFeatures.from_state(unigrams, {name: tensors[name].numpy() for name in TABLES})
+            head_features = tensors["head_features"].numpy()
+            head_rows, tail_rows = (_row_offsets(tensors[name], len(texts)) for name in ("head_rows", "tail_rows"))
+            head_columns, head_values = tensors["head_columns"], tensors["head_values"]
+            tail_features, tail_values = tensors["tail_features"], tensors["tail_values"]
+        except KeyError as error:
+            raise ValueError(f"the tfidf encoding has no tensor {error}") from None
+        num_features = self.features.num_features
+        if head_features.dtype != np.int64 or head_features.size > HEAD_FEATURES:
+            raise ValueError(f"the tfidf head features are not at most {HEAD_FEATURES} int64 feature ids")
+        self._head = HeadSplit.of_features(head_features, num_features)
+        if (head_columns.dtype != torch.uint8 or head_values.dtype != torch.int32
+                or head_columns.shape != (int(head_rows[-1]),) or head_values.shape != head_columns.shape
+                or bool((head_columns.long() >= head_features.size).any())):
+            raise ValueError("the tfidf head entries do not fit its rows and columns")
+        if (tail_features.dtype != torch.int32 or tail_values.dtype != torch.int32
+                or tail_features.shape != (int(tail_rows[-1]),) or tail_values.shape != tail_features.shape
+                or bool(((tail_features < 0) | (tail_features >= num_features)).any())):
+            raise ValueError("the tfidf tail entries do not fit its rows and features")
+        head = torch.zeros((len(texts), head_features.size), dtype=torch.float64)
+        entry_rows = torch.repeat_interleave(torch.arange(len(texts)), torch.from_numpy(np.diff(head_rows)))
+        head[entry_rows, head_columns.long()] = head_values.double()
+        # torch's conversions: numpy's astype of these 10^7 entries took 4x as long
+        self._hold(head, tail_rows, tail_features.long(), tail_values.double(), num_features)
+
+    def _hold(self, head: torch.Tensor, rows: np.ndarray, features: torch.Tensor, values: torch.Tensor,
+              num_features: int) -> None:
+        """Keep the training texts' features on the device: the head dense, the tail CSR (row
+        offsets `rows`, each entry's feature and value)."""
+        self._train_head = head.to(self.device)
+        self._train_rows = rows  # host row offsets: cutting a block reads no device
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            self._train = torch.sparse_csr_tensor(
-                torch.from_numpy(tail.indptr), torch.from_numpy(tail.indices), torch.from_numpy(tail.values),
-                (len(tail), max(tail.num_features, 1)), check_invariants=False,
-            ).to(self.device)
+            self._train = torch.sparse_csr_tensor(torch.from_numpy(rows), features, values,
+                                                  (len(rows) - 1, max(num_features, 1)),
+                                                  check_invariants=False).to(self.device)
 
     def _encode(self, texts: Sequence[str]) -> EncodedTfidf:
         rows = self.features.transform(texts)
@@ -177,3 +246,11 @@ class TfidfKernel(Kernel[EncodedTfidf]):
 
     def settings(self) -> dict[str, str]:
         return {"features": FEATURES_NAME}
+
+
+def _row_offsets(offsets: torch.Tensor, rows: int) -> np.ndarray:
+    """CSR row offsets of `rows` rows (int64, from 0, never decreasing), as saved."""
+    values = offsets.numpy()
+    if values.dtype != np.int64 or values.shape != (rows + 1,) or values[0] != 0 or np.any(np.diff(values) < 0):
+        raise ValueError(f"the tfidf encoding's row offsets are not those of {rows} texts")
+    return values

@@ -1,8 +1,10 @@
 """Score a Ray Dataset across machines: a pool of actors, each holding the fitted scorer once.
 
-The driver fits the scorer and serialises it once (`torch.save`) into Ray's object store; each
-actor loads those bytes with every tensor mapped onto its own device, the GPU Ray assigned it or
-else the CPU. Nothing is refitted, and a scorer fitted on a CPU-only driver runs on GPU workers.
+The driver puts the fitted scorer's saved folder (`NeighborsScorer.save`: JSON, safetensors and
+its training set; no pickle) once into Ray's object store; each actor loads it as any saved
+scorer is loaded, onto its own device, the GPU Ray assigned it or else the CPU. Nothing is tuned
+or calibrated again (and the default kernel's encoding is read, not rebuilt), and a scorer fitted
+on a CPU-only driver runs on GPU workers.
 Rows keep their input columns and gain `score` (NaN where undefined), `num_neighbors`, `std` and
 the interval `low`, `high`;
 since neighbour sums are exact, every row equals what `NeighborsScorer.predict` gives in one
@@ -10,9 +12,10 @@ process. Ray is an optional extra: `pip install 'gpu-neighbors[ray]'`. See docs/
 """
 from __future__ import annotations
 
-import io
 import os
+import tempfile
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -75,21 +78,21 @@ def _set_environment(name: str, value: str | None) -> None:
         os.environ[name] = value
 
 
-def serialize_scorer(scorer: NeighborsScorer) -> bytes:
-    """The fitted scorer as bytes that `load_scorer` can map onto any device."""
+def serialize_scorer(scorer: NeighborsScorer) -> dict[str, bytes]:
+    """The fitted scorer as its saved folder's files (`NeighborsScorer.save`), by name."""
     check_is_fitted(scorer)
-    buffer = io.BytesIO()
-    torch.save(scorer, buffer)
-    return buffer.getvalue()
+    with tempfile.TemporaryDirectory() as folder:
+        path = scorer.save(Path(folder) / "scorer")
+        return {file.name: file.read_bytes() for file in path.iterdir()}
 
 
-def load_scorer(payload: bytes, device: torch.device) -> NeighborsScorer:
-    """The scorer of `serialize_scorer`, every tensor on `device`. The payload is trusted: it
-    is this package's own pickle, made by the driver."""
-    scorer = torch.load(io.BytesIO(payload), map_location=device, weights_only=False)
-    scorer.device_ = device
-    scorer.kernel_.device = device
-    return scorer
+def load_scorer(payload: dict[str, bytes], device: torch.device) -> NeighborsScorer:
+    """The scorer of `serialize_scorer` on `device`, loaded as any saved scorer is (every file
+    checked, nothing unpickled)."""
+    with tempfile.TemporaryDirectory() as folder:
+        for name, data in payload.items():
+            (Path(folder) / Path(name).name).write_bytes(data)
+        return NeighborsScorer.load(folder, device=device)
 
 
 class ScoringActor:

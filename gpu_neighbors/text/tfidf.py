@@ -121,22 +121,18 @@ class TfidfFeatures:
         unigram_ids = self._unigram_ids(tokens)
         bigram_keys, _, _ = self._bigram_keys(unigram_ids, token_counts)  # every token is known
         self.bigram_table = np.unique(bigram_keys)
-        self.word_features = len(names) + self.bigram_table.size
 
         codes, word_lengths, _ = _padded_words(lowered)
         self.alphabet = np.unique(codes)
         chars = np.searchsorted(self.alphabet, codes).astype(np.int64)
         self.char_tables = [np.arange(self.alphabet.size, dtype=np.int64)]
-        offsets = [self.word_features]
         previous = chars
         for order in CHAR_ORDERS:
             keys, valid = self._char_keys(previous, chars, word_lengths, order)
             table = np.unique(keys[valid])
             self.char_tables.append(table)
-            offsets.append(offsets[-1] + table.size)
             previous = np.where(valid, lookup(table, keys), -1)
-        self.char_offsets = offsets[:-1]
-        self.num_features = offsets[-1]
+        self._number_features()
 
         parts = self._counts(lowered)
         df = np.zeros(self.num_features, dtype=np.int64)
@@ -144,6 +140,38 @@ class TfidfFeatures:
             df += np.bincount(part.indices, minlength=self.num_features)
         self.idf = _by_distinct(df, lambda value: math.log((1 + len(texts)) / (1 + value)) + 1)
         return self._weighted_rows(parts)
+
+    def _number_features(self) -> None:
+        """Feature ids from the tables: word unigrams, word bigrams, then each char order's."""
+        self.word_features = len(self.unigrams) + self.bigram_table.size
+        offsets = np.cumsum([self.word_features, *(table.size for table in self.char_tables[1:])]).tolist()
+        self.char_offsets = offsets[:-1]
+        self.num_features = offsets[-1]
+
+    def state(self) -> tuple[list[str], dict[str, np.ndarray]]:
+        """What `fit` learned, for a saved scorer: the word unigrams (sorted: each one's id is its
+        position) and the other tables and the idf, by name (`from_state` reads them back)."""
+        tables = {"bigrams": self.bigram_table, "alphabet": self.alphabet, "idf": self.idf,
+                  **{f"char{order}": table for order, table in zip(CHAR_ORDERS, self.char_tables[1:])}}
+        return sorted(self.unigrams), tables
+
+    @classmethod
+    def from_state(cls, unigrams: list[str], tables: dict[str, np.ndarray]) -> TfidfFeatures:
+        """The features `state` describes; ValueError where its tables are not such a state."""
+        features = cls()
+        if any(later <= earlier for earlier, later in zip(unigrams, unigrams[1:])):
+            raise ValueError("the word unigrams are not sorted and distinct")
+        features.unigrams = {name: index for index, name in enumerate(unigrams)}
+        keys = [tables[name] for name in ("bigrams", "alphabet", *(f"char{order}" for order in CHAR_ORDERS))]
+        if any(table.dtype != np.int64 or table.ndim != 1 or np.any(np.diff(table) <= 0) for table in keys):
+            raise ValueError("a feature table is not sorted distinct int64 keys")
+        features.bigram_table, features.alphabet = keys[0], keys[1]
+        features.char_tables = [np.arange(features.alphabet.size, dtype=np.int64), *keys[2:]]
+        features._number_features()
+        features.idf = tables["idf"]
+        if features.idf.dtype != np.float64 or features.idf.shape != (features.num_features,):
+            raise ValueError(f"the idf weights are not {features.num_features} float64 values")
+        return features
 
     def transform(self, texts: Sequence[str]) -> FeatureRows:
         """The rows of `texts` over the fitted vocabularies (n-grams outside them dropped)."""

@@ -29,7 +29,7 @@ for the device; counts and one division each, the same bits on every device.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,6 +135,14 @@ class DocumentFrequency:
         counts = torch.where(position >= 0, self.counts[position.clamp(min=0)], torch.zeros_like(position))
         return counts > int(own)
 
+    @classmethod
+    def saved(cls, keys: torch.Tensor, counts: torch.Tensor, device: torch.device) -> DocumentFrequency:
+        """The table `keys` and `counts` describe (as `Typicality.state` gave them), on `device`."""
+        if (keys.dtype != torch.int64 or counts.dtype != torch.int64 or keys.dim() != 1 or counts.shape != keys.shape
+                or bool((keys[1:] <= keys[:-1]).any()) or bool((counts < 1).any())):
+            raise ValueError("a typicality table is not sorted distinct int64 keys with positive counts")
+        return cls(keys.to(device), counts.to(device))
+
     def to(self, device: torch.device) -> DocumentFrequency:
         return DocumentFrequency(self.keys.to(device), self.counts.to(device))
 
@@ -171,6 +179,30 @@ class Typicality:
         self.tokens = DocumentFrequency.of(unigrams, device)
         self.bigrams = DocumentFrequency.of(bigrams, device)
         self._on: dict[torch.device, IdTables] = {}
+
+    def state(self) -> tuple[list[str], dict[str, torch.Tensor]]:
+        """What the constructor learned, for a saved scorer: the vocabulary's tokens in id order
+        and each table's keys and counts on the host (`from_state` reads them back)."""
+        return self.vocabulary.tokens(), {"token_keys": self.tokens.keys.cpu(), "token_counts": self.tokens.counts.cpu(),
+                                          "bigram_keys": self.bigrams.keys.cpu(),
+                                          "bigram_counts": self.bigrams.counts.cpu()}
+
+    @classmethod
+    def from_state(cls, tokens: list[str], tables: Mapping[str, torch.Tensor], tokenizer: Tokenizer,
+                   device: torch.device) -> Typicality:
+        """The typicality `state` describes, without the training texts; ValueError where the
+        tables are not such a state."""
+        typicality = cls.__new__(cls)
+        typicality.tokenizer, typicality.device = tokenizer, device
+        typicality.vocabulary = Vocabulary.of_tokens(tokens)
+        typicality.vocab_size = len(tokens)
+        try:
+            typicality.tokens = DocumentFrequency.saved(tables["token_keys"], tables["token_counts"], device)
+            typicality.bigrams = DocumentFrequency.saved(tables["bigram_keys"], tables["bigram_counts"], device)
+        except KeyError as error:
+            raise ValueError(f"the typicality tables have no {error}") from None
+        typicality._on = {}
+        return typicality
 
     def of_texts(self, texts: Sequence[str], own: bool = False) -> torch.Tensor:
         """float64 [len(texts), 3] on the fitted device; own=True: `texts` are the training

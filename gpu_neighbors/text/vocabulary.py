@@ -55,6 +55,19 @@ class Vocabulary:
     def __len__(self) -> int:
         return len(self._ids)
 
+    @classmethod
+    def of_tokens(cls, tokens: list[str]) -> Vocabulary:
+        """The vocabulary whose tokens in id order are `tokens` (`tokens()`, as saved)."""
+        vocabulary = cls()
+        vocabulary._ids = {token: index for index, token in enumerate(tokens)}
+        if len(vocabulary._ids) != len(tokens):
+            raise ValueError("a vocabulary's tokens must be distinct")
+        return vocabulary
+
+    def tokens(self) -> list[str]:
+        """Every token, in id order."""
+        return list(self._ids)
+
     def add(self, tokenized: TokenizedTexts) -> None:
         """Give the tokens not seen yet the next ids, in order of first occurrence."""
         new = dict.fromkeys(tokenized.tokens)

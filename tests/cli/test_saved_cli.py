@@ -83,3 +83,43 @@ def test_rewards_and_the_metric_take_a_saved_folder(huse_texts, huse_scores, tmp
     assert np.array_equal(metric.compute()["quality"].numpy(), expected.compute()["quality"].numpy())
     with pytest.raises(TypeError, match="fitted NeighborsScorer, a BleuReward or a RougeReward"):
         reward_function(3)
+
+
+def test_systems_with_a_saved_scorer_prints_what_a_fitting_run_prints(huse_records, tmp_path, capsys):
+    """`fit --keep-fields source` keeps each training text's system beside it, so `systems
+    --scorer` makes the training set's leave-one-out comparison as `systems --train` does, and
+    the candidates' comparison; without the field kept it says how to keep it."""
+    records = [{**record, "input": index // 2} for index, record in enumerate(huse_records[:140])]
+    train = write_jsonl(tmp_path / "train.jsonl", records)
+    candidates = write_jsonl(tmp_path / "candidates.jsonl",
+                             [{"text": r["text"], "system": ["a", "b"][i % 2]} for i, r in enumerate(huse_records[140:])])
+    draws = ["--resamples", "100", "--trials", "100", "--device", "cpu", "--quiet", "--json"]
+    kept, bare = tmp_path / "kept", tmp_path / "bare"
+    assert main(["fit", "--train", str(train), "--save", str(kept), "--keep-fields", "source,input", "--device", "cpu"]) == 0
+    assert main(["fit", "--train", str(train), "--save", str(bare), "--device", "cpu"]) == 0
+    capsys.readouterr()
+    assert [json.loads(line)["source"] for line in (kept / "training.jsonl").read_text().splitlines()] == \
+        [r["source"] for r in records]
+    assert main(["systems", "--train", str(train), "--system-field", "source", *draws]) == 0
+    fitted = json.loads(capsys.readouterr().out)
+    assert main(["systems", "--scorer", str(kept), "--system-field", "source", *draws]) == 0
+    assert json.loads(capsys.readouterr().out) == fitted
+    assert fitted["training"] is not None
+    assert main(["systems", "--train", str(train), "--candidates", str(candidates), "--system-field", "system",
+                 *draws]) == 0
+    expected = json.loads(capsys.readouterr().out)["candidates"]
+    assert sorted(row["system"] for row in expected["systems"]) == ["a", "b"]
+    for folder in (kept, bare):
+        assert main(["systems", "--scorer", str(folder), "--candidates", str(candidates), "--system-field", "system",
+                     *draws]) == 0
+        assert json.loads(capsys.readouterr().out)["candidates"] == expected
+    assert main(["systems", "--scorer", str(bare), "--system-field", "source", *draws]) == 2
+    assert "field 'source': no field 'source' in the training data (save the scorer with fit --keep-fields" in \
+        capsys.readouterr().err
+    assert main(["fit", "--train", str(train), "--save", str(tmp_path / "x"), "--keep-fields", "nowhere"]) == 2
+    assert "train.jsonl: field 'nowhere': no record has it (--keep-fields)" in capsys.readouterr().err
+    assert main(["fit", "--train", str(train), "--save", str(tmp_path / "x"), "--keep-fields", "text"]) == 2
+    assert "--keep-fields: text is kept already" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["systems", "--scorer", str(kept), "--train", str(train), "--system-field", "source"])
+    assert "argument --train: not allowed with argument --scorer" in capsys.readouterr().err

@@ -17,6 +17,7 @@ import gpu_neighbors.kernels.meteor as meteor_module
 import gpu_neighbors.kernels.wordnet as wordnet_module
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.core.saved import SavedScorerError
 from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.scoring.distributed import load_scorer, serialize_scorer
 from gpu_neighbors.kernels.meteor import MeteorKernel
@@ -226,20 +227,18 @@ def test_builds_an_nltk_corpus_from_the_dictionary(tmp_path):
         wordnet_module.build_nltk_corpus(dictionary, tmp_path)  # a second build changes nothing
 
 
-def test_a_fitted_scorer_travels_and_reopens_wordnet_where_it_lands(huse_texts, huse_scores, monkeypatch):
-    """`score --ray` ships the fitted scorer to each worker with `serialize_scorer` (torch.save):
-    WordNet's open files stay behind, and the loaded copy opens WordNet on its first synonym
-    lookup and scores as the original does; where the WordNet found differs, it refuses."""
+def test_a_fitted_scorer_travels_and_refuses_another_wordnet(huse_texts, huse_scores, monkeypatch):
+    """`score --ray` ships the fitted scorer to each worker as its saved folder
+    (`serialize_scorer`): the worker's copy, built with the WordNet it finds, scores as the
+    original does; where the WordNet found differs (here: none), loading refuses, since its
+    synonyms would change the numbers."""
     scorer = NeighborsScorer(kernel="meteor", device="cpu").fit(huse_texts[:60], huse_scores[:60], tune=False)
     payload = serialize_scorer(scorer)
     loaded = load_scorer(payload, torch.device("cpu"))
-    assert loaded.kernel_.wordnet._reader is None  # not opened until needed
     candidates = huse_texts[150:] + ["the automobile and the car ran", "a big large dog"]  # new stems: lookups
     expected, got = scorer.predict(candidates), loaded.predict(candidates)
     np.testing.assert_array_equal(got.scores, expected.scores)
     np.testing.assert_array_equal(loaded.similarity(candidates).numpy(), scorer.similarity(candidates).numpy())
-    assert loaded.kernel_.wordnet._reader is not None
-    monkeypatch.setattr(wordnet_module, "load_wordnet", lambda: None)  # a worker without WordNet
-    elsewhere = load_scorer(payload, torch.device("cpu"))
-    with pytest.raises(RuntimeError, match="fitted with WordNet 3.0, and here there is none"):
-        elsewhere.predict(["an entirely new sentence about felines"])
+    monkeypatch.setattr(meteor_module, "load_wordnet", lambda: None)  # a worker without WordNet
+    with pytest.raises(SavedScorerError, match="wordnet 3.0 -> none"):
+        load_scorer(payload, torch.device("cpu"))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -12,7 +13,8 @@ from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.cli import main
 from gpu_neighbors.scoring.distributed import ScoringActor, load_scorer, score_dataset, serialize_scorer
-from gpu_neighbors.kernels.bleu import BleuKernel
+from gpu_neighbors.kernels.tfidf import TfidfKernel
+from gpu_neighbors.text.typicality import Typicality
 
 TRAIN_SIZE = 150
 
@@ -73,10 +75,18 @@ def test_cli_ray_writes_the_same_file(local_ray, tmp_path, huse_records, candida
 
 
 def test_the_actor_loads_the_fitted_scorer_without_refitting(local_ray, scorer, candidates, monkeypatch):
-    """What each actor does, in this process: load the shipped bytes onto its device and score;
-    fitting is disabled to prove nothing is refitted."""
-    monkeypatch.setattr(BleuKernel, "fit", lambda *args: pytest.fail("the actor refitted the scorer"))
-    actor = ScoringActor([local_ray.put(serialize_scorer(scorer))], text_column="text")
+    """What each actor does, in this process: load the shipped saved folder onto its device and
+    score. Unpickling, the kernel's fit, the typicality tables' build, tuning and calibration are
+    all disabled, to prove that the default scorer travels as a saved one and nothing is
+    rebuilt."""
+    payload = serialize_scorer(scorer)
+    assert sorted(payload) == ["scorer.json", "tensors.safetensors", "training.jsonl"]
+    refuse = lambda *args, **kwargs: pytest.fail("the actor rebuilt or unpickled the scorer")  # noqa: E731
+    for owner, name in ((TfidfKernel, "fit"), (Typicality, "__init__"), (NeighborsScorer, "fit"),
+                        (pickle, "loads"), (torch, "load")):
+        monkeypatch.setattr(owner, name, refuse)
+    assert isinstance(scorer.kernel_, TfidfKernel)
+    actor = ScoringActor([local_ray.put(payload)], text_column="text")
     assert actor.scorer.device_ == torch.device("cpu")
     out = actor({"text": np.array(candidates, dtype=object), "id": np.arange(len(candidates))})
     expected = scorer.predict(candidates)
