@@ -185,6 +185,8 @@ def default_workers(device: str) -> int:
 def command_evaluate(args: argparse.Namespace) -> int:
     if not args.checklist and (args.heldout is not None or args.seed is not None):
         raise ValueError(f"{'--heldout' if args.heldout is not None else '--seed'} goes with --checklist")
+    if args.scorer is not None:
+        return _evaluate_saved(args)
     data = read_data(args, args.data)
     scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
     if len(data.texts) < 2:
@@ -213,6 +215,32 @@ def command_evaluate(args: argparse.Namespace) -> int:
         if checklist is not None:
             held = args.heldout or f"a fifth of {args.data} (seed {args.seed or 0})"
             print(f"\nperturbation checklist on {held}\n\n{checklist.table()}")
+    return 0
+
+
+def _evaluate_saved(args: argparse.Namespace) -> int:
+    """evaluate --scorer: a saved scorer's estimates of --data's texts against their scores."""
+    if args.heldout is not None:
+        raise ValueError("--heldout is for a scorer fitted here: with --scorer, --data holds the held-out texts")
+    scorer = NeighborsScorer.load(args.scorer, device=args.device)
+    data = read_data(args, args.data)
+    prediction = scorer.predict(data.texts)
+    assert prediction.low is not None and prediction.high is not None and prediction.outside is not None
+    covered = prediction.covered
+    inside = (prediction.low[covered] <= data.scores[covered]) & (data.scores[covered] <= prediction.high[covered])
+    row = {"kernel": scorer.kernel_name, **agreement(prediction, data.scores).as_dict(),
+           "interval_coverage": float(inside.mean()) if covered.any() else float("nan"),
+           "outside": float(prediction.outside.mean())}
+    checklist = None if not args.checklist else held_out_checklist(
+        scorer, scorer.kernel_.train_texts, data.texts, data.scores, seed=args.seed or 0)
+    if args.json:
+        print(tables.to_json({**row, **({} if checklist is None else {"checklist": checklist.as_dict()})}))
+        return 0
+    print(f"held out: {args.data} scored by the saved scorer {args.scorer} ({scorer.signature})")
+    for key, value in row.items():
+        print(f"  {key:<17} {value:.4f}" if isinstance(value, float) else f"  {key:<17} {value}")
+    if checklist is not None:
+        print(f"\nperturbation checklist on {args.data}\n\n{checklist.table()}")
     return 0
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from gpu_neighbors.cli.codes import INTERRUPTED
+from gpu_neighbors.cli.options import fitting_options_given
 from gpu_neighbors.cli.parser import build_parser
 from gpu_neighbors.core.validation import PARAMETERS, ParameterError, validate_parameters
 from gpu_neighbors.data import InputError
@@ -58,6 +59,10 @@ def conflicting_options(args: argparse.Namespace) -> str | None:
     """Why two options given together cannot both hold, or None."""
     if getattr(args, "thresholds", None) == "paper" and getattr(args, "tune", None):
         return "--paper-thresholds (--thresholds paper) are the paper's settings, never tuned: give it or --tune, not both"
+    given = fitting_options_given(args) if getattr(args, "scorer", None) is not None else []
+    if given:
+        return (f"{', '.join(given)}: fitting settings, and a saved scorer (--scorer) keeps those it was fitted "
+                "with: leave them out, or fit again with --train")
     if getattr(args, "resume", False) is True and getattr(args, "overwrite", False):
         return "--resume continues the run on disk and --overwrite starts again: give one of them, not both"
     return None

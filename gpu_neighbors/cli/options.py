@@ -268,6 +268,22 @@ def add_parameter(group: Any, name: str) -> None:
     )
 
 
+# Options of a scorer's run, not of its fit: they go with a saved scorer (--scorer) too.
+RUN_OPTIONS = ("device", "allow_download")
+# The fitting options that are not table entries, with their defaults.
+OTHER_FITTING_OPTIONS = {"--model": ("model", None), "--layer": ("layer", None), "--idf": ("idf", False),
+                         "--rescale": ("rescale", None), "--tune": ("tune", None)}
+
+
+def fitting_options_given(args: argparse.Namespace) -> list[str]:
+    """The flags given that set how a scorer is fitted (a saved scorer has its own)."""
+    names = [name for name in (*MODEL_OPTIONS, *DATA_OPTIONS, *TUNING_OPTIONS) if name not in RUN_OPTIONS]
+    given = [PARAMETERS[name].flag for name in names
+             if hasattr(args, name) and getattr(args, name) != PARAMETERS[name].default]
+    return given + [flag for flag, (name, default) in OTHER_FITTING_OPTIONS.items()
+                    if getattr(args, name, default) != default]
+
+
 def add_model_options(parser: argparse.ArgumentParser, one_kernel: bool = True) -> None:
     """Options that define the estimator; shared by every command that builds one (`compare`,
     which runs several kernels, takes its own --kernels and --tau)."""

@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                                "training median beside degenerate copies of them (shuffled, repeated, "
                                "word salad, ...); each copy's mean must drop by half the gap to the "
                                "training set's lowest-decile mean")
+    evaluate.add_argument("--scorer", default=None, metavar="FOLDER",
+                          help="a saved scorer (fit --save): its estimates of --data's texts, which it never "
+                               "saw, against their scores (held-out agreement and interval coverage) in place "
+                               "of leave-one-out; with --checklist, --data's texts are the held-out ones")
     evaluate.add_argument("--heldout", default=None, metavar="FILE",
                           help="with --checklist: scored held-out texts (JSONL, CSV or TSV) instead of a "
                                "fifth of --data")

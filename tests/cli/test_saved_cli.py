@@ -11,6 +11,7 @@ import pytest
 from conftest import write_jsonl
 from gpu_neighbors import NeighborsQuality, NeighborsScorer, reward_function
 from gpu_neighbors.cli import main
+from gpu_neighbors.evaluation.agreement import agreement
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +124,38 @@ def test_systems_with_a_saved_scorer_prints_what_a_fitting_run_prints(huse_recor
     with pytest.raises(SystemExit):
         main(["systems", "--scorer", str(kept), "--train", str(train), "--system-field", "source"])
     assert "argument --train: not allowed with argument --scorer" in capsys.readouterr().err
+
+
+def test_evaluate_measures_a_saved_scorer_on_held_out_data(files, huse_records, tmp_path, capsys):
+    """evaluate --scorer: the saved scorer's estimates of --data's texts against their scores
+    (the numbers of predict and agreement on them), interval coverage, the flagged share, and the
+    checklist on those texts."""
+    train, _ = files
+    held = write_jsonl(tmp_path / "held.jsonl", huse_records[120:])
+    folder = tmp_path / "scorer"
+    assert main(["fit", "--train", str(train), "--save", str(folder), "--device", "cpu"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--scorer", str(folder), "--data", str(held), "--json", "--checklist"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    scorer = NeighborsScorer.load(folder)
+    truth = np.array([r["score"] for r in huse_records[120:]])
+    prediction = scorer.predict([r["text"] for r in huse_records[120:]])
+    assert result["spearman"] == pytest.approx(agreement(prediction, truth).spearman, abs=1e-12)
+    inside = (prediction.low <= truth) & (truth <= prediction.high)
+    assert result["interval_coverage"] == pytest.approx(inside[prediction.covered].mean(), abs=1e-12)
+    assert result["outside"] == pytest.approx(prediction.outside.mean(), abs=1e-12)
+    assert [row["perturbation"] for row in result["checklist"]["rows"]][:2] == ["shuffled", "repeated"]
+    assert main(["evaluate", "--scorer", str(folder), "--data", str(held), "--checklist", "--heldout", str(held)]) == 2
+    assert "--heldout is for a scorer fitted here" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options", [["--kernel", "bleu"], ["--tau", "0.3"], ["--tune"], ["--level", "0.8"]])
+def test_fitting_options_with_a_saved_scorer_are_refused(files, tmp_path, capsys, options):
+    train, candidates = files
+    folder = tmp_path / "scorer"
+    assert main(["fit", "--train", str(train), "--save", str(folder), "--device", "cpu"]) == 0
+    capsys.readouterr()
+    assert main(["score", "--scorer", str(folder), "--candidates", str(candidates), "--output",
+                 str(tmp_path / "out.jsonl"), "--device", "cpu", "--quiet", *options]) == 2
+    assert f"{options[0]}: fitting settings, and a saved scorer (--scorer) keeps those" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()
