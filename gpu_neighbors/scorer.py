@@ -25,7 +25,7 @@ from gpu_neighbors.core.correlation import spearman_rows
 from gpu_neighbors.core.inputs import PreparedCandidates, ScoreError, validate_scores, validate_texts
 from gpu_neighbors.core.neighbours import NearestReduction, Quality, Thresholds, canonical_sample, text_checksums
 from gpu_neighbors.core.outside import OutlierTest, OutsideRule
-from gpu_neighbors.core.pairwise import PairwiseSimilarities
+from gpu_neighbors.core.pairwise import DEFAULT_SIMILARITY_ERROR, PairwiseSimilarities
 from gpu_neighbors.core.tiling import TransientCache, resolve_device
 from gpu_neighbors.core.validation import (
     DEFAULT_LEVEL,
@@ -320,9 +320,11 @@ class NeighborsScorer(FittedScorer):
 
     def training_pass(self) -> PairwiseSimilarities:
         """The one all-pairs similarity pass of the fitted training set (what evaluation
-        protocols and tuning cut their splits from)."""
+        protocols and tuning cut their splits from), with the kernel's error bound (at least
+        the default, which every exact kernel's is below: their thresholds stay as they were)."""
         return PairwiseSimilarities(self.train_similarity(), self.train_scores_,
-                                    text_checksums(self.kernel_.train_texts))
+                                    text_checksums(self.kernel_.train_texts),
+                                    max(self.kernel_.similarity_error, DEFAULT_SIMILARITY_ERROR))
 
     @property
     def kernel_name(self) -> str:

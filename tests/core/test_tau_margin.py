@@ -16,7 +16,7 @@ import torch
 
 from conftest import SHARED
 from gpu_neighbors import BertScore, NeighborsScorer
-from gpu_neighbors.core.pairwise import DEFAULT_SIMILARITY_ERROR, PairwiseSimilarities
+from gpu_neighbors.core.pairwise import DEFAULT_SIMILARITY_ERROR
 from gpu_neighbors.core.tuning import TuningGrid, between_similarities, tune
 from minilm import MODEL_PATH
 
@@ -46,11 +46,11 @@ def test_no_tuned_tau_within_the_error_bound_of_a_similarity(kernel, data):
     part = BertScore(model=MODEL_PATH, layer=4) if kernel == "bertscore" else kernel
     scorer = NeighborsScorer(kernel=part, device="cpu").fit(train, scores, tune=False)
     error = scorer.kernel_.similarity_error
-    training_pass = scorer.training_pass()
-    pairs = PairwiseSimilarities(training_pass.matrix, training_pass.scores, training_pass.checksums, error)
+    pairs = scorer.training_pass()  # what fit tunes on: it carries the kernel's bound
+    assert pairs.error == max(error, DEFAULT_SIMILARITY_ERROR)
     chosen = tune(pairs, default_tau=scorer.kernel_.default_tau, estimator="threshold").thresholds.tau
     training = pairs.off_diagonal(np.arange(len(train)))
-    taus = [*TuningGrid().tau_values(training, scorer.kernel_.default_tau, error), chosen]
+    taus = [*TuningGrid().tau_values(training, scorer.kernel_.default_tau, pairs.error), chosen]
     training, against = torch.from_numpy(training), scorer.similarity(candidates).reshape(-1)
     for tau in taus:
         if tau <= 0 and kernel in EXACT_KERNELS and float(training.min()) == 0:
