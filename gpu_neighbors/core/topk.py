@@ -2,8 +2,8 @@
 loop, and the top-k estimator built on them.
 
 Each tile is merged at once into a [rows, k] buffer of the best similarities so far and their
-training indices, ordered by similarity (highest first) and, on equal similarity, by the
-training texts' tie rank (`Quality.tie_rank`: by a checksum of the text, then q). That order is
+training indices (a set, ordered once at the end) by similarity (highest first) and, on equal
+similarity, by the training texts' tie rank (`Quality.tie_rank`: by a checksum of the text, then q). That order is
 a total order, so the buffer after the last tile is the same whatever the chunk size, block size
 or order of tiles; and texts it cannot tell apart have the same text checksum and the same q, so
 which of them is kept changes no estimate: the estimates do not depend on where a text sits in
@@ -65,26 +65,46 @@ class TopK:
 def merge_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: torch.Tensor) -> TopK:
     """The first k of each row of (similarity, index) [rows, n] in the order similarity
     descending, tie rank ascending (`tie_rank[index]`; empty slots, index past the training set,
-    last). Ranks are distinct, so the order is total and the first k are one set: every entry
-    above the row's k-th largest similarity, then those equal to it with the lowest ranks. That
-    set is chosen by selections (`topk`, linear in n) on a priority that encodes exactly this
-    (0 above the k-th value, 1 + rank at it), and only its k entries are sorted; where k is a
-    large share of n (k = 1,000 of 3,000 measured no faster) every entry is sorted."""
-    rows, width = similarity.shape
-    size = tie_rank.numel()
-    rank = torch.where(index < size, tie_rank[index.clamp(max=max(size - 1, 0))], size)
-    if SELECT_SHARE * k <= width:
-        kth = torch.topk(similarity, k, dim=1, sorted=False).values.amin(dim=1, keepdim=True)
-        excluded = torch.iinfo(torch.int64).max
-        priority = torch.where(similarity > kth, 0, torch.where(similarity == kth, rank + 1, excluded))
-        chosen = torch.topk(priority, k, dim=1, largest=False, sorted=False).indices
-        similarity, index, rank = (torch.gather(values, 1, chosen) for values in (similarity, index, rank))
-    by_rank = torch.sort(rank, dim=1, stable=True)
-    similarity = torch.gather(similarity, 1, by_rank.indices)
-    index = torch.gather(index, 1, by_rank.indices)
+    last), in that order (`select_top`, then `order_top`)."""
+    return order_top(select_top(similarity, index, k, tie_rank), k, tie_rank)
+
+
+def select_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: torch.Tensor,
+               rank: torch.Tensor | None = None) -> TopK:
+    """The first k of each row in `merge_top`'s order, as a set, in no particular order. Ranks
+    are distinct, so the order is total and the first k are one set: every entry above the
+    row's k-th largest similarity, then those equal to it with the lowest ranks. That set is
+    chosen by selections (`topk`, linear in n) on a priority that encodes exactly this (0 above
+    the k-th value, 1 + rank at it); where k is a large share of n (k = 1,000 of 3,000 measured
+    no faster) every entry is sorted instead. A running reduction keeps its buffer as such a
+    set and orders it once, at the end: ordering each tile's k (two stable sorts) was over a
+    third of a calibration pass's merging. `rank`: the entries' ranks, where the caller has
+    them."""
+    width = similarity.shape[1]
+    if SELECT_SHARE * k > width:
+        return order_top(TopK(similarity, index), k, tie_rank)
+    rank = _ranks(index, tie_rank) if rank is None else rank
+    kth = torch.topk(similarity, k, dim=1, sorted=False).values.amin(dim=1, keepdim=True)
+    excluded = torch.iinfo(torch.int64).max
+    priority = torch.where(similarity > kth, 0, torch.where(similarity == kth, rank + 1, excluded))
+    chosen = torch.topk(priority, k, dim=1, largest=False, sorted=False).indices
+    return TopK(torch.gather(similarity, 1, chosen), torch.gather(index, 1, chosen))
+
+
+def order_top(top: TopK, k: int, tie_rank: torch.Tensor) -> TopK:
+    """The first k of `top`'s rows, ordered: similarity descending, tie rank ascending."""
+    by_rank = torch.sort(_ranks(top.index, tie_rank), dim=1, stable=True)
+    similarity = torch.gather(top.similarity, 1, by_rank.indices)
+    index = torch.gather(top.index, 1, by_rank.indices)
     by_similarity = torch.sort(similarity, dim=1, descending=True, stable=True)
     order = by_similarity.indices[:, :k]
     return TopK(by_similarity.values[:, :k], torch.gather(index, 1, order))
+
+
+def _ranks(index: torch.Tensor, tie_rank: torch.Tensor) -> torch.Tensor:
+    """Each entry's tie rank (an index past the training set: after every rank)."""
+    size = tie_rank.numel()
+    return torch.where(index < size, tie_rank[index.clamp(max=max(size - 1, 0))], size)
 
 
 def rank_rows(similarity: torch.Tensor, k: int, tie_rank: torch.Tensor) -> TopK:
@@ -128,17 +148,20 @@ class TopKReduction:
             similarity = similarity.masked_fill(excluded, -torch.inf)
         index = torch.arange(tile.column, tile.column + columns, device=similarity.device).expand(rows, columns)
         part = slice(tile.row, tile.row + rows)
-        merged = merge_top(
+        held = self.top.index[part]
+        ranks = (_ranks(held, self.tie_rank), self.tie_rank[tile.column : tile.column + columns].expand(rows, columns))
+        merged = select_top(  # the tile's ranks are a slice of the table's: no lookup per pair
             torch.cat([self.top.similarity[part], similarity], dim=1),
-            torch.cat([self.top.index[part], index], dim=1),
+            torch.cat([held, index], dim=1),
             self.k,
             self.tie_rank,
+            torch.cat(ranks, dim=1),
         )
         self.top.similarity[part], self.top.index[part] = merged.similarity, merged.index
 
     def result(self) -> TopK:
-        excluded = torch.isinf(self.top.similarity)
-        return TopK(self.top.similarity, self.top.index.masked_fill(excluded, NO_INDEX))
+        top = order_top(self.top, self.k, self.tie_rank)
+        return TopK(top.similarity, top.index.masked_fill(torch.isinf(top.similarity), NO_INDEX))
 
 
 class Both(Generic[First, Second]):
