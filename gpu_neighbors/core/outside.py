@@ -10,16 +10,20 @@ least uniform for such a text (Bates, Candes, Lei, Romano and Sesia, 2023, "Test
 with conformal p-values"). A statistic a text lacks (NaN: no word, no training text similar at
 all) counts as more atypical than every calibration value.
 
-The statistics' p-values become one, for two kinds of evidence: one statistic far out, and
-several a little out (Fisher's combination: the product of the p-values, ranked among the
-calibration texts' own products, each calibration text's p-values taken against the other
-calibration texts, which errs on the safe side). Those are k + 1 tests (k statistics and their
-combination); the text's p-value is k + 1 times the smallest of their p-values (Bonferroni,
-capped at 1), so for a text from the training distribution P(p <= t) <= t whatever the
-statistics' dependence. A text is outside when p <= level; between level and 2 level its
-estimate and interval move part of the way (linearly in p) towards those of a flagged text, so
-the evidence fades in instead of jumping: a text from the training distribution is touched with
-probability at most 2 level.
+The statistics' p-values become one, for two kinds of evidence: one statistic far out
+(Bonferroni: k times the smallest of the k p-values) and several a little out (Fisher's
+combination: the product of the p-values, ranked among the calibration texts' own products, each
+calibration text's p-values taken against the other calibration texts, which errs on the safe
+side). The text's p-value is twice the smaller of the two (Bonferroni again, capped at 1), so for
+a text from the training distribution P(p <= t) <= t whatever the statistics' dependence. With m
+calibration texts the smallest p-value is 2 / (m + 1) through Fisher's combination and 2 k /
+(m + 1) through one statistic alone: below about 2 k / level calibration texts one statistic
+cannot flag a text by itself (Fisher's alone flags more texts of another domain but lets
+repeated headlines through; k + 1 tests in one Bonferroni union flag the fewest of another
+domain: both measured, bench/outside.md). A text is outside when p <= level; between level and
+2 level its estimate and interval move part of the way (linearly in p) towards those of a
+flagged text, so the evidence fades in instead of jumping: a text from the training distribution
+is touched with probability at most 2 level.
 
 Counts, products and quotients of float64 (correctly rounded everywhere) from sorted arrays:
 the same p-values and flags on every device.
@@ -69,7 +73,7 @@ class OutlierTest:
 
     def p_values(self, statistics: torch.Tensor) -> torch.Tensor:
         """float64 [texts]: the combined p-value of each row of float64 `statistics` [texts, k]
-        (any device): min(1, (k + 1) min(min_j p_j, Fisher's))."""
+        (any device): min(1, 2 min(k min_j p_j, Fisher's))."""
         k = len(self.columns)
         product = torch.ones(statistics.shape[0], dtype=torch.float64, device=statistics.device)
         smallest = torch.ones_like(product)
@@ -78,7 +82,7 @@ class OutlierTest:
             product, smallest = product * p, torch.minimum(smallest, p)
         products = self._on(statistics.device)[-1]
         fisher = (1 + torch.searchsorted(products, product, right=True)).to(torch.float64) / (self.size + 1)
-        return torch.clamp((k + 1) * torch.minimum(smallest, fisher), max=1.0)
+        return torch.clamp(2 * torch.minimum(k * smallest, fisher), max=1.0)
 
     def _on(self, device: torch.device) -> tuple[torch.Tensor, ...]:
         """The sorted columns, then the sorted products, on `device` (copied once per device, so

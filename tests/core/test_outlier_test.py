@@ -66,27 +66,27 @@ def test_a_missing_statistic_is_flagged_once_the_calibration_set_is_large_enough
 def test_combined_p_value_by_hand():
     """m = 4 calibration texts, two statistics (low atypical): each calibration text's p-values
     against the other three, (1 + count) / 5, multiply to the products; a new text's p-values
-    against all four. min(1, 3 min(min_j p_j, (1 + products <= its product) / 5))."""
+    against all four. min(1, 2 min(2 min_j p_j, (1 + products <= its product) / 5))."""
     calibration = np.array([[1.0, 4.0], [2.0, 3.0], [3.0, 2.0], [4.0, 1.0]])
     test = OutlierTest.fit(calibration, (True, True))
     # text 1: 0 others below 1, 3 below 4: (1/5) (4/5); text 2: (2/5) (3/5); and mirrored
     np.testing.assert_array_equal(test.products, np.sort([1 / 5 * (4 / 5), 2 / 5 * (3 / 5)] * 2))
     new = torch.tensor([[0.0, 0.0], [0.0, 9.0], [2.5, 2.5], [9.0, 9.0]], dtype=torch.float64)
     # p-values (1/5, 1/5), (1/5, 1), (3/5, 3/5), (1, 1): products 1/25, 1/5, 9/25, 1 rank 0, 2, 4, 4
-    # of the calibration products at or below them: Fisher's 1/5, 3/5, 1, 1
-    expected = [3 * (1 / 5), 3 * (1 / 5), 1.0, 1.0]
+    # of the calibration products at or below them: Fisher's 1/5, 3/5, 1, 1; Bonferroni 2/5, 2/5, 6/5, 2
+    expected = [2 * (1 / 5), 2 * (2 / 5), 1.0, 1.0]
     np.testing.assert_allclose(test.p_values(new).numpy(), expected, rtol=1e-15)
 
 
 def test_diffuse_evidence_flags_what_no_single_statistic_does():
-    """Five statistics each a little out: Bonferroni alone (the test before Fisher's joined it)
-    flags none of these texts, the combined p-value flags them."""
+    """Five statistics each a little out: Bonferroni (the test before Fisher's) flags none of
+    these texts, Fisher's combination flags them."""
     rng = np.random.default_rng(5)
     calibration = rng.normal(size=(999, 5))
     rule = OutsideRule(OutlierTest.fit(calibration, (True,) * 5), 0.05, None, (0.0, 1.0))
-    new = torch.full((10, 5), -1.9, dtype=torch.float64)  # each p about 0.03: 6 x 0.03 > 0.05
+    new = torch.full((10, 5), -1.9, dtype=torch.float64)  # each p about 0.03: 5 x 0.03 > 0.05
     singles = torch.stack([rule.test.p_value_tensor(new[:, j].contiguous(), j) for j in range(5)], dim=1)
-    assert (6 * singles.min(dim=1).values > 0.05).all()
+    assert (5 * singles.min(dim=1).values > 0.05).all()
     assert rule.flags(rule.p_values(new)).all()
 
 
