@@ -289,10 +289,10 @@ class Typicality:
         def held(pair_keys: torch.Tensor, valid: torch.Tensor, owner: torch.Tensor) -> torch.Tensor:
             counts = table.count(torch.where(valid, pair_keys, torch.full_like(pair_keys, -1)))
             if own:
-                flat = pair_keys.reshape(pair_keys.shape[0], -1)
+                flat = pair_keys.flatten(1)  # [rows, pairs], also for no rows
                 found = torch.searchsorted(owner, flat).clamp(max=owner.shape[1] - 1)
                 counts = counts - (torch.gather(owner, 1, found) == flat).reshape(pair_keys.shape).long()
-            return ((counts > 0) & valid).reshape(pair_keys.shape[0], -1).sum(dim=1)
+            return ((counts > 0) & valid).flatten(1).sum(dim=1)
 
         total = held(start * size + ids, known, own_keys) + held(ids * size + end, known, own_keys)
         block_rows = max(1, PAIR_BLOCK // max(1, width * width))
