@@ -42,6 +42,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from gpu_neighbors import NeighborsScorer  # noqa: E402
+from gpu_neighbors.estimators import Threshold  # noqa: E402
+from gpu_neighbors.kernels.parts import BertScore  # noqa: E402
 from gpu_neighbors.evaluation.checklist import Checklist, held_out_checklist, held_out_split, top_rated  # noqa: E402
 from gpu_neighbors.text.perturbations import PERTURBATIONS  # noqa: E402
 from quality import minilm  # noqa: E402  (bench/, beside this script)
@@ -51,7 +53,7 @@ SHARED = Path(os.environ.get("GPU_NEIGHBORS_SHARED") or ROOT.parent / "shared")
 OUT = ROOT / "bench" / "quality.md"
 HEADING = "## Perturbation checklist"
 ESTIMATORS: dict[str, dict[str, Any]] = {
-    "paper": {"thresholds": "paper"},
+    "paper": {"estimator": Threshold.paper()},
     "tuned threshold": {"estimator": "threshold"},
     "top-k": {"estimator": "topk"},
     "ridge": {"estimator": "ridge"},
@@ -94,12 +96,12 @@ def load(mlqe_train: int) -> list[DataSet]:
     ]
 
 
-def kernel_options(kernel: str) -> dict[str, Any]:
-    """BERTScore with the tests' MiniLM, all its layers (as bench/quality.py)."""
+def kernel_part(kernel: str) -> str | BertScore:
+    """The kernel by name; BERTScore with the tests' MiniLM, all its layers (as bench/quality.py)."""
     if kernel != "bertscore":
-        return {}
+        return kernel
     path, layers = minilm()
-    return {"kernel_options": {"model": path, "layer": layers}}
+    return BertScore(model=path, layer=layers)
 
 
 def good_sample(data: DataSet, train_scores: np.ndarray, held: int) -> tuple[list[str], np.ndarray]:
@@ -114,7 +116,7 @@ def run(data: DataSet, kernel: str, estimator: str, held: int) -> tuple[Checklis
     texts, scores = data.train
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # repeated texts, unused settings: the bench states its settings
-        scorer = NeighborsScorer(kernel=kernel, device="cpu", **ESTIMATORS[estimator], **kernel_options(kernel))
+        scorer = NeighborsScorer(kernel=kernel_part(kernel), device="cpu", **ESTIMATORS[estimator])
         scorer.fit(texts, scores)
         held_texts, held_scores = good_sample(data, scores, held)
         result = held_out_checklist(scorer, texts, held_texts, held_scores)

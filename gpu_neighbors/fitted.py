@@ -204,32 +204,34 @@ class FittedScorer(TilePasses):
     def _with_intervals(self, prediction: Prediction) -> Prediction:
         """`prediction` with each estimate's conformal interval at `level` (clipped to
         score_range, where the truth lies)."""
-        outside = None if prediction.outside is None else torch.from_numpy(prediction.outside)
-        low, high = self._intervals_of(torch.from_numpy(prediction.scores), torch.from_numpy(prediction.std), outside)
+        typicality = None if prediction.typicality is None else torch.from_numpy(prediction.typicality)
+        low, high = self._intervals_of(torch.from_numpy(prediction.scores), torch.from_numpy(prediction.std), typicality)
         return replace(prediction, low=low.numpy(), high=high.numpy())
 
     def intervals(self, prediction: TensorPrediction) -> tuple[torch.Tensor, torch.Tensor]:
         """(low, high) of `predict_tensors`' estimates at `level`, as `predict` gives them, left
         on the estimates' device with no host synchronisation (training loops, metrics)."""
         self._check_fitted()
-        return self._intervals_of(prediction.scores, prediction.std, prediction.outside)
+        return self._intervals_of(prediction.scores, prediction.std, prediction.typicality)
 
     def _intervals_of(self, scores: torch.Tensor, std: torch.Tensor,
-                      outside: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Conformal intervals; a text flagged outside gets the whole score range."""
+                      typicality: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Conformal intervals, widened towards the whole score range for texts unlike the
+        training set (all of it for a text flagged outside)."""
         low, high = self.intervals_part.bounds(self.calibration_, scores, std, self.estimator_.name, self.score_range)
-        return (low, high) if outside is None else self.outside_.widen(low, high, outside)
+        return (low, high) if typicality is None else self.outside_.widen(low, high, typicality)
 
     def _judge(self, prediction: TensorPrediction, statistics: torch.Tensor) -> TensorPrediction:
-        """`prediction` with its `outside` flags (from the candidates' typicality `statistics`
-        and their nearest similarities, on their device) and the negative evidence's estimate
-        for covered flagged texts. The nearest similarity is to the whole training set, even when
+        """`prediction` with its typicality p-values and `outside` flags (from the candidates'
+        typicality `statistics` and their nearest similarities, on their device), and the
+        negative evidence's estimate for covered flagged texts (part of the way for texts near
+        the flag, `OutsideRule`). The nearest similarity is to the whole training set, even when
         a subsample makes the estimates (rewards): the test was calibrated on the whole set."""
         assert prediction.nearest is not None  # every pass finds it
         nearest = prediction.nearest.masked_fill(torch.isinf(prediction.nearest), float("nan"))
-        outside = self.outside_.flags(torch.cat([statistics, nearest[:, None]], dim=1))  # one device
-        scores = self.outside_.estimates(prediction.scores, prediction.covered, outside)
-        return replace(prediction, scores=scores, outside=outside)
+        typicality = self.outside_.p_values(torch.cat([statistics, nearest[:, None]], dim=1))  # one device
+        scores = self.outside_.estimates(prediction.scores, prediction.covered, typicality)
+        return replace(prediction, scores=scores, outside=self.outside_.flags(typicality), typicality=typicality)
 
     @library_threads
     def prepare(self, candidates: Sequence[str]) -> PreparedCandidates:

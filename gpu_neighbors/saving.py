@@ -42,6 +42,7 @@ def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[An
                "calibration_residuals": torch.as_tensor(scorer.calibration_.residuals, dtype=torch.float64),
                **{f"outside_{index}": torch.as_tensor(column, dtype=torch.float64)
                   for index, column in enumerate(scorer.outside_.test.columns)},
+               "outside_products": torch.as_tensor(scorer.outside_.test.products, dtype=torch.float64),
                **encoding_tensors(scorer)}
     if ridge is not None:
         tensors.update(ridge_alpha=torch.as_tensor(ridge.model.alpha), ridge_loo=torch.as_tensor(ridge.model.loo),
@@ -152,11 +153,14 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
 
 
 def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int) -> OutsideRule:
-    """The outlier test as fitted: each statistic's sorted calibration values (`size` texts)."""
+    """The outlier test as fitted: each statistic's sorted calibration values (`size` texts) and
+    their sorted products of p-values."""
     columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(LOW_IS_ATYPICAL) + 1))
-    if any(column.ndim != 1 or column.size > size or np.any(np.diff(column) < 0) for column in columns):
+    products = tensors["outside_products"].numpy()
+    if any(column.ndim != 1 or column.size > size or np.any(np.diff(column) < 0) for column in columns) or (
+            products.ndim != 1 or products.size != size or np.any(np.diff(products) < 0)):
         raise ValueError("the outlier test's tensors are not sorted calibration values")
-    test = OutlierTest(columns, LOW_IS_ATYPICAL + (True,), size)
+    test = OutlierTest(columns, LOW_IS_ATYPICAL + (True,), size, products)
     return scorer.intervals_part.outside_rule(test, scorer.train_scores_, scorer.score_range)
 
 

@@ -262,7 +262,8 @@ def test_the_default_scorer_loads_its_encoding_without_encoding_again(data, tmp_
     ("kernel.tail_rows", lambda tensor: tensor.flip(0), "row offsets are not those of 90 texts"),
     ("kernel.char3", lambda tensor: tensor.flip(0), "not sorted distinct int64 keys"),
     ("kernel.unigram_ends", lambda tensor: tensor.add_(1), "ends are not increasing up to"),
-    ("typicality.token_keys", lambda tensor: tensor.flip(0), "typicality tables cannot be read"),
+    ("typicality.tokens_keys", lambda tensor: tensor.flip(0), "typicality tables cannot be read"),
+    ("typicality.texts", lambda tensor: tensor.sub_(1000), "number of texts is not one non-negative"),
 ])
 def test_a_forged_encoding_is_refused_before_it_is_used(data, tmp_path, name, change, message):
     """Indices out of range in a sparse tensor built without checks would read past its

@@ -488,6 +488,7 @@ class Prediction:
     high: np.ndarray | None = None
     nearest: np.ndarray | None = None  # float64: the highest similarity to a training text (-inf: none)
     outside: np.ndarray | None = None  # bool: outside the training distribution (`outside.py`)
+    typicality: np.ndarray | None = None  # float64: its p-value under the training distribution (`outside.py`)
 
     @property
     def coverage(self) -> float:
@@ -511,6 +512,7 @@ class TensorPrediction:
     neighbors: Neighbors | None = None
     nearest: torch.Tensor | None = None  # float64 [batch]: the highest similarity to a training text
     outside: torch.Tensor | None = None  # bool [batch]: outside the training distribution
+    typicality: torch.Tensor | None = None  # float64 [batch]: the p-value `outside` and the weights come from
 
     def numpy(self) -> Prediction:
         return Prediction(
@@ -522,6 +524,7 @@ class TensorPrediction:
             neighbors=self.neighbors,
             nearest=None if self.nearest is None else self.nearest.cpu().numpy(),
             outside=None if self.outside is None else self.outside.cpu().numpy(),
+            typicality=None if self.typicality is None else self.typicality.cpu().numpy(),
         )
 
     def __len__(self) -> int:

@@ -7,14 +7,26 @@ new text drawn from the training distribution the calibration values and its val
 exchangeable. The conformal p-value of a value v whose atypical side is low is
 (1 + #{calibration values <= v}) / (m + 1) (mirrored where high is atypical), which is at
 least uniform for such a text (Bates, Candes, Lei, Romano and Sesia, 2023, "Testing for outliers
-with conformal p-values"). A text is outside when some statistic's p-value is at most
-level / (number of statistics) (Bonferroni), so a text from the training distribution is flagged
-with probability at most `level` whatever the statistics' dependence. A statistic a text lacks
-(NaN: no word, no training text similar at all) counts as more atypical than every calibration
-value.
+with conformal p-values"). A statistic a text lacks (NaN: no word, no training text similar at
+all) counts as more atypical than every calibration value.
 
-Everything here runs on the host in float64 and integers from sorted arrays: the same flags on
-every device.
+The statistics' p-values become one, for two kinds of evidence: one statistic far out
+(Bonferroni: k times the smallest of the k p-values) and several a little out (Fisher's
+combination: the product of the p-values, ranked among the calibration texts' own products, each
+calibration text's p-values taken against the other calibration texts, which errs on the safe
+side). The text's p-value is twice the smaller of the two (Bonferroni again, capped at 1), so for
+a text from the training distribution P(p <= t) <= t whatever the statistics' dependence. With m
+calibration texts the smallest p-value is 2 / (m + 1) through Fisher's combination and 2 k /
+(m + 1) through one statistic alone: below about 2 k / level calibration texts one statistic
+cannot flag a text by itself (Fisher's alone flags more texts of another domain but lets
+repeated headlines through; k + 1 tests in one Bonferroni union flag the fewest of another
+domain: both measured, bench/outside.md). A text is outside when p <= level; between level and
+2 level its estimate and interval move part of the way (linearly in p) towards those of a
+flagged text, so the evidence fades in instead of jumping: a text from the training distribution
+is touched with probability at most 2 level.
+
+Counts, products and quotients of float64 (correctly rounded everywhere) from sorted arrays:
+the same p-values and flags on every device.
 """
 from __future__ import annotations
 
@@ -36,6 +48,7 @@ class OutlierTest:
     columns: tuple[np.ndarray, ...]
     low_is_atypical: tuple[bool, ...]
     size: int  # calibration texts: m
+    products: np.ndarray  # sorted: each calibration text's product of p-values against the others
     on: dict[torch.device, tuple[torch.Tensor, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -45,13 +58,42 @@ class OutlierTest:
         if statistics.ndim != 2 or statistics.shape[1] != len(low_is_atypical):
             raise ValueError(f"statistics must be [texts, {len(low_is_atypical)}], got {statistics.shape}")
         columns = tuple(np.sort(column[np.isfinite(column)]) for column in statistics.T)
-        return cls(columns, tuple(bool(low) for low in low_is_atypical), statistics.shape[0])
+        lows = tuple(bool(low) for low in low_is_atypical)
+        m = statistics.shape[0]
+        products = np.ones(m)
+        for column, low in zip(statistics.T, lows):  # the order `p_values` multiplies in
+            sign = 1.0 if low else -1.0  # the atypical side low either way
+            values = sign * column
+            finite = np.sort(values[np.isfinite(values)])
+            beyond = np.searchsorted(finite, values, side="right") - 1  # the others at or below
+            lacking = m - finite.size
+            count = np.where(np.isfinite(values), beyond + lacking, lacking - 1)
+            products = products * ((1 + count) / (m + 1))
+        return cls(columns, lows, m, np.sort(products))
+
+    def p_values(self, statistics: torch.Tensor) -> torch.Tensor:
+        """float64 [texts]: the combined p-value of each row of float64 `statistics` [texts, k]
+        (any device): min(1, 2 min(k min_j p_j, Fisher's))."""
+        k = len(self.columns)
+        product = torch.ones(statistics.shape[0], dtype=torch.float64, device=statistics.device)
+        smallest = torch.ones_like(product)
+        for column in range(k):
+            p = self.p_value_tensor(statistics[:, column].contiguous(), column)
+            product, smallest = product * p, torch.minimum(smallest, p)
+        products = self._on(statistics.device)[-1]
+        fisher = (1 + torch.searchsorted(products, product, right=True)).to(torch.float64) / (self.size + 1)
+        return torch.clamp(2 * torch.minimum(k * smallest, fisher), max=1.0)
+
+    def _on(self, device: torch.device) -> tuple[torch.Tensor, ...]:
+        """The sorted columns, then the sorted products, on `device` (copied once per device, so
+        later calls never wait)."""
+        if device not in self.on:
+            self.on[device] = tuple(torch.as_tensor(values, device=device) for values in (*self.columns, self.products))
+        return self.on[device]
 
     def p_value_tensor(self, values: torch.Tensor, column: int) -> torch.Tensor:
         """float64 p-values of `values` (float64, any device) for statistic `column`."""
-        if values.device not in self.on:  # copied once per device, so later calls never wait
-            self.on[values.device] = tuple(torch.as_tensor(values_, device=values.device) for values_ in self.columns)
-        sorted_values = self.on[values.device][column]
+        sorted_values = self._on(values.device)[column]
         if self.low_is_atypical[column]:
             beyond = torch.searchsorted(sorted_values, values, right=True)
         else:
@@ -76,31 +118,42 @@ def lowest_decile_mean(scores: Sequence[float] | np.ndarray) -> float:
 @dataclass(frozen=True)
 class OutsideRule:
     """What a scorer does with texts outside its training distribution: `test` flags them at
-    `level`; a covered estimate of a flagged text becomes `negative_score` (None: kept), and its
-    interval the whole `bounds`, the score range (its calibration says nothing about texts the
-    training set does not resemble)."""
+    `level` (p <= level); a covered estimate of a flagged text becomes `negative_score` (None:
+    kept), and its interval the whole `bounds`, the score range (its calibration says nothing
+    about texts the training set does not resemble). A text with level < p < 2 level goes the
+    share 1 - `weights` of the way there."""
 
     test: OutlierTest
     level: float
     negative_score: float | None
     bounds: tuple[float, float]
 
-    def flags(self, statistics: torch.Tensor) -> torch.Tensor:
-        """bool [texts] on the statistics' device, with no host synchronisation: some statistic
-        of `statistics` [texts, statistics] has a p-value at most level / statistics."""
-        threshold = self.level / len(self.test.columns)
-        flagged = torch.zeros(statistics.shape[0], dtype=torch.bool, device=statistics.device)
-        for column in range(len(self.test.columns)):
-            flagged |= self.test.p_value_tensor(statistics[:, column].to(torch.float64).contiguous(), column) <= threshold
-        return flagged
+    def p_values(self, statistics: torch.Tensor) -> torch.Tensor:
+        """float64 [texts] on the statistics' device, with no host synchronisation."""
+        return self.test.p_values(statistics.to(torch.float64))
 
-    def estimates(self, scores: torch.Tensor, covered: torch.Tensor, outside: torch.Tensor) -> torch.Tensor:
+    def flags(self, p_values: torch.Tensor) -> torch.Tensor:
+        return p_values <= self.level
+
+    def weights(self, p_values: torch.Tensor) -> torch.Tensor:
+        """How much of its own estimate and interval a text keeps: 0 where flagged, 1 from
+        p >= 2 level on, linear between."""
+        return torch.clamp((p_values - self.level) / self.level, min=0.0, max=1.0)
+
+    def estimates(self, scores: torch.Tensor, covered: torch.Tensor, p_values: torch.Tensor) -> torch.Tensor:
         if self.negative_score is None:
             return scores
-        return torch.where(outside & covered, torch.full_like(scores, self.negative_score), scores)
+        return _towards(scores, self.negative_score, self.weights(p_values), covered)
 
-    def widen(self, low: torch.Tensor, high: torch.Tensor, outside: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The intervals of flagged texts with an estimate become the whole score range."""
-        flagged = outside & torch.isfinite(low)
-        return (torch.where(flagged, torch.full_like(low, self.bounds[0]), low),
-                torch.where(flagged, torch.full_like(high, self.bounds[1]), high))
+    def widen(self, low: torch.Tensor, high: torch.Tensor, p_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The intervals of texts with an estimate, widened towards the whole score range:
+        all of it where flagged."""
+        weights, defined = self.weights(p_values), torch.isfinite(low)
+        return _towards(low, self.bounds[0], weights, defined), _towards(high, self.bounds[1], weights, defined)
+
+
+def _towards(values: torch.Tensor, target: float, weights: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+    """target + weights (values - target) where `where` and weights < 1; `values` (the same
+    bits) elsewhere."""
+    moved = target + weights * (values - target)
+    return torch.where(where & (weights < 1), moved, values)

@@ -1,19 +1,26 @@
 """How ordinary a text's own tokens are, measured against the training set: word salad, shuffled,
-repeated and mangled text told apart from real text without any kernel.
+repeated, cut-off and mangled text told apart from real text without any kernel.
 
 A neighbour estimate is a mean of the nearest training texts' scores, and a top-k mean exists
 however far those nearest texts are: shuffled words, a phrase repeated to length or words drawn
 at random from the training vocabulary get the scores of ordinary texts, because no training
-text is degenerate. Their own tokens give them away: three statistics, each a share of a text's
-token occurrences, all from integer counts:
+text is degenerate. Their own tokens give them away: four statistics, all from integer counts:
 
-- `token_support`: tokens that another training text holds; misspelt or mangled words and
-  other vocabularies lower it;
-- `bigram_support`: token bigrams, with the text's start and end as tokens, that another
-  training text holds; shuffled, reversed, truncated, dropped or random words lower it;
+- `token_support`: the share of the text's tokens that another training text holds; misspelt or
+  mangled words and other vocabularies lower it;
+- `order`: how many more of the text's bigrams (with its start and end as tokens) another
+  training text holds in the text's own order than in a random order of the same tokens, per
+  bigram: (held in order - held in a random order on average) / bigrams. The random order's
+  mean is exact: with n tokens, (pairs of positions i != j whose bigram (t_i, t_j) is held +
+  tokens held after the start + tokens held before the end) / n. Words new to the training set
+  weigh on both sides alike, so a text of unusual content keeps it near that of real text,
+  while a shuffled, reversed, word-salad, dropped or replaced-word copy loses it (a shuffled
+  copy's is 0 on average);
 - `repetition`: bigram occurrences that repeat an earlier one of the same text, among bigrams
   of tokens with a word character (punctuation and symbols, such as the masked digits "#" of
-  some corpora, repeat in ordinary text); a phrase repeated to length or a text doubled raises it.
+  some corpora, repeat in ordinary text); a phrase repeated to length or a text doubled raises it;
+- `ending`: the share of other training texts whose last token ends in the same character as
+  the text's: a text cut off mid-sentence ends where real texts seldom do.
 
 "Another" training text: for a training text the counts leave the text itself out (its exact
 leave-one-out), so its statistics are those of a new text from the same distribution; that is
@@ -21,10 +28,11 @@ what `core.outside` compares new texts with. A text with no token has none (NaN)
 
 Tokens are the scorer's tokenizer's. Texts and a model's token ids (`vocabulary.kept_tokens`)
 both become a padded [rows, width] tensor of vocabulary ids (the training set's; -1 for a token
-it lacks) and one of identities (equal where the tokens are equal, also for tokens the training
-set lacks; distinct for every token without a word character), with each row's length: one
-computation, on the tokens' device, with shapes known on the host, so the id path never waits
-for the device; counts and one division each, the same bits on every device.
+it lacks), one of identities (equal where the tokens are equal, also for tokens the training
+set lacks; distinct for every token without a word character), each row's length and the code
+point of its last token's last character: one computation, on the tokens' device, with shapes
+known on the host, so the id path never waits for the device; counts and one division each, the
+same bits on every device.
 """
 from __future__ import annotations
 
@@ -39,9 +47,10 @@ from gpu_neighbors.text.ngrams import lookup_sorted
 from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer
 from gpu_neighbors.text.vocabulary import UNKNOWN_ID, Vocabulary, id_lookup, kept_tokens
 
-STATISTICS = ("token_support", "bigram_support", "repetition")
-LOW_IS_ATYPICAL = (True, True, False)  # repetition is atypical when high
+STATISTICS = ("token_support", "order", "repetition", "ending")
+LOW_IS_ATYPICAL = (True, True, False, True)  # repetition is atypical when high
 FIT_ROWS = 1 << 12  # texts padded at once
+PAIR_BLOCK = 1 << 22  # bigram keys of position pairs (`order`) made at once
 WORDLIKE = re.compile(r"\w")
 NOT_A_WORD = -1  # the identity of a token without a word character, before it is made unique
 
@@ -53,13 +62,14 @@ def is_wordlike(token: str) -> bool:
 @dataclass(frozen=True)
 class Tokens:
     """Padded token rows: vocabulary ids (UNKNOWN_ID: unseen in training), identities (>= 0;
-    NOT_A_WORD for tokens without a word character) and lengths; entries past a row's length
-    are ignored."""
+    NOT_A_WORD for tokens without a word character), lengths and endings; entries past a row's
+    length are ignored."""
 
     ids: torch.Tensor  # int64 [rows, width]
     identities: torch.Tensor  # int64 [rows, width]
     lengths: torch.Tensor  # int64 [rows]
     identity_count: int  # every identity is below it
+    endings: torch.Tensor  # int64 [rows]: code point of the last token's last character; -1: no token
 
     @classmethod
     def of(cls, tokenized: TokenizedTexts, vocabulary: Vocabulary, device: torch.device) -> Tokens:
@@ -82,8 +92,17 @@ class Tokens:
         padded_identities = torch.full((len(batch), width), NOT_A_WORD, dtype=torch.int64)
         padded_ids[batch.rows, batch.positions] = batch.ids
         padded_identities[batch.rows, batch.positions] = torch.from_numpy(identities)
+        lengths = batch.lengths.numpy()
+        last = np.cumsum(lengths) - 1
+        endings = torch.tensor([last_character(strings[end]) if length else -1 for end, length in zip(last, lengths)],
+                               dtype=torch.int64)
         return cls(padded_ids.to(device), padded_identities.to(device), batch.lengths.to(device),
-                   len(vocabulary) + int(unseen.sum()))
+                   len(vocabulary) + int(unseen.sum()), endings.to(device))
+
+
+def last_character(token: str | None) -> int:
+    """The code point of a token's last character (-1 for none)."""
+    return ord(token[-1]) if token else -1
 
 
 def _bigrams(tokens: torch.Tensor, lengths: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -126,14 +145,17 @@ class DocumentFrequency:
         keys = torch.cat(distinct_per_row) if distinct_per_row else torch.zeros(0, dtype=torch.int64, device=device)
         return cls(*torch.unique(keys, return_counts=True))
 
+    def count(self, keys: torch.Tensor) -> torch.Tensor:
+        """How many training texts hold each key (0 for keys < 0)."""
+        position = lookup_sorted(self.keys, keys)
+        if not self.counts.numel():
+            return torch.zeros_like(keys)
+        return torch.where(position >= 0, self.counts[position.clamp(min=0)], torch.zeros_like(position))
+
     def held_by_another(self, keys: torch.Tensor, own: bool) -> torch.Tensor:
         """Whether a training text other than the key's own (own=True: the key's text is one of
         the training texts) holds each key; keys < 0 are held by none."""
-        position = lookup_sorted(self.keys, keys)
-        if not self.counts.numel():
-            return torch.zeros_like(keys, dtype=torch.bool)
-        counts = torch.where(position >= 0, self.counts[position.clamp(min=0)], torch.zeros_like(position))
-        return counts > int(own)
+        return self.count(keys) > int(own)
 
     @classmethod
     def saved(cls, keys: torch.Tensor, counts: torch.Tensor, device: torch.device) -> DocumentFrequency:
@@ -152,10 +174,27 @@ class IdTables:
     """What token ids need on one device: the tables, and per tokenizer id its vocabulary id
     and whether it has a word character."""
 
-    tokens: DocumentFrequency
-    bigrams: DocumentFrequency
+    tables: Tables
     lookup: torch.Tensor
     wordlike: torch.Tensor
+    last_character: torch.Tensor  # int64 per tokenizer id (-1: a token without a name)
+
+
+TABLE_NAMES = ("tokens", "bigrams", "endings")  # the document frequencies of `Tables`
+
+
+@dataclass(frozen=True)
+class Tables:
+    """What the statistics count against: the training texts' tokens, bigrams and endings (each
+    text's last character, `Tokens.endings`), and how many texts there are."""
+
+    tokens: DocumentFrequency
+    bigrams: DocumentFrequency
+    endings: DocumentFrequency
+    texts: int
+
+    def to(self, device: torch.device) -> Tables:
+        return Tables(self.tokens.to(device), self.bigrams.to(device), self.endings.to(device), self.texts)
 
 
 class Typicality:
@@ -171,21 +210,25 @@ class Typicality:
             self.vocabulary.add(tokenized)  # before the ids: a slice's own tokens are known
             slices.append(tokenized)
         self.vocab_size = len(self.vocabulary)
-        unigrams, bigrams = [], []
+        unigrams, bigrams, endings = [], [], []
         for tokenized in slices:
             rows = Tokens.of(tokenized, self.vocabulary, device)
             unigrams.append(_per_row_distinct(rows.ids))
             bigrams.append(_per_row_distinct(_bigrams(rows.ids, rows.lengths, self.vocab_size)[0]))
-        self.tokens = DocumentFrequency.of(unigrams, device)
-        self.bigrams = DocumentFrequency.of(bigrams, device)
+            endings.append(rows.endings[rows.endings >= 0])
+        self.tables = Tables(DocumentFrequency.of(unigrams, device), DocumentFrequency.of(bigrams, device),
+                             DocumentFrequency.of(endings, device), len(texts))
         self._on: dict[torch.device, IdTables] = {}
 
     def state(self) -> tuple[list[str], dict[str, torch.Tensor]]:
         """What the constructor learned, for a saved scorer: the vocabulary's tokens in id order
-        and each table's keys and counts on the host (`from_state` reads them back)."""
-        return self.vocabulary.tokens(), {"token_keys": self.tokens.keys.cpu(), "token_counts": self.tokens.counts.cpu(),
-                                          "bigram_keys": self.bigrams.keys.cpu(),
-                                          "bigram_counts": self.bigrams.counts.cpu()}
+        and each table's keys and counts on the host, with the number of texts (`from_state`
+        reads them back)."""
+        tables = {name: getattr(self.tables, name) for name in TABLE_NAMES}
+        return self.vocabulary.tokens(), {
+            "texts": torch.tensor([self.tables.texts], dtype=torch.int64),
+            **{f"{name}_keys": table.keys.cpu() for name, table in tables.items()},
+            **{f"{name}_counts": table.counts.cpu() for name, table in tables.items()}}
 
     @classmethod
     def from_state(cls, tokens: list[str], tables: Mapping[str, torch.Tensor], tokenizer: Tokenizer,
@@ -197,25 +240,28 @@ class Typicality:
         typicality.vocabulary = Vocabulary.of_tokens(tokens)
         typicality.vocab_size = len(tokens)
         try:
-            typicality.tokens = DocumentFrequency.saved(tables["token_keys"], tables["token_counts"], device)
-            typicality.bigrams = DocumentFrequency.saved(tables["bigram_keys"], tables["bigram_counts"], device)
+            texts = tables["texts"]
+            frequencies = {name: DocumentFrequency.saved(tables[f"{name}_keys"], tables[f"{name}_counts"], device)
+                           for name in TABLE_NAMES}
         except KeyError as error:
             raise ValueError(f"the typicality tables have no {error}") from None
+        if texts.dtype != torch.int64 or texts.shape != (1,) or int(texts[0]) < 0:
+            raise ValueError("the typicality tables' number of texts is not one non-negative int64")
+        typicality.tables = Tables(**frequencies, texts=int(texts[0]))
         typicality._on = {}
         return typicality
 
     def of_texts(self, texts: Sequence[str], own: bool = False) -> torch.Tensor:
-        """float64 [len(texts), 3] on the fitted device; own=True: `texts` are the training
+        """float64 [len(texts), 4] on the fitted device; own=True: `texts` are the training
         texts, each left out of its own counts."""
         parts = [torch.zeros((0, len(STATISTICS)), dtype=torch.float64, device=self.device)]
         for first in range(0, len(texts), FIT_ROWS):
             tokenized = self.tokenizer.tokenize_many(texts[first : first + FIT_ROWS])
-            parts.append(self.statistics(Tokens.of(tokenized, self.vocabulary, self.device), own,
-                                         (self.tokens, self.bigrams)))
+            parts.append(self.statistics(Tokens.of(tokenized, self.vocabulary, self.device), own, self.tables))
         return torch.cat(parts)
 
     def of_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-        """float64 [rows, 3] of a model's token ids, on their device, without waiting for it
+        """float64 [rows, 4] of a model's token ids, on their device, without waiting for it
         (the tables move there on the first call): the statistics of the decoded texts. An
         unseen token's identity is the vocabulary size plus its tokenizer id."""
         tables = self._tables_on(input_ids.device)
@@ -223,8 +269,13 @@ class Typicality:
         raw = torch.gather(input_ids.long().clamp(0, tables.lookup.numel() - 1), 1, order)
         identities = torch.where(ids == UNKNOWN_ID, self.vocab_size + raw, ids)
         identities = torch.where(tables.wordlike[raw], identities, torch.full_like(identities, NOT_A_WORD))
-        tokens = Tokens(ids, identities, lengths, self.vocab_size + tables.lookup.numel())
-        return self.statistics(tokens, False, (tables.tokens, tables.bigrams))
+        if raw.shape[1]:
+            last = torch.gather(raw, 1, (lengths - 1).clamp(min=0)[:, None])[:, 0]
+            endings = torch.where(lengths > 0, tables.last_character[last], torch.full_like(lengths, -1))
+        else:
+            endings = torch.full_like(lengths, -1)
+        tokens = Tokens(ids, identities, lengths, self.vocab_size + tables.lookup.numel(), endings)
+        return self.statistics(tokens, False, tables.tables)
 
     def _tables_on(self, device: torch.device) -> IdTables:
         if device not in self._on:
@@ -233,26 +284,70 @@ class Typicality:
                 raise ValueError(f"token ids need a Hugging Face tokenizer, not {self.tokenizer.signature!r}")
             names = hf.convert_ids_to_tokens(list(range(len(hf))))
             wordlike = torch.tensor([isinstance(name, str) and is_wordlike(name) for name in names])
-            self._on[device] = IdTables(self.tokens.to(device), self.bigrams.to(device),
-                                        id_lookup(self.vocabulary, hf).to(device), wordlike.to(device))
+            last = torch.tensor([last_character(name if isinstance(name, str) else None) for name in names],
+                                dtype=torch.int64)
+            self._on[device] = IdTables(self.tables.to(device), id_lookup(self.vocabulary, hf).to(device),
+                                        wordlike.to(device), last.to(device))
         return self._on[device]
 
-    def statistics(self, tokens: Tokens, own: bool, tables: tuple[DocumentFrequency, DocumentFrequency]) -> torch.Tensor:
-        """float64 [rows, 3] (`STATISTICS`) of `tokens` against `tables` (the fitted ones, on the
+    def statistics(self, tokens: Tokens, own: bool, tables: Tables) -> torch.Tensor:
+        """float64 [rows, 4] (`STATISTICS`) of `tokens` against `tables` (the fitted ones, on the
         tokens' device); NaN rows for texts without a token."""
-        token_table, bigram_table = tables
         ids, lengths = tokens.ids, tokens.lengths
         rows, width = ids.shape
         inside = torch.arange(width, device=ids.device)[None, :] < lengths[:, None]
         ids = torch.where(inside, ids, torch.full_like(ids, UNKNOWN_ID))
-        held_tokens = (token_table.held_by_another(ids, own) & inside).sum(dim=1)
+        held_tokens = (tables.tokens.held_by_another(ids, own) & inside).sum(dim=1)
         keys, exists = _bigrams(ids, lengths, self.vocab_size)
-        held_bigrams = bigram_table.held_by_another(keys, own).sum(dim=1)
+        held_bigrams = tables.bigrams.held_by_another(keys, own).sum(dim=1)
+        shuffled = self._held_in_any_order(ids, lengths, keys, own, tables.bigrams)
         identities = torch.where(inside, tokens.identities, torch.full_like(tokens.identities, NOT_A_WORD))
         ordered = _bigrams(identities, lengths, tokens.identity_count)[0].sort(dim=1).values
         repeats = ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(dim=1)
-        counts = torch.stack([held_tokens, held_bigrams, repeats], dim=1).to(torch.float64)
+        ending = tables.endings.count(tokens.endings) - int(own)
         bigrams = exists.sum(dim=1)
-        totals = torch.stack([lengths, bigrams, bigrams], dim=1).to(torch.float64)
-        statistics = counts / totals
+        # order: (held - shuffled / n) / (n + 1) as one division of integers
+        counts = torch.stack([held_tokens, lengths * held_bigrams - shuffled, repeats, ending], dim=1)
+        others = torch.full_like(lengths, max(1, tables.texts - int(own)))
+        totals = torch.stack([lengths, lengths * bigrams, bigrams, others], dim=1)
+        statistics = counts.to(torch.float64) / totals.to(torch.float64)
         return torch.where(lengths[:, None] > 0, statistics, torch.full_like(statistics, float("nan")))
+
+    def _held_in_any_order(self, ids: torch.Tensor, lengths: torch.Tensor, keys: torch.Tensor, own: bool,
+                           table: DocumentFrequency) -> torch.Tensor:
+        """int64 [rows]: n times the mean number of a row's bigrams another training text holds
+        when its n tokens come in a uniformly random order: the position pairs i != j whose
+        bigram is held, plus the tokens held after the start and before the end. With own=True
+        a pair's bigram counts as held where some training text other than the row's holds it:
+        its count less one where the row itself holds it (`keys`: the row's own bigrams)."""
+        rows, width = ids.shape
+        device = ids.device
+        size, start, end = self.vocab_size + 2, self.vocab_size, self.vocab_size + 1
+        own_keys = keys.sort(dim=1).values
+        position = torch.arange(width, device=device)
+        inside = position[None, :] < lengths[:, None]
+        known = inside & (ids >= 0)
+
+        def held(pair_keys: torch.Tensor, valid: torch.Tensor, owner: torch.Tensor) -> torch.Tensor:
+            counts = table.count(torch.where(valid, pair_keys, torch.full_like(pair_keys, -1)))
+            if own:
+                flat = pair_keys.flatten(1)  # [rows, pairs], also for no rows
+                found = torch.searchsorted(owner, flat).clamp(max=owner.shape[1] - 1)
+                counts = counts - (torch.gather(owner, 1, found) == flat).reshape(pair_keys.shape).long()
+            return ((counts > 0) & valid).flatten(1).sum(dim=1)
+
+        total = held(start * size + ids, known, own_keys) + held(ids * size + end, known, own_keys)
+        block_rows = max(1, PAIR_BLOCK // max(1, width * width))
+        block_positions = max(1, PAIR_BLOCK // max(1, block_rows * width))
+        parts = []
+        for first in range(0, rows, block_rows):
+            block = slice(first, first + block_rows)
+            count = torch.zeros_like(lengths[block])
+            for left in range(0, width, block_positions):
+                span = slice(left, left + block_positions)
+                pairs = ids[block, span, None] * size + ids[block, None, :]
+                valid = known[block, span, None] & known[block, None, :]
+                valid &= position[span, None] != position[None, :]
+                count = count + held(pairs, valid, own_keys[block])
+            parts.append(count)
+        return total + (torch.cat(parts) if parts else torch.zeros_like(lengths))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from gpu_neighbors import NeighborsScorer
+from gpu_neighbors import Intervals, NeighborsScorer
 from gpu_neighbors.kernels.parts import Auto
 from gpu_neighbors.estimators import Threshold, TopK
 from gpu_neighbors.core.neighbours import WEIGHT_BITS, Thresholds
@@ -264,7 +264,8 @@ def test_paper_mode_is_the_papers_rule_on_the_similarity_matrix(huse_texts, huse
     sims = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit_pairwise(texts, scores)
     train, test = np.arange(150), np.arange(150, len(texts))
     expected = sims.predict(test, train, Thresholds(0.08, 5, 0.66))
-    scorer = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(texts[:150], scores[:150])
+    scorer = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu",
+                             level=Intervals(negatives="none")).fit(texts[:150], scores[:150])  # the rule's own
     assert scorer.thresholds_ == Thresholds(0.08, 5, 0.66)
     np.testing.assert_array_equal(scorer.predict(texts[150:]).scores, expected.scores)
 

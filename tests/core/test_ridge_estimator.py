@@ -89,7 +89,7 @@ def test_the_default_estimator_is_the_kernels(split, monkeypatch):
     assert BertScoreKernel.default_estimator == "ridge" and BleuKernel.default_estimator == "topk"
     assert NeighborsScorer(device="cpu").fit(train, scores).estimator_.name == "topk"
     monkeypatch.setattr(BleuKernel, "default_estimator", "ridge")
-    scorer = NeighborsScorer(kernel="bleu", device="cpu").fit(train, scores)
+    scorer = NeighborsScorer(kernel="bleu", device="cpu", level=Intervals(negatives="none")).fit(train, scores)
     assert scorer.estimator_.name == "ridge"
     loo = scorer.leave_one_out()
     rho = spearman_rows(np.where(loo.covered, loo.scores, np.nan)[None, :], scores)[0]

@@ -18,9 +18,12 @@ WHITESPACE = make_tokenizer("whitespace")
 
 
 def reference(training: list[str], texts: list[str], tokenize=str.split) -> np.ndarray:
-    """The three statistics token by token, with Python sets: what Typicality computes at once.
-    Support: tokens and bigrams some training text holds. Repetition: bigrams equal to an earlier
-    one of the text, among those whose tokens (start and end markers aside) have a word character."""
+    """The four statistics token by token, with Python sets: what Typicality computes at once.
+    Support: tokens some training text holds. Order: bigrams some training text holds in the
+    text's order, less the mean over a random order (every ordered pair of distinct positions
+    once, the start before and the end after every token), per bigram. Repetition: bigrams equal
+    to an earlier one of the text, among those whose tokens (start and end markers aside) have a
+    word character. Ending: training texts whose last token ends in the same character."""
     vocabulary = {token for text in training for token in tokenize(text)}
     start, end = "\0start", "\0end"
 
@@ -32,18 +35,23 @@ def reference(training: list[str], texts: list[str], tokenize=str.split) -> np.n
         return token in (start, end) or re.search(r"\w", token) is not None
 
     pairs = {pair for text in training for pair in bigrams(tokenize(text))}
+    endings = [tokenize(text)[-1][-1] for text in training if tokenize(text)]
     rows = []
     for text in texts:
         tokens = tokenize(text)
         if not tokens:
-            rows.append([np.nan] * 3)
+            rows.append([np.nan] * 4)
             continue
-        grams = bigrams(tokens)
+        n, grams = len(tokens), bigrams(tokens)
         counted = [pair for pair in grams if wordlike(pair[0]) and wordlike(pair[1])]
+        in_order = sum(pair in pairs for pair in grams)
+        any_order = sum((tokens[i], tokens[j]) in pairs for i in range(n) for j in range(n) if i != j)
+        any_order += sum((start, token) in pairs for token in tokens) + sum((token, end) in pairs for token in tokens)
         rows.append([
-            sum(token in vocabulary for token in tokens) / len(tokens),
-            sum(pair in pairs for pair in grams) / len(grams),
+            sum(token in vocabulary for token in tokens) / n,
+            (n * in_order - any_order) / (n * len(grams)),
             (len(counted) - len(set(counted))) / len(grams),
+            endings.count(tokens[-1][-1]) / max(1, len(training)),
         ])
     return np.array(rows, dtype=np.float64)
 
@@ -59,11 +67,44 @@ def test_statistics_equal_the_reference_on_real_and_adversarial_text(huse_record
 
 def test_hand_computed_case():
     typicality = Typicality(["the cat sat", "the cat ran", "a dog"], WHITESPACE, CPU)
-    got = typicality.of_texts(["cat the sat", "the the the the", "zzz dog", "zzz zzz zzz", ""]).numpy()
-    # cat the sat: bigrams <s>-cat, cat-the, the-sat unseen, sat-</s> seen; the x4: the-the thrice;
-    # zzz x3, a word no training text has: zzz-zzz twice in 4 bigrams, the second a repeat
-    expected = [[1, 1 / 4, 0], [1, 1 / 5, 2 / 5], [1 / 2, 1 / 3, 0], [0, 0, 1 / 4], [np.nan] * 3]
+    got = typicality.of_texts(["the cat sat", "cat the sat", "the the the the", "zzz dog", "zzz zzz zzz",
+                               ""]).numpy()
+    # order, (n * held in order - held in any order) / (n (n + 1)), and ending (of 3 texts, one
+    # each ends in t, n, g): the cat sat holds all 4 of its bigrams in order, and 4 of them in
+    # any order (cat-sat, the-cat, <s>-the, sat-</s>): (12 - 4) / 12; cat the sat holds sat-</s>
+    # alone in its order: (3 - 4) / 12. the x4: <s>-the in order and after each of 4 starts,
+    # the-the thrice; zzz dog: dog-</s> in order and in any order, (2 - 1) / 6; zzz x3, a word
+    # no training text has: zzz-zzz twice in 4 bigrams, the second a repeat
+    expected = [[1, 2 / 3, 0, 1 / 3], [1, -1 / 12, 0, 1 / 3], [1, 0, 2 / 5, 0], [1 / 2, 1 / 6, 0, 1 / 3],
+                [0, 0, 1 / 4, 0], [np.nan] * 4]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-15)
+
+
+def test_order_is_the_held_bigrams_in_order_less_their_mean_over_every_order():
+    """The random order's mean, over all 5! orders of a text's tokens (a repeated one among
+    them): a shuffled copy's order statistic is 0 on average, the text's own above it."""
+    import itertools
+
+    training = ["the cat sat on the mat", "a cat sat on a dog", "the dog ran"]
+    tokens = "the cat sat on the".split()
+    typicality = Typicality(training, WHITESPACE, CPU)
+    orders = [" ".join(order) for order in itertools.permutations(tokens)]
+    per_order = typicality.of_texts(orders).numpy()[:, 1]
+    assert abs(per_order.mean()) < 1e-15
+    # in its order 5 of its 6 bigrams are held (all but the-</s>); in any order the-cat and
+    # on-the twice each, cat-sat, sat-on, and <s>-the before either "the": 8
+    assert typicality.of_texts([" ".join(tokens)]).numpy()[0, 1] == pytest.approx((5 * 5 - 8) / 30)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 100])
+def test_pair_blocks_change_nothing(huse_records, monkeypatch, rows):
+    training = [record["text"] for record in huse_records[:80]]
+    texts = [record["text"] for record in huse_records[80:120]] + ["", "x"]
+    typicality = Typicality(training, WHITESPACE, CPU)
+    expected, own = typicality.of_texts(texts), typicality.of_texts(training, own=True)
+    monkeypatch.setattr("gpu_neighbors.text.typicality.PAIR_BLOCK", rows)
+    np.testing.assert_array_equal(typicality.of_texts(texts).numpy(), expected.numpy())  # NaN rows alike
+    np.testing.assert_array_equal(typicality.of_texts(training, own=True).numpy(), own.numpy())
 
 
 def test_own_statistics_are_those_of_a_training_set_without_the_text(huse_records):
@@ -91,7 +132,7 @@ def test_the_training_order_and_batching_change_nothing(huse_records, monkeypatc
 @pytest.mark.parametrize("training", [[], [""], ["   "]])
 def test_a_training_set_without_tokens_supports_nothing(training):
     got = Typicality(training, WHITESPACE, CPU).of_texts(["a b", ""]).numpy()
-    np.testing.assert_array_equal(got[0], [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(got[0], [0.0, 0.0, 0.0, 0.0])
     assert np.isnan(got[1]).all()
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from gpu_neighbors import NeighborsScorer
+from gpu_neighbors import Intervals, NeighborsScorer
 from gpu_neighbors.kernels.parts import Bleu
 from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
@@ -71,14 +71,19 @@ def test_a_subsample_scores_like_a_scorer_fitted_on_that_subset(tokenizer, huse_
     for _ in range(3):  # three calls, three fresh subsets
         keep = twin.draw_subset(0.4, 11, torch.device("cpu")).mask.numpy()
         assert keep.sum() == round(0.4 * TRAIN_SIZE)
-        subset = NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), estimator=Threshold.paper(), device="cpu").fit(
+        subset = NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), estimator=Threshold.paper(), device="cpu",
+                                 level=Intervals(negatives="none")).fit(  # its neighbours' estimates
             [text for text, kept in zip(train, keep) if kept], quality[keep]
         )
         prediction = subset.predict(candidates)
         assert prediction.covered.any()
-        # outside or not is the whole scorer's call, which the subsample does not change
-        outside = scorer.predict(candidates).outside
-        want = np.where(outside, 0.0, np.where(prediction.covered, prediction.scores, quality.mean())).astype(np.float32)
+        # outside or not, and how far towards the negative evidence a text near the flag goes,
+        # is the whole scorer's call, which the subsample does not change
+        whole = scorer.predict(candidates)
+        keeps = np.clip((whole.typicality - scorer.outside_.level) / scorer.outside_.level, 0, 1)
+        negative = scorer.outside_.negative_score
+        estimates = np.where(keeps < 1, negative + keeps * (prediction.scores - negative), prediction.scores)
+        want = np.where(whole.outside, 0.0, np.where(prediction.covered, estimates, quality.mean())).astype(np.float32)
         np.testing.assert_array_equal(scorer.reward(candidates, subsample=0.4, seed=11).numpy(), want)
 
 
