@@ -17,10 +17,11 @@ calibration text's p-values taken against the other calibration texts, which err
 side). The text's p-value is twice the smaller of the two (Bonferroni again, capped at 1), so for
 a text from the training distribution P(p <= t) <= t whatever the statistics' dependence. With m
 calibration texts the smallest p-value is 2 / (m + 1) through Fisher's combination and 2 k /
-(m + 1) through one statistic alone: below about 2 k / level calibration texts one statistic
-cannot flag a text by itself (Fisher's alone flags more texts of another domain but lets
-repeated headlines through; k + 1 tests in one Bonferroni union flag the fewest of another
-domain: both measured, bench/outside.md). A text is outside when p <= level; between level and
+(m + 1) through one statistic alone: below 2 k / level calibration texts one statistic could not
+flag a text by itself, so there Bonferroni's p-value stands alone (`OutsideRule.combines`; k /
+(m + 1) reaches the level from k / level texts on). Fisher's alone flags more texts of another
+domain but lets repeated headlines through; k + 1 tests in one Bonferroni union flag the fewest
+of another domain: both measured, bench/outside.md. A text is outside when p <= level; between level and
 2 level its estimate and interval move part of the way (linearly in p) towards those of a
 flagged text, so the evidence fades in instead of jumping: a text from the training distribution
 is touched with probability at most 2 level.
@@ -71,18 +72,21 @@ class OutlierTest:
             products = products * ((1 + count) / (m + 1))
         return cls(columns, lows, m, np.sort(products))
 
-    def p_values(self, statistics: torch.Tensor) -> torch.Tensor:
+    def p_values(self, statistics: torch.Tensor, fisher: bool = True) -> torch.Tensor:
         """float64 [texts]: the combined p-value of each row of float64 `statistics` [texts, k]
-        (any device): min(1, 2 min(k min_j p_j, Fisher's))."""
+        (any device): min(1, 2 min(k min_j p_j, Fisher's)); without `fisher`, Bonferroni's
+        alone, min(1, k min_j p_j)."""
         k = len(self.columns)
         product = torch.ones(statistics.shape[0], dtype=torch.float64, device=statistics.device)
         smallest = torch.ones_like(product)
         for column in range(k):
             p = self.p_value_tensor(statistics[:, column].contiguous(), column)
             product, smallest = product * p, torch.minimum(smallest, p)
+        if not fisher:
+            return torch.clamp(k * smallest, max=1.0)
         products = self._on(statistics.device)[-1]
-        fisher = (1 + torch.searchsorted(products, product, right=True)).to(torch.float64) / (self.size + 1)
-        return torch.clamp(2 * torch.minimum(k * smallest, fisher), max=1.0)
+        combined = (1 + torch.searchsorted(products, product, right=True)).to(torch.float64) / (self.size + 1)
+        return torch.clamp(2 * torch.minimum(k * smallest, combined), max=1.0)
 
     def _on(self, device: torch.device) -> tuple[torch.Tensor, ...]:
         """The sorted columns, then the sorted products, on `device` (copied once per device, so
@@ -128,9 +132,18 @@ class OutsideRule:
     negative_score: float | None
     bounds: tuple[float, float]
 
+    @property
+    def combines(self) -> bool:
+        """Whether Fisher's combination joins Bonferroni's: only where one statistic alone can
+        still flag a text with it (m + 1 >= 2 k / level, 200 calibration texts at the defaults).
+        Below that, doubling Bonferroni's p-value would leave one statistic far out unable to
+        flag anything (the shipped example's 100 texts), so Bonferroni's stands alone. Decided by
+        the calibration set's size and the level, never by the text tested: valid either way."""
+        return (self.test.size + 1) * self.level >= 2 * len(self.test.columns)
+
     def p_values(self, statistics: torch.Tensor) -> torch.Tensor:
         """float64 [texts] on the statistics' device, with no host synchronisation."""
-        return self.test.p_values(statistics.to(torch.float64))
+        return self.test.p_values(statistics.to(torch.float64), fisher=self.combines)
 
     def flags(self, p_values: torch.Tensor) -> torch.Tensor:
         return p_values <= self.level

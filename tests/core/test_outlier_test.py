@@ -56,11 +56,24 @@ def test_false_alarm_rate_on_exchangeable_texts_is_at_most_the_level():
 
 
 def test_a_missing_statistic_is_flagged_once_the_calibration_set_is_large_enough():
-    small = OutsideRule(OutlierTest.fit(np.zeros((20, 1)), (True,)), 0.05, None, (0.0, 1.0))
+    small = OutsideRule(OutlierTest.fit(np.zeros((10, 1)), (True,)), 0.05, None, (0.0, 1.0))
     large = OutsideRule(OutlierTest.fit(np.zeros((100, 1)), (True,)), 0.05, None, (0.0, 1.0))
     nothing = torch.tensor([[np.nan], [0.0]], dtype=torch.float64)
-    assert small.flags(small.p_values(nothing)).tolist() == [False, False]  # 2/21 > 0.05: conformal cannot tell
+    assert small.flags(small.p_values(nothing)).tolist() == [False, False]  # 1/11 > 0.05: conformal cannot tell
     assert large.flags(large.p_values(nothing)).tolist() == [True, False]
+
+
+def test_one_statistic_far_out_flags_a_text_where_the_calibration_set_is_small():
+    """With 100 calibration texts and 5 statistics, twice Bonferroni's smallest p-value is
+    2 x 5 / 101 > 0.05: the combined test could flag nothing by one statistic. Bonferroni's stands
+    alone there (5 / 101 <= 0.05), and Fisher's joins it from 2 k / level = 200 texts on."""
+    rng = np.random.default_rng(3)
+    new = torch.tensor([[-9.0, 0.0, 0.0, 0.0, 0.0]], dtype=torch.float64)  # the first far out, the rest typical
+    for size, combines, expected in ((100, False, 5 / 101), (199, True, 2 * 5 / 200)):
+        rule = OutsideRule(OutlierTest.fit(rng.normal(size=(size, 5)), (True,) * 5), 0.05, None, (0.0, 1.0))
+        assert rule.combines is combines
+        assert rule.p_values(new).item() == pytest.approx(expected, rel=1e-15)
+        assert rule.flags(rule.p_values(new)).item()
 
 
 def test_combined_p_value_by_hand():
