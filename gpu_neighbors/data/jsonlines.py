@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, repeat
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from json.encoder import encode_basestring  # the C encoder json.dumps uses, where present
 
+orjson: ModuleType | None
 try:
     import orjson
 except ImportError:  # optional: the standard library writes the same bytes, slower
