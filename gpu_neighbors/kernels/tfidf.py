@@ -57,12 +57,15 @@ HEAD_FEATURES = 256
 
 
 def quantise(rows: FeatureRows, word_features: int) -> np.ndarray:
-    """floor(v * 2^26) of every stored value (float64 holding integers), each text's word block
-    and char block with a squared norm of at most 2^52, checked in int64."""
+    """floor(v * 2^26) of every stored value of l2-normalised rows (float64 holding integers),
+    each text's word block and char block with a squared norm of at most 2^52, checked exactly."""
     quantised = np.floor(rows.values * SCALE).astype(np.int64)
     block = rows.rows * 2 + (rows.indices >= word_features)
-    squares = np.zeros(2 * len(rows), dtype=np.int64)
-    np.add.at(squares, block, quantised * quantised)
+    # Summed in float64 (np.add.at on int64 is 10x slower), exactly: the rows are l2-normalised
+    # blocks, so a block's sum is at most 2^52 (1 + rounding) and every partial sum is an
+    # integer below 2^53.
+    squares = np.bincount(block, weights=(quantised * quantised).astype(np.float64),
+                          minlength=2 * len(rows)).astype(np.int64)
     for over in np.flatnonzero(squares > MAX_SQUARED_NORM).tolist():
         members = np.flatnonzero(block == over)
         while squares[over] > MAX_SQUARED_NORM:

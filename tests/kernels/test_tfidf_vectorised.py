@@ -55,3 +55,23 @@ def test_rows_equal_scikit_learn(train):
         start, stop = rows.indptr[position], rows.indptr[position + 1]
         assert np.array_equal(alone.indices, rows.indices[start:stop])
         assert np.array_equal(alone.values, rows.values[start:stop])
+
+
+
+def test_quantised_norms_are_summed_exactly():
+    """The blocks' squared norms (float64 sums) bring every block to at most 2^52 as an int64
+    reference does, lowering only entries whose block was over."""
+    from gpu_neighbors.kernels.tfidf import MAX_SQUARED_NORM, quantise
+
+    ours = TfidfFeatures()
+    ours.fit(TRAIN)
+    rows = ours.transform(CANDIDATES + TRAIN)
+    quantised = quantise(rows, ours.word_features).astype(np.int64)
+    block = rows.rows * 2 + (rows.indices >= ours.word_features)
+    floor = np.floor(rows.values * 2.0**26).astype(np.int64)
+    squares, floors = np.zeros(2 * len(rows), dtype=np.int64), np.zeros(2 * len(rows), dtype=np.int64)
+    np.add.at(squares, block, quantised * quantised)
+    np.add.at(floors, block, floor * floor)
+    assert squares.max() <= MAX_SQUARED_NORM and (quantised <= floor).all()
+    lowered = np.unique(block[quantised < floor])
+    assert (floors[lowered] > MAX_SQUARED_NORM).all()
