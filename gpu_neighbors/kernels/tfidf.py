@@ -21,7 +21,7 @@ float64, in any order, so a tile -- the candidates' integer features times the t
 over both blocks at once, times 2^-53 (the product scaled by 2^-52 and halved, one exact
 power-of-two scaling) -- is the same bits whatever the device, the chunk size or the block size.
 The HEAD_FEATURES most frequent n-grams multiply as one dense matmul and the rest as one sparse
-product (`core.sparse.sparse_mm`): two partial sums of the same integers, so the split changes no
+product (`core.sparse.dense_product`): two partial sums of the same integers, so the split changes no
 bit either, and the frequent n-grams, which make most of a sparse product's work, run at matmul
 speed (1,000 x 4,000 MLQE texts, one thread: 0.76 -> 0.48 s). The quantised features are made on the
 host, once per text, from that text alone (`text.tfidf`).
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gpu_neighbors.core.sparse import row_block, sparse_mm
+from gpu_neighbors.core.sparse import dense_product, row_block
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.text.tfidf import FEATURES_NAME, FeatureRows, TfidfFeatures
 
@@ -161,15 +161,16 @@ class TfidfKernel(Kernel[EncodedTfidf]):
     def tile(self, encoded: EncodedTfidf, start: int, stop: int) -> torch.Tensor:
         """Dense head product plus sparse tail product: both sums of non-negative integers whose
         total is at most 2^53 (2^52 a block), so exact in any order, and so is their sum."""
-        products = sparse_mm(encoded.tail, self._block(start, stop).t().to_sparse_coo()).to_dense()
+        products = dense_product(encoded.tail, self._block(start, stop))
         products += encoded.head @ self._train_head[start:stop].t()
         return products.mul_(TILE_SCALE)
 
     def pair_bytes(self) -> int:
         # Worst case, every pair shares an n-gram (common: char bigrams such as " t" are in
-        # nearly every text): the product's CSR result inside torch.sparse.mm (int64 column,
-        # float64 value), its COO result (two int64 indices, a float64 value), the dense float64
-        # tile and the head's dense product added to it. Peak RSS measured on the CPU for tiles of
+        # nearly every text): on a GPU the product's CSR result inside torch.sparse.mm (int64
+        # column, float64 value), its COO result (two int64 indices, a float64 value), the dense
+        # float64 tile and the head's dense product added to it (on the CPU scipy's CSR result,
+        # the dense tile and the head's product: less). Peak RSS measured on the CPU for tiles of
         # 0.4-3 Mi pairs with all pairs sharing an n-gram (HUSE, GUG, MLQE texts), before the
         # head was split off: 34 to 38 bytes a pair.
         return 16 + 24 + 8 + 8
