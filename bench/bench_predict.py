@@ -87,6 +87,25 @@ def measure(train_size: int = 2000, candidate_size: int = 20_000, repeats: int =
     }
 
 
+QUICK = {"train_size": 300, "candidate_size": 2000, "repeats": 1}
+
+
+def section(result: dict) -> list[str]:
+    """The predict benchmark as a results.md section."""
+    load = " / ".join(f"{value:.2f}" for value in result["load_average"])
+    return ["## Default predict against scikit-learn + sparse_dot_topn", "",
+            f"{result['benchmark']} (k {result['k']}; load average {load}): each side's fitted state made "
+            "once, predict timed, medians of "
+            f"{len(result['ours_runs'])}, sides alternated.", "",
+            "| | wall s | CPU s | runs (wall s) |", "|---|---:|---:|---|",
+            f"| gpu-neighbors predict | {result['ours_seconds']:.2f} | {result['ours_cpu_seconds']:.2f} | "
+            f"{', '.join(f'{value:.2f}' for value in result['ours_runs'])} |",
+            f"| scikit-learn union + sp_matmul_topn | {result['peer_seconds']:.2f} | {result['peer_cpu_seconds']:.2f} | "
+            f"{', '.join(f'{value:.2f}' for value in result['peer_runs'])} |", "",
+            f"**peer / ours: {result['ratio']:.2f}x wall, {result['cpu_ratio']:.2f}x CPU**; nearest similarity "
+            f"max abs difference {result['nearest_max_abs_difference']:.1e}.", ""]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=int, default=2000)

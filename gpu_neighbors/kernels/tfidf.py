@@ -75,10 +75,20 @@ def quantise(rows: FeatureRows, word_features: int) -> np.ndarray:
     return quantised.astype(np.float64)
 
 
+def _sparse_rows(rows: FeatureRows) -> torch.Tensor:
+    """The rows as a torch sparse CSR tensor (the host arrays shared, not copied)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(rows.indptr), torch.from_numpy(rows.indices), torch.from_numpy(rows.values),
+            (len(rows), max(rows.num_features, 1)), check_invariants=False,
+        )
+
+
 @dataclass(frozen=True)
 class EncodedTfidf:
     """A chunk of texts' quantised TF-IDF features (float64 integers): the frequent ones dense
-    [rows x HEAD_FEATURES], the others sparse COO [rows x features]."""
+    [rows x HEAD_FEATURES], the others sparse CSR [rows x features]."""
 
     head: torch.Tensor
     tail: torch.Tensor
@@ -109,9 +119,11 @@ class HeadSplit:
         columns = self.position[rows.indices]
         in_head = columns >= 0
         head = np.zeros((len(rows), self.size))
-        head[rows.rows[in_head], columns[in_head]] = values[in_head]
-        kept = np.concatenate([[0], np.cumsum(~in_head)])
-        tail = FeatureRows(kept[rows.indptr], rows.indices[~in_head], values[~in_head], rows.num_features)
+        head.reshape(-1)[(rows.rows * self.size + columns)[in_head]] = values[in_head]
+        in_tail = ~in_head
+        kept = np.zeros(in_tail.size + 1, dtype=np.int64)
+        np.cumsum(in_tail, out=kept[1:])
+        tail = FeatureRows(kept[rows.indptr], rows.indices[in_tail], values[in_tail], rows.num_features)
         return head, tail
 
 
@@ -136,24 +148,15 @@ class TfidfKernel(Kernel[EncodedTfidf]):
         head, tail = self._head.split(rows, quantise(rows, self.features.word_features))
         self._train_head = torch.from_numpy(head).to(self.device)
         self._train_rows = tail.indptr  # host row offsets: cutting a block reads no device
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            self._train = torch.sparse_csr_tensor(
-                torch.from_numpy(tail.indptr), torch.from_numpy(tail.indices), torch.from_numpy(tail.values),
-                (len(tail), max(tail.num_features, 1)), check_invariants=False,
-            ).to(self.device)
+        self._train = _sparse_rows(tail).to(self.device)
 
     def _encode(self, texts: Sequence[str]) -> EncodedTfidf:
         rows = self.features.transform(texts)
         head, tail = self._head.split(rows, quantise(rows, self.features.word_features))
-        indices = torch.from_numpy(np.stack([tail.rows, tail.indices]))
-        features = torch.sparse_coo_tensor(indices, torch.from_numpy(tail.values),
-                                           (len(tail), max(tail.num_features, 1)),
-                                           check_invariants=False, is_coalesced=True)  # sorted, unique
-        return EncodedTfidf(torch.from_numpy(head).to(self.device), features.to(self.device))
+        return EncodedTfidf(torch.from_numpy(head).to(self.device), _sparse_rows(tail).to(self.device))
 
     def _encode_train(self, start: int, stop: int) -> EncodedTfidf:
-        return EncodedTfidf(self._train_head[start:stop], self._block(start, stop).to_sparse_coo())
+        return EncodedTfidf(self._train_head[start:stop], self._block(start, stop))
 
     def _block(self, start: int, stop: int) -> torch.Tensor:
         return row_block(self._train, start, stop, self._train_rows)

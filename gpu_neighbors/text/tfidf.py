@@ -41,6 +41,7 @@ block starts).
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -74,9 +75,9 @@ class FeatureRows:
     def __len__(self) -> int:
         return len(self.indptr) - 1
 
-    @property
+    @functools.cached_property
     def rows(self) -> np.ndarray:
-        """The row of every stored entry."""
+        """The row of every stored entry (made once: weighting, quantising and splitting read it)."""
         return np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.indptr))
 
     def dense(self) -> np.ndarray:
@@ -282,6 +283,8 @@ class TfidfFeatures:
     def _weighted_rows(self, parts: list[FeatureRows]) -> FeatureRows:
         """The parts' counts weighted and stacked into one set of rows; each part is dropped from
         `parts` once copied, so the counts and the rows are not both held whole."""
+        if len(parts) == 1:
+            return self._weighted(parts.pop())
         total = sum(part.indices.size for part in parts)
         indptr, indices, values = [np.zeros(1, dtype=np.int64)], np.empty(total, dtype=np.int64), np.empty(total)
         start = 0
