@@ -1,14 +1,16 @@
 """Host path: the whole `score` command against the I/O floor, on the same lines, in one run.
 
-Candidates (JSONL, texts spliced from the HUSE summaries) are scored against a training set of
-`train` texts (10 by default: almost no kernel work, so what is timed is the host: start-up,
-reading, tokenizing, encoding, writing). Beside it, the same file read and JSON lines of the same
-fields written (index, text, score, num_neighbors, std, estimator) by
+Candidates (JSONL, texts spliced from the HUSE summaries) are scored by the default command
+(TF-IDF cosine + top-k + intervals, no scorer option given; `--workers` at its default, every
+core given) against a training set of `train` texts (10 by default: almost no kernel work, so
+what is timed is the host: start-up, reading, encoding, the typicality statistics, writing).
+Beside it, the same file read and JSON lines of the same fields written (index, text, score,
+num_neighbors, std, estimator) by
   * the simplest Python loop: `json.loads` per line, `json.dumps` per row;
   * pyarrow: `pyarrow.json.read_json` for the reading, then the same `json.dumps` per row
     (pyarrow has no JSON writer).
-The loops write null for score and std (ours writes the estimates where they are defined, and a
-float's shortest repr costs about 0.5 us), so the comparison leans against us. Each is timed in a
+The loops write null for score and std and no interval, nearest similarity or outside flag (ours
+writes ten fields), so the comparison leans against us. Each is timed in a
 fresh child process (start-up included, as a user would run it), interleaved, medians of
 `repeats`; ratio = `score` seconds / loop seconds.
 """
@@ -73,7 +75,7 @@ def measure(candidates: int = 1_000_000, train: int = 10, repeats: int = 3, seed
         commands = {
             "gpu-neighbors score": [sys.executable, "-m", "gpu_neighbors.cli", "score", "--train",
                                     str(train_file), "--candidates", str(candidate_file), "--output",
-                                    str(output), "--overwrite", "--quiet", "--min-neighbors", "1"],
+                                    str(output), "--overwrite", "--quiet"],
             "Python loop (json)": [sys.executable, "-c", PYTHON_LOOP, str(candidate_file), str(output)],
             "pyarrow read + json write": [sys.executable, "-c", PYARROW_LOOP, str(candidate_file), str(output)],
         }

@@ -4,7 +4,8 @@ Each kernel against its peer library (bench_bleu, bench_rouge, bench_meteor, ben
 bench_tfidf:
 their `measure()` with its defaults), then the scale benchmark (bench_scale: 10^6 candidates
 through the CLI, scaling in C and |S|, peak memory), the host path (bench_host: 10^6
-candidates against 10 training texts, against the simplest read-and-write loop), then the
+candidates against 10 training texts, against the simplest read-and-write loop), the default
+predict against scikit-learn + sparse_dot_topn (bench_predict), then the
 all-pairs jobs (bench_allpairs:
 Self-BLEU, MBR against mbrs, pairs to .npy). The machine (CPU, cores, memory, GPU,
 torch, load average before and after, as the machine may be shared) is recorded beside the
@@ -300,6 +301,7 @@ def main() -> None:
     lines += kernel_section(kernels, args.figures, args.output)
     lines += scale_section(scale, scale_error, args.figures, args.output)
     lines += module_section("bench_host", "Host path", args.quick)
+    lines += module_section("bench_predict", "Default predict", args.quick)
     lines += module_section("bench_allpairs", "All-pairs jobs", args.quick)
     if info["gpu"] == "none":
         lines += ["## GPU", "",

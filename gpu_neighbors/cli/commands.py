@@ -79,6 +79,7 @@ def command_score(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers > 1 and score_batches is not None:
         raise ValueError("--workers is for the one-process scorer (Ray has its own actors): leave out --ray")
     workers = 1 if score_batches is not None else args.workers or default_workers(args.device)
+    encoders = args.workers or default_encoders()
     if args.explain_text and not args.explain:
         raise ValueError("--explain-text goes with --explain K")
     if args.train is not None:
@@ -94,7 +95,7 @@ def command_score(args: argparse.Namespace) -> int:
         progress=not args.quiet, header=header, score_batches=score_batches, explain=args.explain,
         train_texts=scorer.kernel_.train_texts if args.explain_text else None, overwrite=args.overwrite,
         file_format=args.format, quoting=args.quoting, max_chars=args.max_chars, workers=workers,
-        inputs=training,
+        inputs=training, encoders=encoders,
     )
     if not args.quiet:
         resumed = f" ({summary.rows - summary.scored} from before)" if args.resume else ""
@@ -180,6 +181,12 @@ def default_workers(device: str) -> int:
     if resolve_device(device).type != "cpu":
         return 1
     return max(1, min(MAX_DEFAULT_WORKERS, os.cpu_count() or 1))
+
+
+def default_encoders() -> int:
+    """Threads that encode candidates ahead of the scoring when --workers is not given: one per
+    core this process may run on (the encodings are numpy work that releases the GIL)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def command_evaluate(args: argparse.Namespace) -> int:

@@ -73,8 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="CPU threads for torch (default on the CPU: 1, never slower than "
                             "torch's one per core on a busy machine, see README; on a GPU: torch's)")
     score.add_argument("--workers", type=workers, default=None, metavar="N",
-                       help="batches scored at once, each in its own thread (default on the CPU: "
-                            "one per core, at most 2; on a GPU: 1); the rows are the same")
+                       help="threads that read and encode candidates ahead of the scoring (default: "
+                            "one per core given), and batches scored at once, each in its own thread "
+                            "(default on the CPU: one per core, at most 2; on a GPU: 1); the rows are "
+                            "the same for any count")
     score.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     score.add_argument("--ray", action="store_true", help="score on Ray actors, one GPU each where there are GPUs (needs the [ray] extra)")
     score.add_argument("--ray-address", default=None, metavar="ADDR", help="Ray cluster to join (auto, or ray://host:10001); implies --ray; default: a local Ray")

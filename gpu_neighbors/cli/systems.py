@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from gpu_neighbors.cli.commands import (default_threads, default_workers, fit_on_file, read_data, saved_file,
-                                        saved_training)
+from gpu_neighbors.cli.commands import (default_encoders, default_threads, default_workers, fit_on_file, read_data,
+                                        saved_file, saved_training)
 from gpu_neighbors.cli.options import (
     add_data_options,
     add_model_options,
@@ -78,7 +78,7 @@ def add_systems_command(subparsers: Any) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, metavar="N",
                         help=f"candidates scored per step ({DEFAULT_BATCH_SIZE})")
     parser.add_argument("--threads", type=thread_count, default=None, metavar="N", help="CPU threads for torch (as score)")
-    parser.add_argument("--workers", type=workers, default=None, metavar="N", help="batches scored at once (as score)")
+    parser.add_argument("--workers", type=workers, default=None, metavar="N", help="batches encoded and scored at once (as score)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_data_options(parser)
     add_model_options(parser)
@@ -198,7 +198,8 @@ def _compare_candidates(args: argparse.Namespace, scorer: NeighborsScorer, field
     total = None if args.quiet else count_records(args.candidates, file_format=args.format, quoting=args.quoting)
     workers = args.workers or default_workers(args.device)
     with ScoringProgress(total, pairs_per_text=scorer.num_train, enabled=not args.quiet) as bar:
-        for batch, prediction in predict_batches(scorer, stream.batches(args.batch_size), workers):
+        for batch, prediction in predict_batches(scorer, stream.batches(args.batch_size), workers,
+                                                 args.workers or default_encoders()):
             # the hook for per-text intervals: once Prediction carries low/high (conformal
             # intervals, issue 20), they are collected here (e.g. each system's mean width)
             collector.add(batch.labels[args.system_field], prediction.scores, batch.lines,

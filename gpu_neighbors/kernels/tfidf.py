@@ -21,7 +21,7 @@ float64, in any order, so a tile -- the candidates' integer features times the t
 over both blocks at once, times 2^-53 (the product scaled by 2^-52 and halved, one exact
 power-of-two scaling) -- is the same bits whatever the device, the chunk size or the block size.
 The HEAD_FEATURES most frequent n-grams multiply as one dense matmul and the rest as one sparse
-product (`core.sparse.sparse_mm`): two partial sums of the same integers, so the split changes no
+product (`core.sparse.dense_product`): two partial sums of the same integers, so the split changes no
 bit either, and the frequent n-grams, which make most of a sparse product's work, run at matmul
 speed (1,000 x 4,000 MLQE texts, one thread: 0.76 -> 0.48 s). The quantised features are made on the
 host, once per text, from that text alone (`text.tfidf`).
@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core.saved import pack_strings, unpack_strings
-from gpu_neighbors.core.sparse import row_block, sparse_mm
+from gpu_neighbors.core.sparse import dense_product, row_block
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.text.tfidf import CHAR_ORDERS, FEATURES_NAME, FeatureRows, TfidfFeatures
 
@@ -60,12 +60,15 @@ TABLES = ("bigrams", "alphabet", "idf", *(f"char{order}" for order in CHAR_ORDER
 
 
 def quantise(rows: FeatureRows, word_features: int) -> np.ndarray:
-    """floor(v * 2^26) of every stored value (float64 holding integers), each text's word block
-    and char block with a squared norm of at most 2^52, checked in int64."""
+    """floor(v * 2^26) of every stored value of l2-normalised rows (float64 holding integers),
+    each text's word block and char block with a squared norm of at most 2^52, checked exactly."""
     quantised = np.floor(rows.values * SCALE).astype(np.int64)
     block = rows.rows * 2 + (rows.indices >= word_features)
-    squares = np.zeros(2 * len(rows), dtype=np.int64)
-    np.add.at(squares, block, quantised * quantised)
+    # Summed in float64 (np.add.at on int64 is 10x slower), exactly: the rows are l2-normalised
+    # blocks, so a block's sum is at most 2^52 (1 + rounding) and every partial sum is an
+    # integer below 2^53.
+    squares = np.bincount(block, weights=(quantised * quantised).astype(np.float64),
+                          minlength=2 * len(rows)).astype(np.int64)
     for over in np.flatnonzero(squares > MAX_SQUARED_NORM).tolist():
         members = np.flatnonzero(block == over)
         while squares[over] > MAX_SQUARED_NORM:
@@ -75,10 +78,20 @@ def quantise(rows: FeatureRows, word_features: int) -> np.ndarray:
     return quantised.astype(np.float64)
 
 
+def _sparse_rows(rows: FeatureRows) -> torch.Tensor:
+    """The rows as a torch sparse CSR tensor (the host arrays shared, not copied)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(rows.indptr), torch.from_numpy(rows.indices), torch.from_numpy(rows.values),
+            (len(rows), max(rows.num_features, 1)), check_invariants=False,
+        )
+
+
 @dataclass(frozen=True)
 class EncodedTfidf:
     """A chunk of texts' quantised TF-IDF features (float64 integers): the frequent ones dense
-    [rows x HEAD_FEATURES], the others sparse COO [rows x features]."""
+    [rows x HEAD_FEATURES], the others sparse CSR [rows x features]."""
 
     head: torch.Tensor
     tail: torch.Tensor
@@ -121,9 +134,11 @@ class HeadSplit:
         columns = self.position[rows.indices]
         in_head = columns >= 0
         head = np.zeros((len(rows), self.size))
-        head[rows.rows[in_head], columns[in_head]] = values[in_head]
-        kept = np.concatenate([[0], np.cumsum(~in_head)])
-        tail = FeatureRows(kept[rows.indptr], rows.indices[~in_head], values[~in_head], rows.num_features)
+        head.reshape(-1)[(rows.rows * self.size + columns)[in_head]] = values[in_head]
+        in_tail = ~in_head
+        kept = np.zeros(in_tail.size + 1, dtype=np.int64)
+        np.cumsum(in_tail, out=kept[1:])
+        tail = FeatureRows(kept[rows.indptr], rows.indices[in_tail], values[in_tail], rows.num_features)
         return head, tail
 
 
@@ -146,8 +161,7 @@ class TfidfKernel(Kernel[EncodedTfidf]):
         rows = self.features.fit(texts)
         self._head = HeadSplit.of(rows, HEAD_FEATURES)
         head, tail = self._head.split(rows, quantise(rows, self.features.word_features))
-        self._hold(torch.from_numpy(head), tail.indptr, torch.from_numpy(tail.indices), torch.from_numpy(tail.values),
-                   tail.num_features)
+        self._hold(torch.from_numpy(head), tail)
 
     def saved_encoding(self) -> dict[str, torch.Tensor]:
         """The feature tables and the training texts' quantised features (integers below 2^26,
@@ -195,31 +209,22 @@ class TfidfKernel(Kernel[EncodedTfidf]):
         entry_rows = torch.repeat_interleave(torch.arange(len(texts)), torch.from_numpy(np.diff(head_rows)))
         head[entry_rows, head_columns.long()] = head_values.double()
         # torch's conversions: numpy's astype of these 10^7 entries took 4x as long
-        self._hold(head, tail_rows, tail_features.long(), tail_values.double(), num_features)
+        self._hold(head, FeatureRows(tail_rows, tail_features.long().numpy(), tail_values.double().numpy(),
+                                     num_features))
 
-    def _hold(self, head: torch.Tensor, rows: np.ndarray, features: torch.Tensor, values: torch.Tensor,
-              num_features: int) -> None:
-        """Keep the training texts' features on the device: the head dense, the tail CSR (row
-        offsets `rows`, each entry's feature and value)."""
+    def _hold(self, head: torch.Tensor, tail: FeatureRows) -> None:
+        """Keep the training texts' features on the device: the head dense, the tail CSR."""
         self._train_head = head.to(self.device)
-        self._train_rows = rows  # host row offsets: cutting a block reads no device
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            self._train = torch.sparse_csr_tensor(torch.from_numpy(rows), features, values,
-                                                  (len(rows) - 1, max(num_features, 1)),
-                                                  check_invariants=False).to(self.device)
+        self._train_rows = tail.indptr  # host row offsets: cutting a block reads no device
+        self._train = _sparse_rows(tail).to(self.device)
 
     def _encode(self, texts: Sequence[str]) -> EncodedTfidf:
         rows = self.features.transform(texts)
         head, tail = self._head.split(rows, quantise(rows, self.features.word_features))
-        indices = torch.from_numpy(np.stack([tail.rows, tail.indices]))
-        features = torch.sparse_coo_tensor(indices, torch.from_numpy(tail.values),
-                                           (len(tail), max(tail.num_features, 1)),
-                                           check_invariants=False, is_coalesced=True)  # sorted, unique
-        return EncodedTfidf(torch.from_numpy(head).to(self.device), features.to(self.device))
+        return EncodedTfidf(torch.from_numpy(head).to(self.device), _sparse_rows(tail).to(self.device))
 
     def _encode_train(self, start: int, stop: int) -> EncodedTfidf:
-        return EncodedTfidf(self._train_head[start:stop], self._block(start, stop).to_sparse_coo())
+        return EncodedTfidf(self._train_head[start:stop], self._block(start, stop))
 
     def _block(self, start: int, stop: int) -> torch.Tensor:
         return row_block(self._train, start, stop, self._train_rows)
@@ -227,15 +232,16 @@ class TfidfKernel(Kernel[EncodedTfidf]):
     def tile(self, encoded: EncodedTfidf, start: int, stop: int) -> torch.Tensor:
         """Dense head product plus sparse tail product: both sums of non-negative integers whose
         total is at most 2^53 (2^52 a block), so exact in any order, and so is their sum."""
-        products = sparse_mm(encoded.tail, self._block(start, stop).t().to_sparse_coo()).to_dense()
-        products += encoded.head @ self._train_head[start:stop].t()
+        products = dense_product(encoded.tail, self._block(start, stop))
+        products.addmm_(encoded.head, self._train_head[start:stop].t())  # accumulated in place: one pass fewer
         return products.mul_(TILE_SCALE)
 
     def pair_bytes(self) -> int:
         # Worst case, every pair shares an n-gram (common: char bigrams such as " t" are in
-        # nearly every text): the product's CSR result inside torch.sparse.mm (int64 column,
-        # float64 value), its COO result (two int64 indices, a float64 value), the dense float64
-        # tile and the head's dense product added to it. Peak RSS measured on the CPU for tiles of
+        # nearly every text): on a GPU the product's CSR result inside torch.sparse.mm (int64
+        # column, float64 value), its COO result (two int64 indices, a float64 value), the dense
+        # float64 tile and the head's dense product added to it (on the CPU scipy's CSR result,
+        # the dense tile and the head's product: less). Peak RSS measured on the CPU for tiles of
         # 0.4-3 Mi pairs with all pairs sharing an n-gram (HUSE, GUG, MLQE texts), before the
         # head was split off: 34 to 38 bytes a pair.
         return 16 + 24 + 8 + 8

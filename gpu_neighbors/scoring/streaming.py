@@ -41,6 +41,7 @@ from gpu_neighbors.scoring.progress import ScoringProgress
 from gpu_neighbors.scorer import NeighborsScorer, PreparedCandidates
 
 T = TypeVar("T")
+R = TypeVar("R")
 # Arrow types of the result columns, for a Parquet output (a batch may hold only nulls).
 RESULT_TYPES = {"index": "int64", "text": "string", "score": "double", "num_neighbors": "int64",
                 "std": "double", "estimator": "string", "low": "double", "high": "double",
@@ -90,6 +91,7 @@ def score_file(
     train_texts: list[str] | None = None,
     workers: int = 1,
     inputs: Mapping[str, PathLike | None] | None = None,
+    encoders: int = 1,
 ) -> RunSummary:
     """Scores every candidate of `candidates` with a fitted `scorer` into `output`: JSON Lines,
     or Parquet for a `.parquet` name (the same rows and values; no resume).
@@ -106,11 +108,12 @@ def score_file(
     [{index, similarity, score}], with "text" when `train_texts` are given).
     `workers` > 1 scores that many batches at once in this process, each in its own thread
     (torch releases the GIL inside its operations, so on a multi-core CPU each batch's tiles run
-    on their own core); rows are written in input order and are the same whatever the count.
+    on their own core), and `encoders` > 1 encodes that many batches at once ahead of the
+    scoring; rows are written in input order and are the same whatever the counts.
     `inputs` ({name: path}) are other files the run reads (e.g. the training set): no output,
     rejects file or sidecar may be one of them, nor the candidates.
     """
-    for name, value in (("batch_size", batch_size), ("workers", workers)):
+    for name, value in (("batch_size", batch_size), ("workers", workers), ("encoders", encoders)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, not {value!r}")
     stream = iter_candidates(candidates, text_field=text_field, skip_bad=skip_bad, rejects=rejects,
@@ -140,7 +143,7 @@ def score_file(
             batches = _pending_batches(stream, batch_size, already, consumed, expected, candidates)
             scored: Iterable[tuple[CandidateBatch, Prediction]]
             if score_batches is None:
-                scored = _score_here(scorer, batches, explain or None, workers)
+                scored = _score_here(scorer, batches, explain or None, workers, encoders)
             else:
                 scored = score_batches(scorer, _read_ahead(batches, READ_AHEAD))
             for batch, prediction in scored:
@@ -167,47 +170,57 @@ BatchScorer = Callable[
 
 
 def predict_batches(
-    scorer: NeighborsScorer, batches: Iterable[CandidateBatch], workers: int = 1
+    scorer: NeighborsScorer, batches: Iterable[CandidateBatch], workers: int = 1, encoders: int = 1
 ) -> Iterator[tuple[CandidateBatch, Prediction]]:
     """Each batch with its prediction, in input order, exactly as `score_file` scores them
-    (read ahead in a thread, `workers` batches at once): for callers that reduce the estimates
-    instead of writing them, e.g. the comparison of systems."""
-    return _score_here(scorer, batches, None, workers)
+    (read ahead in a thread, `encoders` batches encoded and `workers` scored at once): for
+    callers that reduce the estimates instead of writing them, e.g. the comparison of systems."""
+    return _score_here(scorer, batches, None, workers, encoders)
 
 
 def _score_here(
-    scorer: NeighborsScorer, batches: Iterable[CandidateBatch], neighbors: int | None, workers: int = 1
+    scorer: NeighborsScorer, batches: Iterable[CandidateBatch], neighbors: int | None, workers: int = 1,
+    encoders: int = 1,
 ) -> Iterator[tuple[CandidateBatch, Prediction]]:
-    """Each batch scored in this process, `workers` at a time, in input order. The reader thread
-    reads the next batches meanwhile and, where the kernel's encoding is small host work
-    (`prepares_ahead`), encodes them too."""
+    """Each batch scored in this process, `workers` at a time, in input order. A reader thread
+    reads the next batches meanwhile and, where the kernel's encoding is host work
+    (`prepares_ahead`), has `encoders` threads encode them, in order (the encodings are numpy
+    and torch work, which release the GIL, so they run on as many cores)."""
+    read: Iterator[CandidateBatch] = iter(batches)
     items: Iterator[tuple[CandidateBatch, Any]]
     if scorer.kernel_.prepares_ahead:
-        items = _read_ahead(((batch, _prepare_aside(scorer, batch.texts)) for batch in batches), READ_AHEAD)
+        prepared = _ordered_map(lambda batch: (batch, _prepare_aside(scorer, batch.texts)),
+                                _read_ahead(read, READ_AHEAD) if encoders > 1 else read, encoders)
+        items = _read_ahead(prepared, READ_AHEAD)
     else:
-        items = ((batch, batch.texts) for batch in _read_ahead(batches, READ_AHEAD))
+        items = ((batch, batch.texts) for batch in _read_ahead(read, READ_AHEAD))
+    yield from _ordered_map(lambda item: (item[0], scorer.predict(item[1], return_neighbors=neighbors)),
+                            items, workers)
+
+
+def _ordered_map(function: Callable[[T], R], items: Iterator[T], workers: int) -> Iterator[R]:
+    """`map(function, items)` with up to `workers` calls running at once, each in its own
+    thread, the results in input order. An error raised by `items` (a bad record) comes after
+    the results of the items before it."""
     if workers == 1:
-        for batch, candidates in items:
-            yield batch, scorer.predict(candidates, return_neighbors=neighbors)
+        yield from map(function, items)
         return
-    with ThreadPoolExecutor(workers, thread_name_prefix="gpu-neighbors-scorer") as pool:
-        running: deque[tuple[CandidateBatch, Future[Prediction]]] = deque()
+    with ThreadPoolExecutor(workers, thread_name_prefix="gpu-neighbors-worker") as pool:
+        running: deque[Future[R]] = deque()
         stopped: Exception | None = None
         while stopped is None:
             try:
-                batch, candidates = next(items)
+                item = next(items)
             except StopIteration:
                 break
             except Exception as error:  # a bad record: the batches before it still go out first
                 stopped = error
                 break
-            running.append((batch, pool.submit(scorer.predict, candidates, neighbors)))
+            running.append(pool.submit(function, item))
             if len(running) == workers:
-                done, future = running.popleft()
-                yield done, future.result()
+                yield running.popleft().result()
         while running:
-            done, future = running.popleft()
-            yield done, future.result()
+            yield running.popleft().result()
         if stopped is not None:
             raise stopped
 

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 
-from gpu_neighbors.data import iter_candidates
+import pytest
+
+from gpu_neighbors.data import iter_candidates, readers
 from gpu_neighbors.data.formats import records
 from gpu_neighbors.data.readers import _text_field
 
@@ -25,12 +27,21 @@ LINES = [
     b'{"text": "' + b"x" * 30 + b'"}\n',  # over the limit below
     b'{"text": null}\n',
     b'{"text": {"nested": "object"}}\n',
+    b'{"text": NaN}\n',  # json.loads reads NaN, orjson refuses it: not a string either way
+    b'{"text": 123456789012345678901234567890}\n',  # an int to json.loads, a float to orjson
+    b'{"text": "a big number beside", "n": 1e400}\n',  # orjson refuses the line
     b'{"text": "no newline at the end"}',
 ]
 MAX_CHARS = 29
 
 
-def test_fast_path_matches_the_record_checks(tmp_path):
+@pytest.mark.parametrize("with_orjson", [True, False])
+def test_fast_path_matches_the_record_checks(tmp_path, monkeypatch, with_orjson):
+    """With orjson parsing the one-step path (where installed) and without it."""
+    if with_orjson:
+        pytest.importorskip("orjson")
+    else:
+        monkeypatch.setattr(readers, "orjson", None)
     path = tmp_path / "c.jsonl"
     path.write_bytes(b"".join(LINES))
     rejects = tmp_path / "rejects.jsonl"
@@ -48,6 +59,6 @@ def test_fast_path_matches_the_record_checks(tmp_path):
     assert got == expected
     assert [text for _, text in got] == ["a BOM on line 1 is dropped", "plain", "crlf ending",
                                          "keys: the last wins", "\U0001f642 a pair is fine",
-                                         "no newline at the end"]
-    assert stream.rejected == len(refused) == 11
+                                         "a big number beside", "no newline at the end"]
+    assert stream.rejected == len(refused) == 13
     assert [json.loads(line) for line in rejects.read_text(encoding="utf-8").splitlines()] == refused

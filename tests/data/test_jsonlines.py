@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpu_neighbors.data import jsonlines
 from gpu_neighbors.data.jsonlines import UnwritableRow, encode_columns, encode_rows
 
 AWKWARD_STRINGS = ["", "plain", 'quote " and \\ backslash', "%s %d %% percent", "tab\tnew\nline\r",
@@ -42,6 +43,7 @@ def test_result_columns_encode_as_json_dumps_rows():
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(),
                     st.floats(allow_nan=False, allow_infinity=False))
 plain_columns = st.one_of(st.lists(st.text(), min_size=3, max_size=3),
+                          st.lists(st.booleans(), min_size=3, max_size=3),
                           st.lists(st.integers(), min_size=3, max_size=3),
                           st.lists(st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)),
                                    min_size=3, max_size=3),
@@ -74,6 +76,43 @@ def test_ranges_and_float_arrays_are_columns_whose_nan_is_null():
     assert encode_columns({"index": range(7, 13), "score": values}) == encode_columns(as_lists)
     with pytest.raises(UnwritableRow, match="result row 4 cannot be written"):
         encode_columns({"score": np.array([0.0, np.inf])}, first_row=3)
+
+
+# Around where float.__repr__ switches to an exponent (|x| < 1e-4 or >= 1e16), subnormals, signed
+# zero, and plain values.
+AWKWARD_FLOATS = [1e-4, float(np.nextafter(1e-4, 0)), float(np.nextafter(1e-4, 1)), 1e16, float(np.nextafter(1e16, 0)),
+                  9999999999999998.0, 1e15, 5e-324, 1e-320, 2.2250738585072014e-308, -0.0, 0.0, 1e-5, -1e-5, 1e22,
+                  -1.5e300, 1.7976931348623157e308, 0.1, 0.30000000000000004, 2 / 3, 1.0, -123.0, 100.0, 1234567.125]
+
+
+def float_column_bytes(values: np.ndarray) -> bytes:
+    return b"".join((json.dumps({"v": None if np.isnan(value) else value}) + "\n").encode()
+                    for value in values.tolist())
+
+
+@pytest.mark.parametrize("with_orjson", [True, False])
+def test_float_arrays_encode_as_json_dumps_with_and_without_orjson(monkeypatch, with_orjson):
+    """orjson (where installed) writes a float array, repr the values where its text differs:
+    the bytes are json.dumps's either way, around both ends of repr's positional range too."""
+    if with_orjson:
+        pytest.importorskip("orjson")
+    else:
+        monkeypatch.setattr(jsonlines, "orjson", None)
+    rng = np.random.default_rng(0)
+    values = np.concatenate([AWKWARD_FLOATS, np.negative(AWKWARD_FLOATS), [np.nan] * 3,
+                             rng.random(2000) * 10.0 ** rng.integers(-12, 24, 2000),
+                             rng.integers(0, 2**63, 2000).view(np.float64)])
+    values = values[~np.isinf(values)]
+    assert encode_columns({"v": values}) == float_column_bytes(values)
+    assert encode_columns({"v": values[::-3]}) == float_column_bytes(values[::-3])  # not contiguous
+    assert encode_columns({"v": np.zeros(0)}) == b""
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_infinity=False), min_size=1, max_size=20))
+def test_any_float_array_encodes_as_json_dumps(values):
+    array = np.array(values, dtype=np.float64)
+    assert encode_columns({"v": array}) == float_column_bytes(array)
 
 
 def test_columns_must_line_up():

@@ -1,0 +1,67 @@
+"""Where each of many int64 keys sits in a sorted table of keys, at a slot or two per key.
+
+`np.searchsorted` answers this by binary search: log2(n) dependent reads a key, most of them
+mispredicted branches (85 ns a key into a table of 1,307 keys, measured while encoding TF-IDF
+n-grams, the largest part of their cost). `KeyIndex` answers the same question from a hash
+table over the table's positions: a key's home slot is the top bits of the key times an odd
+constant (Fibonacci hashing, mod 2^64), collisions go to the next slot (linear probing), and the
+table holds at least twice as many slots as keys, so a lookup reads about two slots. Built and
+read by whole-array numpy passes, one per probe step, so no Python runs per key; the answer is
+the key's position in the sorted table whatever the slots, so it is the same as a binary
+search's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, odd
+
+
+class KeyIndex:
+    """Positions of keys (int64; a negative one is absent) in `table` (sorted, distinct,
+    non-negative int64)."""
+
+    def __init__(self, table: np.ndarray) -> None:
+        self.table = table
+        size = table.size
+        bits = max(4, int(2 * size).bit_length())  # at least 2 slots a key
+        self._shift = np.uint64(64 - bits)
+        self._mask = (1 << bits) - 1
+        # Each slot holds a position in `table`, or `size` where empty: `_keys[size]` is the
+        # least int64, which no key asked for equals (a negative one is absent), so an empty slot
+        # reads as a miss without a test of its own.
+        self._keys = np.append(table.astype(np.int64), np.iinfo(np.int64).min)
+        self._slots = np.full(1 << bits, size, dtype=np.int64)
+        pending = np.arange(size, dtype=np.int64)
+        slots = self._home(self._keys[:-1])
+        while pending.size:
+            free = self._slots[slots] == size
+            # Of the keys reaching a free slot at once, the first takes it; the rest probe on.
+            taken, first = np.unique(slots[free], return_index=True)
+            winners = np.flatnonzero(free)[first]
+            self._slots[taken] = pending[winners]
+            waiting = np.ones(pending.size, dtype=bool)
+            waiting[winners] = False
+            pending, slots = pending[waiting], (slots[waiting] + 1) & self._mask
+
+    def _home(self, keys: np.ndarray) -> np.ndarray:
+        return ((keys.view(np.uint64) * _MULTIPLIER) >> self._shift).view(np.int64)
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """Each key's position in the table (int64), or -1 where it is absent."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        size = self.table.size
+        slots = self._home(keys)
+        positions = self._slots[slots]
+        hit = self._keys[positions] == keys
+        found = np.where(hit, positions, -1)
+        probing = np.flatnonzero(~hit & (positions != size))
+        slots = slots[probing]
+        while probing.size:
+            slots = (slots + 1) & self._mask
+            positions = self._slots[slots]
+            hit = self._keys[positions] == keys[probing]
+            found[probing[hit]] = positions[hit]
+            going_on = ~hit & (positions != size)
+            probing, slots = probing[going_on], slots[going_on]
+        return found
