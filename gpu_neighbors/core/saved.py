@@ -193,12 +193,18 @@ def _training(path: Path, data: bytes, config: Mapping[str, Any]) -> tuple[list[
         raise SavedScorerError(f"{path.parent / CONFIG}: the training fields must be a list of names, not {names!r}")
     records = _records(path, data)
     keys = {"text", "score", *names}
-    bad = next((number for number, record in enumerate(records, start=1) if not _is_record(record, keys)), None)
-    if bad is not None:
+    try:  # checked column by column (a third of the time of a check a record), and by record to name one
+        texts: list[str] = [record["text"] for record in records]
+        raw = [record["score"] for record in records]
+        good = (all(record.keys() == keys for record in records) and all(type(text) is str for text in texts)
+                and all(type(score) in (float, int) for score in raw))
+    except (AttributeError, KeyError, TypeError):
+        good = False
+    if not good:
+        bad = next(number for number, record in enumerate(records, start=1) if not _is_record(record, keys))
         raise SavedScorerError(f"{path}:{bad}: not a {{\"text\": string, \"score\": number}} record with "
                                f"the fields {CONFIG} names ({', '.join(names) or 'none'})")
-    texts: list[str] = [record["text"] for record in records]
-    scores: list[float] = [float(record["score"]) for record in records]
+    scores: list[float] = [float(score) for score in raw]
     fields = {name: [record[name] for record in records] for name in names}
     if len(texts) != training.get("count"):
         raise SavedScorerError(f"{path}: {len(texts)} training texts, but {CONFIG} says {training.get('count')}")
@@ -206,7 +212,7 @@ def _training(path: Path, data: bytes, config: Mapping[str, Any]) -> tuple[list[
 
 
 def _is_record(record: Any, keys: set[str]) -> bool:
-    return (type(record) is dict and record.keys() == keys and type(record["text"]) is str
+    return (isinstance(record, dict) and record.keys() == keys and type(record["text"]) is str
             and type(record["score"]) in (float, int))
 
 
