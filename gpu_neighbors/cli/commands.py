@@ -31,6 +31,7 @@ from gpu_neighbors.evaluation.protocols import (
     sweep,
 )
 from gpu_neighbors.kernels import KERNEL_NAMES
+from gpu_neighbors.kernels.parts import Combined
 from gpu_neighbors.scorer import NeighborsScorer, ScoreError
 from gpu_neighbors.scoring.streaming import score_file
 
@@ -45,10 +46,25 @@ def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_fiel
                 tune: bool | None = None, min_coverage: float = DEFAULT_MIN_COVERAGE) -> NeighborsScorer:
     """`scorer.fit` on data read from `path`, naming the file line of a score it refuses."""
     try:
-        return scorer.fit(data.texts, data.scores, tune=tune, min_coverage=min_coverage)
+        scorer.fit(data.texts, data.scores, tune=tune, min_coverage=min_coverage)
     except ScoreError as error:
         flag = None if error.setting is None else PARAMETERS[error.setting].flag
         raise InputError(error.explain(flag), path=path, line=data.lines[error.index], field=score_field) from None
+    if scorer.selection_ is not None:
+        print(choice_line(scorer), file=sys.stderr)
+    return scorer
+
+
+def choice_line(scorer: NeighborsScorer) -> str:
+    """What `fit` chose on the training set (the kernel, or a combination's weights) and each
+    candidate's leave-one-out rho there, in one line."""
+    assert scorer.selection_ is not None
+    sample = min(scorer.num_train, getattr(scorer.kernel, "sample", None) or scorer.num_train)
+    rhos = ", ".join(f"{name} {rho:.3f}" for name, rho in scorer.selection_.items())
+    chosen = scorer.kernel_part_
+    what = f"kernel {chosen.name}" if not isinstance(chosen, Combined) else "weights " + ", ".join(
+        f"{part.name} {weight:g}" for part, weight in zip(chosen.kernels, chosen.weights or ()))
+    return f"{what}, chosen by leave-one-out rho on {sample:,} of the {scorer.num_train:,} training texts ({rhos})"
 
 
 def command_score(args: argparse.Namespace) -> int:
