@@ -46,8 +46,9 @@ class ChoiceRun:
     min_coverage: float
 
     def chooses(self, num_texts: int) -> bool:
-        """Whether to choose at all: as tuning, from MIN_TUNING_TEXTS texts (or when asked)."""
-        return bool(self.tune) if self.tune is not None else num_texts >= MIN_TUNING_TEXTS
+        """Whether to choose at all: from MIN_TUNING_TEXTS texts, as tuning (on fewer, only where
+        tuning is asked for; tune=False still chooses, on leave-one-out at untuned settings)."""
+        return self.tune is True or num_texts >= MIN_TUNING_TEXTS
 
 
 @dataclass(frozen=True)

@@ -43,14 +43,17 @@ def read_data(args: argparse.Namespace, path: str, keep_fields: Sequence[str] = 
 
 
 def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str,
-                tune: bool | None = None, min_coverage: float = DEFAULT_MIN_COVERAGE) -> NeighborsScorer:
-    """`scorer.fit` on data read from `path`, naming the file line of a score it refuses."""
+                tune: bool | None = None, min_coverage: float = DEFAULT_MIN_COVERAGE,
+                quiet: bool = False) -> NeighborsScorer:
+    """`scorer.fit` on data read from `path`, naming the file line of a score it refuses; what
+    it chose on the training set (the kernel, or a combination's weights) on stderr unless
+    `quiet`."""
     try:
         scorer.fit(data.texts, data.scores, tune=tune, min_coverage=min_coverage)
     except ScoreError as error:
         flag = None if error.setting is None else PARAMETERS[error.setting].flag
         raise InputError(error.explain(flag), path=path, line=data.lines[error.index], field=score_field) from None
-    if scorer.selection_ is not None:
+    if scorer.selection_ is not None and not quiet:
         print(choice_line(scorer), file=sys.stderr)
     return scorer
 
@@ -99,7 +102,8 @@ def command_score(args: argparse.Namespace) -> int:
         raise ValueError("--explain-text goes with --explain K")
     if args.train is not None:
         train = read_data(args, args.train)
-        scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field, args.tune, args.min_coverage)
+        scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field, args.tune, args.min_coverage,
+                             quiet=args.quiet)
         header = {"train": spelled_once(args.train), "train_content_sha256": train.digest()}
     else:  # the run records which scorer it used: --resume refuses another
         scorer = NeighborsScorer.load(args.scorer, device=args.device)
