@@ -44,16 +44,16 @@ def read_data(args: argparse.Namespace, path: str, keep_fields: Sequence[str] = 
 
 def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str,
                 tune: bool | None = None, min_coverage: float = DEFAULT_MIN_COVERAGE,
-                quiet: bool = False) -> NeighborsScorer:
-    """`scorer.fit` on data read from `path`, naming the file line of a score it refuses; what
-    it chose on the training set (the kernel, or a combination's weights) on stderr unless
-    `quiet`."""
+                announce: bool = False) -> NeighborsScorer:
+    """`scorer.fit` on data read from `path`, naming the file line of a score it refuses; with
+    `announce` (fit, score), what it chose on the training set (the kernel, or a combination's
+    weights) in one line on stderr."""
     try:
         scorer.fit(data.texts, data.scores, tune=tune, min_coverage=min_coverage)
     except ScoreError as error:
         flag = None if error.setting is None else PARAMETERS[error.setting].flag
         raise InputError(error.explain(flag), path=path, line=data.lines[error.index], field=score_field) from None
-    if scorer.selection_ is not None and not quiet:
+    if scorer.selection_ is not None and announce:
         print(choice_line(scorer), file=sys.stderr)
     return scorer
 
@@ -103,7 +103,7 @@ def command_score(args: argparse.Namespace) -> int:
     if args.train is not None:
         train = read_data(args, args.train)
         scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field, args.tune, args.min_coverage,
-                             quiet=args.quiet)
+                             announce=not args.quiet)
         header = {"train": spelled_once(args.train), "train_content_sha256": train.digest()}
     else:  # the run records which scorer it used: --resume refuses another
         scorer = NeighborsScorer.load(args.scorer, device=args.device)
@@ -143,7 +143,8 @@ def command_fit(args: argparse.Namespace) -> int:
     """Fit once and save: the signature, and the leave-one-out agreement the settings were
     tuned on (or, untuned, the scorer's leave-one-out rho on its training set)."""
     data = read_data(args, args.train)
-    scorer = fit_on_file(scorer_from_args(args), data, args.train, args.score_field, args.tune, args.min_coverage)
+    scorer = fit_on_file(scorer_from_args(args), data, args.train, args.score_field, args.tune, args.min_coverage,
+                         announce=True)
     folder = scorer.save(args.save, overwrite=args.overwrite)
     if scorer.tuning_ is not None:
         figures = f"tuned by leave-one-out: rho {scorer.tuning_.spearman:.3f}, coverage {scorer.tuning_.coverage:.2f}"
