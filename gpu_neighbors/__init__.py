@@ -17,6 +17,7 @@ _PUBLIC = {
     "Auto": "gpu_neighbors.kernels.parts",
     "BertScore": "gpu_neighbors.kernels.parts",
     "Bleu": "gpu_neighbors.kernels.parts",
+    "Combined": "gpu_neighbors.kernels.parts",
     "Estimator": "gpu_neighbors.estimators",
     "Intervals": "gpu_neighbors.intervals",
     "KernelPart": "gpu_neighbors.kernels.parts",
@@ -72,7 +73,7 @@ if TYPE_CHECKING:
     from gpu_neighbors.kernels import KERNEL_NAMES
     from gpu_neighbors.kernels.aligned_bleu import corpus_bleu, sentence_bleu
     from gpu_neighbors.kernels.aligned_rouge import rouge
-    from gpu_neighbors.kernels.parts import Auto, BertScore, Bleu, KernelPart, Meteor, Rouge, Tfidf
+    from gpu_neighbors.kernels.parts import Auto, BertScore, Bleu, Combined, KernelPart, Meteor, Rouge, Tfidf
     from gpu_neighbors.core.inputs import ScoreError
     from gpu_neighbors.scorer import NeighborsScorer
     from gpu_neighbors.text.tokenizers import (

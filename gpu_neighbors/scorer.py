@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpu_neighbors import saving
+from gpu_neighbors import choice, saving
 from gpu_neighbors.core import conformal, kernel_ridge, saved, tuning
 from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.core.correlation import spearman_rows
@@ -38,7 +38,7 @@ from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, TopK, estimator
 from gpu_neighbors.fitted import FittedScorer, library_threads
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import kernel_threads
-from gpu_neighbors.kernels.parts import Auto, KernelPart, kernel_part
+from gpu_neighbors.kernels.parts import AUTO, Auto, Combined, KernelPart, kernel_part
 from gpu_neighbors.text.typicality import LOW_IS_ATYPICAL, Typicality
 
 __all__ = ["NeighborsScorer", "PreparedCandidates", "ScoreError"]
@@ -50,8 +50,10 @@ class NeighborsScorer(FittedScorer):
     """Estimate text quality from the known quality of a text's kernel neighbours.
 
     kernel: a part (`Bleu(smoothing="exp")`, `Tfidf()`, `Rouge()`, `Meteor()`,
-        `BertScore(model=..., layer=...)`, `Auto([...])`) or a name for that part with its
-        defaults ("bleu", ..., "auto"); default tfidf.
+        `BertScore(model=..., layer=...)`, `Auto([...])`, `Combined([...])`) or a name for that
+        part with its defaults ("bleu", ..., "auto", "combined"); default "auto": of tfidf, bleu
+        and rouge, the one whose leave-one-out with the estimator is best on a sample of 1,000
+        training texts (`choice.py`; tfidf below 50 texts).
     estimator: a part (`Threshold(...)`, `Threshold.paper()`, `TopK(k=...)`, `Ridge(...)`) or a
         name for its defaults; None: the kernel's (topk; ridge for bertscore).
     level: nominal coverage of the interval [low, high] `predict` gives with each estimate, or
@@ -64,7 +66,7 @@ class NeighborsScorer(FittedScorer):
 
     def __init__(
         self,
-        kernel: str | KernelPart | Auto = "tfidf",
+        kernel: str | KernelPart | Auto = AUTO,
         estimator: str | Estimator | None = None,
         level: float | Intervals = DEFAULT_LEVEL,
         device: str | torch.device = "auto",
@@ -103,20 +105,34 @@ class NeighborsScorer(FittedScorer):
         alone (inner leave-one-out over its grid, highest Spearman with coverage >=
         min_coverage; `tuning.py`); None follows the estimator's `tuning`. The values used are
         `thresholds_`; `tuning_` says how they were chosen; with `Auto`, `selection_` holds
-        each kernel's inner leave-one-out rho. All or nothing: a fit that raises leaves the
-        scorer as it was (fitted on the earlier data, or unfitted)."""
+        each kernel's inner leave-one-out rho on the choice's sample (with `Combined` and no
+        weights, each kernel's alone and the chosen sum's; `choice.py`). All or nothing: a fit
+        that raises leaves the scorer as it was (fitted on the earlier data, or unfitted)."""
         before = dict(self.__dict__)
         try:
             FIT_PARAMETERS["min_coverage"].check(min_coverage)
             texts = validate_texts(texts, "training texts")
             quality = validate_scores(scores, len(texts), self.score_range)
-            if isinstance(self.kernel, Auto):
-                return _fit_auto(self, texts, quality, tune, min_coverage)
-            return self._fit(self.kernel, texts, quality, tune, min_coverage)
+            part, selection = self._choose(texts, quality, tune, min_coverage)
+            self._fit(part, texts, quality, tune, min_coverage)
+            self.selection_ = selection
+            return self
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(before)
             raise
+
+    def _choose(self, texts: list[str], quality: np.ndarray, tune: bool | None, min_coverage: float,
+                ) -> tuple[KernelPart, dict[str, float] | None]:
+        """The kernel to fit: `Auto`'s choice, a `Combined` kernel with its weights chosen, or
+        the part as given; with the choice's figures (`choice.py`)."""
+        run = choice.ChoiceRun(resolve_device(self.device), self.memory_budget, self.chunk_size, tune, min_coverage)
+        if isinstance(self.kernel, Auto):
+            return choice.choose_kernel(self.kernel, self._estimator, texts, quality, run)
+        if isinstance(self.kernel, Combined) and self.kernel.weights is None:
+            weights, selection = choice.choose_weights(self.kernel, self._estimator(), texts, quality, run)
+            return self.kernel.with_weights(weights), selection
+        return self.kernel, None
 
     def _fit(self, part: KernelPart, texts: list[str], quality: np.ndarray, tune: bool | None,
              min_coverage: float) -> NeighborsScorer:
@@ -355,23 +371,3 @@ def _tuning_pass(scorer: NeighborsScorer, texts: list[str]) -> tuple[np.ndarray 
                             memory_budget=scorer.memory_budget, chunk_size=scorer.chunk_size, score_range=None)
     clone.fit([texts[index] for index in sample], scorer.train_scores_[sample], tune=False)
     return sample, clone.training_pass()
-
-
-def _fit_auto(scorer: NeighborsScorer, texts: list[str], quality: np.ndarray, tune: bool | None,
-              min_coverage: float) -> NeighborsScorer:
-    """`Auto`: fit a scorer per kernel (each with the scorer's estimator, tuned as `fit` would),
-    keep the one whose inner leave-one-out rho on this training set is highest (ties: the first)."""
-    assert isinstance(scorer.kernel, Auto)
-    selection: dict[str, float] = {}
-    best: NeighborsScorer | None = None
-    for part in scorer.kernel.kernels:
-        settings = {**scorer.get_params(), "kernel": part}
-        candidate = NeighborsScorer(**settings).fit(texts, quality, tune=tune, min_coverage=min_coverage)
-        selection[part.name] = candidate.inner_spearman()
-        if best is None or selection[part.name] > selection[best.kernel_name]:
-            best = candidate
-    assert best is not None  # Auto's kernels are never empty
-    scorer.__dict__.update({key: value for key, value in vars(best).items()
-                            if key.endswith("_") or key.startswith("_")})
-    scorer.selection_ = selection
-    return scorer

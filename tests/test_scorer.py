@@ -217,7 +217,7 @@ def test_signature_records_every_setting():
     ({"estimator": "ridge", "power": 2.0}, "power (--power) = 2.0 is not read by the ridge estimator"),
     ({"estimator": "ridge", "tau": 0.1}, "tau (--tau) = 0.1 is not read by the ridge estimator"),
     ({"estimator": "topk", "penalty": 1.0}, "penalty (--penalty) = 1.0 is not read by the topk estimator"),
-    ({"kernels": ("bleu",)}, "kernels (--kernels) = bleu is read only with kernel 'auto'"),
+    ({"kernel": "tfidf", "kernels": ("bleu",)}, "kernels (--kernels) = bleu is read only with kernel 'auto' or 'combined'"),
 ])
 def test_a_setting_the_estimator_never_reads_is_named(settings, unread):
     """The command line's flat settings: a flag the chosen estimator never reads is named (the

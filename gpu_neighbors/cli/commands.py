@@ -31,6 +31,7 @@ from gpu_neighbors.evaluation.protocols import (
     sweep,
 )
 from gpu_neighbors.kernels import KERNEL_NAMES
+from gpu_neighbors.kernels.parts import Combined
 from gpu_neighbors.scorer import NeighborsScorer, ScoreError
 from gpu_neighbors.scoring.streaming import score_file
 
@@ -42,13 +43,31 @@ def read_data(args: argparse.Namespace, path: str, keep_fields: Sequence[str] = 
 
 
 def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str,
-                tune: bool | None = None, min_coverage: float = DEFAULT_MIN_COVERAGE) -> NeighborsScorer:
-    """`scorer.fit` on data read from `path`, naming the file line of a score it refuses."""
+                tune: bool | None = None, min_coverage: float = DEFAULT_MIN_COVERAGE,
+                announce: bool = False) -> NeighborsScorer:
+    """`scorer.fit` on data read from `path`, naming the file line of a score it refuses; with
+    `announce` (fit, score), what it chose on the training set (the kernel, or a combination's
+    weights) in one line on stderr."""
     try:
-        return scorer.fit(data.texts, data.scores, tune=tune, min_coverage=min_coverage)
+        scorer.fit(data.texts, data.scores, tune=tune, min_coverage=min_coverage)
     except ScoreError as error:
         flag = None if error.setting is None else PARAMETERS[error.setting].flag
         raise InputError(error.explain(flag), path=path, line=data.lines[error.index], field=score_field) from None
+    if scorer.selection_ is not None and announce:
+        print(choice_line(scorer), file=sys.stderr)
+    return scorer
+
+
+def choice_line(scorer: NeighborsScorer) -> str:
+    """What `fit` chose on the training set (the kernel, or a combination's weights) and each
+    candidate's leave-one-out rho there, in one line."""
+    assert scorer.selection_ is not None
+    sample = min(scorer.num_train, getattr(scorer.kernel, "sample", None) or scorer.num_train)
+    rhos = ", ".join(f"{name} {rho:.3f}" for name, rho in scorer.selection_.items())
+    chosen = scorer.kernel_part_
+    what = f"kernel {chosen.name}" if not isinstance(chosen, Combined) else "weights " + ", ".join(
+        f"{part.name} {weight:g}" for part, weight in zip(chosen.kernels, chosen.weights or ()))
+    return f"{what}, chosen by leave-one-out rho on {sample:,} of the {scorer.num_train:,} training texts ({rhos})"
 
 
 def command_score(args: argparse.Namespace) -> int:
@@ -84,7 +103,8 @@ def command_score(args: argparse.Namespace) -> int:
         raise ValueError("--explain-text goes with --explain K")
     if args.train is not None:
         train = read_data(args, args.train)
-        scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field, args.tune, args.min_coverage)
+        scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field, args.tune, args.min_coverage,
+                             announce=not args.quiet)
         header = {"train": spelled_once(args.train), "train_content_sha256": train.digest()}
     else:  # the run records which scorer it used: --resume refuses another
         scorer = NeighborsScorer.load(args.scorer, device=args.device)
@@ -146,7 +166,8 @@ def command_fit(args: argparse.Namespace) -> int:
     for name in kept:
         if not any(name in extra for extra in data.extra):
             raise InputError("no record has it (--keep-fields)", path=args.train, field=name)
-    scorer = fit_on_file(scorer_from_args(args), data, args.train, args.score_field, args.tune, args.min_coverage)
+    scorer = fit_on_file(scorer_from_args(args), data, args.train, args.score_field, args.tune, args.min_coverage,
+                         announce=True)
     fields = {name: [extra.get(name) for extra in data.extra] for name in kept}
     folder = scorer.save(args.save, overwrite=args.overwrite, fields=fields)
     if scorer.tuning_ is not None:

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from gpu_neighbors.cli.parts import parts_from_settings
+from gpu_neighbors.cli.parts import kernel_name, parts_from_settings
 from gpu_neighbors.core.validation import (
     ESTIMATOR_NAMES,
     NEGATIVE_RULES,
@@ -28,7 +28,7 @@ from gpu_neighbors.text.tokenizers import BUILT_IN_TOKENIZERS
 
 # Settings whose values are a closed set: argparse refuses anything else.
 CHOICES: dict[str, tuple[str, ...]] = {
-    "kernel": (*KERNEL_NAMES, "auto"), "smoothing": SMOOTHINGS, "thresholds": THRESHOLD_MODES,
+    "kernel": (*KERNEL_NAMES, "auto", "combined"), "smoothing": SMOOTHINGS, "thresholds": THRESHOLD_MODES,
     "estimator": ESTIMATOR_NAMES, "weighting": WEIGHTINGS, "negatives": NEGATIVE_RULES,
 }
 # Settings that also take any other name: the help lists the built-in ones.
@@ -333,14 +333,21 @@ def bertscore_options(args: argparse.Namespace) -> dict[str, Any]:
 def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> NeighborsScorer:
     """The scorer the options describe: every table setting the command line has, by name."""
     options: dict[str, Any] = {}
-    if args.kernel == "bertscore":
+    settings = {name: getattr(args, name) for name in (*MODEL_OPTIONS, *DATA_OPTIONS) if hasattr(args, name)}
+    name = kernel_name(settings)
+    several = name in ("auto", "combined")
+    if several:
+        settings["kernels"] = tuple(settings.get("kernels") or SCORER_PARAMETERS["kernels"].default)
+        if args.model and "bertscore" not in settings["kernels"]:
+            settings["kernels"] = (*settings["kernels"], "bertscore")  # a model given: bertscore joins
+    if name == "bertscore":
         options = bertscore_options(args)
-    elif args.kernel == "auto" and "bertscore" in args.kernels:
+    elif several and "bertscore" in settings["kernels"]:
         options = {"bertscore": bertscore_options(args)}
     elif args.model or args.layer is not None or args.idf or args.rescale:
-        raise ValueError("--model, --layer, --idf and --rescale apply to --kernel bertscore only")
-    settings = {name: getattr(args, name) for name in (*MODEL_OPTIONS, *DATA_OPTIONS) if hasattr(args, name)}
-    if args.kernel != "auto":  # the candidate list means nothing then
+        raise ValueError("--model, --layer, --idf and --rescale apply to the bertscore kernel only (--kernel "
+                         "bertscore, or auto or combined, which --model makes it join)")
+    if not several:  # the candidate list means nothing then
         settings.pop("kernels", None)
     if settings["score_range"] is not None:
         settings["score_range"] = tuple(settings["score_range"])

@@ -2,7 +2,8 @@
 
 The library composes a scorer from explicit parts (`NeighborsScorer(kernel=Bleu(...),
 estimator=Threshold(...))`); the command line keeps its flat flags and their documented
-defaults: no --kernel means tfidf, or the paper's bleu when a setting of the paper's method is
+defaults: no --kernel means auto (the best of --kernels by leave-one-out on a sample of the
+training set: tfidf, bleu and rouge; bertscore too when --model is given), or the paper's bleu when a setting of the paper's method is
 given (--paper-thresholds, --tau, -a, -b, --estimator threshold, or a BLEU* setting); no
 --estimator means the kernel's, or the threshold rule when --paper-thresholds, --tau, -a or -b
 is given. A flag the chosen estimator never reads is named in a warning and left out.
@@ -14,9 +15,9 @@ from typing import Any
 
 from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.intervals import Intervals
-from gpu_neighbors.core.validation import DEFAULT_KERNEL, PAPER_KERNEL, SCORER_PARAMETERS
+from gpu_neighbors.core.validation import DEFAULT_AUTO_KERNELS, DEFAULT_KERNEL, PAPER_KERNEL, SCORER_PARAMETERS
 from gpu_neighbors.estimators import Estimator, Ridge, Threshold, TopK
-from gpu_neighbors.kernels.parts import AUTO, Auto, KernelPart, kernel_part
+from gpu_neighbors.kernels.parts import AUTO, COMBINED, Auto, Combined, KernelPart, kernel_part
 
 TUNING = {"auto": "auto", "tuned": "always", "paper": "never"}  # --thresholds MODE -> the part's tuning
 PAPER_RULE = ("tau", "min_neighbors", "max_fraction")
@@ -28,7 +29,7 @@ ESTIMATOR_FLAGS = ("tau", "min_neighbors", "max_fraction", "weighting", "power",
 
 
 def kernel_name(settings: Mapping[str, Any]) -> str:
-    """--kernel, else tfidf, or bleu where a setting of the paper's method is given."""
+    """--kernel, else auto, or bleu where a setting of the paper's method is given."""
     if settings.get("kernel") is not None:
         return str(settings["kernel"])
     bleu_settings = (any(settings.get(name) is not None for name in BLEU_ONLY)
@@ -43,17 +44,22 @@ def _asks_for_paper_rule(settings: Mapping[str, Any]) -> bool:
 
 
 def kernel_from_settings(settings: Mapping[str, Any]) -> KernelPart | Auto:
-    """The kernel part the flat settings describe; with auto, `kernel_options` is keyed by name."""
+    """The kernel part the flat settings describe; with auto or combined, `kernel_options` is
+    keyed by kernel name."""
     name = kernel_name(settings)
     options = dict(settings.get("kernel_options") or {})
-    if name != AUTO:
+    if name not in (AUTO, COMBINED):
         return _one_kernel(name, settings, options)
-    stray = sorted(set(options) - set(settings["kernels"]))
+    kernels = tuple(settings.get("kernels") or DEFAULT_AUTO_KERNELS)
+    stray = sorted(set(options) - set(kernels))
     if stray:
-        raise ValueError(f"with kernel 'auto', kernel options are keyed by kernel name; {stray} "
-                         f"are not among the kernels {tuple(settings['kernels'])}")
-    return Auto([_one_kernel(kernel, settings, options.get(kernel) or {}, auto=True)
-                 for kernel in dict.fromkeys(settings["kernels"])])
+        raise ValueError(f"with kernel {name!r}, kernel options are keyed by kernel name; {stray} "
+                         f"are not among the kernels {kernels}")
+    parts = [_one_kernel(kernel, settings, options.get(kernel) or {}, auto=True) for kernel in dict.fromkeys(kernels)]
+    if name == AUTO:
+        return Auto(parts)
+    text = {key: settings[key] for key in ("tokenizer", "lowercase", "allow_download") if key in settings}
+    return Combined(parts, **text)
 
 
 def _one_kernel(name: str, settings: Mapping[str, Any], options: Mapping[str, Any], auto: bool = False) -> KernelPart:
@@ -66,7 +72,8 @@ def _one_kernel(name: str, settings: Mapping[str, Any], options: Mapping[str, An
         elif not auto:
             raise ValueError(f"{key} applies to the bleu kernel only, not {name!r}")
     part = kernel_part(name, **shared, **options)
-    assert isinstance(part, KernelPart)  # not "auto": that is not among auto's kernels
+    if not isinstance(part, KernelPart) or isinstance(part, Combined):
+        raise ValueError(f"kernels: {name!r} is not a single kernel")
     return part
 
 
@@ -101,10 +108,10 @@ def estimator_from_settings(settings: Mapping[str, Any], kernel: KernelPart | Au
 
 def parts_from_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """`NeighborsScorer`'s keyword arguments for the flat settings (the table's names)."""
-    if settings.get("kernel") != AUTO and "kernels" in settings \
+    if kernel_name(settings) not in (AUTO, COMBINED) and "kernels" in settings \
             and tuple(settings["kernels"]) != tuple(SCORER_PARAMETERS["kernels"].default):
         warn(f"kernels ({SCORER_PARAMETERS['kernels'].flag}) = {','.join(settings['kernels'])} is read only with "
-             "kernel 'auto': it changes no estimate")
+             "kernel 'auto' or 'combined': it changes no estimate")
     kernel = kernel_from_settings(settings)
     run = {key: settings[key] for key in ("level", "device", "memory_budget", "chunk_size", "progress",
                                           "score_range") if key in settings}
