@@ -77,8 +77,9 @@ def test_cli_ray_writes_the_same_file(local_ray, tmp_path, huse_records, candida
 def test_the_actor_loads_the_fitted_scorer_without_refitting(local_ray, scorer, candidates, monkeypatch):
     """What each actor does, in this process: load the shipped saved folder onto its device and
     score. Unpickling, the kernel's fit, the typicality tables' build, tuning and calibration are
-    all disabled, to prove that the default scorer travels as a saved one and nothing is
-    rebuilt."""
+    all disabled, to prove that a TF-IDF scorer (whose kernel saves its encoding) travels as a saved
+    one and nothing is rebuilt."""
+    scorer = NeighborsScorer(kernel="tfidf", device="cpu").fit(scorer.kernel_.train_texts, scorer.train_scores_)
     payload = serialize_scorer(scorer)
     assert sorted(payload) == ["scorer.json", "tensors.safetensors", "training.jsonl"]
     refuse = lambda *args, **kwargs: pytest.fail("the actor rebuilt or unpickled the scorer")  # noqa: E731
