@@ -38,7 +38,7 @@ from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, TopK, estimator
 from gpu_neighbors.fitted import FittedScorer, library_threads
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import kernel_threads
-from gpu_neighbors.kernels.parts import AUTO, Auto, Combined, KernelPart, kernel_part
+from gpu_neighbors.kernels.parts import Auto, Combined, KernelPart, kernel_part
 from gpu_neighbors.text.typicality import LOW_IS_ATYPICAL, Typicality
 
 __all__ = ["NeighborsScorer", "PreparedCandidates", "ScoreError"]
@@ -51,9 +51,9 @@ class NeighborsScorer(FittedScorer):
 
     kernel: a part (`Bleu(smoothing="exp")`, `Tfidf()`, `Rouge()`, `Meteor()`,
         `BertScore(model=..., layer=...)`, `Auto([...])`, `Combined([...])`) or a name for that
-        part with its defaults ("bleu", ..., "auto", "combined"); default "auto": of tfidf, bleu
-        and rouge, the one whose leave-one-out with the estimator is best on a sample of 1,000
-        training texts (`choice.py`; tfidf below 50 texts).
+        part with its defaults ("bleu", ..., "auto", "combined"); default tfidf. ("auto" chooses
+        among tfidf, bleu and rouge by leave-one-out on a sample of 1,000 training texts,
+        `choice.py`: as the default it lost 0.07 Spearman on HUSE's folds, bench/outside.md.)
     estimator: a part (`Threshold(...)`, `Threshold.paper()`, `TopK(k=...)`, `Ridge(...)`) or a
         name for its defaults; None: the kernel's (topk; ridge for bertscore).
     level: nominal coverage of the interval [low, high] `predict` gives with each estimate, or
@@ -66,7 +66,7 @@ class NeighborsScorer(FittedScorer):
 
     def __init__(
         self,
-        kernel: str | KernelPart | Auto = AUTO,
+        kernel: str | KernelPart | Auto = "tfidf",
         estimator: str | Estimator | None = None,
         level: float | Intervals = DEFAULT_LEVEL,
         device: str | torch.device = "auto",
