@@ -1,4 +1,4 @@
-"""Issue 34: the default kernel chosen by leave-one-out on (a sample of) the training set, and
+"""Issue 34: the kernel chosen (kernel="auto") by leave-one-out on (a sample of) the training set, and
 the combined kernel (a weighted sum of kernels, its weights chosen the same way)."""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def sample_of(texts, scores, size):
     return [texts[index] for index in kept], scores[kept]
 
 
-def test_the_default_chooses_the_kernel_whose_leave_one_out_is_best(huse_texts, huse_scores):
+def test_auto_chooses_the_kernel_whose_leave_one_out_is_best(huse_texts, huse_scores):
     """Each kernel's rho is the inner leave-one-out a scorer with that kernel alone, fitted on
     the same sample (a separate path: its own fit and tuning), reports; the highest wins."""
     texts, scores = huse_texts[:150], huse_scores[:150]
@@ -80,9 +80,9 @@ def test_ties_go_to_the_first_candidate():
 
 
 def test_too_few_texts_to_choose_on_keep_the_first_kernel(huse_texts, huse_scores):
-    scorer = quiet_fit(NeighborsScorer(device="cpu"), huse_texts[:30], huse_scores[:30])
+    scorer = quiet_fit(NeighborsScorer(kernel="auto", device="cpu"), huse_texts[:30], huse_scores[:30])
     assert scorer.kernel_name == "tfidf" and scorer.selection_ is None
-    asked = quiet_fit(NeighborsScorer(device="cpu"), huse_texts[:30], huse_scores[:30], tune=True)
+    asked = quiet_fit(NeighborsScorer(kernel="auto", device="cpu"), huse_texts[:30], huse_scores[:30], tune=True)
     assert list(asked.selection_) == ["tfidf", "bleu", "rouge"]
 
 
@@ -179,7 +179,8 @@ def torch_cpu():
 
 def test_the_command_line_says_what_fit_chose(tmp_path, huse_records, capsys):
     train = write_jsonl(tmp_path / "train.jsonl", huse_records[:120])
-    assert main(["fit", "--train", str(train), "--save", str(tmp_path / "auto"), "--device", "cpu"]) == 0
+    assert main(["fit", "--train", str(train), "--save", str(tmp_path / "auto"), "--device", "cpu",
+                 "--kernel", "auto"]) == 0
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("kernel ") and "chosen by leave-one-out rho on 120 of the 120 training texts (tfidf " in line
     assert main(["fit", "--train", str(train), "--save", str(tmp_path / "sum"), "--device", "cpu",

@@ -271,9 +271,9 @@ def test_paper_mode_is_the_papers_rule_on_the_similarity_matrix(huse_texts, huse
 
 
 @pytest.mark.parametrize("settings, kernel", [
-    ({}, "auto"),
-    ({"estimator": "ridge"}, "auto"),
-    ({"thresholds": "tuned", "top_k": 5}, "auto"),
+    ({}, "tfidf"),
+    ({"estimator": "ridge"}, "tfidf"),
+    ({"thresholds": "tuned", "top_k": 5}, "tfidf"),
     ({"thresholds": "paper"}, "bleu"),
     ({"tau": 0.1}, "bleu"),
     ({"min_neighbors": 2}, "bleu"),
@@ -284,7 +284,7 @@ def test_paper_mode_is_the_papers_rule_on_the_similarity_matrix(huse_texts, huse
     ({"tokenizer": "13a"}, "bleu"),
     ({"lowercase": True}, "bleu"),
     ({"kernel_options": {"smoothing": "exp"}}, "bleu"),
-    ({"kernel_options": {}}, "auto"),
+    ({"kernel_options": {}}, "tfidf"),
     ({"kernel": "rouge", "tau": 0.1}, "rouge"),
 ])
 def test_the_default_kernel_is_chosen_unless_the_papers_method_is_asked_for(huse_texts, huse_scores, settings, kernel):
