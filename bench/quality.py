@@ -416,8 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     kernels = [name for name in args.kernels.split(",") if name]
     start = time.perf_counter()
     sets = [data for data in load(args) if args.only in (None, data.name)]
-    for data in sets:
-        evaluate(data, kernels)
+    for done, data in enumerate(sets, 1):
+        evaluate(data, kernels)  # the page so far after each set: a long run keeps what it made
+        Path(args.out).write_text(write(sets[:done], time.perf_counter() - start, kernels) + "\n", encoding="utf-8")
     page = write(sets, time.perf_counter() - start, kernels)
     Path(args.out).write_text(page + "\n", encoding="utf-8")
     print(page)
