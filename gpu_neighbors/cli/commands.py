@@ -148,7 +148,7 @@ def _kept_fields(args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def saved_training(folder: str, scorer: NeighborsScorer) -> ScoredData:
+def saved_training(scorer: NeighborsScorer) -> ScoredData:
     """A saved scorer's training set as if read from its training.jsonl, with the fields kept
     beside it (`fit --keep-fields`; a null is a missing field)."""
     fields = scorer.training_fields_

@@ -124,7 +124,7 @@ def _compare(args: argparse.Namespace) -> tuple[str, list[tuple[str, SystemCompa
         scorer = None
     else:
         scorer = NeighborsScorer.load(args.scorer, device=args.device)
-        path, train = os.path.join(args.scorer, TRAINING), saved_training(args.scorer, scorer)
+        path, train = os.path.join(args.scorer, TRAINING), saved_training(scorer)
     has_systems = _labelled_training(train, args, path)
     if has_systems is None and args.candidates is None:
         kept = "" if args.train is not None else " (save the scorer with fit --keep-fields to keep it)"
