@@ -1,11 +1,13 @@
 """A fitted scorer as settings (JSON) and tensors, and back (`core/saved.py` writes and reads
 the folder).
 
-What the training set alone decides is rebuilt on load from the saved texts and scores, the
-same deterministic way `fit` built it (the kernel's encoding, the scores' exact limbs and tie
-ranks; the tie ranks are saved too and must come out equal). Everything `fit` chose or learned
-on top is stored exactly -- tuned settings, the tuning's figures, the automatic kernel choice,
-the ridge model, the calibration -- so a loaded scorer predicts the same bits as the one saved.
+What the training set alone decides is read back where it is saved (the typicality tables, and
+the kernel's encoding for kernels that save one: TF-IDF) and otherwise rebuilt on load from the
+saved texts and scores, the same deterministic way `fit` built it (the other kernels' encodings,
+the scores' exact limbs and tie ranks; the tie ranks are saved too and must come out equal).
+Everything `fit` chose or learned on top is stored exactly -- tuned settings, the tuning's
+figures, the automatic kernel choice, the ridge model, the calibration -- so a loaded scorer
+predicts the same bits as the one saved.
 """
 from __future__ import annotations
 
@@ -74,9 +76,8 @@ def encoding_tensors(scorer: FittedScorer) -> dict[str, torch.Tensor]:
     kernel's encoding (where it saves one) and the typicality tables."""
     tokens, tables = scorer.typicality_.state()
     token_bytes, token_ends = pack_strings(tokens)
-    return {**{KERNEL + name: tensor for name, tensor in scorer.kernel_.saved_encoding().items()},
-            **{TYPICALITY + name: tensor for name, tensor in {"tokens": token_bytes, "token_ends": token_ends,
-                                                                **tables}.items()}}
+    return {**_with_prefix(KERNEL, scorer.kernel_.saved_encoding()),
+            **_with_prefix(TYPICALITY, {"tokens": token_bytes, "token_ends": token_ends, **tables})}
 
 
 def load_encoding(kernel: Kernel[Any], stored: SavedScorer) -> None:
@@ -95,6 +96,10 @@ def typicality_of(stored: SavedScorer, tokenizer: Tokenizer, device: torch.devic
         return Typicality.from_state(tokens, tables, tokenizer, device)
     except (KeyError, ValueError) as error:
         raise SavedScorerError(f"{TENSORS}: the typicality tables cannot be read ({error})") from None
+
+
+def _with_prefix(prefix: str, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {prefix + name: tensor for name, tensor in tensors.items()}
 
 
 def _prefixed(stored: SavedScorer, prefix: str) -> dict[str, torch.Tensor]:
