@@ -39,8 +39,7 @@ KERNEL, TYPICALITY = "kernel.", "typicality."
 def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[Any]]) -> SavedScorer:
     """What `scorer` (fitted with `kernel`) is and learned, with `fields` beside its texts."""
     ridge = scorer._ridge
-    tensors = {"train_scores": torch.as_tensor(scorer.train_scores_, dtype=torch.float64),
-               "tie_rank": scorer._quality.tie_rank.cpu(),
+    tensors = {"tie_rank": scorer._quality.tie_rank.cpu(),
                "calibration_residuals": torch.as_tensor(scorer.calibration_.residuals, dtype=torch.float64),
                **{f"outside_{index}": torch.as_tensor(column, dtype=torch.float64)
                   for index, column in enumerate(scorer.outside_.test.columns)},
@@ -137,7 +136,7 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
     """Set on `scorer` (its training set already encoded) what `fit` chose and learned."""
     fitted, tensors = _section(saved, "fitted"), saved.tensors
     if not torch.equal(scorer._quality.tie_rank.cpu(), tensors["tie_rank"]):
-        raise SavedScorerError("tensors.safetensors: the tie ranks are not those of training.jsonl's texts and scores")
+        raise SavedScorerError(f"{TENSORS}: the tie ranks are not those of its training texts and scores")
     try:
         scorer.thresholds_ = Thresholds(**fitted["thresholds"])
         tuned = fitted["tuning"]
@@ -187,10 +186,8 @@ def _section(saved: SavedScorer, name: str) -> dict[str, Any]:
 
 
 def training_scores(saved: SavedScorer) -> np.ndarray:
-    """The training scores, float64 bits as saved, which training.jsonl must repeat."""
-    scores = saved.tensors["train_scores"].numpy()
-    if scores.shape != (len(saved.scores),) or not np.array_equal(scores, np.asarray(saved.scores)):
-        raise SavedScorerError("training.jsonl: its scores are not those of tensors.safetensors")
+    """The training scores, float64 bits as saved."""
+    scores = np.asarray(saved.scores, dtype=np.float64)
     if not np.isfinite(scores).all():
-        raise SavedScorerError("tensors.safetensors: a training score is not a finite number")
+        raise SavedScorerError(f"{TENSORS}: a training score is not a finite number")
     return scores

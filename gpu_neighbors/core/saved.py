@@ -5,8 +5,9 @@
                          tensor its dtype and shape)
     tensors.safetensors  every fitted tensor (safetensors: a JSON header and raw little-endian
                          bytes; nothing in it can run)
-    training.jsonl       the training texts and their scores, one {"text", "score"} a line: a
-                         saved scorer contains its training set, so sharing one shares the data
+    training.jsonl       the training texts and their scores, one {"text", "score"} a line, with
+                         any fields kept beside them: a saved scorer contains its training set,
+                         so sharing one shares the data (the tensors hold the texts and scores too)
 
 Writing: each file goes to NAME.partial (created exclusively, never through a link), is fsynced
 and renamed into place, scorer.json last, so a folder with a scorer.json at its name is a
@@ -32,6 +33,10 @@ FORMAT = "gpu-neighbors scorer"
 FORMAT_VERSION = 1
 CONFIG, TENSORS, TRAINING = "scorer.json", "tensors.safetensors", "training.jsonl"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# The training texts and scores also ride in the tensors (packed UTF-8, float64): the copy `read`
+# uses, since decoding them costs a seventh of parsing training.jsonl, which is there for people
+# to read and is parsed only for the fields kept beside the texts.
+TEXTS, TEXT_ENDS, SCORES = "training.texts", "training.text_ends", "training.scores"
 
 
 class SavedScorerError(ValueError):
@@ -90,7 +95,11 @@ def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = 
     if reserved or any(len(values) != len(saved.texts) for values in saved.fields.values()):
         raise ValueError(f"fields must be one value per training text, named other than text and score "
                          f"({', '.join(reserved) or 'a field has another length'})")
-    tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in saved.tensors.items()}
+    if {TEXTS, TEXT_ENDS, SCORES} & set(saved.tensors):
+        raise ValueError(f"the tensors {TEXTS}, {TEXT_ENDS} and {SCORES} are the training set's, written here")
+    texts, text_ends = pack_strings(saved.texts)
+    tensors = {**{name: tensor.detach().cpu().contiguous() for name, tensor in saved.tensors.items()},
+               TEXTS: texts, TEXT_ENDS: text_ends, SCORES: torch.tensor(saved.scores, dtype=torch.float64)}
     records = ({"text": text, "score": score, **{name: values[index] for name, values in saved.fields.items()}}
                for index, (text, score) in enumerate(zip(saved.texts, saved.scores)))
     payloads = {
@@ -153,7 +162,8 @@ def read(folder: str | os.PathLike[str]) -> SavedScorer:
     except (SafetensorError, ValueError, RuntimeError) as error:
         raise SavedScorerError(f"{folder / TENSORS}: not a safetensors file ({error})") from None
     _check_tensors(folder / TENSORS, tensors, config.get("tensors"))
-    texts, scores, fields = _training(folder / TRAINING, data[TRAINING], config)
+    texts, scores = _training_set(folder / TENSORS, tensors, config)
+    fields = _fields(folder / TRAINING, data[TRAINING], config, texts, scores)
     return SavedScorer(config, tensors, texts, scores, fields)
 
 
@@ -186,29 +196,42 @@ def _check_tensors(path: Path, tensors: Mapping[str, torch.Tensor], declared: An
                                    f"declares {want!r}")
 
 
-def _training(path: Path, data: bytes, config: Mapping[str, Any]) -> tuple[list[str], list[float], dict[str, list[Any]]]:
-    training = config.get("training") or {}
-    names = training.get("fields", [])
+def _training_set(path: Path, tensors: dict[str, torch.Tensor], config: Mapping[str, Any]) -> tuple[list[str], list[float]]:
+    """The training texts and scores, taken out of `tensors`."""
+    try:
+        packed = tensors.pop(TEXTS), tensors.pop(TEXT_ENDS), tensors.pop(SCORES)
+        texts = unpack_strings(packed[0], packed[1])
+    except (KeyError, ValueError) as error:
+        raise SavedScorerError(f"{path}: the training texts cannot be read ({error})") from None
+    count = (config.get("training") or {}).get("count")
+    if len(texts) != count or packed[2].shape != (len(texts),):
+        raise SavedScorerError(f"{path}: {len(texts)} training texts and {packed[2].numel()} scores, but {CONFIG} "
+                               f"says {count}")
+    return texts, packed[2].tolist()
+
+
+def _fields(path: Path, data: bytes, config: Mapping[str, Any], texts: list[str],
+            scores: list[float]) -> dict[str, list[Any]]:
+    """The fields kept beside the training texts, read from training.jsonl, whose texts and
+    scores must be the tensors' (read only where there are fields)."""
+    names = (config.get("training") or {}).get("fields", [])
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
         raise SavedScorerError(f"{path.parent / CONFIG}: the training fields must be a list of names, not {names!r}")
+    if not names:
+        return {}
     records = _records(path, data)
     keys = {"text", "score", *names}
-    try:  # checked column by column (a third of the time of a check a record), and by record to name one
-        texts: list[str] = [record["text"] for record in records]
-        raw = [record["score"] for record in records]
-        good = (all(record.keys() == keys for record in records) and all(type(text) is str for text in texts)
-                and all(type(score) in (float, int) for score in raw))
-    except (AttributeError, KeyError, TypeError):
-        good = False
-    if not good:
-        bad = next(number for number, record in enumerate(records, start=1) if not _is_record(record, keys))
+    bad = next((number for number, record in enumerate(records, start=1) if not _is_record(record, keys)), None)
+    if bad is not None:
         raise SavedScorerError(f"{path}:{bad}: not a {{\"text\": string, \"score\": number}} record with "
-                               f"the fields {CONFIG} names ({', '.join(names) or 'none'})")
-    scores: list[float] = [float(score) for score in raw]
-    fields = {name: [record[name] for record in records] for name in names}
-    if len(texts) != training.get("count"):
-        raise SavedScorerError(f"{path}: {len(texts)} training texts, but {CONFIG} says {training.get('count')}")
-    return texts, scores, fields
+                               f"the fields {CONFIG} names ({', '.join(names)})")
+    if len(records) != len(texts):
+        raise SavedScorerError(f"{path}: {len(records)} training texts, but {TENSORS} holds {len(texts)}")
+    differ = next((number for number, (record, text, score) in enumerate(zip(records, texts, scores), start=1)
+                   if record["text"] != text or float(record["score"]) != score), None)
+    if differ is not None:
+        raise SavedScorerError(f"{path}:{differ}: its text or score is not the one {TENSORS} holds")
+    return {name: [record[name] for record in records] for name in names}
 
 
 def _is_record(record: Any, keys: set[str]) -> bool:
@@ -218,10 +241,14 @@ def _is_record(record: Any, keys: set[str]) -> bool:
 
 def _records(path: Path, data: bytes) -> list[Any]:
     """Every JSON line of `data`, parsed as one JSON array (half the time of a parse a line);
-    where that fails, line by line to name the first bad line."""
-    lines = data.decode("utf-8", errors="strict").splitlines()
+    where that fails, line by line to name the first bad line. Lines end at "\\n" alone: a text
+    may hold any other line separator (U+2028, U+0085...), which JSON writes unescaped."""
     try:
-        records = json.loads("[" + ",".join(lines) + "]")
+        lines = data.decode("utf-8", errors="strict").removesuffix("\n").split("\n") if data else []
+    except UnicodeDecodeError as error:
+        raise SavedScorerError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    try:
+        records: list[Any] = json.loads("[" + ",".join(lines) + "]")
         if len(records) == len(lines):  # else a line held two values, or none
             return records
     except ValueError:
