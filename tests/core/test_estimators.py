@@ -344,3 +344,32 @@ def test_merge_top_is_the_first_k_in_the_total_order(k):
         assert top.similarity[row].tolist() == [entry[0] for entry in expected]
         real = [entry[1] if entry[1] < size else None for entry in expected]
         assert [value if value < size else None for value in top.index[row].tolist()] == real
+
+
+@pytest.mark.parametrize(("k", "block"), [(1, 7), (5, 16), (12, 5), (40, 64)])
+def test_the_running_top_k_keeps_the_first_k_whatever_the_tiles(k, block):
+    """The reduction, fed a matrix full of ties and excluded pairs tile by tile in a shuffled
+    order (late tiles merge only their entries at or above each row's k-th similarity so far),
+    against the plain sort of whole rows by (similarity descending, tie rank ascending): the
+    same similarities and indices, bit for bit, and leave-one-out drops the diagonal."""
+    from gpu_neighbors.core.tiling import Tile
+    from gpu_neighbors.core.topk import TopKReduction
+
+    generator = torch.Generator().manual_seed(k)
+    rows, size = 48, 160
+    tie_rank = torch.randperm(size, generator=generator)
+    similarity = torch.randint(0, 6, (rows, size), generator=generator).to(torch.float64) / 8  # ties
+    similarity[torch.rand((rows, size), generator=generator) < 0.1] = -torch.inf
+    for leave_one_out in (False, True):
+        reduction = TopKReduction(rows, k, tie_rank, leave_one_out=leave_one_out)
+        tiles = [(row, column) for row in range(0, rows, 16) for column in range(0, size, block)]
+        for order in torch.randperm(len(tiles), generator=generator).tolist():
+            row, column = tiles[order]
+            reduction.add(Tile(similarity[row:row + 16, column:column + block], row, column))
+        top = reduction.result()
+        for index in range(rows):
+            ranked = sorted((-float(similarity[index, j]), int(tie_rank[j]), j) for j in range(size)
+                            if not (leave_one_out and j == index) and similarity[index, j] > -torch.inf)[:k]
+            assert top.similarity[index, :len(ranked)].tolist() == [-entry[0] for entry in ranked]
+            assert top.index[index, :len(ranked)].tolist() == [entry[2] for entry in ranked]
+            assert (top.index[index, len(ranked):] == -1).all()
