@@ -34,7 +34,7 @@ from gpu_neighbors.core.validation import (
     MIN_TUNING_TEXTS,
     SCORER_PARAMETERS,
 )
-from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, TopK, estimator_part
+from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, estimator_part
 from gpu_neighbors.fitted import FittedScorer, library_threads
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import kernel_threads
@@ -367,7 +367,9 @@ def _tuning_pass(scorer: NeighborsScorer, texts: list[str]) -> tuple[np.ndarray 
     warn(f"tuning on a random sample of {MAX_TUNING_TEXTS} of the {scorer.num_train} training texts "
          "(a and b are chosen for a training set of that size)")
     sample = canonical_sample(scorer._canonical, MAX_TUNING_TEXTS, seed=0)
-    clone = NeighborsScorer(kernel=scorer.kernel_part_, estimator=TopK(tuning="never"), device=scorer.device,
-                            memory_budget=scorer.memory_budget, chunk_size=scorer.chunk_size, score_range=None)
-    clone.fit([texts[index] for index in sample], scorer.train_scores_[sample], tune=False)
+    clone = NeighborsScorer(kernel=scorer.kernel_part_, device=scorer.device, memory_budget=scorer.memory_budget,
+                            chunk_size=scorer.chunk_size, score_range=None)
+    # The sample's encoding alone: its pass reads no tuning, calibration or outlier test.
+    clone._encode(scorer.kernel_part_, scorer.estimator_, [texts[index] for index in sample],
+                  scorer.train_scores_[sample])
     return sample, clone.training_pass()

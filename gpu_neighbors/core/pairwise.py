@@ -27,7 +27,7 @@ from gpu_neighbors.core.neighbours import (
     estimate,
 )
 from gpu_neighbors.core.tiling import Tile
-from gpu_neighbors.core.topk import TopK, estimate_topk, rank_rows
+from gpu_neighbors.core.topk import TopK, estimate_topk_grid, rank_rows
 
 # How far a similarity may lie from the value another faithful evaluation of its kernel gives
 # (another device, a contracted formula), when the pass does not say: at least every exact
@@ -154,13 +154,14 @@ class PairwiseSimilarities:
             return self._ridge_estimates(self.ridge(train, thresholds.penalty), test, train)
         if thresholds.estimator == "topk":
             k = int(thresholds.top_k or 1)
-            return self.estimate_top(self.top(test, train, k), train, k, thresholds.power)
+            return self.estimate_top(self.top(test, train, k), train, [k], thresholds.power)[0]
         stats = self.stats(test, train, thresholds.tau, thresholds.power)
         return self.estimate(stats, train, num_train, thresholds)
 
-    def estimate_top(self, top: TopK, train: np.ndarray, k: int, power: float) -> Prediction:
-        """The top-k estimate from `top` (positions in `train`), reused across k and p."""
-        return estimate_topk(top, self.quality(train), k, power).numpy()
+    def estimate_top(self, top: TopK, train: np.ndarray, ks: list[int], power: float) -> list[Prediction]:
+        """The top-k estimate from `top` (positions in `train`) at every k of `ks`, from one pass
+        over it (`top` is reused across k and p)."""
+        return [prediction.numpy() for prediction in estimate_topk_grid(top, self.quality(train), ks, power)]
 
     def estimate(
         self, stats: NeighborStats, train: np.ndarray, num_train: int, thresholds: Thresholds

@@ -17,6 +17,7 @@ text. Its sums are exact integers (weights in 2^-20 units times 13-bit limbs of 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -222,24 +223,41 @@ def estimate_topk(top: TopK, quality: Quality, k: int, power: float) -> TensorPr
     device of `top`). Exact sums: each weight is a whole number of units and each q limb an
     integer, and k <= 2^19 products of them stay below 2^52, so a float64 sum of them is exact
     in any order."""
-    top = top.first(k)
+    return estimate_topk_grid(top, quality, [k], power)[0]
+
+
+def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: float) -> list[TensorPrediction]:
+    """`estimate_topk` at each k of `ks` from one pass over the first max(ks) entries of `top`:
+    running sums along each row, read at every k (tuning's grid reads all its k from one list).
+    Each running sum is exact, as the sums are, so each k gets the bits of its own sum."""
+    top = top.first(max(ks))
     positive = (top.index >= 0) & (top.similarity > 0)
     weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)
     index = top.index.clamp(min=0)
-    columns = [
-        (weights * quality.weighted_columns[:, column][index]).sum(dim=1).to(torch.int64)
-        for column in range(quality.weighted_columns.shape[1])
-    ]
-    stats = NeighborStats.zeros(index.shape[0], len(quality.bands), index.device, power, weighted=True)
-    stats.add_sums(slice(None), torch.stack(columns, dim=1))
-    stats.count = positive.sum(dim=1)
-    mean, std = moments(stats, quality)
-    defined = stats.count > 0
-    nan = torch.full_like(mean, float("nan"))
-    return TensorPrediction(
-        scores=torch.where(defined, mean, nan),
-        num_neighbors=stats.count,
-        std=torch.where(defined, std, nan),
-        covered=defined,
-        estimator="topk",
-    )
+    rows, width = index.shape
+    at = torch.as_tensor([min(k, width) for k in ks], dtype=torch.int64, device=index.device)
+
+    def running(values: torch.Tensor) -> torch.Tensor:
+        """Sums of the first 0..width entries of each row [rows, width + 1], read at each k."""
+        zero = torch.zeros((rows, 1), dtype=values.dtype, device=values.device)
+        return torch.cat([zero, values.cumsum(dim=1)], dim=1)[:, at]
+
+    sums = torch.stack([running(weights * quality.weighted_columns[:, column][index]).to(torch.int64)
+                        for column in range(quality.weighted_columns.shape[1])], dim=2)
+    counts = running(positive.to(torch.int64))
+    predictions = []
+    for position in range(len(ks)):
+        stats = NeighborStats.zeros(rows, len(quality.bands), index.device, power, weighted=True)
+        stats.add_sums(slice(None), sums[:, position])
+        stats.count = counts[:, position]
+        mean, std = moments(stats, quality)
+        defined = stats.count > 0
+        nan = torch.full_like(mean, float("nan"))
+        predictions.append(TensorPrediction(
+            scores=torch.where(defined, mean, nan),
+            num_neighbors=stats.count,
+            std=torch.where(defined, std, nan),
+            covered=defined,
+            estimator="topk",
+        ))
+    return predictions

@@ -373,3 +373,36 @@ def test_the_running_top_k_keeps_the_first_k_whatever_the_tiles(k, block):
             assert top.similarity[index, :len(ranked)].tolist() == [-entry[0] for entry in ranked]
             assert top.index[index, :len(ranked)].tolist() == [entry[2] for entry in ranked]
             assert (top.index[index, len(ranked):] == -1).all()
+
+
+def test_every_k_of_the_grid_from_one_list_is_its_own_sum():
+    """Tuning reads every k from running sums along one top list: each k's estimate and spread
+    are the bits of a sum over its own first k entries (the estimate as `predict` made it before
+    the grid shared its sums), including k past the list's width and rows without a neighbour."""
+    from gpu_neighbors.core.neighbours import NeighborStats, Quality, moments, quantised_weights
+    from gpu_neighbors.core.topk import TopK, estimate_topk_grid
+
+    generator = torch.Generator().manual_seed(3)
+    rows, width, size = 40, 30, 200
+    quality = Quality.encode(torch.rand(size, generator=generator, dtype=torch.float64))
+    similarity = torch.rand((rows, width), generator=generator, dtype=torch.float64).sort(dim=1, descending=True).values
+    similarity[:5] = 0.0  # rows with no positive neighbour
+    index = torch.randint(0, size, (rows, width), generator=generator)
+    index[5:10, 20:] = -1  # empty slots
+    ks, power = [1, 3, 10, 30, 50], 1.5
+    grid = estimate_topk_grid(TopK(similarity, index), quality, ks, power)
+    for k, got in zip(ks, grid):
+        top = TopK(similarity[:, :k], index[:, :k])
+        positive = (top.index >= 0) & (top.similarity > 0)
+        weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)
+        sums = torch.stack([(weights * quality.weighted_columns[:, column][top.index.clamp(min=0)]).sum(dim=1)
+                            for column in range(quality.weighted_columns.shape[1])], dim=1).to(torch.int64)
+        stats = NeighborStats.zeros(rows, len(quality.bands), torch.device("cpu"), power, weighted=True)
+        stats.add_sums(slice(None), sums)
+        stats.count = positive.sum(dim=1)
+        mean, std = moments(stats, quality)
+        defined = stats.count > 0
+        assert torch.equal(got.covered, defined) and torch.equal(got.num_neighbors, stats.count)
+        assert got.scores[defined].numpy().tobytes() == mean[defined].numpy().tobytes()
+        assert got.std[defined].numpy().tobytes() == std[defined].numpy().tobytes()
+        assert torch.isnan(got.scores[~defined]).all()
