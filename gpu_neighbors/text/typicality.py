@@ -72,17 +72,20 @@ class Tokens:
     endings: torch.Tensor  # int64 [rows]: code point of the last token's last character; -1: no token
 
     @classmethod
-    def of(cls, tokenized: TokenizedTexts, vocabulary: Vocabulary, device: torch.device) -> Tokens:
+    def of(cls, tokenized: TokenizedTexts, vocabulary: Vocabulary, wordlike_ids: np.ndarray,
+           device: torch.device) -> Tokens:
         """The tokens of texts: an unseen token's identity is the vocabulary size plus its rank
-        among this batch's distinct unseen tokens."""
+        among this batch's distinct unseen tokens. `wordlike_ids`: whether each vocabulary
+        token has a word character (`wordlike_table`), so only unseen tokens are read."""
         batch = vocabulary.batch(tokenized, torch.device("cpu"))
         strings = np.asarray(tokenized.tokens, dtype=object)
         if len(tokenized.separators):
             strings = np.delete(strings, tokenized.separators)
         ids = batch.ids.numpy()
-        wordlike = np.fromiter(map(is_wordlike, strings), dtype=bool, count=strings.size)
-        identities = ids.copy()
         unseen = ids == UNKNOWN_ID
+        wordlike = wordlike_ids[np.where(unseen, 0, ids)] if len(wordlike_ids) else np.zeros(ids.size, dtype=bool)
+        wordlike[unseen] = np.fromiter(map(is_wordlike, strings[unseen]), dtype=bool, count=int(unseen.sum()))
+        identities = ids.copy()
         if unseen.any():
             _, rank = np.unique(strings[unseen].astype(str), return_inverse=True)
             identities[unseen] = len(vocabulary) + rank.reshape(-1)
@@ -98,6 +101,11 @@ class Tokens:
                                dtype=torch.int64)
         return cls(padded_ids.to(device), padded_identities.to(device), batch.lengths.to(device),
                    len(vocabulary) + int(unseen.sum()), endings.to(device))
+
+
+def wordlike_table(vocabulary: Vocabulary) -> np.ndarray:
+    """Whether each vocabulary token (by id) has a word character (bool)."""
+    return np.fromiter(map(is_wordlike, vocabulary.tokens()), dtype=bool, count=len(vocabulary))
 
 
 def last_character(token: str | None) -> int:
@@ -210,9 +218,10 @@ class Typicality:
             self.vocabulary.add(tokenized)  # before the ids: a slice's own tokens are known
             slices.append(tokenized)
         self.vocab_size = len(self.vocabulary)
+        self.wordlike = wordlike_table(self.vocabulary)
         unigrams, bigrams, endings = [], [], []
         for tokenized in slices:
-            rows = Tokens.of(tokenized, self.vocabulary, device)
+            rows = Tokens.of(tokenized, self.vocabulary, self.wordlike, device)
             unigrams.append(_per_row_distinct(rows.ids))
             bigrams.append(_per_row_distinct(_bigrams(rows.ids, rows.lengths, self.vocab_size)[0]))
             endings.append(rows.endings[rows.endings >= 0])
@@ -239,6 +248,7 @@ class Typicality:
         typicality.tokenizer, typicality.device = tokenizer, device
         typicality.vocabulary = Vocabulary.of_tokens(tokens)
         typicality.vocab_size = len(tokens)
+        typicality.wordlike = wordlike_table(typicality.vocabulary)
         try:
             texts = tables["texts"]
             frequencies = {name: DocumentFrequency.saved(tables[f"{name}_keys"], tables[f"{name}_counts"], device)
@@ -254,11 +264,19 @@ class Typicality:
     def of_texts(self, texts: Sequence[str], own: bool = False) -> torch.Tensor:
         """float64 [len(texts), 4] on the fitted device; own=True: `texts` are the training
         texts, each left out of its own counts."""
+        # By length, so that a slice's rows pad to about their own width: the order statistic
+        # reads every pair of positions of the padded rows. A row's statistics do not depend on
+        # the other rows of its slice.
+        order = np.argsort(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), kind="stable")
         parts = [torch.zeros((0, len(STATISTICS)), dtype=torch.float64, device=self.device)]
         for first in range(0, len(texts), FIT_ROWS):
-            tokenized = self.tokenizer.tokenize_many(texts[first : first + FIT_ROWS])
-            parts.append(self.statistics(Tokens.of(tokenized, self.vocabulary, self.device), own, self.tables))
-        return torch.cat(parts)
+            tokenized = self.tokenizer.tokenize_many([texts[index] for index in order[first : first + FIT_ROWS]])
+            parts.append(self.statistics(Tokens.of(tokenized, self.vocabulary, self.wordlike, self.device), own,
+                                         self.tables))
+        in_order = torch.cat(parts)
+        statistics = torch.empty_like(in_order)
+        statistics[torch.from_numpy(order).to(self.device)] = in_order
+        return statistics
 
     def of_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """float64 [rows, 4] of a model's token ids, on their device, without waiting for it

@@ -107,6 +107,20 @@ def test_pair_blocks_change_nothing(huse_records, monkeypatch, rows):
     np.testing.assert_array_equal(typicality.of_texts(training, own=True).numpy(), own.numpy())
 
 
+@pytest.mark.parametrize("rows", [2, 7, 4096])
+def test_a_texts_statistics_are_its_own_in_any_batch(huse_records, monkeypatch, rows):
+    """Texts are taken in slices of similar length (so that a slice pads to about its own width):
+    each row gets the bits it gets alone, in any order of the texts and any slice size."""
+    training = [record["text"] for record in huse_records[:80]]
+    texts = [record["text"] for record in huse_records[80:110]] + ["", "x", "zzz unseen zzz unseen"]
+    typicality = Typicality(training, WHITESPACE, CPU)
+    alone = np.concatenate([typicality.of_texts([text]).numpy() for text in texts])
+    monkeypatch.setattr("gpu_neighbors.text.typicality.FIT_ROWS", rows)
+    order = np.random.default_rng(rows).permutation(len(texts))
+    together = typicality.of_texts([texts[index] for index in order]).numpy()
+    np.testing.assert_array_equal(together, alone[order])  # NaN rows alike
+
+
 def test_own_statistics_are_those_of_a_training_set_without_the_text(huse_records):
     """Leave-one-out: each training text's statistics equal those against the others alone
     (a refit without it), duplicates included."""
