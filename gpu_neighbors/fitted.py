@@ -128,12 +128,14 @@ class TilePasses:
         progress: bool = True,
         neighbors: int = 0,
         own: torch.Tensor | None = None,
+        host_waits: bool = True,
     ) -> tuple[TensorPrediction, Ranking | None]:
         """The tile loop over candidate rows 0..rows-1 with the estimator's reduction (neighbour
         statistics, or a running top-k), and with `neighbors` > 0 the top `neighbors` training
         texts of each row from the same tiles; every row's nearest similarity (to the whole
         training set) comes with the estimates. `own[r]`: row r is that training text, left out
-        of its own neighbours (leave-one-out of a sample of the training set)."""
+        of its own neighbours (leave-one-out of a sample of the training set). `host_waits`
+        False: nothing in the pass makes the host wait for the device (the token-ids path)."""
         quality = quality or self._quality
         plan = plan or self._plan()
         nearest = NearestReduction(rows, quality.device, leave_one_out)
@@ -147,7 +149,7 @@ class TilePasses:
         num_train = (self.num_train if subset is None else subset.size) - int(leave_one_out or own is not None)
         ridge = None if self._ridge is None else self._ridge.weights_on(quality.device)
         prediction, shown = self.estimator_.estimate(TilePass(run, rows, quality, self.thresholds_, num_train,
-                                                              leave_one_out, subset, neighbors, ridge))
+                                                              leave_one_out, subset, neighbors, ridge, host_waits))
         return replace(prediction, nearest=nearest.result()), shown
 
     def _similarity(self, encode: Callable[[int, int], Any], rows: int) -> torch.Tensor:
@@ -299,7 +301,8 @@ class FittedScorer(TilePasses):
             mask = None if attention_mask is None else attention_mask[first:last]
             return self.kernel_.encode_ids(input_ids[first:last], mask)
 
-        prediction = self._pass(encode, input_ids.shape[0], subset=subset, plan=plan, quality=quality, progress=False)[0]
+        prediction = self._pass(encode, input_ids.shape[0], subset=subset, plan=plan, quality=quality, progress=False,
+                                host_waits=False)[0]
         return self._judge(prediction, self.typicality_.of_ids(input_ids, attention_mask))
 
     @library_threads

@@ -123,7 +123,8 @@ class Entrants:
     rank: torch.Tensor
 
 
-def _entrants(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, tie_rank: torch.Tensor) -> Entrants:
+def _entrants(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, tie_rank: torch.Tensor,
+              pack: bool) -> Entrants:
     """The entries of a tile (training columns from `first_column`) at or above their row's
     `bound`, the least similarity its buffer of k holds: an entry below it comes after all k in
     the total order, so it can never enter, and the merge need not read it. Late in a pass few
@@ -132,13 +133,13 @@ def _entrants(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, 
     and the merge reads k + width entries a row instead of k + the tile's width. The set merged
     into the buffer, and so every bit after it, is the same. Where any row's buffer is not yet
     full (bound -inf), or the entrants are over half the tile, the whole tile is merged; and
-    on a GPU always, where packing would make the host wait for the device's counts every tile
-    and its selections cost little."""
+    without `pack` or on a GPU always: packing makes the host wait for the counts every tile
+    (the token-ids path promises no host synchronisation), and a GPU's selections cost little."""
     rows, columns = similarity.shape
     device = similarity.device
     index = torch.arange(first_column, first_column + columns, device=device)
     whole = Entrants(similarity, index.expand(rows, columns), tie_rank[first_column : first_column + columns].expand(rows, columns))
-    if device.type != "cpu" or not rows:
+    if not pack or device.type != "cpu" or not rows:
         return whole
     passing = similarity >= bound
     counts = passing.sum(dim=1)
@@ -159,7 +160,7 @@ def _entrants(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, 
 class TopKReduction:
     """The k most similar training texts of candidate rows 0..rows-1, tile by tile, ties
     broken by `tie_rank` (int64 [|S|], distinct, on the tiles' device). leave_one_out and subset
-    exclude pairs as `NeighborReduction` does."""
+    exclude pairs as `NeighborReduction` does; `pack`: late tiles may be packed (`_entrants`)."""
 
     def __init__(
         self,
@@ -169,8 +170,10 @@ class TopKReduction:
         *,
         leave_one_out: bool = False,
         subset: TrainingSubset | None = None,
+        pack: bool = True,
     ) -> None:
         self.k = k
+        self.pack = pack
         self.tie_rank = tie_rank
         device = tie_rank.device
         self.top = TopK(
@@ -188,7 +191,8 @@ class TopKReduction:
             similarity = similarity.masked_fill(excluded, -torch.inf)
         part = slice(tile.row, tile.row + rows)
         held = TopK(self.top.similarity[part], self.top.index[part])
-        entrants = _entrants(similarity, held.similarity.amin(dim=1, keepdim=True), tile.column, self.tie_rank)
+        entrants = _entrants(similarity, held.similarity.amin(dim=1, keepdim=True), tile.column, self.tie_rank,
+                             self.pack)
         merged = select_top(
             torch.cat([held.similarity, entrants.similarity], dim=1),
             torch.cat([held.index, entrants.index], dim=1),
@@ -235,14 +239,16 @@ def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: fl
     weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)
     index = top.index.clamp(min=0)
     rows, width = index.shape
-    at = torch.as_tensor([min(k, width) for k in ks], dtype=torch.int64, device=index.device)
+    at = [min(k, width) for k in ks]  # host ints: reading them makes no copy to the device
 
     def running(values: torch.Tensor) -> torch.Tensor:
-        """Sums of the first 0..width entries of each row [rows, width + 1], read at each k."""
-        zero = torch.zeros((rows, 1), dtype=values.dtype, device=values.device)
-        return torch.cat([zero, values.cumsum(dim=1)], dim=1)[:, at]
+        """Sums of the first 0..width entries of each row [rows, width + 1], read at each k
+        [rows, len(ks)]: in int64 (a float cumsum has no deterministic CUDA kernel)."""
+        zero = torch.zeros((rows, 1), dtype=torch.int64, device=values.device)
+        sums = torch.cat([zero, values.cumsum(dim=1)], dim=1)
+        return torch.stack([sums[:, position] for position in at], dim=1)
 
-    sums = torch.stack([running(weights * quality.weighted_columns[:, column][index]).to(torch.int64)
+    sums = torch.stack([running((weights * quality.weighted_columns[:, column][index]).to(torch.int64))
                         for column in range(quality.weighted_columns.shape[1])], dim=2)
     counts = running(positive.to(torch.int64))
     predictions = []

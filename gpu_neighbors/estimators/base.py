@@ -44,9 +44,11 @@ class TilePass:
     subset: TrainingSubset | None = None
     neighbors: int = 0
     ridge: RidgeWeights | None = None
+    host_waits: bool = True  # False: no host synchronisation (the token-ids path)
 
     def ranking(self, k: int) -> TopKReduction:
-        return TopKReduction(self.rows, k, self.quality.tie_rank, leave_one_out=self.leave_one_out, subset=self.subset)
+        return TopKReduction(self.rows, k, self.quality.tie_rank, leave_one_out=self.leave_one_out, subset=self.subset,
+                             pack=self.host_waits)
 
     def with_ranking(self, reduction: Reduction[Any]) -> tuple[Any, Ranking | None]:
         """`reduction`'s result, and the top `neighbors` of each row from the same tiles."""
