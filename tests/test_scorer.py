@@ -177,6 +177,20 @@ def test_scores_as_numpy_numbers_or_a_tensor():
     np.testing.assert_array_equal(NeighborsScorer().fit(texts, torch.tensor([0.25, 0.5, 1.0])).train_scores_, expected)
 
 
+@pytest.mark.parametrize("kernel", ["tfidf", "auto", "combined"])
+def test_scores_in_any_strides_are_the_scorers_own_copy(kernel):
+    """A reversed or strided view fits as its values do (torch takes no negative strides), and
+    changing the caller's array after fit changes nothing in the scorer."""
+    texts = [f"{words} {index}" for index, words in enumerate(["a b c", "a b d", "c d e", "x y z", "a c e"] * 12)]
+    values = np.linspace(0.0, 1.0, 2 * len(texts))
+    view = values[::-2]
+    expected = NeighborsScorer(kernel=kernel, device="cpu").fit(texts, view.copy()).predict(texts[:5]).scores
+    scorer = NeighborsScorer(kernel=kernel, device="cpu").fit(texts, view)
+    values[:] = 0.0
+    np.testing.assert_array_equal(scorer.train_scores_, np.linspace(0.0, 1.0, 2 * len(texts))[::-2])
+    assert scorer.predict(texts[:5]).scores.tobytes() == expected.tobytes()
+
+
 def test_score_range_can_be_widened_or_lifted():
     assert NeighborsScorer(score_range=(1, 5)).fit(["a b", "c d"], [1, 5]).num_train == 2
     assert NeighborsScorer(score_range=None).fit(["a b", "c d"], [-3, 70]).num_train == 2

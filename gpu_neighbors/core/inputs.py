@@ -93,7 +93,9 @@ def validate_scores(
         for index, value in enumerate(scores):  # a string "0.5" would convert silently
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
                 raise ScoreError(index, f"{value!r} ({type(value).__name__}) is not a number")
-    quality = np.asarray(scores, dtype=np.float64)
+    # A copy: contiguous whatever the caller's strides (torch takes no negative ones), and
+    # the caller's array may change after fit without changing the scorer.
+    quality = np.array(scores, dtype=np.float64, order="C")
     if quality.ndim != 1:
         raise ValueError(f"scores must be one-dimensional, got shape {quality.shape}")
     if quality.size != count:
