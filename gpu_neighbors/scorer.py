@@ -327,11 +327,16 @@ class NeighborsScorer(FittedScorer):
 
     def splits_pass(self) -> PairwiseSimilarities:
         """`training_pass`, for protocols that cut splits from it (cross-validation, curves,
-        sweeps): warns where the kernel's similarities depend on the whole training set."""
+        sweeps): warns where the kernel's similarities depend on the whole training set, and
+        where the kernel (or a combined kernel's weights) was chosen on all items."""
         if self.kernel_.depends_on_training_set:
             warn(f"the {self.kernel_name} kernel's similarities depend on the whole training set "
                  f"({self.signature}): splits cut from one pass see idf weights or a baseline "
                  "computed on all items, so they approximate refitting on each split")
+        if self.selection_ is not None:
+            warn(f"the kernel was chosen on all {self.num_train} items ({self.signature}): every split's test "
+                 "items took part in the choice, which flatters the measure; name one kernel to measure it "
+                 "(bench/quality.py chooses inside each training side)")
         return self.training_pass()
 
     def training_pass(self) -> PairwiseSimilarities:

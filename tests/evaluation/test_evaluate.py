@@ -281,3 +281,19 @@ def test_cli_markdown_output(capsys, data_file):
     assert main(["crossval", "--data", str(data_file), "--folds", "loo", *MODEL]) == 0
     out = capsys.readouterr().out
     assert out.startswith("leave-one-out on") and "| spearman |" in out.replace("spearman_p", "")
+
+
+def test_protocols_say_when_the_kernel_was_chosen_on_all_items(huse_texts, huse_scores):
+    """Splits cut from one pass of a scorer whose kernel `auto` chose on every item: each test
+    item took part in the choice, and the protocol's pass says so; one named kernel does not."""
+    import warnings as warning_module
+
+    from gpu_neighbors.kernels.parts import Auto
+
+    texts, scores = huse_texts[:120], huse_scores[:120]
+    with pytest.warns(UserWarning, match="the kernel was chosen on all 120 items"):
+        NeighborsScorer(kernel=Auto(["bleu", "rouge"]), device="cpu").fit_pairwise(texts, scores)
+    with warning_module.catch_warnings(record=True) as seen:
+        warning_module.simplefilter("always")
+        NeighborsScorer(kernel="bleu", device="cpu").fit_pairwise(texts, scores)
+    assert not [warning for warning in seen if "chosen on all" in str(warning.message)]
