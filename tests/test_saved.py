@@ -160,9 +160,13 @@ def record_file(folder, name) -> None:
         name, {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}))
 
 
-def test_a_newer_format_is_refused(saved):
+def test_a_newer_or_older_format_is_refused(saved):
     rewrite_config(saved, lambda config: config.__setitem__("format_version", FORMAT_VERSION + 1))
     with pytest.raises(SavedScorerError, match=rf"scorer.json: format version {FORMAT_VERSION + 1} is newer"):
+        NeighborsScorer.load(saved)
+    rewrite_config(saved, lambda config: config.__setitem__("format_version", FORMAT_VERSION - 1))
+    with pytest.raises(SavedScorerError, match=rf"scorer.json: format version {FORMAT_VERSION - 1} is older .* "
+                                               "fit the scorer again"):
         NeighborsScorer.load(saved)
 
 

@@ -30,7 +30,9 @@ import numpy as np
 import torch
 
 FORMAT = "gpu-neighbors scorer"
-FORMAT_VERSION = 1
+# 2: the training texts and scores are in the tensors (1 kept them in training.jsonl alone);
+# a folder of another version is refused in one line
+FORMAT_VERSION = 2
 CONFIG, TENSORS, TRAINING = "scorer.json", "tensors.safetensors", "training.jsonl"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # The training texts and scores also ride in the tensors (packed UTF-8, float64): the copy `read`
@@ -156,6 +158,9 @@ def read(folder: str | os.PathLike[str]) -> SavedScorer:
     if version > FORMAT_VERSION:
         raise SavedScorerError(f"{config_path}: format version {version} is newer than this gpu-neighbors reads "
                                f"({FORMAT_VERSION}); upgrade gpu-neighbors to load it")
+    if version < FORMAT_VERSION:
+        raise SavedScorerError(f"{config_path}: format version {version} is older than this gpu-neighbors reads "
+                               f"({FORMAT_VERSION}); fit the scorer again")
     data = {name: _checked_bytes(folder, name, config) for name in (TENSORS, TRAINING)}
     try:
         tensors = load(data[TENSORS])
