@@ -4,6 +4,8 @@ they scored like the good texts they were made from."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,3 +114,25 @@ def test_copies_out_of_order_score_well_below_the_sentences_they_were_made_from(
     originals = scorer.predict(good).scores.mean()
     needed = (originals - lowest_decile_mean(scores)) / 2
     assert originals - scorer.predict(copies).scores.mean() >= needed
+
+
+def test_the_readme_example_flags_the_unrelated_sentence_and_scores_repeated_headlines_low():
+    """README's example as shipped (100 training headlines, fewer calibration texts than most
+    rules need to flag one statistic far out): the unrelated sentence and the empty line are
+    outside, the fluent headlines are not, and every repeated headline scores below every fluent
+    one. Fisher's combination beside a doubled Bonferroni at this size (`OutsideRule.combines`
+    forced on) left the unrelated sentence unflagged at 0.62, above the fluent headlines."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    with (examples / "train.jsonl").open(encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    candidates = (examples / "candidates.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    unrelated = candidates.index("a sentence about nothing that matches no training text")
+    repeated = [index for index, text in enumerate(candidates) if re.search(r"\b(\w+ \w+) \1\b|\bthe the\b", text)]
+    fluent = [index for index, text in enumerate(candidates) if text and index not in repeated and index != unrelated]
+    assert len(repeated) == 3 and len(fluent) == 5
+    prediction = NeighborsScorer(device="cpu").fit([row["text"] for row in rows],
+                                                   [row["score"] for row in rows]).predict(candidates)
+    assert prediction.outside[unrelated] and prediction.outside[candidates.index("")]
+    assert not prediction.outside[fluent + repeated].any()
+    assert prediction.scores[repeated].max() < prediction.scores[fluent].min()
+    assert prediction.scores[unrelated] < prediction.scores[fluent].min()
