@@ -46,7 +46,8 @@ from gpu_neighbors.estimators import Threshold  # noqa: E402
 from gpu_neighbors.kernels.parts import BertScore  # noqa: E402
 from gpu_neighbors.evaluation.checklist import Checklist, held_out_checklist, held_out_split, top_rated  # noqa: E402
 from gpu_neighbors.text.perturbations import PERTURBATIONS  # noqa: E402
-from quality import minilm  # noqa: E402  (bench/, beside this script)
+from pages import replace_section  # noqa: E402  (bench/, beside this script)
+from quality import minilm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GPU_NEIGHBORS_SHARED") or ROOT.parent / "shared")
@@ -167,17 +168,6 @@ def section(rows: list[tuple[DataSet, str, str, Checklist, float]], command: str
     return "\n".join(lines)
 
 
-def replace_section(page: str, text: str) -> str:
-    """`page` with its checklist section (to the next section of the same level, or the end)
-    replaced by `text`, or `text` appended."""
-    if HEADING not in page:
-        return page.rstrip("\n") + "\n\n" + text
-    start = page.index(HEADING)
-    following = page.find("\n## ", start + len(HEADING))
-    rest = "" if following < 0 else page[following + 1:]
-    return page[:start] + text + ("\n" + rest if rest else "")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kernels", default="bleu,tfidf,rouge")
@@ -205,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(["bench/checklist.py", *(sys.argv[1:] if argv is None else argv)])
     text = section(rows, command, time.perf_counter() - start, load_average)
     out = Path(args.out)
-    out.write_text(replace_section(out.read_text(encoding="utf-8") if out.exists() else "", text), encoding="utf-8")
+    out.write_text(replace_section(out.read_text(encoding="utf-8") if out.exists() else "", HEADING, text),
+                   encoding="utf-8")
     print(text)
     return 0
 

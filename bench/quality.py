@@ -23,14 +23,15 @@ TF-IDF + ridge and mean-pooled MiniLM + ridge baselines on the same splits. Spea
 bootstrap 95% interval over the test texts, Pearson, coverage.
 
 Issue 34's rows are real scorers, fitted on each split's training side and predicting its test
-side (so no choice sees the test side): *default* (`NeighborsScorer()`: the kernel of tfidf,
-bleu and rouge whose top-k leave-one-out is best on a seeded 1,000 of the training texts,
-`choice.py`), *default + model* (bertscore joins the choice), and the *combined* kernel
+side (so no choice sees the test side): *default* (`NeighborsScorer()`: tfidf, top-k), *auto*
+(`kernel=Auto()`: the kernel of tfidf, bleu and rouge whose top-k leave-one-out is best on a
+seeded 1,000 of the training texts, `choice.py`), *auto + model* (bertscore joins the choice),
+and the *combined* kernel
 (tfidf + bleu + rouge, and + bertscore, its weights and the estimator's settings chosen by
 exact leave-one-out on the training side) with kernel ridge and with top-k. Their intervals are
 the scorer's own (no constant-width column). Selection noise: the choices made in each split,
-and on one-split sets the kernel the default chooses on each of 10 seeded halves of the
-training side.
+and on one-split sets the kernel auto chooses on each of 10 seeded halves of the training
+side. The page keeps bench/checklist.py's section as it finds it.
 
 Intervals (issue 20): each estimator's conformal interval at level 0.9 (`core/conformal.py`),
 calibrated on the exact leave-one-out residuals of the training side of each split, scaled by
@@ -71,9 +72,11 @@ from gpu_neighbors.core.tuning import SIMILARITY_POWERS, TuningGrid, tune  # noq
 from gpu_neighbors.evaluation import baselines  # noqa: E402
 from gpu_neighbors.evaluation.agreement import agreement  # noqa: E402
 from gpu_neighbors.evaluation.protocols import fold_indices  # noqa: E402
+from pages import replace_section, section_of  # noqa: E402  (bench/, beside this script)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "quality.md"
+CHECKLIST = "## Perturbation checklist"  # bench/checklist.py's section of the page, kept as it is
 LOAD = os.getloadavg()
 RESAMPLES = 1000
 LEVEL = 0.9
@@ -274,15 +277,16 @@ def evaluate(data: DataSet, kernels: list[str]) -> None:
 def issue_34_scorers(model: bool) -> dict[str, NeighborsScorer]:
     """The scorers of issue 34's rows (`model`: with the MiniLM BERTScore kernel as well)."""
     free = list(DEFAULT_AUTO_KERNELS)
-    scorers = {"default (choice of tfidf, bleu, rouge; top-k)": NeighborsScorer(device="cpu"),
+    scorers = {"default (tfidf, top-k)": NeighborsScorer(device="cpu"),
+               "auto (choice of tfidf, bleu, rouge; top-k)": NeighborsScorer(kernel=Auto(), device="cpu"),
                "combined tfidf+bleu+rouge, kernel ridge": NeighborsScorer(kernel=Combined(free), device="cpu"),
                "combined tfidf+bleu+rouge, top-k": NeighborsScorer(kernel=Combined(free), estimator="topk",
                                                                    device="cpu")}
     if model:
         path, layers = minilm()
         bert = BertScore(model=path, layer=layers)
-        scorers["default + model (bertscore joins the choice)"] = NeighborsScorer(kernel=Auto([*free, bert]),
-                                                                                  device="cpu")
+        scorers["auto + model (bertscore joins the choice)"] = NeighborsScorer(kernel=Auto([*free, bert]),
+                                                                               device="cpu")
         scorers["combined tfidf+bleu+rouge+bertscore, kernel ridge"] = NeighborsScorer(
             kernel=Combined([*free, bert]), device="cpu")
     return scorers
@@ -303,7 +307,7 @@ def scorer_rows(data: DataSet, tested: np.ndarray, model: bool) -> None:
             outcome.low[test], outcome.high[test] = prediction.low, prediction.high
             picks.append(chosen(scorer.kernel_part_))
         settings = ", ".join(f"{pick} {count}/{len(picks)}" for pick, count in Counter(picks).most_common())
-        if label.startswith("default (") and len(data.splits) == 1:
+        if label.startswith("auto (") and len(data.splits) == 1:
             settings += "; on 10 halves of the training side: " + choice_noise(data, data.splits[0][1])
         data.results[label] = {**summarise(outcome, data.scores, tested), "settings": settings}
         print(f"  {data.name} {label}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
@@ -317,7 +321,7 @@ def chosen(part: KernelPart) -> str:
 
 
 def choice_noise(data: DataSet, train: np.ndarray, halves: int = 10) -> str:
-    """The default's choice on `halves` seeded random halves of the training side."""
+    """`Auto()`'s choice on `halves` seeded random halves of the training side."""
     run = ChoiceRun(torch.device("cpu"), None, None, None, DEFAULT_MIN_COVERAGE)
     estimator = NeighborsScorer()._estimator
     picks = []
@@ -391,16 +395,18 @@ def write(sets: list[DataSet], seconds: float, kernels: list[str]) -> str:
 def targets(sets: list[DataSet]) -> list[str]:
     """Issue 34's targets, each row's rho minus its yardstick's on the same test texts."""
     lines = ["## Issue 34's targets (test-side rho differences)", "",
-             "| data | default - best model-free top-k | combined ridge - TF-IDF + ridge (target >= 0.02) "
-             "| combined + bertscore ridge - embedding + ridge (target > 0) |", "|---|---|---|---|"]
+             "| data | default - best model-free top-k | auto - best model-free top-k "
+             "| combined ridge - TF-IDF + ridge (target >= 0.02) "
+             "| combined + bertscore ridge - embedding + ridge (target > 0) |", "|---|---|---|---|---|"]
     for data in sets:
         rho = {name: row["spearman"] for name, row in data.results.items()}
         best = max(rho.get(f"{kernel}, top-k", -np.inf) for kernel in DEFAULT_AUTO_KERNELS)
-        default = rho.get("default (choice of tfidf, bleu, rouge; top-k)", np.nan) - best
+        default = rho.get("default (tfidf, top-k)", np.nan) - best
+        auto = rho.get("auto (choice of tfidf, bleu, rouge; top-k)", np.nan) - best
         combined = rho.get("combined tfidf+bleu+rouge, kernel ridge", np.nan) - rho.get(baselines.TFIDF_NAME, np.nan)
         model = rho.get("combined tfidf+bleu+rouge+bertscore, kernel ridge", np.nan) - rho.get(
             baselines.EMBEDDING_NAME + " (MiniLM, mean-pooled)", np.nan)
-        lines.append(f"| {data.name} | {default:+.3f} (target >= -0.01) | {combined:+.3f} | {model:+.3f} |")
+        lines.append(f"| {data.name} | {default:+.3f} (target >= -0.01) | {auto:+.3f} | {combined:+.3f} | {model:+.3f} |")
     return [*lines, ""]
 
 
@@ -416,11 +422,12 @@ def main(argv: list[str] | None = None) -> int:
     kernels = [name for name in args.kernels.split(",") if name]
     start = time.perf_counter()
     sets = [data for data in load(args) if args.only in (None, data.name)]
+    out = Path(args.out)
+    checklist = section_of(out.read_text(encoding="utf-8"), CHECKLIST) if out.exists() else ""
     for done, data in enumerate(sets, 1):
         evaluate(data, kernels)  # the page so far after each set: a long run keeps what it made
-        Path(args.out).write_text(write(sets[:done], time.perf_counter() - start, kernels) + "\n", encoding="utf-8")
-    page = write(sets, time.perf_counter() - start, kernels)
-    Path(args.out).write_text(page + "\n", encoding="utf-8")
+        page = write(sets[:done], time.perf_counter() - start, kernels)
+        out.write_text(replace_section(page, CHECKLIST, checklist) if checklist else page + "\n", encoding="utf-8")
     print(page)
     return 0
 

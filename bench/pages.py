@@ -1,0 +1,23 @@
+"""Sections of a benchmark page that more than one script writes (bench/quality.md: quality.py
+writes the page, checklist.py its perturbation checklist section): each keeps the other's."""
+from __future__ import annotations
+
+
+def section_of(page: str, heading: str) -> str:
+    """`page`'s section under `heading` (to the next section of the same level, or the end);
+    empty where it has none."""
+    if heading not in page:
+        return ""
+    start = page.index(heading)
+    following = page.find("\n## ", start + len(heading))
+    return page[start:] if following < 0 else page[start:following + 1]
+
+
+def replace_section(page: str, heading: str, text: str) -> str:
+    """`page` with its section under `heading` replaced by `text`, or `text` appended."""
+    old = section_of(page, heading)
+    if not old:
+        return page.rstrip("\n") + "\n\n" + text
+    start = page.index(heading)
+    rest = page[start + len(old):]
+    return page[:start] + text + ("\n" + rest if rest else "")
