@@ -17,6 +17,7 @@ training side a seeded sample, size below) and predicts:
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import json
 import os
 import sys
@@ -50,11 +51,12 @@ def sample(texts: list[str], scores: np.ndarray, size: int, seed: int = 0) -> tu
     return [texts[index] for index in chosen], scores[chosen]
 
 
-def splits(name: str, mlqe_train: int) -> list[tuple[list[str], np.ndarray, list[str], np.ndarray]]:
+def splits(name: str, mlqe_train: int, huse_folds: int = 5, seed: int = 0,
+           ) -> list[tuple[list[str], np.ndarray, list[str], np.ndarray]]:
     if name == "huse":
         texts, scores = read("huse_summarization.jsonl")
         folds = []
-        for test in fold_indices(len(texts), 5, seed=0):
+        for test in fold_indices(len(texts), huse_folds, seed=seed):
             train = np.setdiff1d(np.arange(len(texts)), test)
             folds.append(([texts[i] for i in train], scores[train], [texts[i] for i in test], scores[test]))
         return folds
@@ -72,12 +74,16 @@ def spearman(estimates: np.ndarray, truth: np.ndarray) -> float:
     return float(spearman_rows(estimates, truth)[0])
 
 
-def measure(name: str, mlqe_train: int, other_size: int) -> dict[str, object]:
+def measure(name: str, mlqe_train: int, other_size: int, kernel: str | None = None, huse_folds: int = 5,
+            seed: int = 0) -> dict[str, object]:
     held = {"flagged": [], "covered": [], "width": [], "with": [], "without": [], "truth": []}
     others: dict[str, dict[str, list[float]]] = {}
-    for train_texts, train_scores, test_texts, test_scores in splits(name, mlqe_train):
-        default = NeighborsScorer(device="cpu").fit(train_texts, train_scores)
-        plain = NeighborsScorer(device="cpu", level=Intervals(negatives="none")).fit(train_texts, train_scores)
+    chosen: list[str] = []
+    part = {} if kernel is None else {"kernel": kernel}
+    for train_texts, train_scores, test_texts, test_scores in splits(name, mlqe_train, huse_folds, seed):
+        default = NeighborsScorer(device="cpu", **part).fit(train_texts, train_scores)
+        plain = NeighborsScorer(device="cpu", level=Intervals(negatives="none"), **part).fit(train_texts, train_scores)
+        chosen.append(default.kernel_name)
         prediction, neighbours_only = default.predict(test_texts), plain.predict(test_texts)
         assert prediction.outside is not None and prediction.low is not None and prediction.high is not None
         held["flagged"] += prediction.outside.tolist()
@@ -100,6 +106,7 @@ def measure(name: str, mlqe_train: int, other_size: int) -> dict[str, object]:
     width = float(np.mean(held["width"]))
     return {
         "set": name,
+        "kernels fitted": ", ".join(f"{kernel} {count}" for kernel, count in Counter(chosen).most_common()),
         "held-out texts": len(truth),
         "flagged": float(np.mean(held["flagged"])),
         "coverage at 0.9": float(np.mean(held["covered"])),
@@ -116,16 +123,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mlqe-train", type=int, default=2000)
     parser.add_argument("--other", type=int, default=300, help="texts of each other set")
     parser.add_argument("--output", type=Path, default=ROOT / "bench" / "outside.md")
+    parser.add_argument("--kernel", default=None, help="a kernel other than the default's (e.g. auto)")
+    parser.add_argument("--huse-folds", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0, help="HUSE's fold seed")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     started = time.perf_counter()
-    rows = [measure(name, args.mlqe_train, args.other) for name in ("huse", "gug", "mlqe")]
+    rows = [measure(name, args.mlqe_train, args.other, args.kernel, args.huse_folds, args.seed)
+            for name in ("huse", "gug", "mlqe")]
     load = os.getloadavg()[0]
     columns = sorted({key for row in rows for key in row}, key=lambda key: (key.count(":"), list(rows[0]).index(key) if key in rows[0] else 99))
     table = markdown_table([{column: _cell(row.get(column)) for column in columns} for row in rows])
-    text = (f"# Text unlike the training set: the default scorer\n\nMade by `.venv/bin/python bench/outside.py "
-            f"--mlqe-train {args.mlqe_train} --other {args.other}` in {time.perf_counter() - started:.0f} s "
-            f"(load average {load:.1f} on {os.cpu_count()} cores). HUSE: 5 seeded folds; GUG, MLQE et-en: train "
+    options = "".join(f" --{name} {value}" for name, value in (("kernel", args.kernel), ("huse-folds", args.huse_folds),
+                                                                 ("seed", args.seed)) if value not in (None, 5, 0))
+    text = (f"# Text unlike the training set: the {'default scorer' if args.kernel is None else args.kernel + ' kernel'}"
+            f"\n\nMade by `.venv/bin/python bench/outside.py --mlqe-train {args.mlqe_train} --other {args.other}"
+            f"{options}` in {time.perf_counter() - started:.0f} s (load average {load:.1f} on {os.cpu_count()} cores). "
+            f"HUSE: {args.huse_folds} seeded folds (seed {args.seed}); GUG, MLQE et-en: train "
             f"-> dev (MLQE's training side: a seeded sample of {args.mlqe_train}). Columns named after another "
             f"set: {args.other} of its texts scored by the same scorer.\n\n{table}\n")
     args.output.write_text(text, encoding="utf-8")
