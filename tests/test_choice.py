@@ -7,10 +7,11 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from conftest import write_jsonl
 from gpu_neighbors import NeighborsScorer
-from gpu_neighbors.choice import first_best, weight_grid
+from gpu_neighbors.choice import first_best, switch_p_value, weight_grid
 from gpu_neighbors.cli import main
 from gpu_neighbors.core.neighbours import canonical_order, canonical_sample, text_checksums
 from gpu_neighbors.estimators import Ridge, TopK
@@ -32,19 +33,40 @@ def sample_of(texts, scores, size):
     return [texts[index] for index in kept], scores[kept]
 
 
-def test_auto_chooses_the_kernel_whose_leave_one_out_is_best(huse_texts, huse_scores):
+def bootstrap_p(challenger, first, truth) -> float:
+    """The switch's p-value written out: scipy's Spearman on each paired resample's texts with
+    both estimates (1,000 resamples, seed 0, drawn as choice.py draws them)."""
+    resamples = np.random.default_rng(0).integers(0, truth.size, size=(1000, truth.size))
+    not_above = 0
+    for rows in resamples:
+        rhos = []
+        for estimates in (challenger, first):
+            valid = np.isfinite(estimates[rows])
+            rhos.append(stats.spearmanr(estimates[rows][valid], truth[rows][valid])[0])
+        not_above += not rhos[0] - rhos[1] > 1e-9
+    return not_above / len(resamples)
+
+
+@pytest.mark.parametrize("size", [90, 150])
+def test_auto_leaves_tfidf_only_for_a_kernel_whose_gain_beats_the_noise(huse_texts, huse_scores, size):
     """Each kernel's rho is the inner leave-one-out a scorer with that kernel alone, fitted on
-    the same sample (a separate path: its own fit and tuning), reports; the highest wins."""
+    the same sample (a separate path: its own fit and tuning), reports; the highest wins where a
+    paired bootstrap of its gain over tfidf's (written out here with scipy) is below 0.05, else
+    tfidf stays."""
     texts, scores = huse_texts[:150], huse_scores[:150]
-    scorer = quiet_fit(NeighborsScorer(kernel=Auto(sample=90), device="cpu"), texts, scores)
-    sample_texts, sample_scores = sample_of(texts, scores, 90)
-    expected = {}
+    scorer = quiet_fit(NeighborsScorer(kernel=Auto(sample=size), device="cpu"), texts, scores)
+    sample_texts, sample_scores = sample_of(texts, scores, size)
+    expected, estimates = {}, {}
     for part in (Tfidf(), Bleu(), Rouge()):
         alone = quiet_fit(NeighborsScorer(kernel=part, device="cpu"), sample_texts[::-1], sample_scores[::-1].copy())
         expected[part.name] = alone.tuning_.spearman
+        loo = alone.leave_one_out()
+        estimates[part.name] = np.where(loo.covered, loo.scores, np.nan)[::-1]
     assert list(scorer.selection_) == list(expected)
     np.testing.assert_allclose(list(scorer.selection_.values()), list(expected.values()), rtol=0, atol=1e-12)
     best = max(expected, key=lambda name: expected[name])
+    if best != "tfidf" and bootstrap_p(estimates[best], estimates["tfidf"], np.asarray(sample_scores)) >= 0.05:
+        best = "tfidf"
     assert scorer.kernel_.name == best and f"kernel:{best}|" in str(scorer.signature)
     assert "auto:" + ",".join(f"{name}={rho:.3f}" for name, rho in expected.items()) in str(scorer.signature)
     # the fitted kernel is that kernel fitted on the whole training set: the same estimates
@@ -70,6 +92,21 @@ def test_the_weights_are_the_same_in_any_training_order_and_chunk_size(huse_text
     again = quiet_fit(NeighborsScorer(kernel=Combined(["bleu", "rouge"], sample=100), estimator="topk",
                                       device="cpu", chunk_size=11), [texts[index] for index in order], scores[order])
     assert again.selection_ == first.selection_ and again.kernel_part_ == first.kernel_part_
+
+
+def test_the_switch_needs_a_gain_beyond_the_noise():
+    """A challenger that ranks the texts as their scores do beats a noisy first kernel in every
+    resample (p 0); one equal to the first never does (p 1); a small edge is not enough."""
+    generator = np.random.default_rng(1)
+    truth = generator.random(200)
+    noisy = truth + generator.normal(0, 0.5, truth.size)
+    assert switch_p_value(truth, noisy, truth) == 0.0
+    assert switch_p_value(noisy, noisy, truth) == 1.0
+    slightly = noisy.copy()
+    slightly[:3] = truth[:3] * 2  # a few texts nearer their scores
+    assert 0.05 <= switch_p_value(slightly, noisy, truth) < 1.0
+    with_gaps = np.where(np.arange(truth.size) % 7 == 0, np.nan, truth)  # texts without an estimate
+    assert switch_p_value(with_gaps, noisy, truth) == 0.0
 
 
 def test_ties_go_to_the_first_candidate():
