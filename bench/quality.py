@@ -424,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     sets = [data for data in load(args) if args.only in (None, data.name)]
     out = Path(args.out)
     checklist = section_of(out.read_text(encoding="utf-8"), CHECKLIST) if out.exists() else ""
+    page = ""  # no set chosen (--only another name): nothing is written
     for done, data in enumerate(sets, 1):
         evaluate(data, kernels)  # the page so far after each set: a long run keeps what it made
         page = write(sets[:done], time.perf_counter() - start, kernels)

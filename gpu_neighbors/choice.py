@@ -10,10 +10,11 @@ rho wins; rhos equal to 1e-9 are a tie, won by the first candidate, so a last-bi
 between machines cannot change the choice. `Auto` leaves its first kernel (tfidf) only where the
 winner's gain beats the sample's noise (a seeded paired bootstrap of the two rhos, one-sided
 p < 0.05): on HUSE's 160-180 training texts every switch the plain rule made was noise (gains
-0.002-0.015, p 0.39-0.45) and lost on the held-out texts; GUG's rouge gained 0.059, p 0.033. The sample is seeded and taken, and ordered, in the
-training set's canonical order (by text checksum, then score): the same texts in the same order
-whatever order the training set came in, so the choice is too; and the kernels' tiles are the
-same bits in any chunk size, so it does not depend on that either.
+0.002-0.015, p 0.39-0.45) and lost on the held-out texts; GUG's rouge gained 0.059, p 0.033.
+The sample is seeded and taken, and ordered, in the training set's canonical order (by text
+checksum, then score): the same texts in the same order whatever order the training set came
+in, so the choice is too; and the kernels' tiles are the same bits in any chunk size, so it
+does not depend on that either.
 """
 from __future__ import annotations
 
