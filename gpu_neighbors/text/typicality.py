@@ -6,8 +6,11 @@ however far those nearest texts are: shuffled words, a phrase repeated to length
 at random from the training vocabulary get the scores of ordinary texts, because no training
 text is degenerate. Their own tokens give them away: four statistics, all from integer counts:
 
-- `token_support`: the share of the text's tokens that another training text holds; misspelt or
-  mangled words and other vocabularies lower it;
+- `support`: the share of the text's tokens that another training text holds, less two for each
+  distinct character of its tokens that no other training text holds; misspelt or mangled words
+  and other vocabularies lower it, and a character the training set never uses (another script,
+  case convention, punctuation or markup: a text from another source) puts a text below every
+  text without one, whatever its share: a new word is common, a new character is rare;
 - `order`: how many more of the text's bigrams (with its start and end as tokens) another
   training text holds in the text's own order than in a random order of the same tokens, per
   bigram: (held in order - held in a random order on average) / bigrams. The random order's
@@ -30,7 +33,7 @@ Tokens are the scorer's tokenizer's. Texts and a model's token ids (`vocabulary.
 both become a padded [rows, width] tensor of vocabulary ids (the training set's; -1 for a token
 it lacks), one of identities (equal where the tokens are equal, also for tokens the training
 set lacks; distinct for every token without a word character), each row's length and the code
-point of its last token's last character: one computation, on the tokens' device, with shapes
+point of its last token's last character, and the code points of its tokens' characters: one computation, on the tokens' device, with shapes
 known on the host, so the id path never waits for the device; counts and one division each, the
 same bits on every device.
 """
@@ -47,7 +50,7 @@ from gpu_neighbors.text.ngrams import lookup_sorted
 from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer
 from gpu_neighbors.text.vocabulary import UNKNOWN_ID, Vocabulary, id_lookup, kept_tokens
 
-STATISTICS = ("token_support", "order", "repetition", "ending")
+STATISTICS = ("support", "order", "repetition", "ending")
 LOW_IS_ATYPICAL = (True, True, False, True)  # repetition is atypical when high
 FIT_ROWS = 1 << 12  # texts padded at once
 PAIR_BLOCK = 1 << 22  # bigram keys of position pairs (`order`) made at once
@@ -70,6 +73,7 @@ class Tokens:
     lengths: torch.Tensor  # int64 [rows]
     identity_count: int  # every identity is below it
     endings: torch.Tensor  # int64 [rows]: code point of the last token's last character; -1: no token
+    characters: torch.Tensor  # int64 [rows, characters]: code points of the row's tokens; -1 past them
 
     @classmethod
     def of(cls, tokenized: TokenizedTexts, vocabulary: Vocabulary, wordlike_ids: np.ndarray,
@@ -99,8 +103,28 @@ class Tokens:
         last = np.cumsum(lengths) - 1
         endings = torch.tensor([last_character(strings[end]) if length else -1 for end, length in zip(last, lengths)],
                                dtype=torch.int64)
+        characters = _characters(strings, batch.rows.numpy(), len(batch))
         return cls(padded_ids.to(device), padded_identities.to(device), batch.lengths.to(device),
-                   len(vocabulary) + int(unseen.sum()), endings.to(device))
+                   len(vocabulary) + int(unseen.sum()), endings.to(device), characters.to(device))
+
+
+def _characters(strings: np.ndarray, rows: np.ndarray, count: int) -> torch.Tensor:
+    """int64 [count, width]: the code points of each row's tokens (`strings`, of rows `rows` in
+    ascending order), -1 past them; lone surrogates are code points too."""
+    sizes = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+    codes = np.frombuffer("".join(strings).encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int64)
+    owner = np.repeat(rows, sizes)
+    per_row = np.bincount(owner, minlength=count)
+    padded = np.full((count, int(per_row.max()) if codes.size else 0), -1, dtype=np.int64)
+    padded[owner, np.arange(codes.size) - (np.cumsum(per_row) - per_row)[owner]] = codes
+    return torch.from_numpy(padded)
+
+
+def code_point_table(names: Sequence[str | None]) -> torch.Tensor:
+    """int64 [len(names), longest]: the code points of each token name, -1 past them (and for
+    a token without a name)."""
+    strings = np.array([name if isinstance(name, str) else "" for name in names], dtype=object)
+    return _characters(strings, np.arange(len(strings)), len(strings))
 
 
 def wordlike_table(vocabulary: Vocabulary) -> np.ndarray:
@@ -186,23 +210,26 @@ class IdTables:
     lookup: torch.Tensor
     wordlike: torch.Tensor
     last_character: torch.Tensor  # int64 per tokenizer id (-1: a token without a name)
+    characters: torch.Tensor  # int64 [tokenizer ids, longest name]: code points, -1 past them
 
 
-TABLE_NAMES = ("tokens", "bigrams", "endings")  # the document frequencies of `Tables`
+TABLE_NAMES = ("tokens", "bigrams", "endings", "characters")  # the document frequencies of `Tables`
 
 
 @dataclass(frozen=True)
 class Tables:
-    """What the statistics count against: the training texts' tokens, bigrams and endings (each
-    text's last character, `Tokens.endings`), and how many texts there are."""
+    """What the statistics count against: the training texts' tokens, bigrams, endings (each
+    text's last character, `Tokens.endings`) and characters, and how many texts there are."""
 
     tokens: DocumentFrequency
     bigrams: DocumentFrequency
     endings: DocumentFrequency
+    characters: DocumentFrequency
     texts: int
 
     def to(self, device: torch.device) -> Tables:
-        return Tables(self.tokens.to(device), self.bigrams.to(device), self.endings.to(device), self.texts)
+        return Tables(self.tokens.to(device), self.bigrams.to(device), self.endings.to(device),
+                      self.characters.to(device), self.texts)
 
 
 class Typicality:
@@ -219,14 +246,16 @@ class Typicality:
             slices.append(tokenized)
         self.vocab_size = len(self.vocabulary)
         self.wordlike = wordlike_table(self.vocabulary)
-        unigrams, bigrams, endings = [], [], []
+        unigrams, bigrams, endings, characters = [], [], [], []
         for tokenized in slices:
             rows = Tokens.of(tokenized, self.vocabulary, self.wordlike, device)
             unigrams.append(_per_row_distinct(rows.ids))
             bigrams.append(_per_row_distinct(_bigrams(rows.ids, rows.lengths, self.vocab_size)[0]))
             endings.append(rows.endings[rows.endings >= 0])
+            characters.append(_per_row_distinct(rows.characters))
         self.tables = Tables(DocumentFrequency.of(unigrams, device), DocumentFrequency.of(bigrams, device),
-                             DocumentFrequency.of(endings, device), len(texts))
+                             DocumentFrequency.of(endings, device), DocumentFrequency.of(characters, device),
+                             len(texts))
         self._on: dict[torch.device, IdTables] = {}
 
     def state(self) -> tuple[list[str], dict[str, torch.Tensor]]:
@@ -292,7 +321,10 @@ class Typicality:
             endings = torch.where(lengths > 0, tables.last_character[last], torch.full_like(lengths, -1))
         else:
             endings = torch.full_like(lengths, -1)
-        tokens = Tokens(ids, identities, lengths, self.vocab_size + tables.lookup.numel(), endings)
+        inside = torch.arange(raw.shape[1], device=raw.device)[None, :] < lengths[:, None]
+        characters = torch.where(inside[:, :, None], tables.characters[raw], torch.full_like(raw[:, :, None], -1))
+        tokens = Tokens(ids, identities, lengths, self.vocab_size + tables.lookup.numel(), endings,
+                        characters.flatten(1))
         return self.statistics(tokens, False, tables.tables)
 
     def _tables_on(self, device: torch.device) -> IdTables:
@@ -305,7 +337,7 @@ class Typicality:
             last = torch.tensor([last_character(name if isinstance(name, str) else None) for name in names],
                                 dtype=torch.int64)
             self._on[device] = IdTables(self.tables.to(device), id_lookup(self.vocabulary, hf).to(device),
-                                        wordlike.to(device), last.to(device))
+                                        wordlike.to(device), last.to(device), code_point_table(names).to(device))
         return self._on[device]
 
     def statistics(self, tokens: Tokens, own: bool, tables: Tables) -> torch.Tensor:
@@ -316,6 +348,10 @@ class Typicality:
         inside = torch.arange(width, device=ids.device)[None, :] < lengths[:, None]
         ids = torch.where(inside, ids, torch.full_like(ids, UNKNOWN_ID))
         held_tokens = (tables.tokens.held_by_another(ids, own) & inside).sum(dim=1)
+        codes = tokens.characters.sort(dim=1).values
+        first = codes >= 0
+        first[:, 1:] &= codes[:, 1:] != codes[:, :-1]
+        new_characters = (first & ~tables.characters.held_by_another(codes, own)).sum(dim=1)
         keys, exists = _bigrams(ids, lengths, self.vocab_size)
         held_bigrams = tables.bigrams.held_by_another(keys, own).sum(dim=1)
         shuffled = self._held_in_any_order(ids, lengths, keys, own, tables.bigrams)
@@ -324,8 +360,10 @@ class Typicality:
         repeats = ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(dim=1)
         ending = tables.endings.count(tokens.endings) - int(own)
         bigrams = exists.sum(dim=1)
-        # order: (held - shuffled / n) / (n + 1) as one division of integers
-        counts = torch.stack([held_tokens, lengths * held_bigrams - shuffled, repeats, ending], dim=1)
+        # support: held / n - 2 new, and order: (held - shuffled / n) / (n + 1), each as one
+        # division of integers
+        counts = torch.stack([held_tokens - 2 * new_characters * lengths, lengths * held_bigrams - shuffled, repeats,
+                              ending], dim=1)
         others = torch.full_like(lengths, max(1, tables.texts - int(own)))
         totals = torch.stack([lengths, lengths * bigrams, bigrams, others], dim=1)
         statistics = counts.to(torch.float64) / totals.to(torch.float64)

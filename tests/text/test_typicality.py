@@ -19,7 +19,8 @@ WHITESPACE = make_tokenizer("whitespace")
 
 def reference(training: list[str], texts: list[str], tokenize=str.split) -> np.ndarray:
     """The four statistics token by token, with Python sets: what Typicality computes at once.
-    Support: tokens some training text holds. Order: bigrams some training text holds in the
+    Support: tokens some training text holds, less two for each distinct character of the
+    tokens that no training text holds. Order: bigrams some training text holds in the
     text's order, less the mean over a random order (every ordered pair of distinct positions
     once, the start before and the end after every token), per bigram. Repetition: bigrams equal
     to an earlier one of the text, among those whose tokens (start and end markers aside) have a
@@ -36,6 +37,7 @@ def reference(training: list[str], texts: list[str], tokenize=str.split) -> np.n
 
     pairs = {pair for text in training for pair in bigrams(tokenize(text))}
     endings = [tokenize(text)[-1][-1] for text in training if tokenize(text)]
+    characters = {character for text in training for character in "".join(tokenize(text))}
     rows = []
     for text in texts:
         tokens = tokenize(text)
@@ -48,7 +50,7 @@ def reference(training: list[str], texts: list[str], tokenize=str.split) -> np.n
         any_order = sum((tokens[i], tokens[j]) in pairs for i in range(n) for j in range(n) if i != j)
         any_order += sum((start, token) in pairs for token in tokens) + sum((token, end) in pairs for token in tokens)
         rows.append([
-            sum(token in vocabulary for token in tokens) / n,
+            sum(token in vocabulary for token in tokens) / n - 2 * len(set("".join(tokens)) - characters),
             (n * in_order - any_order) / (n * len(grams)),
             (len(counted) - len(set(counted))) / len(grams),
             endings.count(tokens[-1][-1]) / max(1, len(training)),
@@ -75,8 +77,9 @@ def test_hand_computed_case():
     # alone in its order: (3 - 4) / 12. the x4: <s>-the in order and after each of 4 starts,
     # the-the thrice; zzz dog: dog-</s> in order and in any order, (2 - 1) / 6; zzz x3, a word
     # no training text has: zzz-zzz twice in 4 bigrams, the second a repeat
-    expected = [[1, 2 / 3, 0, 1 / 3], [1, -1 / 12, 0, 1 / 3], [1, 0, 2 / 5, 0], [1 / 2, 1 / 6, 0, 1 / 3],
-                [0, 0, 1 / 4, 0], [np.nan] * 4]
+    # no training text has the character z: support less 2
+    expected = [[1, 2 / 3, 0, 1 / 3], [1, -1 / 12, 0, 1 / 3], [1, 0, 2 / 5, 0], [1 / 2 - 2, 1 / 6, 0, 1 / 3],
+                [-2, 0, 1 / 4, 0], [np.nan] * 4]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-15)
 
 
@@ -146,14 +149,14 @@ def test_the_training_order_and_batching_change_nothing(huse_records, monkeypatc
 @pytest.mark.parametrize("training", [[], [""], ["   "]])
 def test_a_training_set_without_tokens_supports_nothing(training):
     got = Typicality(training, WHITESPACE, CPU).of_texts(["a b", ""]).numpy()
-    np.testing.assert_array_equal(got[0], [0.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(got[0], [-4.0, 0.0, 0.0, 0.0])  # no token held, two characters new
     assert np.isnan(got[1]).all()
 
 
 def test_token_ids_give_the_statistics_of_their_decoded_texts(huse_records):
     tokenizer = HuggingFaceTokenizer(MODEL_PATH)
     training = [record["text"] for record in huse_records[:120]]
-    texts = [record["text"] for record in huse_records[120:160]] + ["the the the the the", "zqx vvk", "", "# , # ."]
+    texts = [record["text"] for record in huse_records[120:160]] + ["the the the the the", "zqx vvk", "", "# , # .", "naïve Café ☃ ½"]
     typicality = Typicality(training, tokenizer, CPU)
     encoded = tokenizer.hf(texts, padding=True, return_tensors="pt")
     decoded = tokenizer.hf.batch_decode(encoded["input_ids"], skip_special_tokens=True)
