@@ -51,9 +51,9 @@ class NeighborsScorer(FittedScorer):
 
     kernel: a part (`Bleu(smoothing="exp")`, `Tfidf()`, `Rouge()`, `Meteor()`,
         `BertScore(model=..., layer=...)`, `Auto([...])`, `Combined([...])`) or a name for that
-        part with its defaults ("bleu", ..., "auto", "combined"); default tfidf. ("auto" chooses
-        among tfidf, bleu and rouge by leave-one-out on a sample of 1,000 training texts,
-        `choice.py`: as the default it lost 0.07 Spearman on HUSE's folds, bench/outside.md.)
+        part with its defaults ("bleu", ..., "auto", "combined"); default "auto": tfidf, unless
+        bleu or rouge predicts the training scores better by leave-one-out on a sample of 1,000
+        training texts by more than the sample's noise (`choice.py`; tfidf below 50 texts).
     estimator: a part (`Threshold(...)`, `Threshold.paper()`, `TopK(k=...)`, `Ridge(...)`) or a
         name for its defaults; None: the kernel's (topk; ridge for bertscore).
     level: nominal coverage of the interval [low, high] `predict` gives with each estimate, or
@@ -66,7 +66,7 @@ class NeighborsScorer(FittedScorer):
 
     def __init__(
         self,
-        kernel: str | KernelPart | Auto = "tfidf",
+        kernel: str | KernelPart | Auto = "auto",
         estimator: str | Estimator | None = None,
         level: float | Intervals = DEFAULT_LEVEL,
         device: str | torch.device = "auto",

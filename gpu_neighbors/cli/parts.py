@@ -2,7 +2,9 @@
 
 The library composes a scorer from explicit parts (`NeighborsScorer(kernel=Bleu(...),
 estimator=Threshold(...))`); the command line keeps its flat flags and their documented
-defaults: no --kernel means tfidf, or the paper's bleu when a setting of the paper's method is
+defaults: no --kernel means auto (tfidf, unless bleu or rouge -- bertscore too when --model is
+given -- predicts the training scores better by leave-one-out on a sample of the training set
+beyond the sample's noise), or the paper's bleu when a setting of the paper's method is
 given (--paper-thresholds, --tau, -a, -b, --estimator threshold, or a BLEU* setting); no
 --estimator means the kernel's, or the threshold rule when --paper-thresholds, --tau, -a or -b
 is given. A flag the chosen estimator never reads is named in a warning and left out.
@@ -28,7 +30,7 @@ ESTIMATOR_FLAGS = ("tau", "min_neighbors", "max_fraction", "weighting", "power",
 
 
 def kernel_name(settings: Mapping[str, Any]) -> str:
-    """--kernel, else tfidf, or bleu where a setting of the paper's method is given."""
+    """--kernel, else auto, or bleu where a setting of the paper's method is given."""
     if settings.get("kernel") is not None:
         return str(settings["kernel"])
     bleu_settings = (any(settings.get(name) is not None for name in BLEU_ONLY)

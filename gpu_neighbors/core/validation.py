@@ -29,7 +29,7 @@ WEIGHTINGS = ("uniform", "similarity")
 DEFAULT_AUTO_KERNELS = ("tfidf", "bleu", "rouge")
 # kernel=None: the kernel of those three whose leave-one-out on (a sample of) the training set
 # is best, unless a setting of the paper's method asks for its BLEU* (cli/parts.py).
-DEFAULT_KERNEL, PAPER_KERNEL = "tfidf", "bleu"
+DEFAULT_KERNEL, PAPER_KERNEL = "auto", "bleu"
 DEFAULT_TOP_K = 50
 MAX_TOP_K = 1000
 MAX_POWER = 64
@@ -184,7 +184,9 @@ def _table(*parameters: Parameter) -> dict[str, Parameter]:
 SCORER_PARAMETERS = _table(
     Parameter("kernel", str, instance_of(str, description="a kernel name"), None,
               "similarity kernel", optional=True,
-              none_means=f"{DEFAULT_KERNEL}; {PAPER_KERNEL} (the paper's BLEU*) when a setting of "
+              none_means=f"{DEFAULT_KERNEL} (tfidf, unless bleu or rouge predicts the training scores better by "
+                         "leave-one-out on a sample of the training set beyond the sample's noise; bertscore joins "
+                         f"with --model); {PAPER_KERNEL} (the paper's BLEU*) when a setting of "
                          "the paper's method is given: paper thresholds, tau, a, b, the threshold estimator, "
                          "smoothing, weights, a tokenizer other than whitespace, lowercase, or kernel options"),
     Parameter("tau", float, interval(), None, "similarity threshold", optional=True,
