@@ -7,10 +7,11 @@ and run over all its pairs, then every candidate (a kernel, or a point of the we
 scored by the estimator's inner leave-one-out on that sample, tuned as `fit` tunes it (top-k: k
 and p; ridge: the penalty by exact leave-one-out error; `core/tuning.py`). The highest Spearman
 rho wins; rhos equal to 1e-9 are a tie, won by the first candidate, so a last-bit difference
-between machines cannot change the choice. `Auto` leaves its first kernel (tfidf) only where the
-winner's gain beats the sample's noise (a seeded paired bootstrap of the two rhos, one-sided
-p < 0.05): on HUSE's 160-180 training texts every switch the plain rule made was noise (gains
-0.002-0.015, p 0.39-0.45) and lost on the held-out texts; GUG's rouge gained 0.059, p 0.033.
+between machines cannot change the choice. Each leaves its first candidate (`Auto`'s first
+kernel, tfidf; a `Combined` kernel's first kernel alone) only where the winner's gain beats the
+sample's noise (a seeded paired bootstrap of the two rhos, one-sided p < 0.05): on HUSE's 160-180
+training texts every switch of kernel the plain rule made was noise (gains 0.002-0.015, p
+0.39-0.45) and lost on the held-out texts; GUG's rouge gained 0.059, p 0.033.
 The sample is seeded and taken, and ordered, in the training set's canonical order (by text
 checksum, then score): the same texts in the same order whatever order the training set came
 in, so the choice is too; and the kernels' tiles are the same bits in any chunk size, so it
@@ -35,8 +36,8 @@ from gpu_neighbors.kernels.combined import weighted_error, weighted_sum
 from gpu_neighbors.kernels.parts import Auto, Combined, KernelPart
 
 TIE = 1e-9  # rhos this close are equal
-# Auto leaves its first kernel only for one whose leave-one-out gain on the sample a paired
-# bootstrap puts above zero at this level (one-sided), over this many resamples.
+# A choice leaves its first candidate only for one whose leave-one-out gain on the sample a
+# paired bootstrap puts above zero at this level (one-sided), over this many resamples.
 SWITCH_LEVEL = 0.05
 SWITCH_RESAMPLES = 1000
 WEIGHT_STEPS = 4  # the weight grid: every split of 1 into quarters among the kernels
@@ -108,14 +109,17 @@ def inner_fit(estimator: Estimator, scored: KernelPass, run: ChoiceRun) -> tuple
     return (float(rho) if np.isfinite(rho) else -np.inf), settings
 
 
-def inner_rho(estimator: Estimator, scored: KernelPass, run: ChoiceRun) -> float:
-    return inner_fit(estimator, scored, run)[0]
-
-
 def inner_estimates(scored: KernelPass, settings: Thresholds) -> np.ndarray:
     """Each sample text's leave-one-out estimate at `settings` (NaN where it has none)."""
     prediction = scored.similarities.leave_one_out(np.arange(len(scored.similarities)), settings)
     return np.where(prediction.covered, prediction.scores, np.nan)
+
+
+def beyond_noise(challenger: tuple[KernelPass, Thresholds], first: tuple[KernelPass, Thresholds],
+                 truth: np.ndarray) -> bool:
+    """Whether the challenger's leave-one-out rho on the sample (its pass at its settings) beats
+    the first candidate's beyond the sample's noise (`switch_p_value` below SWITCH_LEVEL)."""
+    return switch_p_value(inner_estimates(*challenger), inner_estimates(*first), truth) < SWITCH_LEVEL
 
 
 def switch_p_value(challenger: np.ndarray, first: np.ndarray, truth: np.ndarray) -> float:
@@ -146,10 +150,9 @@ def choose_kernel(auto: Auto, estimator_of: Callable[[KernelPart], Estimator], t
     fits = [inner_fit(estimator_of(part), scored, run) for part, scored in zip(auto.kernels, passes)]
     rhos = [rho for rho, _ in fits]
     best = first_best(rhos)
-    if best and np.isfinite(rhos[0]):  # the first kernel stays unless the gain beats the sample's noise
-        challenger, first = (inner_estimates(passes[index], fits[index][1]) for index in (best, 0))
-        if switch_p_value(challenger, first, sample.scores) >= SWITCH_LEVEL:
-            best = 0
+    if best and np.isfinite(rhos[0]) and not beyond_noise((passes[best], fits[best][1]), (passes[0], fits[0][1]),
+                                                          sample.scores):
+        best = 0  # the first kernel stays unless the gain beats the sample's noise
     return auto.kernels[best], dict(zip(_labels(auto.kernels), rhos))
 
 
@@ -166,17 +169,22 @@ def weight_grid(size: int) -> list[tuple[float, ...]]:
 def choose_weights(combined: Combined, estimator: Estimator, texts: Sequence[str], scores: np.ndarray,
                    run: ChoiceRun) -> tuple[tuple[float, ...], dict[str, float] | None]:
     """The weights of `combined`'s kernels with the best inner rho on the sample (its similarities
-    summed as the combined kernel sums them, so each point is that kernel), and the rho of each
-    kernel alone and of the chosen sum; equal weights, and None, where the training set is too
-    small to choose on."""
+    summed as the combined kernel sums them, so each point is that kernel) where its gain over
+    the first kernel alone is beyond noise, else the first kernel alone; and the rho of each
+    kernel alone and of the chosen weights; equal weights, and None, where the training set is
+    too small to choose on."""
     sample = Sample.of(texts, scores, combined.sample)
     size = len(combined.kernels)
     if not run.chooses(len(sample.texts)):
         return tuple(1.0 / size for _ in range(size)), None
     passes = [kernel_pass(part, sample, run) for part in combined.kernels]
     grid = weight_grid(size)
-    rhos = [inner_rho(estimator, _summed(passes, weights), run) for weights in grid]
+    fits = [inner_fit(estimator, _summed(passes, weights), run) for weights in grid]
+    rhos = [rho for rho, _ in fits]
     best = first_best(rhos)
+    if best and np.isfinite(rhos[0]) and not beyond_noise((_summed(passes, grid[best]), fits[best][1]),
+                                                          (_summed(passes, grid[0]), fits[0][1]), sample.scores):
+        best = 0  # the first kernel alone (the grid's first point) stays unless the gain beats the noise
     return grid[best], {**dict(zip(_labels(combined.kernels), rhos[:size])), "combined": rhos[best]}
 
 
