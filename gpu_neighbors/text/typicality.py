@@ -88,11 +88,12 @@ class Tokens:
         ids = batch.ids.numpy()
         unseen = ids == UNKNOWN_ID
         wordlike = wordlike_ids[np.where(unseen, 0, ids)] if len(wordlike_ids) else np.zeros(ids.size, dtype=bool)
-        wordlike[unseen] = np.fromiter(map(is_wordlike, strings[unseen]), dtype=bool, count=int(unseen.sum()))
         identities = ids.copy()
-        if unseen.any():
-            _, rank = np.unique(strings[unseen].astype(str), return_inverse=True)
-            identities[unseen] = len(vocabulary) + rank.reshape(-1)
+        if unseen.any():  # each distinct unseen token read once
+            distinct, rank = np.unique(strings[unseen].astype(str), return_inverse=True)
+            rank = rank.reshape(-1)
+            wordlike[unseen] = np.fromiter(map(is_wordlike, distinct), dtype=bool, count=len(distinct))[rank]
+            identities[unseen] = len(vocabulary) + rank
         identities[~wordlike] = NOT_A_WORD
         width = int(batch.lengths.max()) if len(batch) else 0
         padded_ids = torch.full((len(batch), width), UNKNOWN_ID, dtype=torch.int64)
