@@ -249,8 +249,8 @@ def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: fl
         sums = torch.cat([zero, values.cumsum(dim=1)], dim=1)
         return torch.stack([sums[:, position] for position in at], dim=1)
 
-    sums = torch.stack([running((weights * quality.weighted_columns[:, column][index]).to(torch.int64))
-                        for column in range(quality.weighted_columns.shape[1])], dim=2)
+    columns = quality.weighted_columns.T.contiguous()  # each column's gather reads contiguous values
+    sums = torch.stack([running((weights * column[index]).to(torch.int64)) for column in columns], dim=2)
     counts = running(positive.to(torch.int64))
     predictions = []
     for position in range(len(ks)):
