@@ -73,7 +73,8 @@ class Tokens:
     lengths: torch.Tensor  # int64 [rows]
     identity_count: int  # every identity is below it
     endings: torch.Tensor  # int64 [rows]: code point of the last token's last character; -1: no token
-    characters: torch.Tensor  # int64 [rows, characters]: code points of the row's tokens; -1 past them
+    characters: torch.Tensor  # int64 [rows, characters]: code points of the row's tokens (from token
+    # ids only those no training text holds: all that the statistic counts); -1 past them
 
     @classmethod
     def of(cls, tokenized: TokenizedTexts, vocabulary: Vocabulary, wordlike_ids: np.ndarray,
@@ -121,11 +122,16 @@ def _characters(strings: np.ndarray, rows: np.ndarray, count: int) -> torch.Tens
     return torch.from_numpy(padded)
 
 
-def code_point_table(names: Sequence[str | None]) -> torch.Tensor:
-    """int64 [len(names), longest]: the code points of each token name, -1 past them (and for
-    a token without a name)."""
+def new_character_table(names: Sequence[str | None], characters: DocumentFrequency) -> torch.Tensor:
+    """int64 [len(names), most]: the code points of each token name that no training text holds
+    (`characters`, on the host), first in each row, -1 after them: what a new text's statistics
+    read of its tokens' characters, at a width of the most any name has (mostly 0 or 1) instead
+    of the longest name's length."""
     strings = np.array([name if isinstance(name, str) else "" for name in names], dtype=object)
-    return _characters(strings, np.arange(len(strings)), len(strings))
+    codes = _characters(strings, np.arange(len(strings)), len(strings))
+    new = torch.where((codes >= 0) & (characters.count(codes) == 0), codes, torch.full_like(codes, -1))
+    most = int((new >= 0).sum(dim=1).max()) if new.numel() else 0
+    return new.sort(dim=1, descending=True).values[:, :most]
 
 
 def wordlike_table(vocabulary: Vocabulary) -> np.ndarray:
@@ -211,7 +217,7 @@ class IdTables:
     lookup: torch.Tensor
     wordlike: torch.Tensor
     last_character: torch.Tensor  # int64 per tokenizer id (-1: a token without a name)
-    characters: torch.Tensor  # int64 [tokenizer ids, longest name]: code points, -1 past them
+    new_characters: torch.Tensor  # int64 [tokenizer ids, most]: code points no training text holds
 
 
 TABLE_NAMES = ("tokens", "bigrams", "endings", "characters")  # the document frequencies of `Tables`
@@ -323,7 +329,7 @@ class Typicality:
         else:
             endings = torch.full_like(lengths, -1)
         inside = torch.arange(raw.shape[1], device=raw.device)[None, :] < lengths[:, None]
-        characters = torch.where(inside[:, :, None], tables.characters[raw], torch.full_like(raw[:, :, None], -1))
+        characters = torch.where(inside[:, :, None], tables.new_characters[raw], torch.full_like(raw[:, :, None], -1))
         tokens = Tokens(ids, identities, lengths, self.vocab_size + tables.lookup.numel(), endings,
                         characters.flatten(1))
         return self.statistics(tokens, False, tables.tables)
@@ -338,7 +344,8 @@ class Typicality:
             last = torch.tensor([last_character(name if isinstance(name, str) else None) for name in names],
                                 dtype=torch.int64)
             self._on[device] = IdTables(self.tables.to(device), id_lookup(self.vocabulary, hf).to(device),
-                                        wordlike.to(device), last.to(device), code_point_table(names).to(device))
+                                        wordlike.to(device), last.to(device),
+                                        new_character_table(names, self.tables.characters.to(torch.device("cpu"))).to(device))
         return self._on[device]
 
     def statistics(self, tokens: Tokens, own: bool, tables: Tables) -> torch.Tensor:
