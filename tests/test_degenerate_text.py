@@ -112,6 +112,16 @@ def test_sentences_against_headlines_are_flagged_by_the_characters_headlines_nev
         assert scorer.predict(sentences).outside.mean() >= 0.8, name
 
 
+def test_the_nearest_similarity_adds_up_and_160_texts_combine(huse_records):
+    """Bonferroni's test divides the level among the four token statistics (the nearest
+    similarity joins Fisher's product only), so Fisher's combination joins from 2 x 4 / 0.05 =
+    160 calibration texts (m + 1 >= 160): HUSE's folds of 160 texts have it, the shipped
+    example's 100 do not. With the nearest similarity among Bonferroni's, a fold needed 199."""
+    texts, scores = [r["text"] for r in huse_records], [r["score"] for r in huse_records]
+    assert NeighborsScorer(device="cpu").fit(texts[:159], scores[:159]).outside_.combines
+    assert not NeighborsScorer(device="cpu").fit(texts[:158], scores[:158]).outside_.combines
+
+
 @pytest.mark.parametrize("name", ["shuffled", "reversed", "salad"])
 def test_copies_out_of_order_score_well_below_the_sentences_they_were_made_from(name):
     """Learner sentences (GUG): copies of good held-out sentences with their words shuffled,

@@ -11,10 +11,11 @@ with conformal p-values"). A statistic a text lacks (NaN: no word, no training t
 all) counts as more atypical than every calibration value.
 
 The statistics' p-values become one, for two kinds of evidence: one statistic far out
-(Bonferroni: k times the smallest of the k p-values) and several a little out (Fisher's
-combination: the product of the p-values, ranked among the calibration texts' own products, each
-calibration text's p-values taken against the other calibration texts, which errs on the safe
-side). The text's p-value is twice the smaller of the two (Bonferroni again, capped at 1), so for
+(Bonferroni: k times the smallest of the p-values of the k statistics that may flag a text
+alone; a statistic may be evidence that only adds up, `alone` false) and several a little out
+(Fisher's combination: the product of all the p-values, ranked among the calibration texts' own
+products, each calibration text's p-values taken against the other calibration texts, which
+errs on the safe side). The text's p-value is twice the smaller of the two (Bonferroni again, capped at 1), so for
 a text from the training distribution P(p <= t) <= t whatever the statistics' dependence. With m
 calibration texts the smallest p-value is 2 / (m + 1) through Fisher's combination and 2 k /
 (m + 1) through one statistic alone: below 2 k / level calibration texts one statistic could not
@@ -50,11 +51,14 @@ class OutlierTest:
     low_is_atypical: tuple[bool, ...]
     size: int  # calibration texts: m
     products: np.ndarray  # sorted: each calibration text's product of p-values against the others
+    alone: tuple[bool, ...] | None = None  # which statistics join Bonferroni's test (None: all)
     on: dict[torch.device, tuple[torch.Tensor, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def fit(cls, statistics: np.ndarray, low_is_atypical: Sequence[bool]) -> OutlierTest:
-        """From float64 [m, statistics] of the calibration texts (NaN: atypical beyond all)."""
+    def fit(cls, statistics: np.ndarray, low_is_atypical: Sequence[bool],
+            alone: Sequence[bool] | None = None) -> OutlierTest:
+        """From float64 [m, statistics] of the calibration texts (NaN: atypical beyond all);
+        `alone`: which statistics may flag a text by themselves (None: all)."""
         statistics = np.asarray(statistics, dtype=np.float64)
         if statistics.ndim != 2 or statistics.shape[1] != len(low_is_atypical):
             raise ValueError(f"statistics must be [texts, {len(low_is_atypical)}], got {statistics.shape}")
@@ -70,18 +74,25 @@ class OutlierTest:
             lacking = m - finite.size
             count = np.where(np.isfinite(values), beyond + lacking, lacking - 1)
             products = products * ((1 + count) / (m + 1))
-        return cls(columns, lows, m, np.sort(products))
+        return cls(columns, lows, m, np.sort(products), None if alone is None else tuple(bool(one) for one in alone))
+
+    @property
+    def single_tests(self) -> int:
+        """How many statistics Bonferroni's test divides the level among (k)."""
+        return len(self.columns) if self.alone is None else sum(self.alone)
 
     def p_values(self, statistics: torch.Tensor, fisher: bool = True) -> torch.Tensor:
-        """float64 [texts]: the combined p-value of each row of float64 `statistics` [texts, k]
-        (any device): min(1, 2 min(k min_j p_j, Fisher's)); without `fisher`, Bonferroni's
-        alone, min(1, k min_j p_j)."""
-        k = len(self.columns)
+        """float64 [texts]: the combined p-value of each row of float64 `statistics` [texts,
+        columns] (any device): min(1, 2 min(k min_j p_j, Fisher's)), j over the k statistics
+        that may flag alone; without `fisher`, Bonferroni's alone, min(1, k min_j p_j)."""
+        k = self.single_tests
         product = torch.ones(statistics.shape[0], dtype=torch.float64, device=statistics.device)
         smallest = torch.ones_like(product)
-        for column in range(k):
+        for column in range(len(self.columns)):
             p = self.p_value_tensor(statistics[:, column].contiguous(), column)
-            product, smallest = product * p, torch.minimum(smallest, p)
+            product = product * p
+            if self.alone is None or self.alone[column]:
+                smallest = torch.minimum(smallest, p)
         if not fisher:
             return torch.clamp(k * smallest, max=1.0)
         products = self._on(statistics.device)[-1]
@@ -135,11 +146,11 @@ class OutsideRule:
     @property
     def combines(self) -> bool:
         """Whether Fisher's combination joins Bonferroni's: only where one statistic alone can
-        still flag a text with it (m + 1 >= 2 k / level, 200 calibration texts at the defaults).
+        still flag a text with it (m + 1 >= 2 k / level = 160 at the defaults).
         Below that, doubling Bonferroni's p-value would leave one statistic far out unable to
         flag anything (the shipped example's 100 texts), so Bonferroni's stands alone. Decided by
         the calibration set's size and the level, never by the text tested: valid either way."""
-        return (self.test.size + 1) * self.level >= 2 * len(self.test.columns)
+        return (self.test.size + 1) * self.level >= 2 * self.test.single_tests
 
     def p_values(self, statistics: torch.Tensor) -> torch.Tensor:
         """float64 [texts] on the statistics' device, with no host synchronisation."""

@@ -52,6 +52,8 @@ from gpu_neighbors.text.vocabulary import UNKNOWN_ID, Vocabulary, id_lookup, kep
 
 STATISTICS = ("support", "order", "repetition", "ending")
 LOW_IS_ATYPICAL = (True, True, False, True)  # repetition is atypical when high
+# Which of these and the nearest similarity (last) may flag a text alone (`core.outside.OutlierTest`)
+ALONE = (True, True, True, True, False)
 FIT_ROWS = 1 << 12  # texts padded at once
 PAIR_BLOCK = 1 << 22  # bigram keys of position pairs (`order`) made at once
 WORDLIKE = re.compile(r"\w")

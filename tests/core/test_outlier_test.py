@@ -91,6 +91,28 @@ def test_combined_p_value_by_hand():
     np.testing.assert_allclose(test.p_values(new).numpy(), expected, rtol=1e-15)
 
 
+def test_evidence_that_only_adds_up_joins_fishers_combination_alone():
+    """The same calibration texts with the second statistic not `alone`: Bonferroni's k is 1
+    and reads the first statistic only, Fisher's product still multiplies both. The text far
+    out in the second statistic alone keeps Fisher's p-value (2 x 3/5); the one far out in the
+    first gets 2 x 1 x 1/5 from Bonferroni's side, not 2 x 2 x 1/5."""
+    calibration = np.array([[1.0, 4.0], [2.0, 3.0], [3.0, 2.0], [4.0, 1.0]])
+    test = OutlierTest.fit(calibration, (True, True), alone=(True, False))
+    assert test.single_tests == 1
+    new = torch.tensor([[0.0, 9.0], [9.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    # p-values (1/5, 1), (1, 1/5), (1/5, 1/5): Bonferroni on the first alone 1/5, 1, 1/5;
+    # products 1/5, 1/5, 1/25: Fisher's 3/5, 3/5, 1/5
+    np.testing.assert_allclose(test.p_values(new).numpy(), [2 / 5, 1.0, 2 / 5], rtol=1e-15)
+    everything = OutlierTest.fit(calibration, (True, True))
+    np.testing.assert_allclose(everything.p_values(new).numpy(), [2 * 2 / 5, 2 * 2 / 5, 2 / 5], rtol=1e-15)
+    # Fisher's joins from (m + 1) level >= 2 k: m = 39 with k = 1, m = 79 with both alone
+    def combines(m: int, alone: tuple[bool, bool] | None) -> bool:
+        return OutsideRule(OutlierTest.fit(np.zeros((m, 2)), (True, True), alone), 0.05, None, (0.0, 1.0)).combines
+
+    assert [combines(38, (True, False)), combines(39, (True, False)), combines(78, None), combines(79, None)] == [
+        False, True, False, True]
+
+
 def test_diffuse_evidence_flags_what_no_single_statistic_does():
     """Five statistics each a little out: Bonferroni (the test before Fisher's) flags none of
     these texts, Fisher's combination flags them."""
