@@ -250,7 +250,8 @@ def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: fl
         return torch.stack([sums[:, position] for position in at], dim=1)
 
     columns = quality.weighted_columns.T.contiguous()  # each column's gather reads contiguous values
-    sums = torch.stack([running((weights * column[index]).to(torch.int64)) for column in columns], dim=2)
+    sums = torch.stack([running((weights * columns[column][index]).to(torch.int64))
+                        for column in range(columns.shape[0])], dim=2)
     counts = running(positive.to(torch.int64))
     predictions = []
     for position in range(len(ks)):
