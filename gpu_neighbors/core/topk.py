@@ -249,7 +249,7 @@ def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: fl
         sums = torch.cat([zero, values.cumsum(dim=1)], dim=1)
         return torch.stack([sums[:, position] for position in at], dim=1)
 
-    columns = quality.weighted_columns.T.contiguous()  # each column's gather reads contiguous values
+    columns = quality.weighted_by_column
     sums = torch.stack([running((weights * columns[column][index]).to(torch.int64))
                         for column in range(columns.shape[0])], dim=2)
     counts = running(positive.to(torch.int64))
