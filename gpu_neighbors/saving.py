@@ -30,7 +30,7 @@ from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.parts import Auto, KernelPart, part_from_settings
 from gpu_neighbors.text.tokenizers import Tokenizer
-from gpu_neighbors.text.typicality import ALONE, LOW_IS_ATYPICAL, Typicality
+from gpu_neighbors.text.typicality import TEST_ALONE, TEST_LOW_IS_ATYPICAL, Typicality
 
 # Name prefixes of the saved encoding's tensors.
 KERNEL, TYPICALITY = "kernel.", "typicality."
@@ -159,12 +159,12 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
 def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int) -> OutsideRule:
     """The outlier test as fitted: each statistic's sorted calibration values (`size` texts) and
     their sorted products of p-values."""
-    columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(LOW_IS_ATYPICAL) + 1))
+    columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(TEST_LOW_IS_ATYPICAL)))
     products = tensors["outside_products"].numpy()
     if any(column.ndim != 1 or column.size > size or np.any(np.diff(column) < 0) for column in columns) or (
             products.ndim != 1 or products.size != size or np.any(np.diff(products) < 0)):
         raise ValueError("the outlier test's tensors are not sorted calibration values")
-    test = OutlierTest(columns, LOW_IS_ATYPICAL + (True,), size, products, ALONE)
+    test = OutlierTest(columns, TEST_LOW_IS_ATYPICAL, size, products, TEST_ALONE)
     return scorer.intervals_part.outside_rule(test, scorer.train_scores_, scorer.score_range)
 
 

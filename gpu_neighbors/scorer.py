@@ -39,7 +39,7 @@ from gpu_neighbors.fitted import FittedScorer, library_threads
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import kernel_threads
 from gpu_neighbors.kernels.parts import Auto, Combined, KernelPart, kernel_part
-from gpu_neighbors.text.typicality import ALONE, LOW_IS_ATYPICAL, Typicality
+from gpu_neighbors.text.typicality import TEST_ALONE, TEST_LOW_IS_ATYPICAL, Typicality
 
 __all__ = ["NeighborsScorer", "PreparedCandidates", "ScoreError"]
 MAX_TUNING_TEXTS = 4_000  # tuning holds an [n x n] float64 matrix (128 MB here) and its per-tau copies
@@ -275,7 +275,7 @@ class NeighborsScorer(FittedScorer):
         own = self.typicality_.of_texts([texts[index] for index in chosen], own=True)  # training texts: own counts out
         statistics = np.column_stack([own.cpu().numpy(),
                                       np.where(np.isfinite(nearest), nearest, np.nan)])
-        test = OutlierTest.fit(statistics, LOW_IS_ATYPICAL + (True,), ALONE)
+        test = OutlierTest.fit(statistics, TEST_LOW_IS_ATYPICAL, TEST_ALONE)
         return self.intervals_part.outside_rule(test, self.train_scores_, self.score_range)
 
     def _nearest_without_own(self, texts: list[str], chosen: np.ndarray) -> np.ndarray:

@@ -10,22 +10,22 @@ least uniform for such a text (Bates, Candes, Lei, Romano and Sesia, 2023, "Test
 with conformal p-values"). A statistic a text lacks (NaN: no word, no training text similar at
 all) counts as more atypical than every calibration value.
 
-The statistics' p-values become one, for two kinds of evidence: one statistic far out
-(Bonferroni: k times the smallest of the p-values of the k statistics that may flag a text
-alone; a statistic may be evidence that only adds up, `alone` false) and several a little out
-(Fisher's combination: the product of all the p-values, ranked among the calibration texts' own
-products, each calibration text's p-values taken against the other calibration texts, which
-errs on the safe side). The text's p-value is twice the smaller of the two (Bonferroni again, capped at 1), so for
-a text from the training distribution P(p <= t) <= t whatever the statistics' dependence. With m
-calibration texts the smallest p-value is 2 / (m + 1) through Fisher's combination and 2 k /
-(m + 1) through one statistic alone: below 2 k / level calibration texts one statistic could not
-flag a text by itself, so there Bonferroni's p-value stands alone (`OutsideRule.combines`; k /
-(m + 1) reaches the level from k / level texts on). Fisher's alone flags more texts of another
-domain but lets repeated headlines through; k + 1 tests in one Bonferroni union flag the fewest
-of another domain: both measured, bench/outside.md. A text is outside when p <= level; between level and
-2 level its estimate and interval move part of the way (linearly in p) towards those of a
-flagged text, so the evidence fades in instead of jumping: a text from the training distribution
-is touched with probability at most 2 level.
+The statistics' p-values become one, for two kinds of evidence: one statistic far out (Bonferroni: k
+times the smallest of the p-values of the k statistics that may flag a text alone; a statistic may
+be evidence that only adds up, `alone` false) and several a little out (Fisher's combination: the
+product of all the p-values, ranked among the calibration texts' own products, each calibration
+text's p-values taken against the other calibration texts, which errs on the safe side). The text's
+p-value is twice the smaller of the two (Bonferroni again, capped at 1), so for a text from the
+training distribution P(p <= t) <= t whatever the statistics' dependence. With m calibration texts
+the smallest p-value is 2 / (m + 1) through Fisher's combination and 2 k / (m + 1) through one
+statistic alone: below 2 k / level calibration texts one statistic could not flag a text by itself,
+so there Bonferroni's p-value stands alone (`OutsideRule.combines`; k / (m + 1) reaches the level
+from k / level texts on). Fisher's alone flags more texts of another domain but lets repeated
+headlines through; k + 1 tests in one Bonferroni union flag the fewest of another domain: both
+measured, bench/outside.md. A text is outside when p <= level; between level and 2 level its
+estimate and interval move part of the way (linearly in p) towards those of a flagged text, so the
+evidence fades in instead of jumping: a text from the training distribution is touched with
+probability at most 2 level.
 
 Counts, products and quotients of float64 (correctly rounded everywhere) from sorted arrays:
 the same p-values and flags on every device.

@@ -125,16 +125,17 @@ class Entrants:
 
 def _entrants(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, tie_rank: torch.Tensor,
               pack: bool) -> Entrants:
-    """The entries of a tile (training columns from `first_column`) at or above their row's
-    `bound`, the least similarity its buffer of k holds: an entry below it comes after all k in
-    the total order, so it can never enter, and the merge need not read it. Late in a pass few
-    pass (a calibration pass at 50,000 training texts, k = 1,000, tiles 3,072 wide: the widest
-    row's entrants fell to ~100 by the last tiles), so they are packed to the left of [rows, width] (width: the most any row has; empty slots after them)
-    and the merge reads k + width entries a row instead of k + the tile's width. The set merged
-    into the buffer, and so every bit after it, is the same. Where any row's buffer is not yet
-    full (bound -inf), or the entrants are over half the tile, the whole tile is merged; and
-    without `pack` or on a GPU always: packing makes the host wait for the counts every tile
-    (the token-ids path promises no host synchronisation), and a GPU's selections cost little."""
+    """The entries of a tile (training columns from `first_column`) at or above their row's `bound`,
+    the least similarity its buffer of k holds: an entry below it comes after all k in the total
+    order, so it can never enter, and the merge need not read it. Late in a pass few pass (a
+    calibration pass at 50,000 training texts, k = 1,000, tiles 3,072 wide: the widest row's
+    entrants fell to ~100 by the last tiles), so they are packed to the left of [rows, width]
+    (width: the most any row has; empty slots after them) and the merge reads k + width entries a
+    row instead of k + the tile's width. The set merged into the buffer, and so every bit after it,
+    is the same. Where any row's buffer is not yet full (bound -inf), or the entrants are over half
+    the tile, the whole tile is merged; and without `pack` or on a GPU always: packing makes the
+    host wait for the counts every tile (the token-ids path promises no host synchronisation), and a
+    GPU's selections cost little."""
     rows, columns = similarity.shape
     device = similarity.device
     index = torch.arange(first_column, first_column + columns, device=device)

@@ -32,10 +32,10 @@ what `core.outside` compares new texts with. A text with no token has none (NaN)
 Tokens are the scorer's tokenizer's. Texts and a model's token ids (`vocabulary.kept_tokens`)
 both become a padded [rows, width] tensor of vocabulary ids (the training set's; -1 for a token
 it lacks), one of identities (equal where the tokens are equal, also for tokens the training
-set lacks; distinct for every token without a word character), each row's length and the code
-point of its last token's last character, and the code points of its tokens' characters: one computation, on the tokens' device, with shapes
-known on the host, so the id path never waits for the device; counts and one division each, the
-same bits on every device.
+set lacks; distinct for every token without a word character), each row's length, the code
+point of its last token's last character and the code points of its tokens' characters: one
+computation, on the tokens' device, with shapes known on the host, so the id path never waits
+for the device; counts and one division each, the same bits on every device.
 """
 from __future__ import annotations
 
@@ -52,8 +52,11 @@ from gpu_neighbors.text.vocabulary import UNKNOWN_ID, Vocabulary, id_lookup, kep
 
 STATISTICS = ("support", "order", "repetition", "ending")
 LOW_IS_ATYPICAL = (True, True, False, True)  # repetition is atypical when high
-# Which of these and the nearest similarity (last) may flag a text alone (`core.outside.OutlierTest`)
-ALONE = (True, True, True, True, False)
+# The outlier test's columns (`core.outside.OutlierTest`): these statistics, then the nearest
+# similarity (low is atypical); each statistic may flag a text alone, the nearest similarity
+# only adds up (Fisher's product, not Bonferroni's test).
+TEST_LOW_IS_ATYPICAL = LOW_IS_ATYPICAL + (True,)
+TEST_ALONE = (True,) * len(STATISTICS) + (False,)
 FIT_ROWS = 1 << 12  # texts padded at once
 PAIR_BLOCK = 1 << 22  # bigram keys of position pairs (`order`) made at once
 WORDLIKE = re.compile(r"\w")
