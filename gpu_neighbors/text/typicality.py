@@ -196,11 +196,6 @@ class DocumentFrequency:
             return torch.zeros_like(keys)
         return torch.where(position >= 0, self.counts[position.clamp(min=0)], torch.zeros_like(position))
 
-    def held_by_another(self, keys: torch.Tensor, own: bool) -> torch.Tensor:
-        """Whether a training text other than the key's own (own=True: the key's text is one of
-        the training texts) holds each key; keys < 0 are held by none."""
-        return self.count(keys) > int(own)
-
     @classmethod
     def saved(cls, keys: torch.Tensor, counts: torch.Tensor, device: torch.device) -> DocumentFrequency:
         """The table `keys` and `counts` describe (as `Typicality.state` gave them), on `device`."""
@@ -242,6 +237,35 @@ class Tables:
     def to(self, device: torch.device) -> Tables:
         return Tables(self.tokens.to(device), self.bigrams.to(device), self.endings.to(device),
                       self.characters.to(device), self.texts)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """Per row, the sorted keys of the training text left out of the counts (-1 and other
+    negative keys: none), and its ending."""
+
+    ids: torch.Tensor
+    characters: torch.Tensor
+    bigrams: torch.Tensor
+    endings: torch.Tensor
+
+
+def _within(ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """`ids` with UNKNOWN_ID past each row's length."""
+    inside = torch.arange(ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
+    return torch.where(inside, ids, torch.full_like(ids, UNKNOWN_ID))
+
+
+def _held(table: DocumentFrequency, keys: torch.Tensor, excluded: torch.Tensor | None) -> torch.Tensor:
+    """Whether a training text holds each key of `keys` [rows, ...] (keys < 0: none), leaving out
+    per row the text whose sorted keys are `excluded` [rows, width] (None: leaving out none)."""
+    counts = table.count(keys)
+    if excluded is not None and excluded.shape[1]:
+        flat = keys.flatten(1)  # [rows, keys], also for no rows
+        found = torch.searchsorted(excluded, flat).clamp(max=excluded.shape[1] - 1)
+        member = (torch.gather(excluded, 1, found) == flat) & (flat >= 0)
+        counts = counts - member.reshape(keys.shape).long()
+    return counts > 0
 
 
 class Typicality:
@@ -302,22 +326,31 @@ class Typicality:
         typicality._on = {}
         return typicality
 
-    def of_texts(self, texts: Sequence[str], own: bool = False) -> torch.Tensor:
+    def of_texts(self, texts: Sequence[str], own: bool = False, originals: Sequence[str] | None = None,
+                 ) -> torch.Tensor:
         """float64 [len(texts), 4] on the fitted device; own=True: `texts` are the training
-        texts, each left out of its own counts."""
+        texts, each left out of its own counts; `originals`: for each text, a training text to
+        leave out of the counts instead (that of which it is a copy: the statistics a copy of a
+        text the training set never saw would get)."""
+        if originals is not None and (own or len(originals) != len(texts)):
+            raise ValueError("originals go one to a text, and not with own=True")
         # By length, so that a slice's rows pad to about their own width: the order statistic
         # reads every pair of positions of the padded rows. A row's statistics do not depend on
         # the other rows of its slice.
         order = np.argsort(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), kind="stable")
         parts = [torch.zeros((0, len(STATISTICS)), dtype=torch.float64, device=self.device)]
         for first in range(0, len(texts), FIT_ROWS):
-            tokenized = self.tokenizer.tokenize_many([texts[index] for index in order[first : first + FIT_ROWS]])
-            parts.append(self.statistics(Tokens.of(tokenized, self.vocabulary, self.wordlike, self.device), own,
-                                         self.tables))
+            rows = order[first : first + FIT_ROWS]
+            tokens = self._tokens([texts[index] for index in rows])
+            excluded = tokens if own else None if originals is None else self._tokens([originals[i] for i in rows])
+            parts.append(self.statistics(tokens, self.tables, excluded))
         in_order = torch.cat(parts)
         statistics = torch.empty_like(in_order)
         statistics[torch.from_numpy(order).to(self.device)] = in_order
         return statistics
+
+    def _tokens(self, texts: Sequence[str]) -> Tokens:
+        return Tokens.of(self.tokenizer.tokenize_many(texts), self.vocabulary, self.wordlike, self.device)
 
     def of_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """float64 [rows, 4] of a model's token ids, on their device, without waiting for it
@@ -337,7 +370,7 @@ class Typicality:
         characters = torch.where(inside[:, :, None], tables.new_characters[raw], torch.full_like(raw[:, :, None], -1))
         tokens = Tokens(ids, identities, lengths, self.vocab_size + tables.lookup.numel(), endings,
                         characters.flatten(1))
-        return self.statistics(tokens, False, tables.tables)
+        return self.statistics(tokens, tables.tables)
 
     def _tables_on(self, device: torch.device) -> IdTables:
         if device not in self._on:
@@ -353,59 +386,66 @@ class Typicality:
                                         new_character_table(names, self.tables.characters.to(torch.device("cpu"))).to(device))
         return self._on[device]
 
-    def statistics(self, tokens: Tokens, own: bool, tables: Tables) -> torch.Tensor:
+    def statistics(self, tokens: Tokens, tables: Tables, excluded: Tokens | None = None) -> torch.Tensor:
         """float64 [rows, 4] (`STATISTICS`) of `tokens` against `tables` (the fitted ones, on the
-        tokens' device); NaN rows for texts without a token."""
+        tokens' device); NaN rows for texts without a token. `excluded`: per row, the training
+        text whose counts are left out (the row itself for training texts, `own`)."""
         ids, lengths = tokens.ids, tokens.lengths
         rows, width = ids.shape
         inside = torch.arange(width, device=ids.device)[None, :] < lengths[:, None]
         ids = torch.where(inside, ids, torch.full_like(ids, UNKNOWN_ID))
-        held_tokens = (tables.tokens.held_by_another(ids, own) & inside).sum(dim=1)
+        keys, exists = _bigrams(ids, lengths, self.vocab_size)
+        if excluded is None:
+            held_out = None
+        else:
+            excluded_ids = _within(excluded.ids, excluded.lengths)
+            held_out = HeldOut(excluded_ids.sort(dim=1).values, excluded.characters.sort(dim=1).values,
+                               _bigrams(excluded_ids, excluded.lengths, self.vocab_size)[0].sort(dim=1).values,
+                               excluded.endings)
+        held_tokens = (_held(tables.tokens, ids, None if held_out is None else held_out.ids) & inside).sum(dim=1)
         codes = tokens.characters.sort(dim=1).values
         first = codes >= 0
         first[:, 1:] &= codes[:, 1:] != codes[:, :-1]
-        new_characters = (first & ~tables.characters.held_by_another(codes, own)).sum(dim=1)
-        keys, exists = _bigrams(ids, lengths, self.vocab_size)
-        held_bigrams = tables.bigrams.held_by_another(keys, own).sum(dim=1)
-        shuffled = self._held_in_any_order(ids, lengths, keys, own, tables.bigrams)
+        new_characters = (first & ~_held(tables.characters, codes, None if held_out is None else held_out.characters)
+                          ).sum(dim=1)
+        own_bigrams = None if held_out is None else held_out.bigrams
+        held_bigrams = _held(tables.bigrams, keys, own_bigrams).sum(dim=1)
+        shuffled = self._held_in_any_order(ids, lengths, own_bigrams, tables.bigrams)
         identities = torch.where(inside, tokens.identities, torch.full_like(tokens.identities, NOT_A_WORD))
         ordered = _bigrams(identities, lengths, tokens.identity_count)[0].sort(dim=1).values
         repeats = ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(dim=1)
-        ending = tables.endings.count(tokens.endings) - int(own)
+        ending = tables.endings.count(tokens.endings)
+        if held_out is not None:
+            ending = ending - ((held_out.endings == tokens.endings) & (tokens.endings >= 0)).long()
         bigrams = exists.sum(dim=1)
         # support: held / n - 2 new, and order: (held - shuffled / n) / (n + 1), each as one
         # division of integers
         counts = torch.stack([held_tokens - 2 * new_characters * lengths, lengths * held_bigrams - shuffled, repeats,
                               ending], dim=1)
-        others = torch.full_like(lengths, max(1, tables.texts - int(own)))
+        others = torch.full_like(lengths, max(1, tables.texts - int(excluded is not None)))
         totals = torch.stack([lengths, lengths * bigrams, bigrams, others], dim=1)
         statistics = counts.to(torch.float64) / totals.to(torch.float64)
         return torch.where(lengths[:, None] > 0, statistics, torch.full_like(statistics, float("nan")))
 
-    def _held_in_any_order(self, ids: torch.Tensor, lengths: torch.Tensor, keys: torch.Tensor, own: bool,
+    def _held_in_any_order(self, ids: torch.Tensor, lengths: torch.Tensor, excluded: torch.Tensor | None,
                            table: DocumentFrequency) -> torch.Tensor:
         """int64 [rows]: n times the mean number of a row's bigrams another training text holds
         when its n tokens come in a uniformly random order: the position pairs i != j whose
-        bigram is held, plus the tokens held after the start and before the end. With own=True
-        a pair's bigram counts as held where some training text other than the row's holds it:
-        its count less one where the row itself holds it (`keys`: the row's own bigrams)."""
+        bigram is held, plus the tokens held after the start and before the end. A pair's
+        bigram counts as held where a training text holds it other than the one left out
+        (`excluded`: its sorted bigram keys per row; None: none left out)."""
         rows, width = ids.shape
         device = ids.device
         size, start, end = self.vocab_size + 2, self.vocab_size, self.vocab_size + 1
-        own_keys = keys.sort(dim=1).values
         position = torch.arange(width, device=device)
         inside = position[None, :] < lengths[:, None]
         known = inside & (ids >= 0)
 
-        def held(pair_keys: torch.Tensor, valid: torch.Tensor, owner: torch.Tensor) -> torch.Tensor:
-            counts = table.count(torch.where(valid, pair_keys, torch.full_like(pair_keys, -1)))
-            if own:
-                flat = pair_keys.flatten(1)  # [rows, pairs], also for no rows
-                found = torch.searchsorted(owner, flat).clamp(max=owner.shape[1] - 1)
-                counts = counts - (torch.gather(owner, 1, found) == flat).reshape(pair_keys.shape).long()
-            return ((counts > 0) & valid).flatten(1).sum(dim=1)
+        def held(pair_keys: torch.Tensor, valid: torch.Tensor, owner: torch.Tensor | None) -> torch.Tensor:
+            keys = torch.where(valid, pair_keys, torch.full_like(pair_keys, -1))
+            return _held(table, keys, owner).flatten(1).sum(dim=1)
 
-        total = held(start * size + ids, known, own_keys) + held(ids * size + end, known, own_keys)
+        total = held(start * size + ids, known, excluded) + held(ids * size + end, known, excluded)
         block_rows = max(1, PAIR_BLOCK // max(1, width * width))
         block_positions = max(1, PAIR_BLOCK // max(1, block_rows * width))
         parts = []
@@ -417,6 +457,6 @@ class Typicality:
                 pairs = ids[block, span, None] * size + ids[block, None, :]
                 valid = known[block, span, None] & known[block, None, :]
                 valid &= position[span, None] != position[None, :]
-                count = count + held(pairs, valid, own_keys[block])
+                count = count + held(pairs, valid, None if excluded is None else excluded[block])
             parts.append(count)
         return total + (torch.cat(parts) if parts else torch.zeros_like(lengths))

@@ -134,6 +134,26 @@ def test_own_statistics_are_those_of_a_training_set_without_the_text(huse_record
         np.testing.assert_array_equal(own[index], Typicality(others, WHITESPACE, CPU).of_texts([training[index]])[0])
 
 
+def test_a_copy_is_measured_without_its_original(huse_records):
+    """`originals`: each copy's statistics equal those against the training set without the
+    text it copies (a refit), whatever else the batch holds; the copies perturbed every way the
+    negative evidence perturbs them, and one with a character only its original holds."""
+    from gpu_neighbors.text.perturbations import PERTURBATIONS, WordPool, perturb
+
+    training = [record["text"] for record in huse_records[:60]] + ["zebra \u00e9t\u00e9 quartz"]
+    pool = WordPool.from_texts(training)
+    originals = [training[index] for index in (0, 5, 17, 60)]
+    copies = [copy for name in PERTURBATIONS for copy in perturb(originals, name, seed=0, vocabulary=pool)]
+    sources = originals * len(PERTURBATIONS)
+    got = Typicality(training, WHITESPACE, CPU).of_texts(copies, originals=sources).numpy()
+    for row, (copy, source) in enumerate(zip(copies, sources)):
+        others = list(training)
+        others.remove(source)
+        np.testing.assert_array_equal(got[row], Typicality(others, WHITESPACE, CPU).of_texts([copy])[0])
+    with pytest.raises(ValueError, match="one to a text"):
+        Typicality(training, WHITESPACE, CPU).of_texts(copies, originals=sources[:-1])
+
+
 def test_the_training_order_and_batching_change_nothing(huse_records, monkeypatch):
     training = [record["text"] for record in huse_records[:100]]
     texts = [record["text"] for record in huse_records[100:]]
