@@ -5,7 +5,9 @@ calibrate, how their residuals become a `Calibration`, and how a calibration bou
 
 The same calibration texts calibrate the outlier test (`core/outside.py`): a text outside the
 training distribution at `outside_level` has no calibrated interval, so it gets the whole score
-range, and with `negatives` the negative evidence's estimate instead of its neighbours'.
+range, and with `negatives` the negative evidence's estimate instead of its neighbours'. One of
+the test's statistics is learned from negative evidence: degenerate copies of calibration texts
+(`degeneracy`, `core/discriminant.py`).
 """
 from __future__ import annotations
 
@@ -15,10 +17,15 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core import conformal
+from gpu_neighbors.core.discriminant import LinearScore
+from gpu_neighbors.core.neighbours import canonical_sample
 from gpu_neighbors.core.outside import OutlierTest, OutsideRule, lowest_decile_mean
 from gpu_neighbors.core.validation import DEFAULT_LEVEL, DEFAULT_OUTSIDE_LEVEL, NEGATIVE_RULES, interval
+from gpu_neighbors.text.perturbations import WordPool, all_copies
+from gpu_neighbors.text.typicality import Typicality
 
 LEVEL = interval(0, 1, closed="neither")
+NEGATIVE_TEXTS = 300  # calibration texts whose degenerate copies teach the degeneracy score
 
 
 class Intervals:
@@ -40,13 +47,27 @@ class Intervals:
     def settings(self) -> dict[str, Any]:
         return {"level": self.level, "outside_level": self.outside_level, "negatives": self.negatives}
 
-    def outside_rule(self, test: OutlierTest, train_scores: np.ndarray,
+    def outside_rule(self, test: OutlierTest, degeneracy: LinearScore, train_scores: np.ndarray,
                      score_range: tuple[float, float] | None) -> OutsideRule:
-        """The outlier test at `outside_level`, with the estimate and the interval of a flagged
-        text: the score range (the training scores' without one)."""
+        """The outlier test at `outside_level` (its last column `degeneracy`'s score), with the
+        estimate and the interval of a flagged text: the score range (the training scores'
+        without one)."""
         low, high = score_range or (float(train_scores.min()), float(train_scores.max()))
         negative = {"lowest_decile": lowest_decile_mean(train_scores), "minimum": float(low)}.get(self.negatives)
-        return OutsideRule(test, self.outside_level, negative, (float(low), float(high)))
+        return OutsideRule(test, self.outside_level, negative, (float(low), float(high)), degeneracy)
+
+    @staticmethod
+    def degeneracy(typicality: Typicality, texts: list[str], chosen: np.ndarray, canonical: np.ndarray,
+                   statistics: np.ndarray) -> LinearScore:
+        """The degeneracy score, learned from negative evidence: a seeded sample of at most
+        NEGATIVE_TEXTS of the calibration texts `chosen` (sorted positions; `statistics`: their
+        leave-one-out typicality, in that order) against every perturbation's copy of each
+        (random words from the training vocabulary), each copy measured without its original."""
+        taught = canonical_sample(canonical[np.isin(canonical, chosen)], NEGATIVE_TEXTS, seed=1)
+        originals = [texts[index] for index in taught]
+        copies, sources = all_copies(originals, vocabulary=WordPool.from_texts(texts))
+        measured = typicality.of_texts(copies, originals=[originals[index] for index in sources])
+        return LinearScore.fit(statistics[np.searchsorted(chosen, taught)], measured.cpu().numpy())
 
     @staticmethod
     def sample(canonical: np.ndarray) -> np.ndarray:

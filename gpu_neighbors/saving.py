@@ -20,6 +20,7 @@ import torch
 from gpu_neighbors._version import __version__
 from gpu_neighbors.core import kernel_ridge
 from gpu_neighbors.core.conformal import Calibration
+from gpu_neighbors.core.discriminant import LinearScore
 from gpu_neighbors.core.outside import OutlierTest, OutsideRule
 from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.saved import TENSORS, SavedScorer, SavedScorerError, pack_strings, unpack_strings
@@ -30,7 +31,7 @@ from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.parts import Auto, KernelPart, part_from_settings
 from gpu_neighbors.text.tokenizers import Tokenizer
-from gpu_neighbors.text.typicality import TEST_ALONE, TEST_LOW_IS_ATYPICAL, Typicality
+from gpu_neighbors.text.typicality import STATISTICS, TEST_ALONE, TEST_LOW_IS_ATYPICAL, Typicality
 
 # Name prefixes of the saved encoding's tensors.
 KERNEL, TYPICALITY = "kernel.", "typicality."
@@ -64,6 +65,7 @@ def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[An
                    "thresholds": asdict(scorer.thresholds_), "tuning": tuned, "selection": scorer.selection_,
                    "calibration_floor": scorer.calibration_.floor,
                    "outside_texts": scorer.outside_.test.size,
+                   "degeneracy": _degeneracy_settings(scorer.outside_.degeneracy),
                    "ridge": None if ridge is None else {"intercept": ridge.model.intercept,
                                                         "penalty": ridge.model.penalty}},
     }
@@ -143,7 +145,7 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
         scorer.tuning_ = None if tuned is None else TuningResult(**{**tuned, "thresholds": Thresholds(**tuned["thresholds"])})
         scorer.selection_ = fitted["selection"]
         scorer.calibration_ = Calibration(tensors["calibration_residuals"].numpy(), float(fitted["calibration_floor"]))
-        scorer.outside_ = _outside(scorer, tensors, int(fitted["outside_texts"]))
+        scorer.outside_ = _outside(scorer, tensors, int(fitted["outside_texts"]), fitted["degeneracy"])
         scorer._ridge = None if fitted["ridge"] is None else _ridge(fitted["ridge"], tensors, len(saved.texts))
         expected = fitted["kernel_settings"]
     except (KeyError, TypeError, ValueError) as error:
@@ -156,16 +158,27 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
                                f"({differ}): its numbers would differ")
 
 
-def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int) -> OutsideRule:
-    """The outlier test as fitted: each statistic's sorted calibration values (`size` texts) and
-    their sorted products of p-values."""
+def _degeneracy_settings(score: LinearScore | None) -> dict[str, Any]:
+    assert score is not None  # every fit learns one
+    return {"intercept": score.intercept, "weights": list(score.weights)}
+
+
+def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int,
+             degeneracy: dict[str, Any]) -> OutsideRule:
+    """The outlier test as fitted: each statistic's sorted calibration values (`size` texts),
+    their sorted products of p-values, and the degeneracy score's coefficients (JSON numbers:
+    float64 written and read back exactly)."""
+    weights = tuple(float(weight) for weight in degeneracy["weights"])
+    if len(weights) != len(STATISTICS):
+        raise ValueError(f"the degeneracy score has {len(weights)} weights, not {len(STATISTICS)}")
+    score = LinearScore(float(degeneracy["intercept"]), weights)
     columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(TEST_LOW_IS_ATYPICAL)))
     products = tensors["outside_products"].numpy()
     if any(column.ndim != 1 or column.size > size or np.any(np.diff(column) < 0) for column in columns) or (
             products.ndim != 1 or products.size != size or np.any(np.diff(products) < 0)):
         raise ValueError("the outlier test's tensors are not sorted calibration values")
     test = OutlierTest(columns, TEST_LOW_IS_ATYPICAL, size, products, TEST_ALONE)
-    return scorer.intervals_part.outside_rule(test, scorer.train_scores_, scorer.score_range)
+    return scorer.intervals_part.outside_rule(test, score, scorer.train_scores_, scorer.score_range)
 
 
 def _ridge(settings: dict[str, Any], tensors: dict[str, torch.Tensor], num_train: int) -> RidgeFit:

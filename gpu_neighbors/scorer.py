@@ -271,12 +271,14 @@ class NeighborsScorer(FittedScorer):
 
     def _outside_rule(self, texts: list[str], chosen: np.ndarray, nearest: np.ndarray) -> OutsideRule:
         """The outlier test calibrated on training texts `chosen`'s leave-one-out statistics:
-        their typicality (each left out of its own counts) and nearest similarities."""
-        own = self.typicality_.of_texts([texts[index] for index in chosen], own=True)  # training texts: own counts out
-        statistics = np.column_stack([own.cpu().numpy(),
-                                      np.where(np.isfinite(nearest), nearest, np.nan)])
+        their typicality (each left out of its own counts), nearest similarities and degeneracy
+        scores (learned from degenerate copies of some of them, `Intervals.degeneracy`)."""
+        own = self.typicality_.of_texts([texts[index] for index in chosen], own=True).cpu().numpy()
+        degeneracy = self.intervals_part.degeneracy(self.typicality_, texts, chosen, self._canonical, own)
+        statistics = np.column_stack([own, np.where(np.isfinite(nearest), nearest, np.nan),
+                                      degeneracy.score(torch.from_numpy(own)).numpy()])
         test = OutlierTest.fit(statistics, TEST_LOW_IS_ATYPICAL, TEST_ALONE)
-        return self.intervals_part.outside_rule(test, self.train_scores_, self.score_range)
+        return self.intervals_part.outside_rule(test, degeneracy, self.train_scores_, self.score_range)
 
     def _nearest_without_own(self, texts: list[str], chosen: np.ndarray) -> np.ndarray:
         """Each of training texts `chosen`'s highest similarity to another training text."""

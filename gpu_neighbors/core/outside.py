@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core.caller_warnings import beyond_float_is_inf
+from gpu_neighbors.core.discriminant import LinearScore
 
 
 
@@ -136,25 +137,31 @@ class OutsideRule:
     `level` (p <= level); a covered estimate of a flagged text becomes `negative_score` (None:
     kept), and its interval the whole `bounds`, the score range (its calibration says nothing
     about texts the training set does not resemble). A text with level < p < 2 level goes the
-    share 1 - `weights` of the way there."""
+    share 1 - `weights` of the way there. `degeneracy`: a learned score of the statistics
+    (`core.discriminant`), the test's last column, computed from the others."""
 
     test: OutlierTest
     level: float
     negative_score: float | None
     bounds: tuple[float, float]
+    degeneracy: LinearScore | None = None
 
     @property
     def combines(self) -> bool:
         """Whether Fisher's combination joins Bonferroni's: only where one statistic alone can
-        still flag a text with it (m + 1 >= 2 k / level = 160 at the defaults).
+        still flag a text with it (m + 1 >= 2 k / level = 200 at the defaults).
         Below that, doubling Bonferroni's p-value would leave one statistic far out unable to
         flag anything (the shipped example's 100 texts), so Bonferroni's stands alone. Decided by
         the calibration set's size and the level, never by the text tested: valid either way."""
         return (self.test.size + 1) * self.level >= 2 * self.test.single_tests
 
     def p_values(self, statistics: torch.Tensor) -> torch.Tensor:
-        """float64 [texts] on the statistics' device, with no host synchronisation."""
-        return self.test.p_values(statistics.to(torch.float64), fisher=self.combines)
+        """float64 [texts] on the statistics' device, with no host synchronisation: of the
+        test's columns, the last one (the degeneracy score) made here where there is one."""
+        statistics = statistics.to(torch.float64)
+        if self.degeneracy is not None:
+            statistics = torch.cat([statistics, self.degeneracy.score(statistics)[:, None]], dim=1)
+        return self.test.p_values(statistics, fisher=self.combines)
 
     def flags(self, p_values: torch.Tensor) -> torch.Tensor:
         return p_values <= self.level

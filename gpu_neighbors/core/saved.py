@@ -33,7 +33,7 @@ FORMAT = "gpu-neighbors scorer"
 # 2: the training texts and scores are in the tensors (1 kept them in training.jsonl alone);
 # 3: the typicality tables count the training texts' characters; a folder of another version is
 # refused in one line
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 CONFIG, TENSORS, TRAINING = "scorer.json", "tensors.safetensors", "training.jsonl"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # The training texts and scores also ride in the tensors (packed UTF-8, float64): the copy `read`

@@ -183,3 +183,10 @@ def perturb(texts: Sequence[str], name: str, *, seed: int = 0,
         raise ValueError(f"the {name!r} perturbation draws random words: give it a non-empty vocabulary")
     change = PERTURBATIONS[name]
     return [" ".join(change(text.split(), generator(seed, name, text), pool)) for text in texts]
+
+
+def all_copies(texts: Sequence[str], *, seed: int = 0, vocabulary: WordPool) -> tuple[list[str], np.ndarray]:
+    """Every perturbation's copy of every text (perturbation by perturbation), with the position
+    in `texts` of each copy's original: the negative evidence's degenerate texts."""
+    copies = [copy for name in PERTURBATIONS for copy in perturb(texts, name, seed=seed, vocabulary=vocabulary)]
+    return copies, np.tile(np.arange(len(texts)), len(PERTURBATIONS))

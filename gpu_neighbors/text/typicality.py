@@ -52,12 +52,14 @@ from gpu_neighbors.text.vocabulary import UNKNOWN_ID, Vocabulary, id_lookup, kep
 
 STATISTICS = ("support", "order", "repetition", "ending")
 LOW_IS_ATYPICAL = (True, True, False, True)  # repetition is atypical when high
-# The outlier test's columns (`core.outside.OutlierTest`): these statistics, then the nearest
-# similarity (low is atypical); each statistic may flag a text alone, the nearest similarity
-# only adds up (Fisher's product, not Bonferroni's test).
-TEST_LOW_IS_ATYPICAL = LOW_IS_ATYPICAL + (True,)
-TEST_ALONE = (True,) * len(STATISTICS) + (False,)
+# The outlier test's columns (`core.outside.OutlierTest`): these statistics, the nearest
+# similarity (low is atypical) and the degeneracy score learned from degenerate copies
+# (`core.discriminant`; high is atypical). Each statistic and the degeneracy score may flag a
+# text alone (Bonferroni's test over five); the nearest similarity only adds up (Fisher's product).
+TEST_LOW_IS_ATYPICAL = LOW_IS_ATYPICAL + (True, False)
+TEST_ALONE = (True,) * len(STATISTICS) + (False, True)
 FIT_ROWS = 1 << 12  # texts padded at once
+SHORT_TEXT = 64  # characters: texts up to twice this long share a slice whatever their lengths
 PAIR_BLOCK = 1 << 22  # bigram keys of position pairs (`order`) made at once
 WORDLIKE = re.compile(r"\w")
 NOT_A_WORD = -1  # the identity of a token without a word character, before it is made unique
@@ -250,6 +252,18 @@ class HeldOut:
     endings: torch.Tensor
 
 
+def _similar_lengths(ascending: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) slices of ascending text lengths: at most FIT_ROWS texts each, the longest at
+    most twice the first's (or SHORT_TEXT)."""
+    slices, first = [], 0
+    while first < ascending.size:
+        limit = 2 * max(int(ascending[first]), SHORT_TEXT)
+        last = min(first + FIT_ROWS, int(np.searchsorted(ascending, limit, side="right")))
+        slices.append((first, max(last, first + 1)))
+        first = slices[-1][1]
+    return slices
+
+
 def _within(ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """`ids` with UNKNOWN_ID past each row's length."""
     inside = torch.arange(ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
@@ -334,13 +348,14 @@ class Typicality:
         text the training set never saw would get)."""
         if originals is not None and (own or len(originals) != len(texts)):
             raise ValueError("originals go one to a text, and not with own=True")
-        # By length, so that a slice's rows pad to about their own width: the order statistic
-        # reads every pair of positions of the padded rows. A row's statistics do not depend on
-        # the other rows of its slice.
-        order = np.argsort(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), kind="stable")
+        # By length, in slices whose longest text is at most twice its shortest, so that a slice's
+        # rows pad to about their own width: the order statistic reads every pair of positions of
+        # the padded rows. A row's statistics do not depend on the other rows of its slice.
+        sizes = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        order = np.argsort(sizes, kind="stable")
         parts = [torch.zeros((0, len(STATISTICS)), dtype=torch.float64, device=self.device)]
-        for first in range(0, len(texts), FIT_ROWS):
-            rows = order[first : first + FIT_ROWS]
+        for first, last in _similar_lengths(sizes[order]):
+            rows = order[first:last]
             tokens = self._tokens([texts[index] for index in rows])
             excluded = tokens if own else None if originals is None else self._tokens([originals[i] for i in rows])
             parts.append(self.statistics(tokens, self.tables, excluded))
