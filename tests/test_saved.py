@@ -185,6 +185,20 @@ def test_a_truncated_or_changed_file_is_refused(saved):
         NeighborsScorer.load(saved)
 
 
+def test_a_degeneracy_score_that_is_not_four_weights_is_refused(saved):
+    """The outlier test's learned score is kept in scorer.json as numbers; one that could not
+    be the one fit learned is refused naming the file, and the one saved is read back exactly."""
+    fitted_state = json.loads((saved / CONFIG).read_text())["fitted"]["degeneracy"]
+    assert NeighborsScorer.load(saved).outside_.degeneracy.weights == tuple(fitted_state["weights"])
+    rewrite_config(saved, lambda config: config["fitted"]["degeneracy"]["weights"].pop())
+    with pytest.raises(SavedScorerError, match=r"scorer.json: the fitted state cannot be rebuilt \(the degeneracy "
+                                               r"score has 3 weights, not 4\)"):
+        NeighborsScorer.load(saved)
+    rewrite_config(saved, lambda config: config["fitted"].pop("degeneracy"))
+    with pytest.raises(SavedScorerError, match="scorer.json: the fitted state cannot be rebuilt"):
+        NeighborsScorer.load(saved)
+
+
 def test_shapes_and_dtypes_must_be_what_the_settings_declare(saved):
     rewrite_config(saved, lambda config: config["tensors"]["ridge_alpha"].__setitem__("shape", [3]))
     with pytest.raises(SavedScorerError, match=rf"{TENSORS}: tensor 'ridge_alpha' is float64 \[90\], but"):
