@@ -149,7 +149,7 @@ class OutsideRule:
     @property
     def combines(self) -> bool:
         """Whether Fisher's combination joins Bonferroni's: only where one statistic alone can
-        still flag a text with it (m + 1 >= 2 k / level = 200 at the defaults).
+        still flag a text with it (m + 1 >= 2 k / level = 160 at the defaults).
         Below that, doubling Bonferroni's p-value would leave one statistic far out unable to
         flag anything (the shipped example's 100 texts), so Bonferroni's stands alone. Decided by
         the calibration set's size and the level, never by the text tested: valid either way."""

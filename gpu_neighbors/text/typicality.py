@@ -54,10 +54,12 @@ STATISTICS = ("support", "order", "repetition", "ending")
 LOW_IS_ATYPICAL = (True, True, False, True)  # repetition is atypical when high
 # The outlier test's columns (`core.outside.OutlierTest`): these statistics, the nearest
 # similarity (low is atypical) and the degeneracy score learned from degenerate copies
-# (`core.discriminant`; high is atypical). Each statistic and the degeneracy score may flag a
-# text alone (Bonferroni's test over five); the nearest similarity only adds up (Fisher's product).
+# (`core.discriminant`; high is atypical). Support, repetition, the ending and the degeneracy
+# score may flag a text alone (Bonferroni's test over four); the order statistic, on which the
+# degeneracy score leans most, and the nearest similarity only add up (Fisher's product), so
+# that Fisher's combination joins from 2 x 4 / level = 160 calibration texts.
 TEST_LOW_IS_ATYPICAL = LOW_IS_ATYPICAL + (True, False)
-TEST_ALONE = (True,) * len(STATISTICS) + (False, True)
+TEST_ALONE = (True, False, True, True, False, True)
 FIT_ROWS = 1 << 12  # texts padded at once
 SHORT_TEXT = 64  # characters: texts up to twice this long share a slice whatever their lengths
 PAIR_BLOCK = 1 << 22  # bigram keys of position pairs (`order`) made at once
