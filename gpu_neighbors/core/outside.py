@@ -1,7 +1,8 @@
 """Whether a text lies outside the training distribution: a conformal outlier test.
 
-Each statistic of a text (how ordinary its words are, `text.typicality`, and how similar its
-nearest training text is) is compared with the same statistic of the calibration texts, each
+Each statistic of a text (how ordinary its words are, `text.typicality`, how similar its nearest
+training text is, and a score of the first learned from degenerate copies, `core.discriminant`)
+is compared with the same statistic of the calibration texts, each
 measured by leave-one-out (the text left out of its own counts and neighbours), so that for a
 new text drawn from the training distribution the calibration values and its value are
 exchangeable. The conformal p-value of a value v whose atypical side is low is
