@@ -172,6 +172,8 @@ def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int,
     if len(weights) != len(STATISTICS):
         raise ValueError(f"the degeneracy score has {len(weights)} weights, not {len(STATISTICS)}")
     score = LinearScore(float(degeneracy["intercept"]), weights)
+    if not np.isfinite([score.intercept, *score.weights]).all():
+        raise ValueError("the degeneracy score's coefficients are not all finite")
     columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(TEST_LOW_IS_ATYPICAL)))
     products = tensors["outside_products"].numpy()
     if any(column.ndim != 1 or column.size > size or np.any(np.diff(column) < 0) for column in columns) or (

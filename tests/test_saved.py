@@ -185,7 +185,7 @@ def test_a_truncated_or_changed_file_is_refused(saved):
         NeighborsScorer.load(saved)
 
 
-def test_a_degeneracy_score_that_is_not_four_weights_is_refused(saved):
+def test_a_degeneracy_score_that_is_not_four_finite_weights_is_refused(saved):
     """The outlier test's learned score is kept in scorer.json as numbers; one that could not
     be the one fit learned is refused naming the file, and the one saved is read back exactly."""
     fitted_state = json.loads((saved / CONFIG).read_text())["fitted"]["degeneracy"]
@@ -193,6 +193,10 @@ def test_a_degeneracy_score_that_is_not_four_weights_is_refused(saved):
     rewrite_config(saved, lambda config: config["fitted"]["degeneracy"]["weights"].pop())
     with pytest.raises(SavedScorerError, match=r"scorer.json: the fitted state cannot be rebuilt \(the degeneracy "
                                                r"score has 3 weights, not 4\)"):
+        NeighborsScorer.load(saved)
+    rewrite_config(saved, lambda config: config["fitted"]["degeneracy"].update(
+        weights=fitted_state["weights"], intercept=float("nan")))
+    with pytest.raises(SavedScorerError, match="the degeneracy score's coefficients are not all finite"):
         NeighborsScorer.load(saved)
     rewrite_config(saved, lambda config: config["fitted"].pop("degeneracy"))
     with pytest.raises(SavedScorerError, match="scorer.json: the fitted state cannot be rebuilt"):
