@@ -19,7 +19,6 @@ import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import torch
@@ -251,13 +250,6 @@ class Quality:
     @property
     def device(self) -> torch.device:
         return self.columns.device
-
-    @cached_property
-    def weighted_by_column(self) -> torch.Tensor:
-        """`weighted_columns` transposed, each column contiguous: top-k's estimates gather one
-        column at a time by training index (4x faster than from a strided column). Made once per
-        Quality, not per chunk of candidates."""
-        return self.weighted_columns.T.contiguous()
 
 
 ESTIMATORS = ("threshold", "topk", "ridge")

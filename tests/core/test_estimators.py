@@ -348,6 +348,28 @@ def test_merge_top_is_the_first_k_in_the_total_order(k):
         assert [value if value < size else None for value in top.index[row].tolist()] == real
 
 
+@pytest.mark.parametrize("k", [1, 5, 20])
+def test_rows_with_and_without_ties_at_the_kth_value_in_one_call(k):
+    """Mostly distinct similarities with a tie at some rows' k-th value (the CPU selects the
+    untied rows in one pass and ranks only the others): the same first k as a plain sort."""
+    from gpu_neighbors.core.topk import merge_top
+
+    generator = torch.Generator().manual_seed(11)
+    size, rows, width = 90, 32, 60
+    tie_rank = torch.randperm(size, generator=generator)
+    similarity = torch.rand((rows, width), generator=generator, dtype=torch.float64)
+    kth = similarity.sort(dim=1, descending=True).values[:, k - 1]
+    for row in range(0, rows, 3):  # a third of the rows: an entry below the k-th raised onto it
+        below = int((similarity[row] < kth[row]).nonzero()[0])
+        similarity[row, below] = kth[row]
+    index = torch.randperm(size, generator=generator)[:width].expand(rows, width).clone()
+    top = merge_top(similarity, index, k, tie_rank)
+    for row in range(rows):
+        ranked = sorted(range(width), key=lambda j: (-float(similarity[row, j]), int(tie_rank[index[row, j]])))[:k]
+        assert top.similarity[row].tolist() == [float(similarity[row, j]) for j in ranked]
+        assert top.index[row].tolist() == [int(index[row, j]) for j in ranked]
+
+
 @pytest.mark.parametrize(("k", "block"), [(1, 7), (5, 16), (12, 5), (40, 64)])
 def test_the_running_top_k_keeps_the_first_k_whatever_the_tiles(k, block):
     """The reduction, fed a matrix full of ties and excluded pairs tile by tile in a shuffled
@@ -391,7 +413,7 @@ def test_every_k_of_the_grid_from_one_list_is_its_own_sum():
     similarity[:5] = 0.0  # rows with no positive neighbour
     index = torch.randint(0, size, (rows, width), generator=generator)
     index[5:10, 20:] = -1  # empty slots
-    ks, power = [1, 3, 10, 30, 50], 1.5
+    ks, power = [10, 1, 50, 3, 30, 10], 1.5  # any order, repeated, past the width
     grid = estimate_topk_grid(TopK(similarity, index), quality, ks, power)
     for k, got in zip(ks, grid):
         top = TopK(similarity[:, :k], index[:, :k])
