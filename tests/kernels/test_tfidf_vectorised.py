@@ -75,3 +75,17 @@ def test_quantised_norms_are_summed_exactly():
     assert squares.max() <= MAX_SQUARED_NORM and (quantised <= floor).all()
     lowered = np.unique(block[quantised < floor])
     assert (floors[lowered] > MAX_SQUARED_NORM).all()
+
+
+@pytest.mark.parametrize("spread", [3, 10**6, 2**40])
+def test_numbering_by_a_table_or_by_a_sort_is_numpys_unique(spread):
+    """Keys numbered through a table indexed by the key (a small range) or by a sort (a range
+    too wide for a table): the sorted distinct keys and each key's position, as np.unique."""
+    from gpu_neighbors.text.tfidf import _numbered
+
+    keys = np.random.default_rng(spread).integers(0, spread, size=5000, dtype=np.int64)
+    table, position = _numbered(keys)
+    expected_table, expected_position = np.unique(keys, return_inverse=True)
+    assert table.dtype == np.int64 and position.dtype == np.int64
+    assert np.array_equal(table, expected_table) and np.array_equal(position, expected_position.reshape(-1))
+    assert [array.size for array in _numbered(np.zeros(0, dtype=np.int64))] == [0, 0]
