@@ -35,14 +35,14 @@ def sparse_mm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
 
 
 def dense_product(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-    """left @ right.T as a dense matrix, both sparse CSR ([m x f], [n x f]): one product of
-    compressed rows (right transposed to CSR: 1% of the cost), densified through COO (a CSR's
-    own densifying is 3x slower). On the CPU 0.29 s against the 0.41 s of `sparse_mm` on COO
-    operands and its densifying, 4,096 x 2,000 TF-IDF pairs, one thread. Sums in an order of
-    its own: callers that need the same bits on every device make every sum exact."""
+    """left @ right as a dense matrix, both sparse CSR ([m x f], [f x n]): one product of
+    compressed rows, densified through COO (a CSR's own densifying is 3x slower). A caller that
+    multiplies by the same right side again transposes its rows into it once
+    (`TfidfKernel`: each training block). Sums in an order of its own: callers that need the
+    same bits on every device make every sum exact."""
     if not (stored_entries(left) and stored_entries(right)):
-        return torch.zeros((left.shape[0], right.shape[0]), dtype=left.dtype, device=left.device)
-    return torch.sparse.mm(left, right.t().to_sparse_csr()).to_sparse_coo().to_dense()
+        return torch.zeros((left.shape[0], right.shape[1]), dtype=left.dtype, device=left.device)
+    return torch.sparse.mm(left, right).to_sparse_coo().to_dense()
 
 
 def row_block(matrix: torch.Tensor, start: int, stop: int, offsets: np.ndarray) -> torch.Tensor:
