@@ -463,6 +463,14 @@ class Typicality:
             return _held(table, keys, owner).flatten(1).sum(dim=1)
 
         total = held(start * size + ids, known, excluded) + held(ids * size + end, known, excluded)
+        if device.type == "cpu" and rows:
+            # Only pairs of known tokens can be held: each row's known tokens moved to the front
+            # and the rest cut off (the pairs counted are the same; their order does not count).
+            # Not on a GPU: the width kept is read on the host.
+            front = torch.sort((~known).to(torch.uint8), dim=1, stable=True).indices
+            width = int(known.sum(dim=1).max())
+            ids, known = torch.gather(ids, 1, front[:, :width]), torch.gather(known, 1, front[:, :width])
+            position = position[:width]
         block_rows = max(1, PAIR_BLOCK // max(1, width * width))
         block_positions = max(1, PAIR_BLOCK // max(1, block_rows * width))
         parts = []
