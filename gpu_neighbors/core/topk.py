@@ -68,7 +68,7 @@ def merge_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: t
 
 
 def select_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: torch.Tensor,
-               rank: torch.Tensor | None = None) -> TopK:
+               rank: torch.Tensor | None = None, host_waits: bool = True) -> TopK:
     """The first k of each row in `merge_top`'s order, as a set, in no particular order. Ranks
     are distinct, so the order is total and the first k are one set: every entry above the
     row's k-th largest similarity, then those equal to it with the lowest ranks. That set is
@@ -77,17 +77,18 @@ def select_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: 
     k and n measured ([1,024 rows x 80-4,072 entries], k 50 and 1,000, one thread); where k is
     not below n there is nothing to select. A running reduction keeps its buffer as such a set
     and orders it once, at the end: ordering each tile's k was over a third of a calibration
-    pass's merging. `rank`: the entries' ranks, where the caller has them."""
+    pass's merging. `rank`: the entries' ranks, where the caller has them; `host_waits` false:
+    the host reads nothing from the tensors (the token-ids path)."""
     if k >= similarity.shape[1]:
         return order_top(TopK(similarity, index), k, tie_rank)
     best = torch.topk(similarity, k, dim=1, sorted=False)
     kth = best.values.amin(dim=1, keepdim=True)
-    if similarity.device.type != "cpu":
+    if not host_waits or similarity.device.type != "cpu":
         chosen = _by_priority(similarity, kth, _ranks(index, tie_rank) if rank is None else rank, k)
         return TopK(torch.gather(similarity, 1, chosen), torch.gather(index, 1, chosen))
     # On the CPU, a row whose k-th value no entry left out shares has one first-k set, the one
     # `topk` chose; ranks decide only the other rows (with continuous similarities, few). Not on
-    # a GPU: picking those rows out makes the host wait for their count.
+    # a GPU, nor where the host must not wait: picking those rows out reads their count.
     tied = ((similarity == kth).sum(dim=1) > (best.values == kth).sum(dim=1)).nonzero().flatten()
     chosen = best.indices
     if tied.numel():
@@ -142,7 +143,7 @@ class Entrants:
 
 
 def _entrants(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, tie_rank: torch.Tensor,
-              pack: bool) -> Entrants:
+              host_waits: bool) -> Entrants:
     """The entries of a tile (training columns from `first_column`) at or above their row's `bound`,
     the least similarity its buffer of k holds: an entry below it comes after all k in the total
     order, so it can never enter, and the merge need not read it. Late in a pass few pass (a
@@ -151,14 +152,14 @@ def _entrants(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, 
     (width: the most any row has; empty slots after them) and the merge reads k + width entries a
     row instead of k + the tile's width. The set merged into the buffer, and so every bit after it,
     is the same. Where any row's buffer is not yet full (bound -inf), or the entrants are over half
-    the tile, the whole tile is merged; and without `pack` or on a GPU always: packing makes the
+    the tile, the whole tile is merged; and without `host_waits` or on a GPU always: packing makes the
     host wait for the counts every tile (the token-ids path promises no host synchronisation), and a
     GPU's selections cost little."""
     rows, columns = similarity.shape
     device = similarity.device
     index = torch.arange(first_column, first_column + columns, device=device)
     whole = Entrants(similarity, index.expand(rows, columns), tie_rank[first_column : first_column + columns].expand(rows, columns))
-    if not pack or device.type != "cpu" or not rows:
+    if not host_waits or device.type != "cpu" or not rows:
         return whole
     passing = similarity >= bound
     counts = passing.sum(dim=1)
@@ -180,7 +181,9 @@ def _entrants(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, 
 class TopKReduction:
     """The k most similar training texts of candidate rows 0..rows-1, tile by tile, ties
     broken by `tie_rank` (int64 [|S|], distinct, on the tiles' device). leave_one_out and subset
-    exclude pairs as `NeighborReduction` does; `pack`: late tiles may be packed (`_entrants`)."""
+    exclude pairs as `NeighborReduction` does; `host_waits` false: the host reads nothing from
+    the tiles (late tiles are not packed, `_entrants`, nor rows without ties selected apart,
+    `select_top`): the token-ids path."""
 
     def __init__(
         self,
@@ -190,10 +193,10 @@ class TopKReduction:
         *,
         leave_one_out: bool = False,
         subset: TrainingSubset | None = None,
-        pack: bool = True,
+        host_waits: bool = True,
     ) -> None:
         self.k = k
-        self.pack = pack
+        self.host_waits = host_waits
         self.tie_rank = tie_rank
         device = tie_rank.device
         self.top = TopK(
@@ -212,13 +215,14 @@ class TopKReduction:
         part = slice(tile.row, tile.row + rows)
         held = TopK(self.top.similarity[part], self.top.index[part])
         entrants = _entrants(similarity, held.similarity.amin(dim=1, keepdim=True), tile.column, self.tie_rank,
-                             self.pack)
+                             self.host_waits)
         merged = select_top(
             torch.cat([held.similarity, entrants.similarity], dim=1),
             torch.cat([held.index, entrants.index], dim=1),
             self.k,
             self.tie_rank,
             torch.cat([_ranks(held.index, self.tie_rank), entrants.rank], dim=1),
+            self.host_waits,
         )
         self.top.similarity[part], self.top.index[part] = merged.similarity, merged.index
 

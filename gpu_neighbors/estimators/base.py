@@ -48,7 +48,7 @@ class TilePass:
 
     def ranking(self, k: int) -> TopKReduction:
         return TopKReduction(self.rows, k, self.quality.tie_rank, leave_one_out=self.leave_one_out, subset=self.subset,
-                             pack=self.host_waits)
+                             host_waits=self.host_waits)
 
     def with_ranking(self, reduction: Reduction[Any]) -> tuple[Any, Ranking | None]:
         """`reduction`'s result, and the top `neighbors` of each row from the same tiles."""

@@ -387,7 +387,7 @@ class Typicality:
         characters = torch.where(inside[:, :, None], tables.new_characters[raw], torch.full_like(raw[:, :, None], -1))
         tokens = Tokens(ids, identities, lengths, self.vocab_size + tables.lookup.numel(), endings,
                         characters.flatten(1))
-        return self.statistics(tokens, tables.tables)
+        return self.statistics(tokens, tables.tables, host_waits=False)
 
     def _tables_on(self, device: torch.device) -> IdTables:
         if device not in self._on:
@@ -403,10 +403,12 @@ class Typicality:
                                         new_character_table(names, self.tables.characters.to(torch.device("cpu"))).to(device))
         return self._on[device]
 
-    def statistics(self, tokens: Tokens, tables: Tables, excluded: Tokens | None = None) -> torch.Tensor:
+    def statistics(self, tokens: Tokens, tables: Tables, excluded: Tokens | None = None,
+                   host_waits: bool = True) -> torch.Tensor:
         """float64 [rows, 4] (`STATISTICS`) of `tokens` against `tables` (the fitted ones, on the
         tokens' device); NaN rows for texts without a token. `excluded`: per row, the training
-        text whose counts are left out (the row itself for training texts, `own`)."""
+        text whose counts are left out (the row itself for training texts, `own`); `host_waits`
+        false: the host reads nothing from the tensors (the token-ids path)."""
         ids, lengths = tokens.ids, tokens.lengths
         rows, width = ids.shape
         inside = torch.arange(width, device=ids.device)[None, :] < lengths[:, None]
@@ -427,7 +429,7 @@ class Typicality:
                           ).sum(dim=1)
         own_bigrams = None if held_out is None else held_out.bigrams
         held_bigrams = _held(tables.bigrams, keys, own_bigrams).sum(dim=1)
-        shuffled = self._held_in_any_order(ids, lengths, own_bigrams, tables.bigrams)
+        shuffled = self._held_in_any_order(ids, lengths, own_bigrams, tables.bigrams, host_waits)
         identities = torch.where(inside, tokens.identities, torch.full_like(tokens.identities, NOT_A_WORD))
         ordered = _bigrams(identities, lengths, tokens.identity_count)[0].sort(dim=1).values
         repeats = ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(dim=1)
@@ -445,7 +447,7 @@ class Typicality:
         return torch.where(lengths[:, None] > 0, statistics, torch.full_like(statistics, float("nan")))
 
     def _held_in_any_order(self, ids: torch.Tensor, lengths: torch.Tensor, excluded: torch.Tensor | None,
-                           table: DocumentFrequency) -> torch.Tensor:
+                           table: DocumentFrequency, host_waits: bool) -> torch.Tensor:
         """int64 [rows]: n times the mean number of a row's bigrams another training text holds
         when its n tokens come in a uniformly random order: the position pairs i != j whose
         bigram is held, plus the tokens held after the start and before the end. A pair's
@@ -463,10 +465,10 @@ class Typicality:
             return _held(table, keys, owner).flatten(1).sum(dim=1)
 
         total = held(start * size + ids, known, excluded) + held(ids * size + end, known, excluded)
-        if device.type == "cpu" and rows:
+        if host_waits and device.type == "cpu" and rows:
             # Only pairs of known tokens can be held: each row's known tokens moved to the front
             # and the rest cut off (the pairs counted are the same; their order does not count).
-            # Not on a GPU: the width kept is read on the host.
+            # Not on a GPU, nor where the host must not wait: the width kept is read on the host.
             front = torch.sort((~known).to(torch.uint8), dim=1, stable=True).indices
             width = int(known.sum(dim=1).max())
             ids, known = torch.gather(ids, 1, front[:, :width]), torch.gather(known, 1, front[:, :width])
