@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import numpy as np
 import torch
 
 from gpu_neighbors.core.neighbours import (
@@ -205,14 +206,25 @@ class TopKReduction:
         )
         self.leave_one_out = leave_one_out
         self.subset = subset
+        self._merged = np.zeros(rows, dtype=bool)  # on the host: rows that a tile has reached
 
     def add(self, tile: Tile) -> None:
-        rows = tile.values.shape[0]
+        rows, columns = tile.values.shape
         similarity = tile.values.to(torch.float64)
         excluded = excluded_pairs(tile, self.leave_one_out, self.subset)
         if excluded is not None:
             similarity = similarity.masked_fill(excluded, -torch.inf)
         part = slice(tile.row, tile.row + rows)
+        first = columns >= self.k and not self._merged[part].any()
+        self._merged[part] = True
+        if first:
+            # The rows' empty buffers come after every entry of the tile, so its first k are
+            # the merge's (with a single training block, every tile: no copy of it is made).
+            index = torch.arange(tile.column, tile.column + columns, device=similarity.device).expand(rows, columns)
+            rank = self.tie_rank[tile.column : tile.column + columns].expand(rows, columns)
+            top = select_top(similarity, index, self.k, self.tie_rank, rank, self.host_waits)
+            self.top.similarity[part], self.top.index[part] = top.similarity, top.index
+            return
         held = TopK(self.top.similarity[part], self.top.index[part])
         entrants = _entrants(similarity, held.similarity.amin(dim=1, keepdim=True), tile.column, self.tie_rank,
                              self.host_waits)
