@@ -31,6 +31,10 @@ tokens, the way their authors mean them to be used:
 Each repeat times ours, then every peer (sides interleaved, so bursts of load on a shared
 machine hit all alike); medians of `repeats`. Ratios are per core, against each peer and
 against the fastest one.
+
+`--predict` times our whole default `predict` instead of the similarity pass (top-k at its
+untuned k, intervals, the outlier test and its typicality statistics; random training scores),
+against the same peers per pair: what a user of the estimate pays, not the kernel alone.
 """
 from __future__ import annotations
 
@@ -170,9 +174,12 @@ def measure(
     device: str = "auto",
     threads: int | None = 1,
     seed: int = 0,
+    predict: bool = False,
 ) -> dict:
     """`slow_peer_candidates`: the per-pair peers (all but fast-bleu) score this many of the
-    candidates against each reference, so the run stays short; fast-bleu scores all."""
+    candidates against each reference, so the run stays short; fast-bleu scores all. `predict`:
+    ours timed is the whole `predict` (top-k, the default estimator, at its untuned k, with the
+    intervals and the outlier test; random training scores) instead of the similarity pass."""
     if threads is not None:
         torch.set_num_threads(threads)
     rng = random.Random(seed)
@@ -180,7 +187,8 @@ def measure(
     train_tokens = [text.split() for text in train]
     candidate_tokens = [text.split() for text in candidates]
     scorer = NeighborsScorer(kernel=Bleu(smoothing="add1"), device=device)
-    fit_seconds, _ = timed(lambda: scorer.fit(train, np.zeros(train_size)))
+    scores = np.array([rng.random() for _ in train]) if predict else np.zeros(train_size)
+    fit_seconds, _ = timed(lambda: scorer.fit(train, scores, tune=not predict))  # random scores: nothing to tune
     references = rng.sample(range(train_size), min(train_size, peer_references * repeats))
     blocks = [references[i::repeats] for i in range(repeats)]
     peers = [peer() for peer in PEERS]
@@ -192,7 +200,11 @@ def measure(
     checked: dict[str, tuple[list[int], list[int], list]] = {}
     similarity = None
     for repeat in range(repeats):
-        seconds, similarity = timed(lambda: scorer.similarity(candidates))
+        if predict:
+            seconds, _ = timed(lambda: scorer.predict(candidates))
+            similarity = scorer.similarity(candidates) if repeat == 0 else similarity
+        else:
+            seconds, similarity = timed(lambda: scorer.similarity(candidates))
         ours_runs.append(seconds)
         for peer in peers:
             count = candidate_size if isinstance(peer, FastBleu) else min(slow_peer_candidates, candidate_size)
@@ -246,6 +258,8 @@ def measure(
     fastest = min(peer_results, key=lambda result: result["us_per_pair"])
     return {
         "benchmark": "bleu",
+        "timed": "predict" if predict else "similarity",
+        "top_k": scorer.thresholds_.top_k if predict else None,
         "device": str(scorer.device_),
         "torch_threads": torch.get_num_threads(),
         "pairs": pairs,
@@ -277,9 +291,12 @@ def peers_table(result: dict) -> str:
 
 def main() -> None:
     parser = kernel_arguments(__doc__, 2000)
+    parser.add_argument("--predict", action="store_true",
+                        help="time the default predict (top-k, intervals, outlier test), not the similarity pass")
     args = parser.parse_args()
-    result = measured(args, measure)
-    print(f"all-pairs BLEU*, {args.candidates} x {args.train} texts on {result['device']}, "
+    result = measured(args, measure, predict=args.predict)
+    what = f"predict (top-k, k = {result['top_k']})" if args.predict else "all-pairs"
+    print(f"{what} BLEU*, {args.candidates} x {args.train} texts on {result['device']}, "
           f"{result['torch_threads']} torch thread(s), medians of 3")
     print(f"ours: {result['ours_seconds']:.3f} s, {result['ours_ns_per_pair']:.1f} ns/pair "
           f"(fit {result['fit_seconds']:.3f} s)")

@@ -91,6 +91,9 @@ def select_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: 
     # `topk` chose; ranks decide only the other rows (with continuous similarities, few). Not on
     # a GPU, nor where the host must not wait: picking those rows out reads their count.
     tied = ((similarity == kth).sum(dim=1) > (best.values == kth).sum(dim=1)).nonzero().flatten()
+    if 2 * tied.numel() > similarity.shape[0]:  # mostly tied (BLEU*'s few values): rank every row
+        chosen = _by_priority(similarity, kth, _ranks(index, tie_rank) if rank is None else rank, k)
+        return TopK(torch.gather(similarity, 1, chosen), torch.gather(index, 1, chosen))
     chosen = best.indices
     if tied.numel():
         tied_rank = _ranks(index[tied], tie_rank) if rank is None else rank[tied]
