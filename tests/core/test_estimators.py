@@ -352,7 +352,7 @@ def test_merge_top_is_the_first_k_in_the_total_order(k):
 def test_rows_with_and_without_ties_at_the_kth_value_in_one_call(k):
     """Mostly distinct similarities with a tie at some rows' k-th value (the CPU selects the
     untied rows in one pass and ranks only the others): the same first k as a plain sort."""
-    from gpu_neighbors.core.topk import merge_top
+    from gpu_neighbors.core.topk import merge_top, order_top, select_top
 
     generator = torch.Generator().manual_seed(11)
     size, rows, width = 90, 32, 60
@@ -368,6 +368,10 @@ def test_rows_with_and_without_ties_at_the_kth_value_in_one_call(k):
         ranked = sorted(range(width), key=lambda j: (-float(similarity[row, j]), int(tie_rank[index[row, j]])))[:k]
         assert top.similarity[row].tolist() == [float(similarity[row, j]) for j in ranked]
         assert top.index[row].tolist() == [int(index[row, j]) for j in ranked]
+    # The path a GPU and the token-ids path take (every row ranked, nothing read on the host): the same set.
+    waiting, not_waiting = (order_top(select_top(similarity, index, k, tie_rank, host_waits=host_waits), k, tie_rank)
+                            for host_waits in (True, False))
+    assert torch.equal(waiting.similarity, not_waiting.similarity) and torch.equal(waiting.index, not_waiting.index)
 
 
 @pytest.mark.parametrize(("k", "block"), [(1, 7), (5, 16), (12, 5), (40, 64)])
