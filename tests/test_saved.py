@@ -282,6 +282,7 @@ def test_the_default_scorer_loads_its_encoding_without_encoding_again(data, tmp_
     ("kernel.char3", lambda tensor: tensor.flip(0), "not sorted distinct int64 keys"),
     ("kernel.unigram_ends", lambda tensor: tensor.add_(1), "ends are not increasing up to"),
     ("typicality.tokens_keys", lambda tensor: tensor.flip(0), "typicality tables cannot be read"),
+    ("typicality.bigrams_keys", lambda tensor: tensor - (int(tensor[0]) + 1), "typicality tables cannot be read"),
     ("typicality.texts", lambda tensor: tensor.sub_(1000), "number of texts is not one non-negative"),
     ("training.text_ends", lambda tensor: tensor.flip(0), "training texts cannot be read .*ends are not increasing"),
     ("training.texts", lambda tensor: tensor.fill_(0xFF), "training texts cannot be read .*not UTF-8"),

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gpu_neighbors.text.ngrams import lookup_sorted
 from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer
 from gpu_neighbors.text.vocabulary import UNKNOWN_ID, Vocabulary, id_lookup, kept_tokens
 
@@ -194,18 +193,18 @@ class DocumentFrequency:
         return cls(*torch.unique(keys, return_counts=True))
 
     def count(self, keys: torch.Tensor) -> torch.Tensor:
-        """How many training texts hold each key (0 for keys < 0)."""
-        position = lookup_sorted(self.keys, keys)
+        """How many training texts hold each key (0 for keys < 0: the table's keys are not)."""
         if not self.counts.numel():
             return torch.zeros_like(keys)
-        return torch.where(position >= 0, self.counts[position.clamp(min=0)], torch.zeros_like(position))
+        position = torch.searchsorted(self.keys, keys).clamp(max=self.keys.numel() - 1)
+        return torch.where(self.keys[position] == keys, self.counts[position], 0)
 
     @classmethod
     def saved(cls, keys: torch.Tensor, counts: torch.Tensor, device: torch.device) -> DocumentFrequency:
         """The table `keys` and `counts` describe (as `Typicality.state` gave them), on `device`."""
         if (keys.dtype != torch.int64 or counts.dtype != torch.int64 or keys.dim() != 1 or counts.shape != keys.shape
-                or bool((keys[1:] <= keys[:-1]).any()) or bool((counts < 1).any())):
-            raise ValueError("a typicality table is not sorted distinct int64 keys with positive counts")
+                or bool((keys[1:] <= keys[:-1]).any()) or bool((keys[:1] < 0).any()) or bool((counts < 1).any())):
+            raise ValueError("a typicality table is not sorted distinct non-negative int64 keys with positive counts")
         return cls(keys.to(device), counts.to(device))
 
     def to(self, device: torch.device) -> DocumentFrequency:
