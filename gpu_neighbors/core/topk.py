@@ -17,6 +17,7 @@ text. Its sums are exact integers (weights in 2^-20 units times 13-bit limbs of 
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -84,21 +85,20 @@ def select_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: 
         return order_top(TopK(similarity, index), k, tie_rank)
     best = torch.topk(similarity, k, dim=1, sorted=False)
     kth = best.values.amin(dim=1, keepdim=True)
-    if not host_waits or similarity.device.type != "cpu":
-        chosen = _by_priority(similarity, kth, _ranks(index, tie_rank) if rank is None else rank, k)
-        return TopK(torch.gather(similarity, 1, chosen), torch.gather(index, 1, chosen))
-    # On the CPU, a row whose k-th value no entry left out shares has one first-k set, the one
-    # `topk` chose; ranks decide only the other rows (with continuous similarities, few). Not on
-    # a GPU, nor where the host must not wait: picking those rows out reads their count.
-    tied = ((similarity == kth).sum(dim=1) > (best.values == kth).sum(dim=1)).nonzero().flatten()
-    if 2 * tied.numel() > similarity.shape[0]:  # mostly tied (BLEU*'s few values): rank every row
-        chosen = _by_priority(similarity, kth, _ranks(index, tie_rank) if rank is None else rank, k)
-        return TopK(torch.gather(similarity, 1, chosen), torch.gather(index, 1, chosen))
-    chosen = best.indices
-    if tied.numel():
-        tied_rank = _ranks(index[tied], tie_rank) if rank is None else rank[tied]
-        chosen = chosen.clone()
-        chosen[tied] = _by_priority(similarity[tied], kth[tied], tied_rank, k)
+    if host_waits and similarity.device.type == "cpu":
+        # On the CPU, a row whose k-th value no entry left out shares has one first-k set, the
+        # one `topk` chose; ranks decide only the other rows (with continuous similarities, few;
+        # where most rows tie, as BLEU*'s few values make them, all rows are ranked). Not on a
+        # GPU, nor where the host must not wait: picking those rows out reads their count.
+        tied = ((similarity == kth).sum(dim=1) > (best.values == kth).sum(dim=1)).nonzero().flatten()
+        if 2 * tied.numel() <= similarity.shape[0]:
+            chosen = best.indices
+            if tied.numel():
+                chosen = chosen.clone()
+                chosen[tied] = _by_priority(similarity[tied], kth[tied],
+                                            _ranks(index[tied], tie_rank) if rank is None else rank[tied], k)
+            return TopK(torch.gather(similarity, 1, chosen), torch.gather(index, 1, chosen))
+    chosen = _by_priority(similarity, kth, _ranks(index, tie_rank) if rank is None else rank, k)
     return TopK(torch.gather(similarity, 1, chosen), torch.gather(index, 1, chosen))
 
 
@@ -310,17 +310,31 @@ def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: fl
 
 def _segment_sums(weights: torch.Tensor, index: torch.Tensor, ends: list[int], table: torch.Tensor) -> torch.Tensor:
     """Sums of weights[r, j] * table[index[r, j]] over the positions j of each segment of each
-    row (from the previous end to each of `ends`, ascending), [rows, len(ends), table's columns]:
-    one product of a sparse matrix (a row per row and segment, its weights at their training
-    indices) by the table, 7x faster than gathering the table column by column (2,000 rows x
-    1,000 entries, 18 columns, one thread). The terms are whole numbers whose sums stay below
-    2^52 (`estimate_topk`), so each sum is exact in any order, on any device."""
+    row (from the previous end to each of `ends`, ascending), [rows, len(ends), table's columns].
+    On the CPU one product of a sparse matrix (a row per row and segment, its weights at their
+    training indices) by the table, 7x faster than gathering the table column by column (2,000
+    rows x 1,000 entries, 18 columns, one thread); elsewhere by those gathers
+    (`_gathered_segment_sums`: cuSPARSE takes a CSR row's column indices as sorted and distinct,
+    which a top list's are not). The terms are whole numbers whose sums stay below 2^52
+    (`estimate_topk`), so each sum is exact in any order, on any device."""
     rows, used, device = weights.shape[0], ends[-1], weights.device
     if not rows or not used or not table.shape[0]:
         return torch.zeros((rows, len(ends), table.shape[1]), dtype=torch.float64, device=device)
+    if device.type != "cpu":
+        return _gathered_segment_sums(weights, index, ends, table)
     starts = torch.cat([torch.full((1,), start, dtype=torch.int64, device=device) for start in [0, *ends[:-1]]])
     offsets = torch.cat([(torch.arange(rows, device=device)[:, None] * used + starts).flatten(),
                          torch.full((1,), rows * used, dtype=torch.int64, device=device)])
-    matrix = torch.sparse_csr_tensor(offsets, index[:, :used].flatten(), weights[:, :used].flatten(),
-                                     (rows * len(ends), table.shape[0]), check_invariants=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        matrix = torch.sparse_csr_tensor(offsets, index[:, :used].flatten(), weights[:, :used].flatten(),
+                                         (rows * len(ends), table.shape[0]), check_invariants=False)
     return torch.sparse.mm(matrix, table).view(rows, len(ends), table.shape[1])
+
+
+def _gathered_segment_sums(weights: torch.Tensor, index: torch.Tensor, ends: list[int],
+                           table: torch.Tensor) -> torch.Tensor:
+    """`_segment_sums` by gathering the table one column at a time."""
+    spans = list(zip([0, *ends], ends))
+    return torch.stack([torch.stack([terms[:, start:end].sum(dim=1) for start, end in spans], dim=1)
+                        for terms in (weights * table[:, column][index] for column in range(table.shape[1]))], dim=2)

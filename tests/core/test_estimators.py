@@ -434,3 +434,19 @@ def test_every_k_of_the_grid_from_one_list_is_its_own_sum():
         assert got.scores[defined].numpy().tobytes() == mean[defined].numpy().tobytes()
         assert got.std[defined].numpy().tobytes() == std[defined].numpy().tobytes()
         assert torch.isnan(got.scores[~defined]).all()
+
+
+def test_the_grids_sums_by_sparse_product_and_by_gathers_agree():
+    """The CPU sums each segment's weighted q by a sparse product, a GPU by gathering column by
+    column: the same sums, with empty slots (index clamped to 0, weight 0) repeated in a row."""
+    from gpu_neighbors.core.topk import _gathered_segment_sums, _segment_sums
+
+    generator = torch.Generator().manual_seed(4)
+    rows, width, size = 30, 40, 120
+    table = torch.randint(0, 1 << 13, (size, 9), generator=generator).to(torch.float64)
+    weights = torch.randint(0, 1 << 20, (rows, width), generator=generator).to(torch.float64)
+    index = torch.randint(0, size, (rows, width), generator=generator)
+    weights[:, 30:], index[:, 30:] = 0.0, 0  # empty slots
+    for ends in ([1, 3, 10, 40], [5], [0, 7, 40]):
+        sparse, gathered = _segment_sums(weights, index, ends, table), _gathered_segment_sums(weights, index, ends, table)
+        assert sparse.shape == (rows, len(ends), 9) and torch.equal(sparse, gathered)
