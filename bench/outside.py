@@ -132,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [measure(name, args.mlqe_train, args.other, args.kernel, args.huse_folds, args.seed)
             for name in ("huse", "gug", "mlqe")]
     load = os.getloadavg()[0]
-    columns = sorted({key for row in rows for key in row}, key=lambda key: (key.count(":"), list(rows[0]).index(key) if key in rows[0] else 99))
+    columns = sorted({key for row in rows for key in row},  # by name last: a set's order changes run to run
+                     key=lambda key: (key.count(":"), list(rows[0]).index(key) if key in rows[0] else 99, key))
     table = markdown_table([{column: _cell(row.get(column)) for column in columns} for row in rows])
     options = "".join(f" --{name} {value}" for name, value in (("kernel", args.kernel), ("huse-folds", args.huse_folds),
                                                                  ("seed", args.seed)) if value not in (None, 5, 0))
