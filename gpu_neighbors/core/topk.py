@@ -161,8 +161,7 @@ def _entrants(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, 
     GPU's selections cost little."""
     rows, columns = similarity.shape
     device = similarity.device
-    index = torch.arange(first_column, first_column + columns, device=device)
-    whole = Entrants(similarity, index.expand(rows, columns), tie_rank[first_column : first_column + columns].expand(rows, columns))
+    whole = _whole_tile(similarity, first_column, tie_rank)
     if not host_waits or device.type != "cpu" or not rows:
         return whole
     passing = similarity >= bound
@@ -175,11 +174,19 @@ def _entrants(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, 
     packed = Entrants(torch.full((rows, width), -torch.inf, dtype=torch.float64, device=device),
                       torch.full((rows, width), torch.iinfo(torch.int64).max, dtype=torch.int64, device=device),
                       torch.full((rows, width), tie_rank.numel(), dtype=tie_rank.dtype, device=device))
-    taken = index[column]
+    taken = column + first_column
     packed.similarity[row, slot] = similarity[row, column]
     packed.index[row, slot] = taken
     packed.rank[row, slot] = tie_rank[taken]
     return packed
+
+
+def _whole_tile(similarity: torch.Tensor, first_column: int, tie_rank: torch.Tensor) -> Entrants:
+    """Every entry of a tile (training columns from `first_column`) as entrants."""
+    rows, columns = similarity.shape
+    index = torch.arange(first_column, first_column + columns, device=similarity.device)
+    return Entrants(similarity, index.expand(rows, columns),
+                    tie_rank[first_column : first_column + columns].expand(rows, columns))
 
 
 class TopKReduction:
@@ -223,9 +230,8 @@ class TopKReduction:
         if first:
             # The rows' empty buffers come after every entry of the tile, so its first k are
             # the merge's (with a single training block, every tile: no copy of it is made).
-            index = torch.arange(tile.column, tile.column + columns, device=similarity.device).expand(rows, columns)
-            rank = self.tie_rank[tile.column : tile.column + columns].expand(rows, columns)
-            top = select_top(similarity, index, self.k, self.tie_rank, rank, self.host_waits)
+            whole = _whole_tile(similarity, tile.column, self.tie_rank)
+            top = select_top(whole.similarity, whole.index, self.k, self.tie_rank, whole.rank, self.host_waits)
             self.top.similarity[part], self.top.index[part] = top.similarity, top.index
             return
         held = TopK(self.top.similarity[part], self.top.index[part])
@@ -289,7 +295,7 @@ def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: fl
         return torch.stack([sums[:, position] for position in read], dim=1)  # int indices: no copy to the device
 
     sums = running(_segment_sums(weights, index, ends, quality.weighted_columns))
-    counts = running(torch.stack([positive[:, start:end].sum(dim=1) for start, end in zip([0, *ends], ends)], dim=1))
+    counts = running(_segment_totals(positive, ends))
     predictions = []
     for position in range(len(ks)):
         stats = NeighborStats.zeros(rows, len(quality.bands), index.device, power, weighted=True)
@@ -335,6 +341,11 @@ def _segment_sums(weights: torch.Tensor, index: torch.Tensor, ends: list[int], t
 def _gathered_segment_sums(weights: torch.Tensor, index: torch.Tensor, ends: list[int],
                            table: torch.Tensor) -> torch.Tensor:
     """`_segment_sums` by gathering the table one column at a time."""
-    spans = list(zip([0, *ends], ends))
-    return torch.stack([torch.stack([terms[:, start:end].sum(dim=1) for start, end in spans], dim=1)
-                        for terms in (weights * table[:, column][index] for column in range(table.shape[1]))], dim=2)
+    return torch.stack([_segment_totals(weights * table[:, column][index], ends) for column in range(table.shape[1])],
+                       dim=2)
+
+
+def _segment_totals(values: torch.Tensor, ends: list[int]) -> torch.Tensor:
+    """[rows, len(ends)]: each row's sum of `values` [rows, width] from the previous end to each
+    of `ends` (ascending)."""
+    return torch.stack([values[:, start:end].sum(dim=1) for start, end in zip([0, *ends], ends)], dim=1)
