@@ -183,3 +183,24 @@ def test_token_ids_give_the_statistics_of_their_decoded_texts(huse_records):
     from_ids = typicality.of_ids(encoded["input_ids"], encoded["attention_mask"])
     np.testing.assert_array_equal(from_ids.numpy(), typicality.of_texts(decoded).numpy())
     np.testing.assert_array_equal(from_ids.numpy(), reference(training, decoded, tokenizer.tokenize))
+
+
+@pytest.mark.parametrize("dense", [(0, 0), (1 << 40, 0)], ids=["searched", "indexed"])
+def test_counting_by_index_or_by_search_gives_the_same_statistics(huse_records, monkeypatch, dense):
+    """Tables count a key by index where their keys' range is small and by binary search
+    elsewhere: every table one way or every table the other gives the default's bits (keys
+    past the largest, negative keys and unknown tokens included)."""
+    training = [record["text"] for record in huse_records[:80]]
+    texts = [record["text"] for record in huse_records[80:110]] + ADVERSARIAL_TEXTS + ["", "zzz ~~ unseen"]
+    default = Typicality(training, WHITESPACE, CPU)
+    expected = [default.of_texts(texts), default.of_texts(training, own=True),
+                default.of_texts(texts[:len(training)], originals=training[:len(texts)])]
+    monkeypatch.setattr("gpu_neighbors.text.typicality.DENSE_KEYS", dense[0])
+    monkeypatch.setattr("gpu_neighbors.text.typicality.DENSE_PER_KEY", dense[1])
+    typicality = Typicality(training, WHITESPACE, CPU)
+    tables = [getattr(typicality.tables, name) for name in ("tokens", "bigrams", "endings", "characters")]
+    assert all((table.by_key is not None) == (dense[0] > 0) for table in tables)
+    got = [typicality.of_texts(texts), typicality.of_texts(training, own=True),
+           typicality.of_texts(texts[:len(training)], originals=training[:len(texts)])]
+    for one, other in zip(got, expected):
+        np.testing.assert_array_equal(one.numpy(), other.numpy())  # NaN rows alike
