@@ -27,7 +27,7 @@ from gpu_neighbors.core.neighbours import (
     estimate,
 )
 from gpu_neighbors.core.tiling import Tile
-from gpu_neighbors.core.topk import TopK, estimate_topk_grid, rank_rows
+from gpu_neighbors.core.topk import TopK, estimate_topk_grid, rank_segments
 
 # How far a similarity may lie from the value another faithful evaluation of its kernel gives
 # (another device, a contracted formula), when the pass does not say: at least every exact
@@ -82,13 +82,14 @@ class PairwiseSimilarities:
         result.add_tile(tile, quality, tau, excluded if excluded.any() else None)
         return result
 
-    def top(self, rows: np.ndarray, columns: np.ndarray, k: int) -> TopK:
-        """The k most similar of items `columns` for each of items `rows` (indices are positions
-        in `columns`), an item never its own neighbour: the scorer's `TopKReduction` order."""
+    def top(self, rows: np.ndarray, columns: np.ndarray, ks: Sequence[int]) -> TopK:
+        """The max(ks) most similar of items `columns` for each of items `rows` (indices are
+        positions in `columns`), an item never its own neighbour, the first k for each k of `ks`
+        first (`rank_segments`: in the scorer's `TopKReduction` order as `estimate_top` reads it)."""
         rows, columns = _indices(rows), _indices(columns)
         tile = self.matrix[np.ix_(rows, columns)].clone()
         tile[torch.as_tensor(rows[:, None] == columns[None, :])] = -torch.inf
-        return rank_rows(tile, min(k, columns.size), self.quality(columns).tie_rank)
+        return rank_segments(tile, ks, self.quality(columns).tie_rank)
 
     def quality(self, columns: np.ndarray) -> Quality:
         """q of a training side, encoded as a scorer fitted on just those items encodes it."""
@@ -154,13 +155,13 @@ class PairwiseSimilarities:
             return self._ridge_estimates(self.ridge(train, thresholds.penalty), test, train)
         if thresholds.estimator == "topk":
             k = int(thresholds.top_k or 1)
-            return self.estimate_top(self.top(test, train, k), train, [k], thresholds.power)[0]
+            return self.estimate_top(self.top(test, train, [k]), train, [k], thresholds.power)[0]
         stats = self.stats(test, train, thresholds.tau, thresholds.power)
         return self.estimate(stats, train, num_train, thresholds)
 
     def estimate_top(self, top: TopK, train: np.ndarray, ks: list[int], power: float) -> list[Prediction]:
-        """The top-k estimate from `top` (positions in `train`) at every k of `ks`, from one pass
-        over it (`top` is reused across k and p)."""
+        """The top-k estimate from `top` (positions in `train`, from `top` with these `ks`) at
+        every k of `ks`, from one pass over it (`top` is reused across k and p)."""
         return [prediction.numpy() for prediction in estimate_topk_grid(top, self.quality(train), ks, power)]
 
     def estimate(

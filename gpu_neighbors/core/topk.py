@@ -83,6 +83,13 @@ def select_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: 
     the host reads nothing from the tensors (the token-ids path)."""
     if k >= similarity.shape[1]:
         return order_top(TopK(similarity, index), k, tie_rank)
+    chosen = _first_positions(similarity, index, k, tie_rank, rank, host_waits)
+    return TopK(torch.gather(similarity, 1, chosen), torch.gather(index, 1, chosen))
+
+
+def _first_positions(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: torch.Tensor,
+                     rank: torch.Tensor | None, host_waits: bool) -> torch.Tensor:
+    """Positions [rows, k] of each row's first k (`select_top`; k below the width), in no order."""
     best = torch.topk(similarity, k, dim=1, sorted=False)
     kth = best.values.amin(dim=1, keepdim=True)
     if host_waits and similarity.device.type == "cpu":
@@ -97,9 +104,8 @@ def select_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: 
                 chosen = chosen.clone()
                 chosen[tied] = _by_priority(similarity[tied], kth[tied],
                                             _ranks(index[tied], tie_rank) if rank is None else rank[tied], k)
-            return TopK(torch.gather(similarity, 1, chosen), torch.gather(index, 1, chosen))
-    chosen = _by_priority(similarity, kth, _ranks(index, tie_rank) if rank is None else rank, k)
-    return TopK(torch.gather(similarity, 1, chosen), torch.gather(index, 1, chosen))
+            return chosen
+    return _by_priority(similarity, kth, _ranks(index, tie_rank) if rank is None else rank, k)
 
 
 def _by_priority(similarity: torch.Tensor, kth: torch.Tensor, rank: torch.Tensor, k: int) -> torch.Tensor:
@@ -127,13 +133,30 @@ def _ranks(index: torch.Tensor, tie_rank: torch.Tensor) -> torch.Tensor:
     return torch.where(index < size, tie_rank[index.clamp(max=max(size - 1, 0))], size)
 
 
-def rank_rows(similarity: torch.Tensor, k: int, tie_rank: torch.Tensor) -> TopK:
-    """The top k of each row of a whole matrix [rows, n] (columns are training indices 0..n-1
-    with ranks `tie_rank`) in the reduction's order; -inf entries are no neighbours."""
-    index = torch.arange(similarity.shape[1], dtype=torch.int64).expand_as(similarity)
-    top = merge_top(similarity.to(torch.float64), index, k, tie_rank)
-    top.index = torch.where(torch.isinf(top.similarity), NO_INDEX, top.index)
-    return top
+def rank_segments(similarity: torch.Tensor, ks: Sequence[int], tie_rank: torch.Tensor) -> TopK:
+    """The first max(ks) of each row of a whole matrix [rows, n] (columns are training indices
+    0..n-1 with ranks `tie_rank`; -inf entries are no neighbours) in the reduction's order as far
+    as `estimate_topk_grid` reads it: for every k of `ks` the first k entries are the first k, in
+    no particular order between two consecutive ks (the grid reads sums over those segments,
+    exact in any order). Nested selections from the largest k down instead of ordering the list
+    (two stable sorts): 0.36 against 0.73 s at k = 1,000 of 4,000 x 4,000, one thread."""
+    similarity = similarity.to(torch.float64)
+    rows, width = similarity.shape
+    current = TopK(similarity, torch.arange(width, dtype=torch.int64).expand(rows, width))
+    beyond: list[TopK] = []  # the segments past the next end, nearest first
+    for end in sorted({min(k, width) for k in ks}, reverse=True):
+        if end >= current.similarity.shape[1]:
+            continue
+        chosen = (_first_positions(current.similarity, current.index, end, tie_rank, None, True) if end
+                  else torch.zeros((rows, 0), dtype=torch.int64))
+        if end != min(max(ks), width):  # past the largest end nothing is kept
+            rest = torch.ones_like(current.similarity, dtype=torch.bool).scatter_(1, chosen, False)
+            size = current.similarity.shape[1] - end
+            beyond.insert(0, TopK(current.similarity[rest].view(rows, size), current.index[rest].view(rows, size)))
+        current = TopK(torch.gather(current.similarity, 1, chosen), torch.gather(current.index, 1, chosen))
+    parts = [current, *beyond]
+    top = TopK(torch.cat([part.similarity for part in parts], dim=1), torch.cat([part.index for part in parts], dim=1))
+    return TopK(top.similarity, top.index.masked_fill(torch.isinf(top.similarity), NO_INDEX))
 
 
 @dataclass
@@ -278,7 +301,8 @@ def estimate_topk(top: TopK, quality: Quality, k: int, power: float) -> TensorPr
 def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: float) -> list[TensorPrediction]:
     """`estimate_topk` at each k of `ks` from one pass over the first max(ks) entries of `top`:
     running sums along each row, read at every k (tuning's grid reads all its k from one list).
-    Each running sum is exact, as the sums are, so each k gets the bits of its own sum."""
+    Each running sum is exact, as the sums are, so each k gets the bits of its own sum; and
+    only which entries come before each k counts, not their order there (`rank_segments`)."""
     top = top.first(max(ks))
     positive = (top.index >= 0) & (top.similarity > 0)
     weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)

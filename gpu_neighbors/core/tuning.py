@@ -214,7 +214,7 @@ def _tune_topk(
     """Every (p, k) of the grid from one ranking of the training set (leave-one-out)."""
     base = base or Thresholds(0.0, 1, 1.0)
     ks = grid.k_values(items.size - 1)
-    top = similarities.top(items, items, max(ks))
+    top = similarities.top(items, items, ks)
     rows: list[tuple[Thresholds, float, float]] = []
     for power in grid.powers:
         predictions = similarities.estimate_top(top, items, ks, float(power))

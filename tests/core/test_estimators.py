@@ -450,3 +450,37 @@ def test_the_grids_sums_by_sparse_product_and_by_gathers_agree():
     for ends in ([1, 3, 10, 40], [5], [0, 7, 40]):
         sparse, gathered = _segment_sums(weights, index, ends, table), _gathered_segment_sums(weights, index, ends, table)
         assert sparse.shape == (rows, len(ends), 9) and torch.equal(sparse, gathered)
+
+
+@pytest.mark.parametrize("ks", [[1, 3, 10, 40], [7], [60, 2, 2, 25], [0, 5]])
+def test_segments_hold_every_ks_first_k_and_give_the_grid_its_bits(ks):
+    """Tuning ranks each row by nested selections (`rank_segments`): for every k the first k
+    entries are the first k of a plain sort by (similarity descending, tie rank ascending) as a
+    set, with excluded pairs (-inf) as no neighbour, and every k's estimate and spread are the
+    bits the plainly sorted list gives (ks unsorted, repeated, past the width, zero)."""
+    from gpu_neighbors.core.neighbours import Quality
+    from gpu_neighbors.core.topk import NO_INDEX, TopK, estimate_topk_grid, rank_segments
+
+    generator = torch.Generator().manual_seed(len(ks))
+    rows, size = 36, 50
+    tie_rank = torch.randperm(size, generator=generator)
+    similarity = torch.randint(0, 5, (rows, size), generator=generator).to(torch.float64) / 5  # ties
+    similarity[:, :25] += torch.rand((rows, 25), generator=generator, dtype=torch.float64) / 10  # and none
+    similarity[torch.rand((rows, size), generator=generator) < 0.15] = -torch.inf
+    quality = Quality.encode(torch.rand(size, generator=generator, dtype=torch.float64))
+    segments = rank_segments(similarity, ks, tie_rank)
+    ordered = [sorted(range(size), key=lambda j: (-float(similarity[row, j]), int(tie_rank[j]))) for row in range(rows)]
+    plain_index = torch.tensor([[j for j in row] for row in ordered])
+    plain = TopK(torch.gather(similarity, 1, plain_index), plain_index)
+    plain = TopK(plain.similarity, plain.index.masked_fill(torch.isinf(plain.similarity), NO_INDEX))
+    assert segments.similarity.shape == (rows, min(max(ks), size))
+    for k in ks:
+        for row in range(rows):
+            assert sorted(segments.index[row, :k].tolist()) == sorted(plain.index[row, :k].tolist())
+    usable = [k for k in ks if k > 0]
+    if usable:
+        for got, expected in zip(estimate_topk_grid(segments, quality, usable, 1.0),
+                                 estimate_topk_grid(plain, quality, usable, 1.0)):
+            assert got.scores.numpy().tobytes() == expected.scores.numpy().tobytes()
+            assert got.std.numpy().tobytes() == expected.std.numpy().tobytes()
+            assert torch.equal(got.num_neighbors, expected.num_neighbors)
