@@ -62,16 +62,11 @@ class TopK:
         return Neighbors(index.cpu().numpy(), similarity.cpu().numpy(), score.cpu().numpy())
 
 
-def merge_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: torch.Tensor) -> TopK:
-    """The first k of each row of (similarity, index) [rows, n] in the order similarity
-    descending, tie rank ascending (`tie_rank[index]`; empty slots, index past the training set,
-    last), in that order (`select_top`, then `order_top`)."""
-    return order_top(select_top(similarity, index, k, tie_rank), k, tie_rank)
-
-
 def select_top(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_rank: torch.Tensor,
                rank: torch.Tensor | None = None, host_waits: bool = True) -> TopK:
-    """The first k of each row in `merge_top`'s order, as a set, in no particular order. Ranks
+    """The first k of each row of (similarity, index) [rows, n] in the order similarity
+    descending, tie rank ascending (`tie_rank[index]`; empty slots, index past the training set,
+    last), as a set, in no particular order (`order_top` orders it). Ranks
     are distinct, so the order is total and the first k are one set: every entry above the
     row's k-th largest similarity, then those equal to it with the lowest ranks. That set is
     chosen by selections (`topk`, linear in n) on a priority that encodes exactly this (0 above
@@ -109,7 +104,7 @@ def _first_positions(similarity: torch.Tensor, index: torch.Tensor, k: int, tie_
 
 
 def _by_priority(similarity: torch.Tensor, kth: torch.Tensor, rank: torch.Tensor, k: int) -> torch.Tensor:
-    """Positions of the first k of each row in `merge_top`'s order, given each row's k-th
+    """Positions of the first k of each row in `select_top`'s order, given each row's k-th
     largest similarity and its entries' ranks: every entry above the k-th, then those at it
     with the lowest ranks (one selection on a priority: 0 above, 1 + rank at it)."""
     excluded = torch.iinfo(torch.int64).max

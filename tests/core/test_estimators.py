@@ -325,11 +325,11 @@ def test_a_tuning_sample_keeps_the_resolved_kernel(huse_texts, huse_scores, monk
 
 
 @pytest.mark.parametrize("k", [1, 3, 10, 39, 40, 60])
-def test_merge_top_is_the_first_k_in_the_total_order(k):
+def test_selected_and_ordered_is_the_first_k_in_the_total_order(k):
     """The k-th-value selection against a plain sort by (similarity descending, tie rank
     ascending) on rows full of ties, excluded pairs (-inf) and empty slots (index past the
     training set), including k at and above the row width."""
-    from gpu_neighbors.core.topk import merge_top
+    from gpu_neighbors.core.topk import order_top, select_top
 
     generator = torch.Generator().manual_seed(5)
     size, rows, width = 30, 64, 40
@@ -338,7 +338,7 @@ def test_merge_top_is_the_first_k_in_the_total_order(k):
     similarity[torch.rand((rows, width), generator=generator) < 0.2] = -torch.inf
     index = torch.randint(0, size + 3, (rows, width), generator=generator)  # >= size: empty slots
     index[index >= size] = torch.iinfo(torch.int64).max
-    top = merge_top(similarity, index, k, tie_rank)
+    top = order_top(select_top(similarity, index, k, tie_rank), k, tie_rank)
     for row in range(rows):
         entries = [(float(similarity[row, j]), int(index[row, j])) for j in range(width)]
         ranked = sorted(entries, key=lambda entry: (-entry[0], int(tie_rank[entry[1]]) if entry[1] < size else size))
@@ -352,7 +352,7 @@ def test_merge_top_is_the_first_k_in_the_total_order(k):
 def test_rows_with_and_without_ties_at_the_kth_value_in_one_call(k):
     """Mostly distinct similarities with a tie at some rows' k-th value (the CPU selects the
     untied rows in one pass and ranks only the others): the same first k as a plain sort."""
-    from gpu_neighbors.core.topk import merge_top, order_top, select_top
+    from gpu_neighbors.core.topk import order_top, select_top
 
     generator = torch.Generator().manual_seed(11)
     size, rows, width = 90, 32, 60
@@ -363,7 +363,7 @@ def test_rows_with_and_without_ties_at_the_kth_value_in_one_call(k):
         below = int((similarity[row] < kth[row]).nonzero()[0])
         similarity[row, below] = kth[row]
     index = torch.randperm(size, generator=generator)[:width].expand(rows, width).clone()
-    top = merge_top(similarity, index, k, tie_rank)
+    top = order_top(select_top(similarity, index, k, tie_rank), k, tie_rank)
     for row in range(rows):
         ranked = sorted(range(width), key=lambda j: (-float(similarity[row, j]), int(tie_rank[index[row, j]])))[:k]
         assert top.similarity[row].tolist() == [float(similarity[row, j]) for j in ranked]
