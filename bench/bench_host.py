@@ -12,7 +12,9 @@ num_neighbors, std, estimator) by
 The loops write null for score and std and no interval, nearest similarity or outside flag (ours
 writes ten fields), so the comparison leans against us. Each is timed in a
 fresh child process (start-up included, as a user would run it), interleaved, medians of
-`repeats`; ratio = `score` seconds / loop seconds.
+`repeats`; ratio = `score` seconds / loop seconds. `score --workers 1` runs beside it: how much
+the default's encoder threads gain on this machine's cores (on a GPU machine's many cores, the
+figure that says whether the host needs encoder processes).
 """
 from __future__ import annotations
 
@@ -72,10 +74,11 @@ def measure(candidates: int = 1_000_000, train: int = 10, repeats: int = 3, seed
                                  [rng.random() for _ in range(train)])
         candidate_file = write_jsonl(folder / "candidates.jsonl", spliced_texts(candidates, rng))
         output = folder / "out.jsonl"
+        score = [sys.executable, "-m", "gpu_neighbors.cli", "score", "--train", str(train_file), "--candidates",
+                 str(candidate_file), "--output", str(output), "--overwrite", "--quiet"]
         commands = {
-            "gpu-neighbors score": [sys.executable, "-m", "gpu_neighbors.cli", "score", "--train",
-                                    str(train_file), "--candidates", str(candidate_file), "--output",
-                                    str(output), "--overwrite", "--quiet"],
+            "gpu-neighbors score": score,
+            "gpu-neighbors score --workers 1": [*score, "--workers", "1"],
             "Python loop (json)": [sys.executable, "-c", PYTHON_LOOP, str(candidate_file), str(output)],
             "pyarrow read + json write": [sys.executable, "-c", PYARROW_LOOP, str(candidate_file), str(output)],
         }
@@ -92,6 +95,8 @@ def measure(candidates: int = 1_000_000, train: int = 10, repeats: int = 3, seed
         "median_seconds": medians,
         "ratio_to_python_loop": medians["gpu-neighbors score"] / medians["Python loop (json)"],
         "ratio_to_pyarrow": medians["gpu-neighbors score"] / medians["pyarrow read + json write"],
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "speedup_of_workers": medians["gpu-neighbors score --workers 1"] / medians["gpu-neighbors score"],
     }
 
 
@@ -110,7 +115,9 @@ def section(result: dict) -> list[str]:
         runs = ", ".join(f"{value:.2f}" for value in result["seconds"][name])
         lines.append(f"| {name} | {seconds:.2f} | {seconds / count * 1e6:.2f} | {runs} |")
     lines += ["", f"**`score` / Python loop: {result['ratio_to_python_loop']:.2f}x**; `score` / pyarrow "
-              f"reading: {result['ratio_to_pyarrow']:.2f}x.", ""]
+              f"reading: {result['ratio_to_pyarrow']:.2f}x; `score` with its default workers (every one of "
+              f"the {result['cores']} cores given) against `--workers 1`: {result['speedup_of_workers']:.2f}x "
+              "faster.", ""]
     return lines
 
 
@@ -124,10 +131,11 @@ def main() -> None:
     print(f"{result['benchmark']}, medians of {args.repeats}, load average "
           f"{' / '.join(f'{value:.2f}' for value in result['load_average'])}")
     for name, seconds in result["median_seconds"].items():
-        print(f"  {name:<28}{seconds:8.2f} s  {seconds / args.candidates * 1e6:6.2f} us/candidate  "
+        print(f"  {name:<34}{seconds:8.2f} s  {seconds / args.candidates * 1e6:6.2f} us/candidate  "
               f"runs {[round(value, 2) for value in result['seconds'][name]]}")
     print(f"  score / Python loop: {result['ratio_to_python_loop']:.1f}x; "
-          f"score / pyarrow: {result['ratio_to_pyarrow']:.1f}x")
+          f"score / pyarrow: {result['ratio_to_pyarrow']:.1f}x; default workers ({result['cores']} cores) "
+          f"{result['speedup_of_workers']:.2f}x faster than --workers 1")
 
 
 if __name__ == "__main__":
