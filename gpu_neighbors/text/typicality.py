@@ -42,11 +42,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
 
-from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer
+from gpu_neighbors.text.token_runs import RunVocabulary, SplitTokens, split_tokens
+from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer, WhitespaceTokenizer
 from gpu_neighbors.text.vocabulary import UNKNOWN_ID, Vocabulary, id_lookup, kept_tokens
 
 STATISTICS = ("support", "order", "repetition", "ending")
@@ -121,13 +123,36 @@ class Tokens:
         return cls(padded_ids.to(device), padded_identities.to(device), batch.lengths.to(device),
                    len(vocabulary) + int(unseen.sum()), endings.to(device), characters.to(device))
 
+    @classmethod
+    def of_split(cls, split: SplitTokens, vocab_size: int, device: torch.device) -> Tokens:
+        """`of` for tokens read from code points (`text.token_runs`): the same tensors but for
+        the unseen tokens' identities, numbered in another order (equal where the tokens are
+        equal, distinct elsewhere: all that the statistics read of them)."""
+        rows = np.repeat(np.arange(split.lengths.size, dtype=np.int64), split.lengths)
+        positions = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(split.lengths) - split.lengths,
+                                                                      split.lengths)
+        unseen = split.ids == UNKNOWN_ID
+        identities = np.where(split.wordlike, np.where(unseen, vocab_size + split.unknown_rank, split.ids), NOT_A_WORD)
+        width = int(split.lengths.max()) if split.lengths.size else 0
+        padded_ids = torch.full((split.lengths.size, width), UNKNOWN_ID, dtype=torch.int64)
+        padded_identities = torch.full((split.lengths.size, width), NOT_A_WORD, dtype=torch.int64)
+        padded_ids[rows, positions] = torch.from_numpy(split.ids)
+        padded_identities[rows, positions] = torch.from_numpy(identities)
+        characters = _padded_codes(split.codes, split.code_rows, split.lengths.size)
+        return cls(padded_ids.to(device), padded_identities.to(device), torch.from_numpy(split.lengths).to(device),
+                   vocab_size + int(unseen.sum()), torch.from_numpy(split.endings).to(device), characters.to(device))
+
 
 def _characters(strings: np.ndarray, rows: np.ndarray, count: int) -> torch.Tensor:
     """int64 [count, width]: the code points of each row's tokens (`strings`, of rows `rows` in
     ascending order), -1 past them; lone surrogates are code points too."""
     sizes = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
     codes = np.frombuffer("".join(strings).encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int64)
-    owner = np.repeat(rows, sizes)
+    return _padded_codes(codes, np.repeat(rows, sizes), count)
+
+
+def _padded_codes(codes: np.ndarray, owner: np.ndarray, count: int) -> torch.Tensor:
+    """int64 [count, width]: `codes` by row (`owner`, ascending), -1 past each row's."""
     per_row = np.bincount(owner, minlength=count)
     padded = np.full((count, int(per_row.max()) if codes.size else 0), -1, dtype=np.int64)
     padded[owner, np.arange(codes.size) - (np.cumsum(per_row) - per_row)[owner]] = codes
@@ -389,7 +414,18 @@ class Typicality:
         return statistics
 
     def _tokens(self, texts: Sequence[str]) -> Tokens:
+        """The texts' tokens: for the whitespace tokenizer read from their code points where that
+        answers (`text.token_runs`: the same tokens, no Python per token), else tokenized."""
+        if self._runs is not None:
+            split = split_tokens(list(map(str.lower, texts)) if self.tokenizer.lowercase else texts, self._runs)
+            if split is not None:
+                return Tokens.of_split(split, self.vocab_size, self.device)
         return Tokens.of(self.tokenizer.tokenize_many(texts), self.vocabulary, self.wordlike, self.device)
+
+    @cached_property
+    def _runs(self) -> RunVocabulary | None:
+        """The vocabulary as code point runs, where the tokenizer is `str.split()`."""
+        return RunVocabulary.of(self.vocabulary.tokens()) if type(self.tokenizer) is WhitespaceTokenizer else None
 
     def of_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """float64 [rows, 4] of a model's token ids, on their device, without waiting for it

@@ -1,0 +1,157 @@
+"""The `str.split()` tokens of many texts read from their code points, with no Python per token:
+the typicality statistics' tokens for the whitespace tokenizer (`text.typicality`), whose
+per-token lookups, string sorts and joins held the GIL longest of the host path's work.
+
+A token is a maximal run of non-space code points (`text.characters`, which follows
+`str.isspace`), so the texts' tokens, in order, are their non-space code points cut into runs.
+Each run gets a 63-bit polynomial hash of its code points (wrapping uint64 arithmetic, from one
+running sum over the batch: a run's terms are its slice of the sum, moved to its start by the
+base's inverse, which exists mod 2^64 as the base is odd). Equal tokens have equal hashes, and
+every match a hash suggests is checked code point by code point, so the answers are exact:
+- a vocabulary token's id: the vocabulary's hashes are distinct (`RunVocabulary.of` returns None
+  otherwise), so a run has at most one candidate, which counts where its code points are the
+  same;
+- the distinct tokens the vocabulary lacks: runs grouped by hash, each checked against its
+  group's first; a group holding two different tokens makes the batch unanswerable here (None),
+  and the caller tokenizes it as before.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpu_neighbors.text.characters import SPACE, WORD, CodePoints, classes
+from gpu_neighbors.text.key_index import KeyIndex
+
+_BASE = 0x100000001B3  # odd (FNV-1's prime), so invertible mod 2^64
+_INVERSE = pow(_BASE, -1, 1 << 64)
+_LOW_63 = np.uint64((1 << 63) - 1)
+UNKNOWN = -1
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Tokens as runs of a flat code point array: token t is codes[firsts[t]:firsts[t] + lengths[t]],
+    and `of_code[i]` is the token of code point i."""
+
+    codes: np.ndarray
+    firsts: np.ndarray
+    lengths: np.ndarray
+    of_code: np.ndarray
+
+    @classmethod
+    def of(cls, codes: np.ndarray, lengths: np.ndarray) -> Runs:
+        """Runs of `lengths` (each >= 1) covering `codes` in order."""
+        firsts = np.cumsum(lengths) - lengths
+        marks = np.zeros(codes.size, dtype=np.int64)
+        marks[firsts[1:]] = 1  # lengths >= 1: distinct positions
+        return cls(codes, firsts, lengths, np.cumsum(marks))
+
+    def hashes(self) -> np.ndarray:
+        """int64 >= 0 per run: sum of (code + 1) * BASE^(place in the run), mod 2^63."""
+        size = self.codes.size
+        if not self.lengths.size:
+            return np.zeros(0, dtype=np.int64)
+        with np.errstate(over="ignore"):
+            powers = np.empty(size, dtype=np.uint64)
+            powers[0] = 1
+            np.cumprod(np.full(size - 1, _BASE, dtype=np.uint64), out=powers[1:])
+            inverses = np.empty(size, dtype=np.uint64)
+            inverses[0] = 1
+            np.cumprod(np.full(size - 1, _INVERSE, dtype=np.uint64), out=inverses[1:])
+            running = np.zeros(size + 1, dtype=np.uint64)
+            np.cumsum((self.codes.astype(np.uint64) + np.uint64(1)) * powers, out=running[1:])
+            sums = (running[self.firsts + self.lengths] - running[self.firsts]) * inverses[self.firsts]
+        return (sums & _LOW_63).astype(np.int64)
+
+    def same_as(self, candidates: np.ndarray, valid: np.ndarray, other: Runs) -> np.ndarray:
+        """Per run: whether `valid` and its code points are those of run `candidates[i]` of
+        `other`."""
+        if not other.lengths.size:
+            return np.zeros(self.lengths.size, dtype=bool)
+        same = valid & (self.lengths == other.lengths[np.where(valid, candidates, 0)])
+        if not self.codes.size:
+            return same
+        token = self.of_code
+        checked = same[token]
+        partner = other.firsts[np.where(same, candidates, 0)][token] + (np.arange(self.codes.size) - self.firsts[token])
+        differ = checked & (self.codes != other.codes[np.where(checked, partner, 0)])
+        same[np.bincount(token[differ], minlength=self.lengths.size) > 0] = False
+        return same
+
+
+@dataclass(frozen=True)
+class RunVocabulary:
+    """Vocabulary tokens (in id order) as code point runs, found by their hashes."""
+
+    runs: Runs
+    index: KeyIndex  # over the sorted hashes
+    ids: np.ndarray  # the token id of each sorted hash
+
+    @classmethod
+    def of(cls, tokens: Sequence[str]) -> RunVocabulary | None:
+        """None where two of the tokens share a hash (or a token is empty or holds a space:
+        no such token comes out of a split)."""
+        points = CodePoints.of(list(tokens))
+        lengths = np.diff(points.bounds)
+        if (lengths == 0).any() or (classes(points.codes) & SPACE).any():
+            return None
+        runs = Runs.of(points.codes, lengths)
+        hashes = runs.hashes()
+        order = np.argsort(hashes, kind="stable")
+        ordered = hashes[order]
+        if (ordered[1:] == ordered[:-1]).any():
+            return None
+        return cls(runs, KeyIndex(ordered), order.astype(np.int64))
+
+
+@dataclass(frozen=True)
+class SplitTokens:
+    """The tokens of texts: per token its vocabulary id (UNKNOWN where the vocabulary lacks it),
+    its rank among the batch's distinct unknown tokens (-1 for known ones) and whether it holds a
+    word character; per text its token count and the code point ending its last token (-1: no
+    token); the tokens' code points, in order, and each one's text."""
+
+    ids: np.ndarray
+    unknown_rank: np.ndarray
+    wordlike: np.ndarray
+    lengths: np.ndarray
+    endings: np.ndarray
+    codes: np.ndarray
+    code_rows: np.ndarray
+
+
+def split_tokens(texts: Sequence[str], vocabulary: RunVocabulary) -> SplitTokens | None:
+    """`str.split()` of every text, looked up in `vocabulary`; None where two different tokens
+    the vocabulary lacks share a hash."""
+    points = CodePoints.of(list(texts))
+    kinds = classes(points.codes)
+    inside = (kinds & SPACE) == 0
+    cuts = points.runs(inside)
+    runs = Runs.of(points.codes[inside], cuts.lengths)
+    hashes = runs.hashes()
+    found = vocabulary.index.find(hashes)
+    candidate = vocabulary.ids[np.maximum(found, 0)] if vocabulary.ids.size else np.zeros_like(found)
+    known = runs.same_as(candidate, found >= 0, vocabulary.runs)
+    ids = np.where(known, candidate, UNKNOWN)
+    unknown = np.flatnonzero(~known)
+    _, first, rank = np.unique(hashes[unknown], return_index=True, return_inverse=True)
+    rank = rank.reshape(-1)
+    leaders = np.arange(ids.size)
+    leaders[unknown] = unknown[first][rank]  # each unknown token's group's first token
+    if not runs.same_as(leaders, np.ones(ids.size, dtype=bool), runs).all():
+        return None
+    unknown_rank = np.full(ids.size, -1, dtype=np.int64)
+    unknown_rank[unknown] = rank
+    words = np.zeros(runs.codes.size + 1, dtype=np.int64)
+    np.cumsum((kinds[inside] & WORD) > 0, out=words[1:])
+    wordlike = words[runs.firsts + runs.lengths] > words[runs.firsts]
+    lengths = cuts.per_text.astype(np.int64)
+    endings = np.full(lengths.size, -1, dtype=np.int64)
+    some = lengths > 0
+    last = (np.cumsum(lengths) - 1)[some]
+    endings[some] = runs.codes[runs.firsts[last] + runs.lengths[last] - 1]
+    marks = np.bincount(points.bounds[1:-1], minlength=points.codes.size + 1)[:points.codes.size]
+    return SplitTokens(ids, unknown_rank, wordlike, lengths, endings, runs.codes, np.cumsum(marks)[inside])
