@@ -24,11 +24,11 @@ import numpy as np
 
 from gpu_neighbors.text.characters import SPACE, WORD, CodePoints, classes
 from gpu_neighbors.text.key_index import KeyIndex
+from gpu_neighbors.text.vocabulary import UNKNOWN_ID
 
 _BASE = 0x100000001B3  # odd (FNV-1's prime), so invertible mod 2^64
 _INVERSE = pow(_BASE, -1, 1 << 64)
 _LOW_63 = np.uint64((1 << 63) - 1)
-UNKNOWN = -1
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ class RunVocabulary:
 
 @dataclass(frozen=True)
 class SplitTokens:
-    """The tokens of texts: per token its vocabulary id (UNKNOWN where the vocabulary lacks it),
+    """The tokens of texts: per token its vocabulary id (UNKNOWN_ID where the vocabulary lacks it),
     its rank among the batch's distinct unknown tokens (-1 for known ones) and whether it holds a
     word character; per text its token count and the code point ending its last token (-1: no
     token); the tokens' code points, in order, and each one's text."""
@@ -135,13 +135,13 @@ def split_tokens(texts: Sequence[str], vocabulary: RunVocabulary) -> SplitTokens
     found = vocabulary.index.find(hashes)
     candidate = vocabulary.ids[np.maximum(found, 0)] if vocabulary.ids.size else np.zeros_like(found)
     known = runs.same_as(candidate, found >= 0, vocabulary.runs)
-    ids = np.where(known, candidate, UNKNOWN)
+    ids = np.where(known, candidate, UNKNOWN_ID)
     unknown = np.flatnonzero(~known)
     _, first, rank = np.unique(hashes[unknown], return_index=True, return_inverse=True)
     rank = rank.reshape(-1)
-    leaders = np.arange(ids.size)
+    leaders = np.zeros(ids.size, dtype=np.int64)
     leaders[unknown] = unknown[first][rank]  # each unknown token's group's first token
-    if not runs.same_as(leaders, np.ones(ids.size, dtype=bool), runs).all():
+    if not runs.same_as(leaders, ~known, runs)[unknown].all():  # the known ones matched the vocabulary
         return None
     unknown_rank = np.full(ids.size, -1, dtype=np.int64)
     unknown_rank[unknown] = rank

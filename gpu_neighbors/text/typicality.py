@@ -49,7 +49,7 @@ import torch
 
 from gpu_neighbors.text.token_runs import RunVocabulary, SplitTokens, split_tokens
 from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer, WhitespaceTokenizer
-from gpu_neighbors.text.vocabulary import UNKNOWN_ID, Vocabulary, id_lookup, kept_tokens
+from gpu_neighbors.text.vocabulary import UNKNOWN_ID, TokenBatch, Vocabulary, id_lookup, kept_tokens
 
 STATISTICS = ("support", "order", "repetition", "ending")
 LOW_IS_ATYPICAL = (True, True, False, True)  # repetition is atypical when high
@@ -110,37 +110,36 @@ class Tokens:
             wordlike[unseen] = np.fromiter(map(is_wordlike, distinct), dtype=bool, count=len(distinct))[rank]
             identities[unseen] = len(vocabulary) + rank
         identities[~wordlike] = NOT_A_WORD
-        width = int(batch.lengths.max()) if len(batch) else 0
-        padded_ids = torch.full((len(batch), width), UNKNOWN_ID, dtype=torch.int64)
-        padded_identities = torch.full((len(batch), width), NOT_A_WORD, dtype=torch.int64)
-        padded_ids[batch.rows, batch.positions] = batch.ids
-        padded_identities[batch.rows, batch.positions] = torch.from_numpy(identities)
         lengths = batch.lengths.numpy()
         last = np.cumsum(lengths) - 1
         endings = torch.tensor([last_character(strings[end]) if length else -1 for end, length in zip(last, lengths)],
                                dtype=torch.int64)
         characters = _characters(strings, batch.rows.numpy(), len(batch))
-        return cls(padded_ids.to(device), padded_identities.to(device), batch.lengths.to(device),
-                   len(vocabulary) + int(unseen.sum()), endings.to(device), characters.to(device))
+        return cls._padded(batch, identities, len(vocabulary) + int(unseen.sum()), endings, characters, device)
 
     @classmethod
     def of_split(cls, split: SplitTokens, vocab_size: int, device: torch.device) -> Tokens:
         """`of` for tokens read from code points (`text.token_runs`): the same tensors but for
         the unseen tokens' identities, numbered in another order (equal where the tokens are
         equal, distinct elsewhere: all that the statistics read of them)."""
-        rows = np.repeat(np.arange(split.lengths.size, dtype=np.int64), split.lengths)
-        positions = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(split.lengths) - split.lengths,
-                                                                      split.lengths)
+        batch = TokenBatch(ids=torch.from_numpy(split.ids), lengths=torch.from_numpy(split.lengths))
         unseen = split.ids == UNKNOWN_ID
         identities = np.where(split.wordlike, np.where(unseen, vocab_size + split.unknown_rank, split.ids), NOT_A_WORD)
-        width = int(split.lengths.max()) if split.lengths.size else 0
-        padded_ids = torch.full((split.lengths.size, width), UNKNOWN_ID, dtype=torch.int64)
-        padded_identities = torch.full((split.lengths.size, width), NOT_A_WORD, dtype=torch.int64)
-        padded_ids[rows, positions] = torch.from_numpy(split.ids)
-        padded_identities[rows, positions] = torch.from_numpy(identities)
-        characters = _padded_codes(split.codes, split.code_rows, split.lengths.size)
-        return cls(padded_ids.to(device), padded_identities.to(device), torch.from_numpy(split.lengths).to(device),
-                   vocab_size + int(unseen.sum()), torch.from_numpy(split.endings).to(device), characters.to(device))
+        characters = _padded_codes(split.codes, split.code_rows, len(batch))
+        return cls._padded(batch, identities, vocab_size + int(unseen.sum()), torch.from_numpy(split.endings),
+                           characters, device)
+
+    @classmethod
+    def _padded(cls, batch: TokenBatch, identities: np.ndarray, identity_count: int, endings: torch.Tensor,
+                characters: torch.Tensor, device: torch.device) -> Tokens:
+        """The batch's ids and their `identities` padded to [rows, longest], on `device`."""
+        width = int(batch.lengths.max()) if len(batch) else 0
+        padded_ids = torch.full((len(batch), width), UNKNOWN_ID, dtype=torch.int64)
+        padded_identities = torch.full((len(batch), width), NOT_A_WORD, dtype=torch.int64)
+        padded_ids[batch.rows, batch.positions] = batch.ids
+        padded_identities[batch.rows, batch.positions] = torch.from_numpy(identities)
+        return cls(padded_ids.to(device), padded_identities.to(device), batch.lengths.to(device), identity_count,
+                   endings.to(device), characters.to(device))
 
 
 def _characters(strings: np.ndarray, rows: np.ndarray, count: int) -> torch.Tensor:
