@@ -8,6 +8,8 @@ contiguous block of training rows out of a CSR matrix at host offsets (no device
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -43,6 +45,14 @@ def dense_product(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     if not (stored_entries(left) and stored_entries(right)):
         return torch.zeros((left.shape[0], right.shape[1]), dtype=left.dtype, device=left.device)
     return torch.sparse.mm(left, right).to_sparse_coo().to_dense()
+
+
+def csr_matrix(crow: torch.Tensor, columns: torch.Tensor, values: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """A sparse CSR tensor of these parts, unchecked (its callers make them consistent), without
+    torch's warning that CSR support is in beta."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(crow, columns, values, shape, check_invariants=False)
 
 
 def row_block(matrix: torch.Tensor, start: int, stop: int, offsets: np.ndarray) -> torch.Tensor:

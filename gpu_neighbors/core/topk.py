@@ -17,7 +17,6 @@ text. Its sums are exact integers (weights in 2^-20 units times 13-bit limbs of 
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -35,6 +34,7 @@ from gpu_neighbors.core.neighbours import (
     moments,
     quantised_weights,
 )
+from gpu_neighbors.core.sparse import csr_matrix
 from gpu_neighbors.core.tiling import Reduction, Tile
 
 NO_INDEX = -1
@@ -350,10 +350,8 @@ def _segment_sums(weights: torch.Tensor, index: torch.Tensor, ends: list[int], t
     starts = torch.cat([torch.full((1,), start, dtype=torch.int64, device=device) for start in [0, *ends[:-1]]])
     offsets = torch.cat([(torch.arange(rows, device=device)[:, None] * used + starts).flatten(),
                          torch.full((1,), rows * used, dtype=torch.int64, device=device)])
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        matrix = torch.sparse_csr_tensor(offsets, index[:, :used].flatten(), weights[:, :used].flatten(),
-                                         (rows * len(ends), table.shape[0]), check_invariants=False)
+    matrix = csr_matrix(offsets, index[:, :used].flatten(), weights[:, :used].flatten(),
+                        (rows * len(ends), table.shape[0]))
     return torch.sparse.mm(matrix, table).view(rows, len(ends), table.shape[1])
 
 

@@ -35,7 +35,6 @@ nnz * 2^-26 always.
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -43,7 +42,7 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core.saved import pack_strings, unpack_strings
-from gpu_neighbors.core.sparse import dense_product, row_block
+from gpu_neighbors.core.sparse import csr_matrix, dense_product, row_block
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.text.tfidf import CHAR_ORDERS, FEATURES_NAME, FeatureRows, TfidfFeatures
@@ -81,12 +80,8 @@ def quantise(rows: FeatureRows, word_features: int) -> np.ndarray:
 
 def _sparse_rows(rows: FeatureRows) -> torch.Tensor:
     """The rows as a torch sparse CSR tensor (the host arrays shared, not copied)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        return torch.sparse_csr_tensor(
-            torch.from_numpy(rows.indptr), torch.from_numpy(rows.indices), torch.from_numpy(rows.values),
-            (len(rows), max(rows.num_features, 1)), check_invariants=False,
-        )
+    return csr_matrix(torch.from_numpy(rows.indptr), torch.from_numpy(rows.indices), torch.from_numpy(rows.values),
+                      (len(rows), max(rows.num_features, 1)))
 
 
 @dataclass(frozen=True)
