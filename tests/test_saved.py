@@ -185,14 +185,14 @@ def test_a_truncated_or_changed_file_is_refused(saved):
         NeighborsScorer.load(saved)
 
 
-def test_a_degeneracy_score_that_is_not_four_finite_weights_is_refused(saved):
+def test_a_degeneracy_score_that_is_not_five_finite_weights_is_refused(saved):
     """The outlier test's learned score is kept in scorer.json as numbers; one that could not
     be the one fit learned is refused naming the file, and the one saved is read back exactly."""
     fitted_state = json.loads((saved / CONFIG).read_text())["fitted"]["degeneracy"]
     assert NeighborsScorer.load(saved).outside_.degeneracy.weights == tuple(fitted_state["weights"])
     rewrite_config(saved, lambda config: config["fitted"]["degeneracy"]["weights"].pop())
     with pytest.raises(SavedScorerError, match=r"scorer.json: the fitted state cannot be rebuilt \(the degeneracy "
-                                               r"score has 3 weights, not 4\)"):
+                                               r"score has 4 weights, not 5\)"):
         NeighborsScorer.load(saved)
     rewrite_config(saved, lambda config: config["fitted"]["degeneracy"].update(
         weights=fitted_state["weights"], intercept=float("nan")))

@@ -16,14 +16,18 @@ times the smallest of the p-values of the k statistics that may flag a text alon
 be evidence that only adds up, `alone` false) and several a little out (Fisher's combination: the
 product of all the p-values, ranked among the calibration texts' own products, each calibration
 text's p-values taken against the other calibration texts, which errs on the safe side). The text's
-p-value is twice the smaller of the two (Bonferroni again, capped at 1), so for a text from the
-training distribution P(p <= t) <= t whatever the statistics' dependence. With m calibration texts
-the smallest p-value is 2 / (m + 1) through Fisher's combination and 2 k / (m + 1) through one
-statistic alone: below 2 k / level calibration texts one statistic could not flag a text by itself,
-so there Bonferroni's p-value stands alone (`OutsideRule.combines`; k / (m + 1) reaches the level
-from k / level texts on). Fisher's alone flags more texts of another domain but lets repeated
-headlines through; k + 1 tests in one Bonferroni union flag the fewest of another domain: both
-measured, bench/outside.md. A text is outside when p <= level; between level and 2 level its
+p-value is min(Bonferroni's / w, Fisher's / (1 - w)), capped at 1: a weighted Bonferroni over the
+two, so for a text from the training distribution P(p <= t) <= w t + (1 - w) t = t whatever the
+statistics' dependence. Bonferroni's share w is 1/2 where the calibration set is large and grows
+where it is small: with m calibration texts the smallest p-value of one statistic is 1 / (m + 1),
+so one statistic alone reaches k / (m + 1) / w, which stays below the level only for
+w >= k / ((m + 1) level). The share is max(1/2, k / (m level)) (m, not m + 1: a margin that no
+rounding crosses), and from m level <= k on Bonferroni's test stands alone (w = 1;
+`OutsideRule.bonferroni_share`): at the defaults (k = 5, level 0.05) Fisher's combination joins
+above 100 calibration texts and has half the level from 200 on. Fisher's alone flags more texts
+of another domain but lets repeated headlines through; k + 1 tests in one Bonferroni union flag the
+fewest of another domain: both measured, bench/outside.md. Decided by the calibration set's size
+and the level, never by the text tested: valid either way. A text is outside when p <= level; between level and 2 level its
 estimate and interval move part of the way (linearly in p) towards those of a flagged text, so the
 evidence fades in instead of jumping: a text from the training distribution is touched with
 probability at most 2 level.
@@ -83,10 +87,12 @@ class OutlierTest:
         """How many statistics Bonferroni's test divides the level among (k)."""
         return len(self.columns) if self.alone is None else sum(self.alone)
 
-    def p_values(self, statistics: torch.Tensor, fisher: bool = True) -> torch.Tensor:
+    def p_values(self, statistics: torch.Tensor, bonferroni_share: float = 0.5) -> torch.Tensor:
         """float64 [texts]: the combined p-value of each row of float64 `statistics` [texts,
-        columns] (any device): min(1, 2 min(k min_j p_j, Fisher's)), j over the k statistics
-        that may flag alone; without `fisher`, Bonferroni's alone, min(1, k min_j p_j)."""
+        columns] (any device): min(1, k min_j p_j / w, Fisher's / (1 - w)), j over the k
+        statistics that may flag alone and w Bonferroni's share (1: Bonferroni's alone)."""
+        if not 0.0 < bonferroni_share <= 1.0:
+            raise ValueError(f"Bonferroni's share must be in (0, 1], not {bonferroni_share!r}")
         k = self.single_tests
         product = torch.ones(statistics.shape[0], dtype=torch.float64, device=statistics.device)
         smallest = torch.ones_like(product)
@@ -95,11 +101,12 @@ class OutlierTest:
             product = product * p
             if self.alone is None or self.alone[column]:
                 smallest = torch.minimum(smallest, p)
-        if not fisher:
+        if bonferroni_share == 1.0:
             return torch.clamp(k * smallest, max=1.0)
         products = self._on(statistics.device)[-1]
         combined = (1 + torch.searchsorted(products, product, right=True)).to(torch.float64) / (self.size + 1)
-        return torch.clamp(2 * torch.minimum(k * smallest, combined), max=1.0)
+        return torch.clamp(torch.minimum(k * smallest / bonferroni_share, combined / (1.0 - bonferroni_share)),
+                           max=1.0)
 
     def _on(self, device: torch.device) -> tuple[torch.Tensor, ...]:
         """The sorted columns, then the sorted products, on `device` (copied once per device, so
@@ -148,13 +155,12 @@ class OutsideRule:
     degeneracy: LinearScore | None = None
 
     @property
-    def combines(self) -> bool:
-        """Whether Fisher's combination joins Bonferroni's: only where one statistic alone can
-        still flag a text with it (m + 1 >= 2 k / level = 160 at the defaults).
-        Below that, doubling Bonferroni's p-value would leave one statistic far out unable to
-        flag anything (the shipped example's 100 texts), so Bonferroni's stands alone. Decided by
-        the calibration set's size and the level, never by the text tested: valid either way."""
-        return (self.test.size + 1) * self.level >= 2 * self.test.single_tests
+    def bonferroni_share(self) -> float:
+        """Bonferroni's share w of the level beside Fisher's combination: max(1/2, k / (m
+        level)), 1 (Bonferroni's alone) from m level <= k on, so that one statistic far out can
+        flag a text by itself at any size (the shipped example's 100 texts: alone)."""
+        k, m = self.test.single_tests, self.test.size
+        return 1.0 if m * self.level <= k else max(0.5, k / (m * self.level))
 
     def p_values(self, statistics: torch.Tensor) -> torch.Tensor:
         """float64 [texts] on the statistics' device, with no host synchronisation: of the
@@ -162,7 +168,7 @@ class OutsideRule:
         statistics = statistics.to(torch.float64)
         if self.degeneracy is not None:
             statistics = torch.cat([statistics, self.degeneracy.score(statistics)[:, None]], dim=1)
-        return self.test.p_values(statistics, fisher=self.combines)
+        return self.test.p_values(statistics, self.bonferroni_share)
 
     def flags(self, p_values: torch.Tensor) -> torch.Tensor:
         return p_values <= self.level

@@ -26,7 +26,7 @@ class Signature:
     tuned: bool = False
     selection: tuple[tuple[str, float], ...] | None = None  # kernel="auto": inner rho per kernel
     level: float | None = None  # of the intervals (low, high), which change with it
-    outside: str | None = None  # the outlier test's level and the negative evidence's rule
+    outside: str | None = None  # the outlier test's level, the negative evidence's rule, the word list's language
 
     def fields(self) -> dict[str, str]:
         """The settings as printed, in order; a and b are the paper's names. The estimator, p, k

@@ -66,6 +66,15 @@ class Runs:
             sums = (running[self.firsts + self.lengths] - running[self.firsts]) * inverses[self.firsts]
         return (sums & _LOW_63).astype(np.int64)
 
+    def strings(self, chosen: np.ndarray) -> list[str]:
+        """The tokens of runs `chosen`, as strings (one decoding for all; lone surrogates kept)."""
+        lengths = self.lengths[chosen]
+        starts = np.repeat(self.firsts[chosen] - (np.cumsum(lengths) - lengths), lengths)
+        joined = self.codes[starts + np.arange(starts.size)].astype("<u4").tobytes().decode("utf-32-le",
+                                                                                              "surrogatepass")
+        ends = np.cumsum(lengths).tolist()
+        return [joined[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+
     def same_as(self, candidates: np.ndarray, valid: np.ndarray, other: Runs) -> np.ndarray:
         """Per run: whether `valid` and its code points are those of run `candidates[i]` of
         `other`."""
@@ -111,11 +120,13 @@ class RunVocabulary:
 class SplitTokens:
     """The tokens of texts: per token its vocabulary id (UNKNOWN_ID where the vocabulary lacks it),
     its rank among the batch's distinct unknown tokens (-1 for known ones) and whether it holds a
-    word character; per text its token count and the code point ending its last token (-1: no
-    token); the tokens' code points, in order, and each one's text."""
+    word character; the distinct unknown tokens by rank; per text its token count and the code
+    point ending its last token (-1: no token); the tokens' code points, in order, and each
+    one's text."""
 
     ids: np.ndarray
     unknown_rank: np.ndarray
+    unknown_tokens: list[str]
     wordlike: np.ndarray
     lengths: np.ndarray
     endings: np.ndarray
@@ -145,6 +156,7 @@ def split_tokens(texts: Sequence[str], vocabulary: RunVocabulary) -> SplitTokens
         return None
     unknown_rank = np.full(ids.size, -1, dtype=np.int64)
     unknown_rank[unknown] = rank
+    unknown_tokens = runs.strings(unknown[first])
     words = np.zeros(runs.codes.size + 1, dtype=np.int64)
     np.cumsum((kinds[inside] & WORD) > 0, out=words[1:])
     wordlike = words[runs.firsts + runs.lengths] > words[runs.firsts]
@@ -154,4 +166,5 @@ def split_tokens(texts: Sequence[str], vocabulary: RunVocabulary) -> SplitTokens
     last = (np.cumsum(lengths) - 1)[some]
     endings[some] = runs.codes[runs.firsts[last] + runs.lengths[last] - 1]
     marks = np.bincount(points.bounds[1:-1], minlength=points.codes.size + 1)[:points.codes.size]
-    return SplitTokens(ids, unknown_rank, wordlike, lengths, endings, runs.codes, np.cumsum(marks)[inside])
+    return SplitTokens(ids, unknown_rank, unknown_tokens, wordlike, lengths, endings, runs.codes,
+                       np.cumsum(marks)[inside])

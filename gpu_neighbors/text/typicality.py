@@ -4,7 +4,7 @@ repeated, cut-off and mangled text told apart from real text without any kernel.
 A neighbour estimate is a mean of the nearest training texts' scores, and a top-k mean exists
 however far those nearest texts are: shuffled words, a phrase repeated to length or words drawn
 at random from the training vocabulary get the scores of ordinary texts, because no training
-text is degenerate. Their own tokens give them away: four statistics, all from integer counts:
+text is degenerate. Their own tokens give them away: five statistics, all from integer counts:
 
 - `support`: the share of the text's tokens that another training text holds, less two for each
   distinct character of its tokens that no other training text holds; misspelt or mangled words
@@ -23,7 +23,11 @@ text is degenerate. Their own tokens give them away: four statistics, all from i
   of tokens with a word character (punctuation and symbols, such as the masked digits "#" of
   some corpora, repeat in ordinary text); a phrase repeated to length or a text doubled raises it;
 - `ending`: the share of other training texts whose last token ends in the same character as
-  the text's: a text cut off mid-sentence ends where real texts seldom do.
+  the text's: a text cut off mid-sentence ends where real texts seldom do;
+- `spelling`: the share of the text's tokens that no other training text holds and that the
+  language's word list does not hold either (`text.lexicon`: misspelt, mangled or made-up
+  words); a new word of the language is common in real text, a new non-word is not, so
+  typos and corrupted characters raise it where `support` cannot tell them from new names.
 
 "Another" training text: for a training text the counts leave the text itself out (its exact
 leave-one-out), so its statistics are those of a new text from the same distribution; that is
@@ -47,20 +51,22 @@ from functools import cached_property
 import numpy as np
 import torch
 
+from gpu_neighbors.text.lexicon import is_unlisted, unlisted_table
 from gpu_neighbors.text.token_runs import RunVocabulary, SplitTokens, split_tokens
 from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer, WhitespaceTokenizer
 from gpu_neighbors.text.vocabulary import UNKNOWN_ID, TokenBatch, Vocabulary, id_lookup, kept_tokens
 
-STATISTICS = ("support", "order", "repetition", "ending")
-LOW_IS_ATYPICAL = (True, True, False, True)  # repetition is atypical when high
+STATISTICS = ("support", "order", "repetition", "ending", "spelling")
+LOW_IS_ATYPICAL = (True, True, False, True, False)  # repetition and spelling are atypical when high
 # The outlier test's columns (`core.outside.OutlierTest`): these statistics, the nearest
 # similarity (low is atypical) and the degeneracy score learned from degenerate copies
-# (`core.discriminant`; high is atypical). Support, repetition, the ending and the degeneracy
-# score may flag a text alone (Bonferroni's test over four); the order statistic, on which the
-# degeneracy score leans most, and the nearest similarity only add up (Fisher's product), so
-# that Fisher's combination joins from 2 x 4 / level = 160 calibration texts.
+# (`core.discriminant`; high is atypical). Support, repetition, the ending, spelling and the
+# degeneracy score may flag a text alone (Bonferroni's test over five); the order statistic, on
+# which the degeneracy score leans most, and the nearest similarity only add up (Fisher's
+# product), which joins Bonferroni's above k / level = 100 calibration texts
+# (`core.outside.OutsideRule.bonferroni_share`).
 TEST_LOW_IS_ATYPICAL = LOW_IS_ATYPICAL + (True, False)
-TEST_ALONE = (True, False, True, True, False, True)
+TEST_ALONE = (True, False, True, True, True, False, True)
 FIT_ROWS = 1 << 12  # texts padded at once
 SHORT_TEXT = 64  # characters: texts up to twice this long share a slice whatever their lengths
 PAIR_BLOCK = 1 << 22  # bigram keys of position pairs (`order`) made at once
@@ -89,25 +95,30 @@ class Tokens:
     endings: torch.Tensor  # int64 [rows]: code point of the last token's last character; -1: no token
     characters: torch.Tensor  # int64 [rows, characters]: code points of the row's tokens (from token
     # ids only those no training text holds: all that the statistic counts); -1 past them
+    unlisted: torch.Tensor  # bool [rows, width]: tokens the language's word list lacks (`text.lexicon`)
 
     @classmethod
     def of(cls, tokenized: TokenizedTexts, vocabulary: Vocabulary, wordlike_ids: np.ndarray,
-           device: torch.device) -> Tokens:
+           unlisted_ids: np.ndarray, device: torch.device) -> Tokens:
         """The tokens of texts: an unseen token's identity is the vocabulary size plus its rank
-        among this batch's distinct unseen tokens. `wordlike_ids`: whether each vocabulary
-        token has a word character (`wordlike_table`), so only unseen tokens are read."""
+        among this batch's distinct unseen tokens. `wordlike_ids`, `unlisted_ids`: whether each
+        vocabulary token has a word character (`wordlike_table`) and lacks from the word list
+        (`lexicon.unlisted_table`), so only unseen tokens are read."""
         batch = vocabulary.batch(tokenized, torch.device("cpu"))
         strings = np.asarray(tokenized.tokens, dtype=object)
         if len(tokenized.separators):
             strings = np.delete(strings, tokenized.separators)
         ids = batch.ids.numpy()
         unseen = ids == UNKNOWN_ID
-        wordlike = wordlike_ids[np.where(unseen, 0, ids)] if len(wordlike_ids) else np.zeros(ids.size, dtype=bool)
+        known = np.where(unseen, 0, ids)
+        wordlike = wordlike_ids[known] if len(wordlike_ids) else np.zeros(ids.size, dtype=bool)
+        unlisted = unlisted_ids[known] if len(unlisted_ids) else np.zeros(ids.size, dtype=bool)
         identities = ids.copy()
         if unseen.any():  # each distinct unseen token read once
             distinct, rank = np.unique(strings[unseen].astype(str), return_inverse=True)
             rank = rank.reshape(-1)
             wordlike[unseen] = np.fromiter(map(is_wordlike, distinct), dtype=bool, count=len(distinct))[rank]
+            unlisted[unseen] = np.fromiter(map(is_unlisted, distinct), dtype=bool, count=len(distinct))[rank]
             identities[unseen] = len(vocabulary) + rank
         identities[~wordlike] = NOT_A_WORD
         lengths = batch.lengths.numpy()
@@ -115,31 +126,39 @@ class Tokens:
         endings = torch.tensor([last_character(strings[end]) if length else -1 for end, length in zip(last, lengths)],
                                dtype=torch.int64)
         characters = _characters(strings, batch.rows.numpy(), len(batch))
-        return cls._padded(batch, identities, len(vocabulary) + int(unseen.sum()), endings, characters, device)
+        return cls._padded(batch, identities, unlisted, len(vocabulary) + int(unseen.sum()), endings, characters,
+                           device)
 
     @classmethod
-    def of_split(cls, split: SplitTokens, vocab_size: int, device: torch.device) -> Tokens:
+    def of_split(cls, split: SplitTokens, unlisted_ids: np.ndarray, device: torch.device) -> Tokens:
         """`of` for tokens read from code points (`text.token_runs`): the same tensors but for
         the unseen tokens' identities, numbered in another order (equal where the tokens are
-        equal, distinct elsewhere: all that the statistics read of them)."""
+        equal, distinct elsewhere: all that the statistics read of them). `unlisted_ids`: as
+        `of`'s, one per vocabulary token."""
+        vocab_size = len(unlisted_ids)
         batch = TokenBatch(ids=torch.from_numpy(split.ids), lengths=torch.from_numpy(split.lengths))
         unseen = split.ids == UNKNOWN_ID
         identities = np.where(split.wordlike, np.where(unseen, vocab_size + split.unknown_rank, split.ids), NOT_A_WORD)
+        unknown = np.fromiter(map(is_unlisted, split.unknown_tokens), dtype=bool, count=len(split.unknown_tokens))
+        unlisted = np.where(unseen, unknown[np.maximum(split.unknown_rank, 0)] if unknown.size else False,
+                            unlisted_ids[np.where(unseen, 0, split.ids)] if vocab_size else False)
         characters = _padded_codes(split.codes, split.code_rows, len(batch))
-        return cls._padded(batch, identities, vocab_size + int(unseen.sum()), torch.from_numpy(split.endings),
-                           characters, device)
+        return cls._padded(batch, identities, unlisted, vocab_size + int(unseen.sum()),
+                           torch.from_numpy(split.endings), characters, device)
 
     @classmethod
-    def _padded(cls, batch: TokenBatch, identities: np.ndarray, identity_count: int, endings: torch.Tensor,
-                characters: torch.Tensor, device: torch.device) -> Tokens:
-        """The batch's ids and their `identities` padded to [rows, longest], on `device`."""
+    def _padded(cls, batch: TokenBatch, identities: np.ndarray, unlisted: np.ndarray, identity_count: int,
+                endings: torch.Tensor, characters: torch.Tensor, device: torch.device) -> Tokens:
+        """The batch's ids, their `identities` and `unlisted` padded to [rows, longest], on `device`."""
         width = int(batch.lengths.max()) if len(batch) else 0
         padded_ids = torch.full((len(batch), width), UNKNOWN_ID, dtype=torch.int64)
         padded_identities = torch.full((len(batch), width), NOT_A_WORD, dtype=torch.int64)
+        padded_unlisted = torch.zeros((len(batch), width), dtype=torch.bool)
         padded_ids[batch.rows, batch.positions] = batch.ids
         padded_identities[batch.rows, batch.positions] = torch.from_numpy(identities)
+        padded_unlisted[batch.rows, batch.positions] = torch.from_numpy(np.asarray(unlisted, dtype=bool))
         return cls(padded_ids.to(device), padded_identities.to(device), batch.lengths.to(device), identity_count,
-                   endings.to(device), characters.to(device))
+                   endings.to(device), characters.to(device), padded_unlisted.to(device))
 
 
 def _characters(strings: np.ndarray, rows: np.ndarray, count: int) -> torch.Tensor:
@@ -266,6 +285,7 @@ class IdTables:
     tables: Tables
     lookup: torch.Tensor
     wordlike: torch.Tensor
+    unlisted: torch.Tensor  # bool per tokenizer id (`text.lexicon`)
     last_character: torch.Tensor  # int64 per tokenizer id (-1: a token without a name)
     new_characters: torch.Tensor  # int64 [tokenizer ids, most]: code points no training text holds
 
@@ -344,9 +364,10 @@ class Typicality:
             slices.append(tokenized)
         self.vocab_size = len(self.vocabulary)
         self.wordlike = wordlike_table(self.vocabulary)
+        self.unlisted = unlisted_table(self.vocabulary.tokens())
         unigrams, bigrams, endings, characters = [], [], [], []
         for tokenized in slices:
-            rows = Tokens.of(tokenized, self.vocabulary, self.wordlike, device)
+            rows = Tokens.of(tokenized, self.vocabulary, self.wordlike, self.unlisted, device)
             unigrams.append(_per_row_distinct(rows.ids))
             bigrams.append(_per_row_distinct(_bigrams(rows.ids, rows.lengths, self.vocab_size)[0]))
             endings.append(rows.endings[rows.endings >= 0])
@@ -376,6 +397,7 @@ class Typicality:
         typicality.vocabulary = Vocabulary.of_tokens(tokens)
         typicality.vocab_size = len(tokens)
         typicality.wordlike = wordlike_table(typicality.vocabulary)
+        typicality.unlisted = unlisted_table(tokens)
         try:
             texts = tables["texts"]
             frequencies = {name: DocumentFrequency.saved(tables[f"{name}_keys"], tables[f"{name}_counts"], device)
@@ -390,7 +412,7 @@ class Typicality:
 
     def of_texts(self, texts: Sequence[str], own: bool = False, originals: Sequence[str] | None = None,
                  ) -> torch.Tensor:
-        """float64 [len(texts), 4] on the fitted device; own=True: `texts` are the training
+        """float64 [len(texts), 5] on the fitted device; own=True: `texts` are the training
         texts, each left out of its own counts; `originals`: for each text, a training text to
         leave out of the counts instead (that of which it is a copy: the statistics a copy of a
         text the training set never saw would get)."""
@@ -418,8 +440,9 @@ class Typicality:
         if self._runs is not None:
             split = split_tokens(list(map(str.lower, texts)) if self.tokenizer.lowercase else texts, self._runs)
             if split is not None:
-                return Tokens.of_split(split, self.vocab_size, self.device)
-        return Tokens.of(self.tokenizer.tokenize_many(texts), self.vocabulary, self.wordlike, self.device)
+                return Tokens.of_split(split, self.unlisted, self.device)
+        return Tokens.of(self.tokenizer.tokenize_many(texts), self.vocabulary, self.wordlike, self.unlisted,
+                         self.device)
 
     @cached_property
     def _runs(self) -> RunVocabulary | None:
@@ -427,7 +450,7 @@ class Typicality:
         return RunVocabulary.of(self.vocabulary.tokens()) if type(self.tokenizer) is WhitespaceTokenizer else None
 
     def of_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-        """float64 [rows, 4] of a model's token ids, on their device, without waiting for it
+        """float64 [rows, 5] of a model's token ids, on their device, without waiting for it
         (the tables move there on the first call): the statistics of the decoded texts. An
         unseen token's identity is the vocabulary size plus its tokenizer id."""
         tables = self._tables_on(input_ids.device)
@@ -443,7 +466,7 @@ class Typicality:
         inside = torch.arange(raw.shape[1], device=raw.device)[None, :] < lengths[:, None]
         characters = torch.where(inside[:, :, None], tables.new_characters[raw], torch.full_like(raw[:, :, None], -1))
         tokens = Tokens(ids, identities, lengths, self.vocab_size + tables.lookup.numel(), endings,
-                        characters.flatten(1))
+                        characters.flatten(1), inside & tables.unlisted[raw])
         return self.statistics(tokens, tables.tables, host_waits=False)
 
     def _tables_on(self, device: torch.device) -> IdTables:
@@ -456,13 +479,14 @@ class Typicality:
             last = torch.tensor([last_character(name if isinstance(name, str) else None) for name in names],
                                 dtype=torch.int64)
             self._on[device] = IdTables(self.tables.to(device), id_lookup(self.vocabulary, hf).to(device),
-                                        wordlike.to(device), last.to(device),
+                                        wordlike.to(device), torch.from_numpy(unlisted_table(names)).to(device),
+                                        last.to(device),
                                         new_character_table(names, self.tables.characters.to(torch.device("cpu"))).to(device))
         return self._on[device]
 
     def statistics(self, tokens: Tokens, tables: Tables, excluded: Tokens | None = None,
                    host_waits: bool = True) -> torch.Tensor:
-        """float64 [rows, 4] (`STATISTICS`) of `tokens` against `tables` (the fitted ones, on the
+        """float64 [rows, 5] (`STATISTICS`) of `tokens` against `tables` (the fitted ones, on the
         tokens' device); NaN rows for texts without a token. `excluded`: per row, the training
         text whose counts are left out (the row itself for training texts, `own`); `host_waits`
         false: the host reads nothing from the tensors (the token-ids path)."""
@@ -478,7 +502,9 @@ class Typicality:
             held_out = HeldOut(excluded_ids.sort(dim=1).values, excluded.characters.sort(dim=1).values,
                                _bigrams(excluded_ids, excluded.lengths, self.vocab_size)[0].sort(dim=1).values,
                                excluded.endings)
-        held_tokens = (_held(tables.tokens, ids, None if held_out is None else held_out.ids) & inside).sum(dim=1)
+        held_mask = _held(tables.tokens, ids, None if held_out is None else held_out.ids) & inside
+        held_tokens = held_mask.sum(dim=1)
+        misspelt = (tokens.unlisted & inside & ~held_mask).sum(dim=1)
         codes = tokens.characters.sort(dim=1).values
         first = codes >= 0
         first[:, 1:] &= codes[:, 1:] != codes[:, :-1]
@@ -497,9 +523,9 @@ class Typicality:
         # support: held / n - 2 new, and order: (held - shuffled / n) / (n + 1), each as one
         # division of integers
         counts = torch.stack([held_tokens - 2 * new_characters * lengths, lengths * held_bigrams - shuffled, repeats,
-                              ending], dim=1)
+                              ending, misspelt], dim=1)
         others = torch.full_like(lengths, max(1, tables.texts - int(excluded is not None)))
-        totals = torch.stack([lengths, lengths * bigrams, bigrams, others], dim=1)
+        totals = torch.stack([lengths, lengths * bigrams, bigrams, others, lengths], dim=1)
         statistics = counts.to(torch.float64) / totals.to(torch.float64)
         return torch.where(lengths[:, None] > 0, statistics, torch.full_like(statistics, float("nan")))
 

@@ -64,16 +64,33 @@ def test_a_missing_statistic_is_flagged_once_the_calibration_set_is_large_enough
 
 
 def test_one_statistic_far_out_flags_a_text_where_the_calibration_set_is_small():
-    """With 100 calibration texts and 5 statistics, twice Bonferroni's smallest p-value is
-    2 x 5 / 101 > 0.05: the combined test could flag nothing by one statistic. Bonferroni's stands
-    alone there (5 / 101 <= 0.05), and Fisher's joins it from 2 k / level = 200 texts on."""
+    """With m calibration texts and k = 5 statistics, one statistic alone reaches k / (m + 1)
+    divided by Bonferroni's share w: at m = 100 Bonferroni's stands alone (5 / 101 <= 0.05); at
+    m = 160 (HUSE's folds) w = 5 / (160 x 0.05) = 0.625, so 5 / 161 / 0.625 <= 0.05 still, where
+    the even split of the large sets (w = 1/2 from m = 200 on) would give 2 x 5 / 161 > 0.05 and
+    flag nothing by one statistic."""
     rng = np.random.default_rng(3)
     new = torch.tensor([[-9.0, 0.0, 0.0, 0.0, 0.0]], dtype=torch.float64)  # the first far out, the rest typical
-    for size, combines, expected in ((100, False, 5 / 101), (199, True, 2 * 5 / 200)):
+    for size, share, expected in ((100, 1.0, 5 / 101), (160, 0.625, 5 / 161 / 0.625), (199, 5 / 9.95, 5 / 200 * 1.99),
+                                  (200, 0.5, 2 * 5 / 201), (999, 0.5, 2 * 5 / 1000)):
         rule = OutsideRule(OutlierTest.fit(rng.normal(size=(size, 5)), (True,) * 5), 0.05, None, (0.0, 1.0))
-        assert rule.combines is combines
-        assert rule.p_values(new).item() == pytest.approx(expected, rel=1e-15)
+        assert rule.bonferroni_share == pytest.approx(share, rel=1e-15)
+        assert rule.p_values(new).item() == pytest.approx(expected, rel=1e-14)
         assert rule.flags(rule.p_values(new)).item()
+
+
+def test_the_split_between_bonferroni_and_fisher_is_a_valid_weighting():
+    """Bonferroni's share is at least 1/2 and at most 1, and any share in (0, 1] gives p-values
+    min(Bonferroni's / w, Fisher's / (1 - w)): shares outside are refused."""
+    test = OutlierTest.fit(np.arange(8.0).reshape(4, 2), (True, True))
+    new = torch.tensor([[-1.0, 9.0]], dtype=torch.float64)  # p-values 1/5 and 1: Bonferroni's 2 x 1/5
+    bonferroni, fisher = test.p_values(new, 1.0).item(), test.p_values(new, 1e-12).item()  # Fisher's / (1 - 1e-12)
+    assert bonferroni == pytest.approx(2 / 5) and 0 < fisher < 1
+    for share in (0.5, 0.8, 0.99):
+        assert test.p_values(new, share).item() == pytest.approx(min(1.0, bonferroni / share, fisher / (1 - share)))
+    for share in (0.0, -0.5, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="share"):
+            test.p_values(new, share)
 
 
 def test_combined_p_value_by_hand():
@@ -105,12 +122,14 @@ def test_evidence_that_only_adds_up_joins_fishers_combination_alone():
     np.testing.assert_allclose(test.p_values(new).numpy(), [2 / 5, 1.0, 2 / 5], rtol=1e-15)
     everything = OutlierTest.fit(calibration, (True, True))
     np.testing.assert_allclose(everything.p_values(new).numpy(), [2 * 2 / 5, 2 * 2 / 5, 2 / 5], rtol=1e-15)
-    # Fisher's joins from (m + 1) level >= 2 k: m = 39 with k = 1, m = 79 with both alone
-    def combines(m: int, alone: tuple[bool, bool] | None) -> bool:
-        return OutsideRule(OutlierTest.fit(np.zeros((m, 2)), (True, True), alone), 0.05, None, (0.0, 1.0)).combines
+    # Fisher's joins above m level = k: m = 21 with k = 1, m = 41 with both alone
+    def share(m: int, alone: tuple[bool, bool] | None) -> float:
+        return OutsideRule(OutlierTest.fit(np.zeros((m, 2)), (True, True), alone), 0.05, None,
+                           (0.0, 1.0)).bonferroni_share
 
-    assert [combines(38, (True, False)), combines(39, (True, False)), combines(78, None), combines(79, None)] == [
-        False, True, False, True]
+    assert [share(20, (True, False)), share(21, (True, False)), share(40, None), share(41, None)] == pytest.approx([
+        1.0, 1 / 1.05, 1.0, 2 / 2.05], rel=1e-15)
+    assert share(40, (True, False)) == 0.5 and share(80, None) == 0.5
 
 
 def test_diffuse_evidence_flags_what_no_single_statistic_does():

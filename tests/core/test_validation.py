@@ -144,13 +144,13 @@ def test_signature_prints_the_old_line():
     assert str(signature) == "kernel:bleu|tok:13a+lc|smooth:exp|tau:0.1|a:5|b:0.66|n:7|version:0.1.0"
     scorer = fit(tau=0.1, smoothing="exp", tokenizer="13a", lowercase=True)
     assert scorer.signature == Signature("bleu", (("tok", "13a+lc"), ("smooth", "exp")), 0.1, 5, 0.66, 3, __version__,
-                                         level=0.9, outside="0.05,lowest_decile")
+                                         level=0.9, outside="0.05,lowest_decile,en")
     old = "|".join(f"{key}:{value}" for key, value in {
         "kernel": "bleu", **scorer.kernel_.settings(), "tau": f"{scorer.tau_:g}", "a": str(scorer.min_neighbors_),
         "b": f"{scorer.max_fraction_:g}", "n": str(scorer.num_train), "version": __version__}.items())
     # the intervals' level, then the outlier test's level and the negative evidence's rule close
     # the line: estimates, low and high change with them, so a resume must match them
-    assert str(scorer.signature) == old + "|level:0.9|outside:0.05,lowest_decile"
+    assert str(scorer.signature) == old + "|level:0.9|outside:0.05,lowest_decile,en"
 
 
 def test_not_fitted_error():

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from spellchecker import SpellChecker
 
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer, make_tokenizer
 from gpu_neighbors.text.typicality import Typicality
@@ -14,17 +15,32 @@ from minilm import MODEL_PATH
 from tests.conftest import ADVERSARIAL_TEXTS
 
 CPU = torch.device("cpu")
+ENGLISH = set(SpellChecker(language="en").word_frequency.keys())
 WHITESPACE = make_tokenizer("whitespace")
 
 
+def misspelt(token: str) -> bool:
+    """Letters (once trimmed of characters neither alphanumeric nor "_" at both ends) that the
+    English word list lacks."""
+    characters = list(token.lower())
+    while characters and not (characters[0].isalnum() or characters[0] == "_"):
+        characters.pop(0)
+    while characters and not (characters[-1].isalnum() or characters[-1] == "_"):
+        characters.pop()
+    word = "".join(characters)
+    return word.isalpha() and word not in ENGLISH
+
+
 def reference(training: list[str], texts: list[str], tokenize=str.split) -> np.ndarray:
-    """The four statistics token by token, with Python sets: what Typicality computes at once.
+    """The five statistics token by token, with Python sets: what Typicality computes at once.
     Support: tokens some training text holds, less two for each distinct character of the
     tokens that no training text holds. Order: bigrams some training text holds in the
     text's order, less the mean over a random order (every ordered pair of distinct positions
     once, the start before and the end after every token), per bigram. Repetition: bigrams equal
     to an earlier one of the text, among those whose tokens (start and end markers aside) have a
-    word character. Ending: training texts whose last token ends in the same character."""
+    word character. Ending: training texts whose last token ends in the same character.
+    Spelling: tokens no training text holds whose letters, trimmed of non-word characters at
+    both ends and lower-cased, are not a word of the list."""
     vocabulary = {token for text in training for token in tokenize(text)}
     start, end = "\0start", "\0end"
 
@@ -42,7 +58,7 @@ def reference(training: list[str], texts: list[str], tokenize=str.split) -> np.n
     for text in texts:
         tokens = tokenize(text)
         if not tokens:
-            rows.append([np.nan] * 4)
+            rows.append([np.nan] * 5)
             continue
         n, grams = len(tokens), bigrams(tokens)
         counted = [pair for pair in grams if wordlike(pair[0]) and wordlike(pair[1])]
@@ -54,6 +70,7 @@ def reference(training: list[str], texts: list[str], tokenize=str.split) -> np.n
             (n * in_order - any_order) / (n * len(grams)),
             (len(counted) - len(set(counted))) / len(grams),
             endings.count(tokens[-1][-1]) / max(1, len(training)),
+            sum(token not in vocabulary and misspelt(token) for token in tokens) / n,
         ])
     return np.array(rows, dtype=np.float64)
 
@@ -70,16 +87,18 @@ def test_statistics_equal_the_reference_on_real_and_adversarial_text(huse_record
 def test_hand_computed_case():
     typicality = Typicality(["the cat sat", "the cat ran", "a dog"], WHITESPACE, CPU)
     got = typicality.of_texts(["the cat sat", "cat the sat", "the the the the", "zzz dog", "zzz zzz zzz",
-                               ""]).numpy()
+                               "", "Teh, cat"]).numpy()
     # order, (n * held in order - held in any order) / (n (n + 1)), and ending (of 3 texts, one
     # each ends in t, n, g): the cat sat holds all 4 of its bigrams in order, and 4 of them in
     # any order (cat-sat, the-cat, <s>-the, sat-</s>): (12 - 4) / 12; cat the sat holds sat-</s>
     # alone in its order: (3 - 4) / 12. the x4: <s>-the in order and after each of 4 starts,
     # the-the thrice; zzz dog: dog-</s> in order and in any order, (2 - 1) / 6; zzz x3, a word
     # no training text has: zzz-zzz twice in 4 bigrams, the second a repeat
-    # no training text has the character z: support less 2
-    expected = [[1, 2 / 3, 0, 1 / 3], [1, -1 / 12, 0, 1 / 3], [1, 0, 2 / 5, 0], [1 / 2 - 2, 1 / 6, 0, 1 / 3],
-                [-2, 0, 1 / 4, 0], [np.nan] * 4]
+    # no training text has the character z: support less 2. Spelling: "zzz" is an English word;
+    # "Teh," is not ("teh" once trimmed and lower-cased) and no training text holds it, nor its
+    # "T" and ",": support 1/2 - 2 x 2, no bigram held in any order, ends in "t"
+    expected = [[1, 2 / 3, 0, 1 / 3, 0], [1, -1 / 12, 0, 1 / 3, 0], [1, 0, 2 / 5, 0, 0],
+                [1 / 2 - 2, 1 / 6, 0, 1 / 3, 0], [-2, 0, 1 / 4, 0, 0], [np.nan] * 5, [1 / 2 - 4, 0, 0, 1 / 3, 1 / 2]]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-15)
 
 
@@ -169,7 +188,7 @@ def test_the_training_order_and_batching_change_nothing(huse_records, monkeypatc
 @pytest.mark.parametrize("training", [[], [""], ["   "]])
 def test_a_training_set_without_tokens_supports_nothing(training):
     got = Typicality(training, WHITESPACE, CPU).of_texts(["a b", ""]).numpy()
-    np.testing.assert_array_equal(got[0], [-4.0, 0.0, 0.0, 0.0])  # no token held, two characters new
+    np.testing.assert_array_equal(got[0], [-4.0, 0.0, 0.0, 0.0, 0.0])  # no token held, two characters new
     assert np.isnan(got[1]).all()
 
 
