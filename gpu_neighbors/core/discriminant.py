@@ -14,12 +14,12 @@ Only the order of the scores is read: the outlier test ranks a text's score amon
 texts' own (`core.outside`), so a real text's p-value stays valid however well or badly the model
 separates (conformal p-values that learn from labelled outliers: Liang, Sesia and Sun, 2024,
 "Integrative conformal p-values for out-of-distribution testing with labelled outliers"). One
-shortcut: the calibration texts include those it was fitted on (five coefficients from ten rows
+shortcut: the calibration texts include those it was fitted on (six coefficients from ten rows
 a text), not a split of their own; the share of held-out texts flagged stays below the level
 (bench/outside.md).
 
 Fitted on the host by Newton's method with correctly rounded sums (`math.fsum`), the portable exp
-and a 5 x 5 elimination in Python floats: the same coefficients on every machine. A score is
+and a 6 x 6 elimination in Python floats: the same coefficients on every machine. A score is
 products and sums in a fixed order: the same bits on every device.
 """
 from __future__ import annotations

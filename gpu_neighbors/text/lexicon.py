@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -39,8 +39,10 @@ def word_form(token: str) -> str | None:
     return form if form.isalpha() else None
 
 
+@lru_cache(maxsize=1 << 16)
 def is_unlisted(token: str) -> bool:
-    """Whether the token's word form is letters the list does not hold."""
+    """Whether the token's word form is letters the list does not hold (remembered for the most
+    recent 65,536 tokens: a batch's unseen tokens are mostly the last batch's)."""
     form = word_form(token)
     return form is not None and form not in words()
 
