@@ -33,7 +33,7 @@ pack="$root/.gpu"
 # device image has some of them, a bare environment none. Mostly pure Python (one wheel serves
 # every Python 3); for hypothesis, one wheel for each Python of PYTHONS.
 PINNED="nltk click joblib absl-py six hypothesis attrs sortedcontainers sacrebleu portalocker tabulate colorama
-      bert-score datasets dill trl"
+      bert-score datasets dill trl pyspellchecker"
 # Compiled, for CPython 3.12 on x86-64 (multiprocess's wheel is tagged py312): what the image
 # lacks of the benchmarks' peers and the datasets library's needs.
 BINARY="bleuscore multiprocess"
