@@ -3,9 +3,10 @@
 A word no training text holds is common in real text (a name, a rarer inflection, another
 topic's term), so the training set alone cannot tell "resturant" from "Tallinn"; a dictionary
 of the language can. The typicality statistic `spelling` (`text.typicality`) counts a text's
-tokens that no other training text holds and that are *unlisted*: their word form (lower-cased,
-without leading and trailing punctuation) is all letters and not a word of the list. Tokens with
-digits, inner punctuation or no letter are never unlisted: the list cannot judge them.
+tokens that no other training text holds and that are *unlisted*: one of their words, the runs
+of letters between other characters (lower-cased, NFC), is not a word of the list. So
+"restaurant." and "don't" are listed, "resturant," and "societ.y" (a swap across punctuation)
+are not, and a token without a letter is never unlisted: the list cannot judge it.
 
 The list is English: pyspellchecker's word frequency list (its `en` resource, 160,572 words at
 version 0.9.1, inflections and names included). Texts of another language have most of their
@@ -14,14 +15,14 @@ ranks a text among them), so there the statistic says little and flags no more t
 """
 from __future__ import annotations
 
-import re
+import unicodedata
 from collections.abc import Iterable
 from functools import cache, lru_cache
+from itertools import groupby
 
 import numpy as np
 
 LANGUAGE = "en"
-_EDGES = re.compile(r"^\W+|\W+$")
 
 
 @cache
@@ -32,19 +33,19 @@ def words() -> frozenset[str]:
     return frozenset(SpellChecker(language=LANGUAGE, distance=1).word_frequency.dictionary)
 
 
-def word_form(token: str) -> str | None:
-    """The token lower-cased without leading and trailing non-word characters, where that is all
-    letters; None where the list cannot judge it."""
-    form = _EDGES.sub("", token.lower())
-    return form if form.isalpha() else None
+def letter_runs(token: str) -> list[str]:
+    """The token's words as the list spells them: its maximal runs of letters (`str.isalpha`),
+    lower-cased, after NFC composition (so that a decomposed accent stays in its word)."""
+    composed = unicodedata.normalize("NFC", token).lower()
+    return ["".join(run) for is_letter, run in groupby(composed, str.isalpha) if is_letter]
 
 
 @lru_cache(maxsize=1 << 16)
 def is_unlisted(token: str) -> bool:
-    """Whether the token's word form is letters the list does not hold (remembered for the most
+    """Whether one of the token's letter runs is not a word of the list (remembered for the most
     recent 65,536 tokens: a batch's unseen tokens are mostly the last batch's)."""
-    form = word_form(token)
-    return form is not None and form not in words()
+    listed = words()
+    return any(run not in listed for run in letter_runs(token))
 
 
 def unlisted_table(tokens: Iterable[str | None]) -> np.ndarray:
