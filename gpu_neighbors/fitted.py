@@ -41,7 +41,6 @@ from gpu_neighbors.estimators import Estimator, RidgeFit, TilePass
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import Kernel, kernel_threads
 from gpu_neighbors.kernels.parts import Auto, KernelPart
-from gpu_neighbors.text import lexicon
 from gpu_neighbors.text.typicality import Typicality
 
 REWARD_DTYPE = torch.float32
@@ -412,7 +411,7 @@ class FittedScorer(TilePasses):
             top_k=chosen.top_k, penalty=chosen.penalty, tuned=self.tuning_ is not None,
             selection=None if self.selection_ is None else tuple(self.selection_.items()),
             level=self.intervals_part.level,
-            outside=f"{self.intervals_part.outside_level:g},{self.intervals_part.negatives},{lexicon.LANGUAGE}",
+            outside=f"{self.intervals_part.outside_level:g},{self.intervals_part.negatives},{self.intervals_part.words}",
         )
 
 

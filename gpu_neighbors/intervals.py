@@ -20,7 +20,7 @@ from gpu_neighbors.core import conformal
 from gpu_neighbors.core.discriminant import LinearScore
 from gpu_neighbors.core.neighbours import canonical_sample
 from gpu_neighbors.core.outside import OutlierTest, OutsideRule, lowest_decile_mean
-from gpu_neighbors.core.validation import DEFAULT_LEVEL, DEFAULT_OUTSIDE_LEVEL, NEGATIVE_RULES, interval
+from gpu_neighbors.core.validation import DEFAULT_LEVEL, DEFAULT_OUTSIDE_LEVEL, NEGATIVE_RULES, WORD_LISTS, interval
 from gpu_neighbors.text.perturbations import WordPool, all_copies
 from gpu_neighbors.text.typicality import Typicality
 
@@ -33,19 +33,25 @@ class Intervals:
     outside_level: the share of texts from the training distribution that may be flagged
     outside it (a conformal outlier test, `core/outside.py`). negatives: the estimate of a
     covered flagged text: "lowest_decile" (the mean of the training set's lowest tenth of
-    scores), "minimum" (the score range's low end) or "none" (its neighbours')."""
+    scores), "minimum" (the score range's low end) or "none" (its neighbours'). words: the
+    language of the word list behind the test's spelling statistic (`text/lexicon.py`; "none":
+    no list, the statistic off)."""
 
     def __init__(self, level: float = DEFAULT_LEVEL, outside_level: float = DEFAULT_OUTSIDE_LEVEL,
-                 negatives: str = NEGATIVE_RULES[0]) -> None:
+                 negatives: str = NEGATIVE_RULES[0], words: str = WORD_LISTS[0]) -> None:
         for name, value in (("level", level), ("outside_level", outside_level)):
             if not LEVEL.accepts(value):
                 raise ValueError(f"{name} must be {LEVEL.description}, not {value!r}")
         if negatives not in NEGATIVE_RULES:
             raise ValueError(f"negatives must be one of {', '.join(NEGATIVE_RULES)}, not {negatives!r}")
+        if words not in WORD_LISTS:
+            raise ValueError(f"words must be one of {', '.join(WORD_LISTS)}, not {words!r}")
         self.level, self.outside_level, self.negatives = float(level), float(outside_level), negatives
+        self.words = words
 
     def settings(self) -> dict[str, Any]:
-        return {"level": self.level, "outside_level": self.outside_level, "negatives": self.negatives}
+        return {"level": self.level, "outside_level": self.outside_level, "negatives": self.negatives,
+                "words": self.words}
 
     def outside_rule(self, test: OutlierTest, degeneracy: LinearScore, train_scores: np.ndarray,
                      score_range: tuple[float, float] | None) -> OutsideRule:
@@ -93,7 +99,7 @@ class Intervals:
 
     def __repr__(self) -> str:
         return (f"Intervals(level={self.level!r}, outside_level={self.outside_level!r}, "
-                f"negatives={self.negatives!r})")
+                f"negatives={self.negatives!r}, words={self.words!r})")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Intervals) and other.settings() == self.settings()

@@ -89,12 +89,12 @@ def load_encoding(kernel: Kernel[Any], stored: SavedScorer) -> None:
         raise SavedScorerError(f"{TENSORS}: the kernel's encoding cannot be read ({error})") from None
 
 
-def typicality_of(stored: SavedScorer, tokenizer: Tokenizer, device: torch.device) -> Typicality:
-    """The training set's typicality tables as saved."""
+def typicality_of(stored: SavedScorer, tokenizer: Tokenizer, device: torch.device, words: str) -> Typicality:
+    """The training set's typicality tables as saved (`words`: the word list's language)."""
     tables = _prefixed(stored, TYPICALITY)
     try:
         tokens = unpack_strings(tables.pop("tokens"), tables.pop("token_ends"))
-        return Typicality.from_state(tokens, tables, tokenizer, device)
+        return Typicality.from_state(tokens, tables, tokenizer, device, words)
     except (KeyError, ValueError) as error:
         raise SavedScorerError(f"{TENSORS}: the typicality tables cannot be read ({error})") from None
 

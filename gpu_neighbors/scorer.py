@@ -171,10 +171,11 @@ class NeighborsScorer(FittedScorer):
         self.kernel_ = part.build(self.device_)
         if stored is None:
             self.kernel_.fit(texts)
-            self.typicality_ = Typicality(texts, self.kernel_.tokenizer, self.device_)
+            self.typicality_ = Typicality(texts, self.kernel_.tokenizer, self.device_, self.intervals_part.words)
         else:
             saving.load_encoding(self.kernel_, stored)
-            self.typicality_ = saving.typicality_of(stored, self.kernel_.tokenizer, self.device_)
+            self.typicality_ = saving.typicality_of(stored, self.kernel_.tokenizer, self.device_,
+                                                    self.intervals_part.words)
         self.train_scores_ = quality
         self.training_fields_: dict[str, list[Any]] = {}
         self._quality = Quality.encode(torch.as_tensor(quality, dtype=torch.float64, device=self.device_),

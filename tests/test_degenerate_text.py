@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from gpu_neighbors import Intervals, NeighborsScorer
 from gpu_neighbors.core.outside import lowest_decile_mean
@@ -190,3 +191,23 @@ def test_typos_score_well_below_the_translations_they_were_made_from():
     originals = scorer.predict(good).scores.mean()
     needed = (originals - lowest_decile_mean(scores)) / 2
     assert originals - scorer.predict(copies).scores.mean() >= needed
+
+
+def test_the_word_list_is_a_setting_that_travels_with_the_scorer(fitted, huse_split, tmp_path):
+    """`Intervals(words=...)` chooses the spelling statistic's word list: "none" turns it off
+    (typos count for nothing), the signature names it and a saved scorer keeps it, giving the
+    same statistics after loading. An unknown language is refused."""
+    texts, scores, good = huse_split
+    copies = perturb(good, "char_swaps", seed=0)
+    english = fitted["lowest_decile"]
+    unlisted = NeighborsScorer(device="cpu", level=Intervals(words="none")).fit(texts, scores)
+    assert (english.typicality_.of_texts(copies)[:, 4] > 0).float().mean() > 0.9
+    assert not unlisted.typicality_.of_texts(copies)[:, 4].any()
+    assert str(unlisted.signature).endswith("|outside:0.05,lowest_decile,none")
+    assert english.predict(copies).scores.mean() < unlisted.predict(copies).scores.mean() - 0.1
+    unlisted.save(tmp_path / "scorer")
+    loaded = NeighborsScorer.load(tmp_path / "scorer")
+    assert loaded.intervals_part.words == "none"
+    assert torch.equal(loaded.typicality_.of_texts(copies), unlisted.typicality_.of_texts(copies))
+    with pytest.raises(ValueError, match="words must be one of en, de"):
+        Intervals(words="english")

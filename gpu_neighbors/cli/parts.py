@@ -117,6 +117,6 @@ def parts_from_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     run = {key: settings[key] for key in ("level", "device", "memory_budget", "chunk_size", "progress",
                                           "score_range") if key in settings}
     if "level" in run:
-        outside = {key: settings[key] for key in ("outside_level", "negatives") if key in settings}
+        outside = {key: settings[key] for key in ("outside_level", "negatives", "words") if key in settings}
         run["level"] = Intervals(run["level"], **outside)
     return {"kernel": kernel, "estimator": estimator_from_settings(settings, kernel), **run}

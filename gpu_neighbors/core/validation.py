@@ -35,6 +35,8 @@ MAX_TOP_K = 1000
 MAX_POWER = 64
 DEFAULT_LEVEL = 0.9  # of the conformal intervals (core/conformal.py)
 NEGATIVE_RULES = ("lowest_decile", "minimum", "none")
+# The word lists of the spelling statistic (text/lexicon.py: pyspellchecker's), by language; none: no list
+WORD_LISTS = ("en", "de", "es", "fr", "it", "nl", "pt", "ru", "ar", "eu", "fa", "lv", "none")
 DEFAULT_OUTSIDE_LEVEL = 0.05  # of the outlier test (core/outside.py)
 
 
@@ -262,6 +264,10 @@ SCORER_PARAMETERS = _table(
     Parameter("outside_level", float, interval(0, 1, closed="neither"), DEFAULT_OUTSIDE_LEVEL,
               "share of texts from the training distribution that may be flagged outside (a "
               "conformal outlier test on the training set's leave-one-out)", metavar="ALPHA"),
+    Parameter("words", str, one_of(*WORD_LISTS), WORD_LISTS[0],
+              "language of the word list that tells misspelt or mangled words from new ones (the "
+              "outlier test's spelling statistic; pyspellchecker's lists); none: no list, the "
+              "statistic off", metavar="LANG"),
 )
 # Settings of `fit`: tuning chooses tau, a and b with at least this coverage.
 FIT_PARAMETERS = _table(

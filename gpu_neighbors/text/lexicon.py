@@ -8,10 +8,11 @@ of letters between other characters (lower-cased, NFC), is not a word of the lis
 "restaurant." and "don't" are listed, "resturant," and "societ.y" (a swap across punctuation)
 are not, and a token without a letter is never unlisted: the list cannot judge it.
 
-The list is English: pyspellchecker's word frequency list (its `en` resource, 160,572 words at
-version 0.9.1, inflections and names included). Texts of another language have most of their
-words unlisted, and so do the training texts their statistic is compared with (`core.outside`
-ranks a text among them), so there the statistic says little and flags no more than its level.
+The lists are pyspellchecker's word frequency lists, by language (`en`, the default: 160,572
+words at version 0.9.1, inflections and names included); `NO_LIST` holds no word and judges no
+token. Texts of another language than the list's have most of their words unlisted, and so do
+the training texts their statistic is compared with (`core.outside` ranks a text among them), so
+there the statistic says little and flags no more than its level.
 """
 from __future__ import annotations
 
@@ -22,15 +23,15 @@ from itertools import groupby
 
 import numpy as np
 
-LANGUAGE = "en"
+NO_LIST = "none"
 
 
 @cache
-def words() -> frozenset[str]:
-    """The list's words, lower-case (read once, on first use: about 0.1 s)."""
+def words(language: str) -> frozenset[str]:
+    """The language's list of words, lower-case (read once, on first use: about 0.1 s)."""
     from spellchecker import SpellChecker
 
-    return frozenset(SpellChecker(language=LANGUAGE, distance=1).word_frequency.dictionary)
+    return frozenset(SpellChecker(language=language, distance=1).word_frequency.dictionary)
 
 
 def letter_runs(token: str) -> list[str]:
@@ -41,13 +42,16 @@ def letter_runs(token: str) -> list[str]:
 
 
 @lru_cache(maxsize=1 << 16)
-def is_unlisted(token: str) -> bool:
-    """Whether one of the token's letter runs is not a word of the list (remembered for the most
-    recent 65,536 tokens: a batch's unseen tokens are mostly the last batch's)."""
-    listed = words()
+def is_unlisted(token: str, language: str) -> bool:
+    """Whether one of the token's letter runs is not a word of the language's list (never with
+    `NO_LIST`; remembered for the most recent 65,536 tokens: a batch's unseen tokens are mostly
+    the last batch's)."""
+    if language == NO_LIST:
+        return False
+    listed = words(language)
     return any(run not in listed for run in letter_runs(token))
 
 
-def unlisted_table(tokens: Iterable[str | None]) -> np.ndarray:
+def unlisted_table(tokens: Iterable[str | None], language: str) -> np.ndarray:
     """bool per token (None: a token without a name, never unlisted)."""
-    return np.array([isinstance(token, str) and is_unlisted(token) for token in tokens], dtype=bool)
+    return np.array([isinstance(token, str) and is_unlisted(token, language) for token in tokens], dtype=bool)

@@ -56,6 +56,7 @@ from gpu_neighbors.text.token_runs import RunVocabulary, SplitTokens, split_toke
 from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer, WhitespaceTokenizer
 from gpu_neighbors.text.vocabulary import UNKNOWN_ID, TokenBatch, Vocabulary, id_lookup, kept_tokens
 
+LANGUAGE = "en"  # of the spelling statistic's word list where none is named (`text.lexicon`)
 STATISTICS = ("support", "order", "repetition", "ending", "spelling")
 LOW_IS_ATYPICAL = (True, True, False, True, False)  # repetition and spelling are atypical when high
 # The outlier test's columns (`core.outside.OutlierTest`): these statistics, the nearest
@@ -99,11 +100,11 @@ class Tokens:
 
     @classmethod
     def of(cls, tokenized: TokenizedTexts, vocabulary: Vocabulary, wordlike_ids: np.ndarray,
-           unlisted_ids: np.ndarray, device: torch.device) -> Tokens:
+           unlisted_ids: np.ndarray, language: str, device: torch.device) -> Tokens:
         """The tokens of texts: an unseen token's identity is the vocabulary size plus its rank
         among this batch's distinct unseen tokens. `wordlike_ids`, `unlisted_ids`: whether each
         vocabulary token has a word character (`wordlike_table`) and lacks from the word list
-        (`lexicon.unlisted_table`), so only unseen tokens are read."""
+        (`lexicon.unlisted_table`, of the word list of `language`), so only unseen tokens are read."""
         batch = vocabulary.batch(tokenized, torch.device("cpu"))
         strings = np.asarray(tokenized.tokens, dtype=object)
         if len(tokenized.separators):
@@ -118,7 +119,8 @@ class Tokens:
             distinct, rank = np.unique(strings[unseen].astype(str), return_inverse=True)
             rank = rank.reshape(-1)
             wordlike[unseen] = np.fromiter(map(is_wordlike, distinct), dtype=bool, count=len(distinct))[rank]
-            unlisted[unseen] = np.fromiter(map(is_unlisted, distinct), dtype=bool, count=len(distinct))[rank]
+            unlisted[unseen] = np.fromiter((is_unlisted(token, language) for token in distinct), dtype=bool,
+                                           count=len(distinct))[rank]
             identities[unseen] = len(vocabulary) + rank
         identities[~wordlike] = NOT_A_WORD
         lengths = batch.lengths.numpy()
@@ -130,7 +132,7 @@ class Tokens:
                            device)
 
     @classmethod
-    def of_split(cls, split: SplitTokens, unlisted_ids: np.ndarray, device: torch.device) -> Tokens:
+    def of_split(cls, split: SplitTokens, unlisted_ids: np.ndarray, language: str, device: torch.device) -> Tokens:
         """`of` for tokens read from code points (`text.token_runs`): the same tensors but for
         the unseen tokens' identities, numbered in another order (equal where the tokens are
         equal, distinct elsewhere: all that the statistics read of them). `unlisted_ids`: as
@@ -139,7 +141,8 @@ class Tokens:
         batch = TokenBatch(ids=torch.from_numpy(split.ids), lengths=torch.from_numpy(split.lengths))
         unseen = split.ids == UNKNOWN_ID
         identities = np.where(split.wordlike, np.where(unseen, vocab_size + split.unknown_rank, split.ids), NOT_A_WORD)
-        unknown = np.fromiter(map(is_unlisted, split.unknown_tokens), dtype=bool, count=len(split.unknown_tokens))
+        unknown = np.fromiter((is_unlisted(token, language) for token in split.unknown_tokens), dtype=bool,
+                              count=len(split.unknown_tokens))
         unlisted = np.where(unseen, unknown[np.maximum(split.unknown_rank, 0)] if unknown.size else False,
                             unlisted_ids[np.where(unseen, 0, split.ids)] if vocab_size else False)
         characters = _padded_codes(split.codes, split.code_rows, len(batch))
@@ -354,8 +357,9 @@ class Typicality:
     """The training set's tokens (by `tokenizer`, the scorer's) and bigrams with how many texts
     hold each; `of_texts` and `of_ids` give the statistics of new texts or a model's token ids."""
 
-    def __init__(self, texts: Sequence[str], tokenizer: Tokenizer, device: torch.device) -> None:
-        self.tokenizer, self.device = tokenizer, device
+    def __init__(self, texts: Sequence[str], tokenizer: Tokenizer, device: torch.device,
+                 language: str = LANGUAGE) -> None:
+        self.tokenizer, self.device, self.language = tokenizer, device, language
         self.vocabulary = Vocabulary()
         slices = []
         for first in range(0, len(texts), FIT_ROWS):
@@ -364,10 +368,10 @@ class Typicality:
             slices.append(tokenized)
         self.vocab_size = len(self.vocabulary)
         self.wordlike = wordlike_table(self.vocabulary)
-        self.unlisted = unlisted_table(self.vocabulary.tokens())
+        self.unlisted = unlisted_table(self.vocabulary.tokens(), language)
         unigrams, bigrams, endings, characters = [], [], [], []
         for tokenized in slices:
-            rows = Tokens.of(tokenized, self.vocabulary, self.wordlike, self.unlisted, device)
+            rows = Tokens.of(tokenized, self.vocabulary, self.wordlike, self.unlisted, language, device)
             unigrams.append(_per_row_distinct(rows.ids))
             bigrams.append(_per_row_distinct(_bigrams(rows.ids, rows.lengths, self.vocab_size)[0]))
             endings.append(rows.endings[rows.endings >= 0])
@@ -389,7 +393,7 @@ class Typicality:
 
     @classmethod
     def from_state(cls, tokens: list[str], tables: Mapping[str, torch.Tensor], tokenizer: Tokenizer,
-                   device: torch.device) -> Typicality:
+                   device: torch.device, language: str = LANGUAGE) -> Typicality:
         """The typicality `state` describes, without the training texts; ValueError where the
         tables are not such a state."""
         typicality = cls.__new__(cls)
@@ -397,7 +401,8 @@ class Typicality:
         typicality.vocabulary = Vocabulary.of_tokens(tokens)
         typicality.vocab_size = len(tokens)
         typicality.wordlike = wordlike_table(typicality.vocabulary)
-        typicality.unlisted = unlisted_table(tokens)
+        typicality.language = language
+        typicality.unlisted = unlisted_table(tokens, language)
         try:
             texts = tables["texts"]
             frequencies = {name: DocumentFrequency.saved(tables[f"{name}_keys"], tables[f"{name}_counts"], device)
@@ -440,9 +445,9 @@ class Typicality:
         if self._runs is not None:
             split = split_tokens(list(map(str.lower, texts)) if self.tokenizer.lowercase else texts, self._runs)
             if split is not None:
-                return Tokens.of_split(split, self.unlisted, self.device)
+                return Tokens.of_split(split, self.unlisted, self.language, self.device)
         return Tokens.of(self.tokenizer.tokenize_many(texts), self.vocabulary, self.wordlike, self.unlisted,
-                         self.device)
+                         self.language, self.device)
 
     @cached_property
     def _runs(self) -> RunVocabulary | None:
@@ -479,7 +484,7 @@ class Typicality:
             last = torch.tensor([last_character(name if isinstance(name, str) else None) for name in names],
                                 dtype=torch.int64)
             self._on[device] = IdTables(self.tables.to(device), id_lookup(self.vocabulary, hf).to(device),
-                                        wordlike.to(device), torch.from_numpy(unlisted_table(names)).to(device),
+                                        wordlike.to(device), torch.from_numpy(unlisted_table(names, self.language)).to(device),
                                         last.to(device),
                                         new_character_table(names, self.tables.characters.to(torch.device("cpu"))).to(device))
         return self._on[device]

@@ -38,9 +38,9 @@ def test_the_same_tokens_as_the_tokenizer(training, huse_records, lowercase):
     texts = [record["text"] for record in huse_records[120:160]] + ADVERSARIAL_TEXTS + ODD_TEXTS
     split = split_tokens([text.lower() for text in texts] if lowercase else texts, typicality._runs)
     assert split is not None
-    fast = Tokens.of_split(split, typicality.unlisted, CPU)
+    fast = Tokens.of_split(split, typicality.unlisted, "en", CPU)
     slow = Tokens.of(tokenizer.tokenize_many(texts), typicality.vocabulary, typicality.wordlike, typicality.unlisted,
-                     CPU)
+                     "en", CPU)
     assert fast.unlisted.any() and not fast.unlisted.all()  # both kinds, unseen tokens among them
     assert (fast.unlisted & (fast.ids == -1)).any() and (fast.unlisted & (fast.ids >= 0)).any()
     for name in ("ids", "lengths", "endings", "characters", "unlisted"):

@@ -16,7 +16,7 @@ from minilm import MODEL_PATH
 from tests.conftest import ADVERSARIAL_TEXTS
 
 CPU = torch.device("cpu")
-ENGLISH = set(SpellChecker(language="en").word_frequency.keys())
+ENGLISH = set(SpellChecker(language="en").word_frequency.keys())  # what the statistic reads by default
 WHITESPACE = make_tokenizer("whitespace")
 
 
