@@ -24,13 +24,13 @@ so one statistic alone reaches k / (m + 1) / w, which stays below the level only
 w >= k / ((m + 1) level). The share is max(1/2, k / (m level)) (m, not m + 1: a margin that no
 rounding crosses), and from m level <= k on Bonferroni's test stands alone (w = 1;
 `OutsideRule.bonferroni_share`): at the defaults (k = 5, level 0.05) Fisher's combination joins
-above 100 calibration texts and has half the level from 200 on. Fisher's alone flags more texts
-of another domain but lets repeated headlines through; k + 1 tests in one Bonferroni union flag the
-fewest of another domain: both measured, bench/outside.md. Decided by the calibration set's size
-and the level, never by the text tested: valid either way. A text is outside when p <= level; between level and 2 level its
-estimate and interval move part of the way (linearly in p) towards those of a flagged text, so the
-evidence fades in instead of jumping: a text from the training distribution is touched with
-probability at most 2 level.
+above 100 calibration texts and has half the level from 200 on. The share is decided by the
+calibration set's size and the level, never by the text tested: valid either way. Fisher's alone
+flags more texts of another domain but lets repeated headlines through; k + 1 tests in one
+Bonferroni union flag the fewest of another domain: both measured, bench/outside.md. A text is
+outside when p <= level; between level and 2 level its estimate and interval move part of the
+way (linearly in p) towards those of a flagged text, so the evidence fades in instead of
+jumping: a text from the training distribution is touched with probability at most 2 level.
 
 Counts, products and quotients of float64 (correctly rounded everywhere) from sorted arrays:
 the same p-values and flags on every device.

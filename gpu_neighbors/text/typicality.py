@@ -103,8 +103,8 @@ class Tokens:
            unlisted_ids: np.ndarray, language: str, device: torch.device) -> Tokens:
         """The tokens of texts: an unseen token's identity is the vocabulary size plus its rank
         among this batch's distinct unseen tokens. `wordlike_ids`, `unlisted_ids`: whether each
-        vocabulary token has a word character (`wordlike_table`) and lacks from the word list
-        (`lexicon.unlisted_table`, of the word list of `language`), so only unseen tokens are read."""
+        vocabulary token has a word character (`wordlike_table`) and is unlisted in the word
+        list of `language` (`lexicon.unlisted_table`), so only unseen tokens are read."""
         batch = vocabulary.batch(tokenized, torch.device("cpu"))
         strings = np.asarray(tokenized.tokens, dtype=object)
         if len(tokenized.separators):
@@ -484,7 +484,8 @@ class Typicality:
             last = torch.tensor([last_character(name if isinstance(name, str) else None) for name in names],
                                 dtype=torch.int64)
             self._on[device] = IdTables(self.tables.to(device), id_lookup(self.vocabulary, hf).to(device),
-                                        wordlike.to(device), torch.from_numpy(unlisted_table(names, self.language)).to(device),
+                                        wordlike.to(device),
+                                        torch.from_numpy(unlisted_table(names, self.language)).to(device),
                                         last.to(device),
                                         new_character_table(names, self.tables.characters.to(torch.device("cpu"))).to(device))
         return self._on[device]
