@@ -29,8 +29,11 @@ NO_LIST = "none"
 @cache
 def words(language: str) -> frozenset[str]:
     """The language's list of words, lower-case (read once, on first use: about 0.1 s)."""
-    from spellchecker import SpellChecker
-
+    try:
+        from spellchecker import SpellChecker
+    except ImportError:
+        raise ImportError("the spelling statistic reads pyspellchecker's word lists: pip install pyspellchecker, "
+                          "or turn it off with Intervals(words='none') (--words none)") from None
     return frozenset(SpellChecker(language=language, distance=1).word_frequency.dictionary)
 
 

@@ -1,6 +1,8 @@
 """The word list behind the spelling statistic: which tokens it judges, and how."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from gpu_neighbors.core.validation import WORD_LISTS
@@ -40,3 +42,13 @@ def test_every_language_offered_has_a_list_of_lower_case_words():
         listed = words(language)
         assert len(listed) > 10_000, language
         assert all(word == word.lower() for word in list(listed)[:1000]), language
+
+
+def test_without_pyspellchecker_the_error_says_what_to_do(monkeypatch):
+    monkeypatch.setitem(sys.modules, "spellchecker", None)  # an import of it fails
+    words.cache_clear()
+    try:
+        with pytest.raises(ImportError, match=r"pip install pyspellchecker, or turn it off with Intervals\(words='none'\)"):
+            words("en")
+    finally:
+        words.cache_clear()
