@@ -200,14 +200,14 @@ def test_the_word_list_is_a_setting_that_travels_with_the_scorer(fitted, huse_sp
     texts, scores, good = huse_split
     copies = perturb(good, "char_swaps", seed=0)
     english = fitted["lowest_decile"]
-    unlisted = NeighborsScorer(device="cpu", level=Intervals(words="none")).fit(texts, scores)
+    misspelt = NeighborsScorer(device="cpu", level=Intervals(words="none")).fit(texts, scores)
     assert (english.typicality_.of_texts(copies)[:, 4] > 0).float().mean() > 0.9
-    assert not unlisted.typicality_.of_texts(copies)[:, 4].any()
-    assert str(unlisted.signature).endswith("|outside:0.05,lowest_decile,none")
-    assert english.predict(copies).scores.mean() < unlisted.predict(copies).scores.mean() - 0.1
-    unlisted.save(tmp_path / "scorer")
+    assert not misspelt.typicality_.of_texts(copies)[:, 4].any()
+    assert str(misspelt.signature).endswith("|outside:0.05,lowest_decile,none")
+    assert english.predict(copies).scores.mean() < misspelt.predict(copies).scores.mean() - 0.1
+    misspelt.save(tmp_path / "scorer")
     loaded = NeighborsScorer.load(tmp_path / "scorer")
     assert loaded.intervals_part.words == "none"
-    assert torch.equal(loaded.typicality_.of_texts(copies), unlisted.typicality_.of_texts(copies))
+    assert torch.equal(loaded.typicality_.of_texts(copies), misspelt.typicality_.of_texts(copies))
     with pytest.raises(ValueError, match="words must be one of en, de"):
         Intervals(words="english")

@@ -24,10 +24,10 @@ text is degenerate. Their own tokens give them away: five statistics, all from i
   some corpora, repeat in ordinary text); a phrase repeated to length or a text doubled raises it;
 - `ending`: the share of other training texts whose last token ends in the same character as
   the text's: a text cut off mid-sentence ends where real texts seldom do;
-- `spelling`: the share of the text's tokens that no other training text holds and that the
-  language's word list does not hold either (`text.lexicon`: misspelt, mangled or made-up
-  words); a new word of the language is common in real text, a new non-word is not, so
-  typos and corrupted characters raise it where `support` cannot tell them from new names.
+- `spelling`: the share of the text's tokens that no other training text holds and that are
+  misspelt: not a word of the language's list but one edit from one (`text.lexicon`); a new
+  word or name is common in real text, a word one letter off is not, so typos and corrupted
+  characters raise it where `support` cannot tell them from new names.
 
 "Another" training text: for a training text the counts leave the text itself out (its exact
 leave-one-out), so its statistics are those of a new text from the same distribution; that is
@@ -51,7 +51,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from gpu_neighbors.text.lexicon import is_unlisted, unlisted_table
+from gpu_neighbors.text.lexicon import is_misspelt, misspelt_table
 from gpu_neighbors.text.token_runs import RunVocabulary, SplitTokens, split_tokens
 from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer, WhitespaceTokenizer
 from gpu_neighbors.text.vocabulary import UNKNOWN_ID, TokenBatch, Vocabulary, id_lookup, kept_tokens
@@ -96,15 +96,15 @@ class Tokens:
     endings: torch.Tensor  # int64 [rows]: code point of the last token's last character; -1: no token
     characters: torch.Tensor  # int64 [rows, characters]: code points of the row's tokens (from token
     # ids only those no training text holds: all that the statistic counts); -1 past them
-    unlisted: torch.Tensor  # bool [rows, width]: tokens the language's word list lacks (`text.lexicon`)
+    misspelt: torch.Tensor  # bool [rows, width]: tokens one edit from a listed word (`text.lexicon`)
 
     @classmethod
     def of(cls, tokenized: TokenizedTexts, vocabulary: Vocabulary, wordlike_ids: np.ndarray,
-           unlisted_ids: np.ndarray, language: str, device: torch.device) -> Tokens:
+           misspelt_ids: np.ndarray, language: str, device: torch.device) -> Tokens:
         """The tokens of texts: an unseen token's identity is the vocabulary size plus its rank
-        among this batch's distinct unseen tokens. `wordlike_ids`, `unlisted_ids`: whether each
-        vocabulary token has a word character (`wordlike_table`) and is unlisted in the word
-        list of `language` (`lexicon.unlisted_table`), so only unseen tokens are read."""
+        among this batch's distinct unseen tokens. `wordlike_ids`, `misspelt_ids`: whether each
+        vocabulary token has a word character (`wordlike_table`) and is misspelt in the word
+        list of `language` (`lexicon.misspelt_table`), so only unseen tokens are read."""
         batch = vocabulary.batch(tokenized, torch.device("cpu"))
         strings = np.asarray(tokenized.tokens, dtype=object)
         if len(tokenized.separators):
@@ -113,13 +113,13 @@ class Tokens:
         unseen = ids == UNKNOWN_ID
         known = np.where(unseen, 0, ids)
         wordlike = wordlike_ids[known] if len(wordlike_ids) else np.zeros(ids.size, dtype=bool)
-        unlisted = unlisted_ids[known] if len(unlisted_ids) else np.zeros(ids.size, dtype=bool)
+        misspelt = misspelt_ids[known] if len(misspelt_ids) else np.zeros(ids.size, dtype=bool)
         identities = ids.copy()
         if unseen.any():  # each distinct unseen token read once
             distinct, rank = np.unique(strings[unseen].astype(str), return_inverse=True)
             rank = rank.reshape(-1)
             wordlike[unseen] = np.fromiter(map(is_wordlike, distinct), dtype=bool, count=len(distinct))[rank]
-            unlisted[unseen] = np.fromiter((is_unlisted(token, language) for token in distinct), dtype=bool,
+            misspelt[unseen] = np.fromiter((is_misspelt(token, language) for token in distinct), dtype=bool,
                                            count=len(distinct))[rank]
             identities[unseen] = len(vocabulary) + rank
         identities[~wordlike] = NOT_A_WORD
@@ -128,40 +128,40 @@ class Tokens:
         endings = torch.tensor([last_character(strings[end]) if length else -1 for end, length in zip(last, lengths)],
                                dtype=torch.int64)
         characters = _characters(strings, batch.rows.numpy(), len(batch))
-        return cls._padded(batch, identities, unlisted, len(vocabulary) + int(unseen.sum()), endings, characters,
+        return cls._padded(batch, identities, misspelt, len(vocabulary) + int(unseen.sum()), endings, characters,
                            device)
 
     @classmethod
-    def of_split(cls, split: SplitTokens, unlisted_ids: np.ndarray, language: str, device: torch.device) -> Tokens:
+    def of_split(cls, split: SplitTokens, misspelt_ids: np.ndarray, language: str, device: torch.device) -> Tokens:
         """`of` for tokens read from code points (`text.token_runs`): the same tensors but for
         the unseen tokens' identities, numbered in another order (equal where the tokens are
-        equal, distinct elsewhere: all that the statistics read of them). `unlisted_ids`: as
+        equal, distinct elsewhere: all that the statistics read of them). `misspelt_ids`: as
         `of`'s, one per vocabulary token."""
-        vocab_size = len(unlisted_ids)
+        vocab_size = len(misspelt_ids)
         batch = TokenBatch(ids=torch.from_numpy(split.ids), lengths=torch.from_numpy(split.lengths))
         unseen = split.ids == UNKNOWN_ID
         identities = np.where(split.wordlike, np.where(unseen, vocab_size + split.unknown_rank, split.ids), NOT_A_WORD)
-        unknown = np.fromiter((is_unlisted(token, language) for token in split.unknown_tokens), dtype=bool,
+        unknown = np.fromiter((is_misspelt(token, language) for token in split.unknown_tokens), dtype=bool,
                               count=len(split.unknown_tokens))
-        unlisted = np.where(unseen, unknown[np.maximum(split.unknown_rank, 0)] if unknown.size else False,
-                            unlisted_ids[np.where(unseen, 0, split.ids)] if vocab_size else False)
+        misspelt = np.where(unseen, unknown[np.maximum(split.unknown_rank, 0)] if unknown.size else False,
+                            misspelt_ids[np.where(unseen, 0, split.ids)] if vocab_size else False)
         characters = _padded_codes(split.codes, split.code_rows, len(batch))
-        return cls._padded(batch, identities, unlisted, vocab_size + int(unseen.sum()),
+        return cls._padded(batch, identities, misspelt, vocab_size + int(unseen.sum()),
                            torch.from_numpy(split.endings), characters, device)
 
     @classmethod
-    def _padded(cls, batch: TokenBatch, identities: np.ndarray, unlisted: np.ndarray, identity_count: int,
+    def _padded(cls, batch: TokenBatch, identities: np.ndarray, misspelt: np.ndarray, identity_count: int,
                 endings: torch.Tensor, characters: torch.Tensor, device: torch.device) -> Tokens:
-        """The batch's ids, their `identities` and `unlisted` padded to [rows, longest], on `device`."""
+        """The batch's ids, their `identities` and `misspelt` padded to [rows, longest], on `device`."""
         width = int(batch.lengths.max()) if len(batch) else 0
         padded_ids = torch.full((len(batch), width), UNKNOWN_ID, dtype=torch.int64)
         padded_identities = torch.full((len(batch), width), NOT_A_WORD, dtype=torch.int64)
-        padded_unlisted = torch.zeros((len(batch), width), dtype=torch.bool)
+        padded_misspelt = torch.zeros((len(batch), width), dtype=torch.bool)
         padded_ids[batch.rows, batch.positions] = batch.ids
         padded_identities[batch.rows, batch.positions] = torch.from_numpy(identities)
-        padded_unlisted[batch.rows, batch.positions] = torch.from_numpy(np.asarray(unlisted, dtype=bool))
+        padded_misspelt[batch.rows, batch.positions] = torch.from_numpy(np.asarray(misspelt, dtype=bool))
         return cls(padded_ids.to(device), padded_identities.to(device), batch.lengths.to(device), identity_count,
-                   endings.to(device), characters.to(device), padded_unlisted.to(device))
+                   endings.to(device), characters.to(device), padded_misspelt.to(device))
 
 
 def _characters(strings: np.ndarray, rows: np.ndarray, count: int) -> torch.Tensor:
@@ -288,7 +288,7 @@ class IdTables:
     tables: Tables
     lookup: torch.Tensor
     wordlike: torch.Tensor
-    unlisted: torch.Tensor  # bool per tokenizer id (`text.lexicon`)
+    misspelt: torch.Tensor  # bool per tokenizer id (`text.lexicon`)
     last_character: torch.Tensor  # int64 per tokenizer id (-1: a token without a name)
     new_characters: torch.Tensor  # int64 [tokenizer ids, most]: code points no training text holds
 
@@ -368,10 +368,10 @@ class Typicality:
             slices.append(tokenized)
         self.vocab_size = len(self.vocabulary)
         self.wordlike = wordlike_table(self.vocabulary)
-        self.unlisted = unlisted_table(self.vocabulary.tokens(), language)
+        self.misspelt = misspelt_table(self.vocabulary.tokens(), language)
         unigrams, bigrams, endings, characters = [], [], [], []
         for tokenized in slices:
-            rows = Tokens.of(tokenized, self.vocabulary, self.wordlike, self.unlisted, language, device)
+            rows = Tokens.of(tokenized, self.vocabulary, self.wordlike, self.misspelt, language, device)
             unigrams.append(_per_row_distinct(rows.ids))
             bigrams.append(_per_row_distinct(_bigrams(rows.ids, rows.lengths, self.vocab_size)[0]))
             endings.append(rows.endings[rows.endings >= 0])
@@ -402,7 +402,7 @@ class Typicality:
         typicality.vocab_size = len(tokens)
         typicality.wordlike = wordlike_table(typicality.vocabulary)
         typicality.language = language
-        typicality.unlisted = unlisted_table(tokens, language)
+        typicality.misspelt = misspelt_table(tokens, language)
         try:
             texts = tables["texts"]
             frequencies = {name: DocumentFrequency.saved(tables[f"{name}_keys"], tables[f"{name}_counts"], device)
@@ -445,8 +445,8 @@ class Typicality:
         if self._runs is not None:
             split = split_tokens(list(map(str.lower, texts)) if self.tokenizer.lowercase else texts, self._runs)
             if split is not None:
-                return Tokens.of_split(split, self.unlisted, self.language, self.device)
-        return Tokens.of(self.tokenizer.tokenize_many(texts), self.vocabulary, self.wordlike, self.unlisted,
+                return Tokens.of_split(split, self.misspelt, self.language, self.device)
+        return Tokens.of(self.tokenizer.tokenize_many(texts), self.vocabulary, self.wordlike, self.misspelt,
                          self.language, self.device)
 
     @cached_property
@@ -471,7 +471,7 @@ class Typicality:
         inside = torch.arange(raw.shape[1], device=raw.device)[None, :] < lengths[:, None]
         characters = torch.where(inside[:, :, None], tables.new_characters[raw], torch.full_like(raw[:, :, None], -1))
         tokens = Tokens(ids, identities, lengths, self.vocab_size + tables.lookup.numel(), endings,
-                        characters.flatten(1), inside & tables.unlisted[raw])
+                        characters.flatten(1), inside & tables.misspelt[raw])
         return self.statistics(tokens, tables.tables, host_waits=False)
 
     def _tables_on(self, device: torch.device) -> IdTables:
@@ -485,7 +485,7 @@ class Typicality:
                                 dtype=torch.int64)
             self._on[device] = IdTables(self.tables.to(device), id_lookup(self.vocabulary, hf).to(device),
                                         wordlike.to(device),
-                                        torch.from_numpy(unlisted_table(names, self.language)).to(device),
+                                        torch.from_numpy(misspelt_table(names, self.language)).to(device),
                                         last.to(device),
                                         new_character_table(names, self.tables.characters.to(torch.device("cpu"))).to(device))
         return self._on[device]
@@ -510,7 +510,7 @@ class Typicality:
                                excluded.endings)
         held_mask = _held(tables.tokens, ids, None if held_out is None else held_out.ids) & inside
         held_tokens = held_mask.sum(dim=1)
-        misspelt = (tokens.unlisted & inside & ~held_mask).sum(dim=1)
+        misspellings = (tokens.misspelt & inside & ~held_mask).sum(dim=1)
         codes = tokens.characters.sort(dim=1).values
         first = codes >= 0
         first[:, 1:] &= codes[:, 1:] != codes[:, :-1]
@@ -529,7 +529,7 @@ class Typicality:
         # support: held / n - 2 new, and order: (held - shuffled / n) / (n + 1), each as one
         # division of integers
         counts = torch.stack([held_tokens - 2 * new_characters * lengths, lengths * held_bigrams - shuffled, repeats,
-                              ending, misspelt], dim=1)
+                              ending, misspellings], dim=1)
         others = torch.full_like(lengths, max(1, tables.texts - int(excluded is not None)))
         totals = torch.stack([lengths, lengths * bigrams, bigrams, others, lengths], dim=1)
         statistics = counts.to(torch.float64) / totals.to(torch.float64)

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from gpu_neighbors.core.validation import WORD_LISTS
-from gpu_neighbors.text.lexicon import NO_LIST, is_unlisted, letter_runs, unlisted_table, words
+from gpu_neighbors.text.lexicon import NO_LIST, is_misspelt, letter_runs, misspelt_table, one_edit_from, words
 
 
 @pytest.mark.parametrize(("token", "runs"), [
@@ -18,21 +18,32 @@ def test_a_tokens_words_are_its_runs_of_letters_lower_cased_and_composed(token, 
     assert letter_runs(token) == runs
 
 
-def test_misspelt_and_mangled_words_are_unlisted_and_real_ones_are_not():
+def test_a_word_one_edit_from_a_listed_one_is_misspelt_and_real_words_and_names_are_not():
     listed = ["The", "restaurant", "restaurants,", "served", "Cambridge", "aardvark's", "A", "don't", "e-mail"]
-    unlisted = ["teh", "resturant", "rseatuarnt", "qzxv", "Fitzbilies", "societ.y", "(resturant)"]
-    assert not any(is_unlisted(token, "en") for token in listed)
-    assert all(is_unlisted(token, "en") for token in unlisted)
-    assert not any(is_unlisted(token, "en") for token in ["42", "#", "3.14", "😀", ""])  # no letter: never judged
-    assert unlisted_table(["teh", None, "the"], "en").tolist() == [True, False, False]
+    # a letter deleted, inserted, replaced; two swapped; across punctuation; in brackets; capitalised
+    misspelt = ["resturant", "restaurannt", "restaurent", "retsaurant", "societ.y", "(resturant)", "Sevred"]
+    names = ["Tallinn", "Mourinho", "Fitzbillies", "qzxv", "rseatuarnt"]  # not one edit from any listed word
+    short = ["teh", "km", "abn", "mln"]  # three letters or fewer: one edit from some word whatever they are
+    assert not any(is_misspelt(token, "en") for token in listed + names + short)
+    assert all(is_misspelt(token, "en") for token in misspelt)
+    assert not any(is_misspelt(token, "en") for token in ["42", "#", "3.14", "😀", ""])  # no letter: never judged
+    assert misspelt_table(["resturant", None, "the", "Tallinn"], "en").tolist() == [True, False, False, False]
+
+
+@pytest.mark.parametrize(("run", "edit"), [("resturant", "deleted"), ("restaurannt", "inserted"),
+                                           ("restaurent", "replaced"), ("retsaurant", "swapped")])
+def test_each_kind_of_edit_is_one_edit(run, edit):
+    listed, alphabet = frozenset({"restaurant"}), "abcdefghijklmnopqrstuvwxyz"
+    assert one_edit_from(run, listed, alphabet), edit
+    assert not one_edit_from("restaurant", listed, alphabet)  # the word itself is no edit
+    assert not one_edit_from("rseturant", listed, alphabet)  # two edits
 
 
 def test_each_language_has_its_own_list_and_none_judges_nothing():
     german = ["Straße", "Häuser", "schön", "und"]
-    assert not any(is_unlisted(token, "de") for token in german)
-    assert all(is_unlisted(token, "en") for token in ["Straße", "Häuser"])
-    assert is_unlisted("Strasze", "de") and is_unlisted("restaurnat", "fr")
-    assert unlisted_table(["teh", "qzxv", None], NO_LIST).tolist() == [False, False, False]
+    assert not any(is_misspelt(token, "de") for token in german)
+    assert is_misspelt("Strase", "de") and is_misspelt("restaurnat", "fr")
+    assert misspelt_table(["resturant", None], NO_LIST).tolist() == [False, False]
 
 
 def test_every_language_offered_has_a_list_of_lower_case_words():

@@ -15,7 +15,8 @@ from tests.conftest import ADVERSARIAL_TEXTS
 
 CPU = torch.device("cpu")
 ODD_TEXTS = ["", "   ", " a ", "a\u00a0b c\u2003d e\x85f", "x\x1cy\x1dz", "\ud800 lone \udfff", "é É e\u0301",
-             "tab\tnew\nline\r\n", "nul\x00inside", "emoji 🙂🙂 🙂", "the the the", "_ __ -", "a", "a a"]
+             "tab\tnew\nline\r\n", "nul\x00inside", "emoji 🙂🙂 🙂", "the the the", "_ __ -", "a", "a a",
+             "the resturant servd restaurnat food"]
 
 
 def canonical(identities: torch.Tensor, known: torch.Tensor) -> list[list[int]]:
@@ -28,7 +29,7 @@ def canonical(identities: torch.Tensor, known: torch.Tensor) -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def training(huse_records) -> list[str]:
-    return [record["text"] for record in huse_records[:120]] + ["a\u00a0b", "é", "🙂 the"]
+    return [record["text"] for record in huse_records[:120]] + ["a\u00a0b", "é", "🙂 the", "a resturant servd"]
 
 
 @pytest.mark.parametrize("lowercase", [False, True])
@@ -38,12 +39,12 @@ def test_the_same_tokens_as_the_tokenizer(training, huse_records, lowercase):
     texts = [record["text"] for record in huse_records[120:160]] + ADVERSARIAL_TEXTS + ODD_TEXTS
     split = split_tokens([text.lower() for text in texts] if lowercase else texts, typicality._runs)
     assert split is not None
-    fast = Tokens.of_split(split, typicality.unlisted, "en", CPU)
-    slow = Tokens.of(tokenizer.tokenize_many(texts), typicality.vocabulary, typicality.wordlike, typicality.unlisted,
+    fast = Tokens.of_split(split, typicality.misspelt, "en", CPU)
+    slow = Tokens.of(tokenizer.tokenize_many(texts), typicality.vocabulary, typicality.wordlike, typicality.misspelt,
                      "en", CPU)
-    assert fast.unlisted.any() and not fast.unlisted.all()  # both kinds, unseen tokens among them
-    assert (fast.unlisted & (fast.ids == -1)).any() and (fast.unlisted & (fast.ids >= 0)).any()
-    for name in ("ids", "lengths", "endings", "characters", "unlisted"):
+    assert fast.misspelt.any() and not fast.misspelt.all()  # both kinds, unseen tokens among them
+    assert (fast.misspelt & (fast.ids == -1)).any() and (fast.misspelt & (fast.ids >= 0)).any()
+    for name in ("ids", "lengths", "endings", "characters", "misspelt"):
         assert torch.equal(getattr(fast, name), getattr(slow, name)), name
     known = fast.ids >= 0
     assert canonical(fast.identities, known) == canonical(slow.identities, known)

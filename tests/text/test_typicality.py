@@ -2,6 +2,7 @@
 token ids against the texts they decode to."""
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -17,12 +18,37 @@ from tests.conftest import ADVERSARIAL_TEXTS
 
 CPU = torch.device("cpu")
 ENGLISH = set(SpellChecker(language="en").word_frequency.keys())  # what the statistic reads by default
+BY_LENGTH: dict[int, list[str]] = {}
+for english_word in sorted(ENGLISH):
+    BY_LENGTH.setdefault(len(english_word), []).append(english_word)
 WHITESPACE = make_tokenizer("whitespace")
 
 
+def one_letter_apart(a: str, b: str) -> bool:
+    """Whether b is a with one letter deleted, inserted or replaced, or two adjacent ones swapped,
+    by walking both strings side by side."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        apart = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(apart) == 1 or (len(apart) == 2 and apart[1] == apart[0] + 1
+                                   and a[apart[0]] == b[apart[1]] and a[apart[1]] == b[apart[0]])
+    shorter, longer = sorted((a, b), key=len)
+    first = next((i for i in range(len(shorter)) if shorter[i] != longer[i]), len(shorter))
+    return shorter[first:] == longer[first + 1:]
+
+
+@functools.cache
+def near_a_word(run: str) -> bool:
+    """Not an English word but one letter apart from one (scanning the list's words of a length
+    within one of the run's)."""
+    return run not in ENGLISH and any(one_letter_apart(run, word) for length in (len(run) - 1, len(run), len(run) + 1)
+                                      for word in BY_LENGTH.get(length, ()))
+
+
 def misspelt(token: str) -> bool:
-    """Some run of letters of the token (NFC, lower-cased, cut at every other character) that
-    the English word list lacks."""
+    """Some run of at least four letters of the token (NFC, lower-cased, cut at every other
+    character) that is not an English word but one letter apart from one."""
     runs, current = [], ""
     for character in unicodedata.normalize("NFC", token).lower() + " ":
         if character.isalpha():
@@ -30,7 +56,7 @@ def misspelt(token: str) -> bool:
         elif current:
             runs.append(current)
             current = ""
-    return any(run not in ENGLISH for run in runs)
+    return any(len(run) >= 4 and near_a_word(run) for run in runs)
 
 
 def reference(training: list[str], texts: list[str], tokenize=str.split) -> np.ndarray:
@@ -41,8 +67,8 @@ def reference(training: list[str], texts: list[str], tokenize=str.split) -> np.n
     once, the start before and the end after every token), per bigram. Repetition: bigrams equal
     to an earlier one of the text, among those whose tokens (start and end markers aside) have a
     word character. Ending: training texts whose last token ends in the same character.
-    Spelling: tokens no training text holds with a run of letters that is not a word of the
-    list."""
+    Spelling: tokens no training text holds with a run of four letters or more that is not a
+    word of the list but one letter apart from one."""
     vocabulary = {token for text in training for token in tokenize(text)}
     start, end = "\0start", "\0end"
 
@@ -89,7 +115,7 @@ def test_statistics_equal_the_reference_on_real_and_adversarial_text(huse_record
 def test_hand_computed_case():
     typicality = Typicality(["the cat sat", "the cat ran", "a dog"], WHITESPACE, CPU)
     got = typicality.of_texts(["the cat sat", "cat the sat", "the the the the", "zzz dog", "zzz zzz zzz",
-                               "", "Teh, cat"]).numpy()
+                               "", "Thhe, cat"]).numpy()
     # order, (n * held in order - held in any order) / (n (n + 1)), and ending (of 3 texts, one
     # each ends in t, n, g): the cat sat holds all 4 of its bigrams in order, and 4 of them in
     # any order (cat-sat, the-cat, <s>-the, sat-</s>): (12 - 4) / 12; cat the sat holds sat-</s>
@@ -97,7 +123,7 @@ def test_hand_computed_case():
     # the-the thrice; zzz dog: dog-</s> in order and in any order, (2 - 1) / 6; zzz x3, a word
     # no training text has: zzz-zzz twice in 4 bigrams, the second a repeat
     # no training text has the character z: support less 2. Spelling: "zzz" is an English word;
-    # "Teh," is not (its letters "teh", lower-cased) and no training text holds it, nor its
+    # "Thhe," is misspelt ("thhe", one letter from "the") and no training text holds it, nor its
     # "T" and ",": support 1/2 - 2 x 2, no bigram held in any order, ends in "t"
     expected = [[1, 2 / 3, 0, 1 / 3, 0], [1, -1 / 12, 0, 1 / 3, 0], [1, 0, 2 / 5, 0, 0],
                 [1 / 2 - 2, 1 / 6, 0, 1 / 3, 0], [-2, 0, 1 / 4, 0, 0], [np.nan] * 5, [1 / 2 - 4, 0, 0, 1 / 3, 1 / 2]]
