@@ -6,7 +6,8 @@ of the language can. The typicality statistic `spelling` (`text.typicality`) cou
 tokens that no other training text holds and that are *misspelt*: one of their words, the runs
 of letters between other characters (lower-cased, NFC), is not a word of the list but one edit
 from one (a letter deleted, inserted or replaced, or two adjacent letters swapped: most
-misspellings are one such edit, Damerau 1964), and has at least MIN_LETTERS letters. A name is
+misspellings are one such edit: Damerau, 1964, "A technique for computer detection and correction
+of spelling errors"), and has at least MIN_LETTERS letters. A name is
 seldom one edit from a word ("tallinn", "mourinho"), while most strings of three letters or fewer
 are (abbreviations and units: "km", "mln", "abn"), so neither counts: against 160 headlines both
 were flagged as often as typos. So "restaurant." and "don't" are listed, "resturant," and
@@ -15,9 +16,9 @@ cannot judge it.
 
 The lists are pyspellchecker's word frequency lists, by language (`en`, the default: 160,572
 words at version 0.9.1, inflections and names included); `NO_LIST` holds no word and judges no
-token. Texts of another language than the list's have most of their words misspelt, and so do
-the training texts their statistic is compared with (`core.outside` ranks a text among them), so
-there the statistic says little and flags no more than its level.
+token. In texts of another language than the list's some words are one edit from a listed one
+by chance, and as many in the training texts their statistic is compared with (`core.outside`
+ranks a text among them), so there the statistic says little and flags no more than its level.
 """
 from __future__ import annotations
 
