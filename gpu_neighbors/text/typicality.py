@@ -100,11 +100,12 @@ class Tokens:
 
     @classmethod
     def of(cls, tokenized: TokenizedTexts, vocabulary: Vocabulary, wordlike_ids: np.ndarray,
-           misspelt_ids: np.ndarray, language: str, device: torch.device) -> Tokens:
+           misspelt_ids: np.ndarray | None, language: str, device: torch.device) -> Tokens:
         """The tokens of texts: an unseen token's identity is the vocabulary size plus its rank
         among this batch's distinct unseen tokens. `wordlike_ids`, `misspelt_ids`: whether each
         vocabulary token has a word character (`wordlike_table`) and is misspelt in the word
-        list of `language` (`lexicon.misspelt_table`), so only unseen tokens are read."""
+        list of `language` (`lexicon.misspelt_table`; None: vocabulary tokens not judged), so
+        only unseen tokens are read."""
         batch = vocabulary.batch(tokenized, torch.device("cpu"))
         strings = np.asarray(tokenized.tokens, dtype=object)
         if len(tokenized.separators):
@@ -113,7 +114,7 @@ class Tokens:
         unseen = ids == UNKNOWN_ID
         known = np.where(unseen, 0, ids)
         wordlike = wordlike_ids[known] if len(wordlike_ids) else np.zeros(ids.size, dtype=bool)
-        misspelt = misspelt_ids[known] if len(misspelt_ids) else np.zeros(ids.size, dtype=bool)
+        misspelt = misspelt_ids[known] if misspelt_ids is not None and len(misspelt_ids) else np.zeros(ids.size, bool)
         identities = ids.copy()
         if unseen.any():  # each distinct unseen token read once
             distinct, rank = np.unique(strings[unseen].astype(str), return_inverse=True)
@@ -132,19 +133,20 @@ class Tokens:
                            device)
 
     @classmethod
-    def of_split(cls, split: SplitTokens, misspelt_ids: np.ndarray, language: str, device: torch.device) -> Tokens:
+    def of_split(cls, split: SplitTokens, vocab_size: int, misspelt_ids: np.ndarray | None, language: str,
+                 device: torch.device) -> Tokens:
         """`of` for tokens read from code points (`text.token_runs`): the same tensors but for
         the unseen tokens' identities, numbered in another order (equal where the tokens are
         equal, distinct elsewhere: all that the statistics read of them). `misspelt_ids`: as
-        `of`'s, one per vocabulary token."""
-        vocab_size = len(misspelt_ids)
+        `of`'s."""
         batch = TokenBatch(ids=torch.from_numpy(split.ids), lengths=torch.from_numpy(split.lengths))
         unseen = split.ids == UNKNOWN_ID
         identities = np.where(split.wordlike, np.where(unseen, vocab_size + split.unknown_rank, split.ids), NOT_A_WORD)
         unknown = np.fromiter((is_misspelt(token, language) for token in split.unknown_tokens), dtype=bool,
                               count=len(split.unknown_tokens))
-        misspelt = np.where(unseen, unknown[np.maximum(split.unknown_rank, 0)] if unknown.size else False,
-                            misspelt_ids[np.where(unseen, 0, split.ids)] if vocab_size else False)
+        judged = misspelt_ids is not None and len(misspelt_ids) > 0
+        known = misspelt_ids[np.where(unseen, 0, split.ids)] if misspelt_ids is not None and judged else False
+        misspelt = np.where(unseen, unknown[np.maximum(split.unknown_rank, 0)] if unknown.size else False, known)
         characters = _padded_codes(split.codes, split.code_rows, len(batch))
         return cls._padded(batch, identities, misspelt, vocab_size + int(unseen.sum()),
                            torch.from_numpy(split.endings), characters, device)
@@ -288,7 +290,7 @@ class IdTables:
     tables: Tables
     lookup: torch.Tensor
     wordlike: torch.Tensor
-    misspelt: torch.Tensor  # bool per tokenizer id (`text.lexicon`)
+    misspelt: torch.Tensor  # bool per tokenizer id the training set lacks (`text.lexicon`; False for the rest)
     last_character: torch.Tensor  # int64 per tokenizer id (-1: a token without a name)
     new_characters: torch.Tensor  # int64 [tokenizer ids, most]: code points no training text holds
 
@@ -368,10 +370,9 @@ class Typicality:
             slices.append(tokenized)
         self.vocab_size = len(self.vocabulary)
         self.wordlike = wordlike_table(self.vocabulary)
-        self.misspelt = misspelt_table(self.vocabulary.tokens(), language)
         unigrams, bigrams, endings, characters = [], [], [], []
         for tokenized in slices:
-            rows = Tokens.of(tokenized, self.vocabulary, self.wordlike, self.misspelt, language, device)
+            rows = Tokens.of(tokenized, self.vocabulary, self.wordlike, None, language, device)
             unigrams.append(_per_row_distinct(rows.ids))
             bigrams.append(_per_row_distinct(_bigrams(rows.ids, rows.lengths, self.vocab_size)[0]))
             endings.append(rows.endings[rows.endings >= 0])
@@ -402,7 +403,6 @@ class Typicality:
         typicality.vocab_size = len(tokens)
         typicality.wordlike = wordlike_table(typicality.vocabulary)
         typicality.language = language
-        typicality.misspelt = misspelt_table(tokens, language)
         try:
             texts = tables["texts"]
             frequencies = {name: DocumentFrequency.saved(tables[f"{name}_keys"], tables[f"{name}_counts"], device)
@@ -431,7 +431,7 @@ class Typicality:
         parts = [torch.zeros((0, len(STATISTICS)), dtype=torch.float64, device=self.device)]
         for first, last in _similar_lengths(sizes[order]):
             rows = order[first:last]
-            tokens = self._tokens([texts[index] for index in rows])
+            tokens = self._tokens([texts[index] for index in rows], left_out=own or originals is not None)
             excluded = tokens if own else None if originals is None else self._tokens([originals[i] for i in rows])
             parts.append(self.statistics(tokens, self.tables, excluded))
         in_order = torch.cat(parts)
@@ -439,15 +439,31 @@ class Typicality:
         statistics[torch.from_numpy(order).to(self.device)] = in_order
         return statistics
 
-    def _tokens(self, texts: Sequence[str]) -> Tokens:
+    def _tokens(self, texts: Sequence[str], left_out: bool = False) -> Tokens:
         """The texts' tokens: for the whitespace tokenizer read from their code points where that
-        answers (`text.token_runs`: the same tokens, no Python per token), else tokenized."""
+        answers (`text.token_runs`: the same tokens, no Python per token), else tokenized.
+        `left_out`: the texts are measured with a training text left out, so their vocabulary
+        tokens are judged for spelling too."""
+        misspelt_ids = self._misspelt_once if left_out else None
         if self._runs is not None:
             split = split_tokens(list(map(str.lower, texts)) if self.tokenizer.lowercase else texts, self._runs)
             if split is not None:
-                return Tokens.of_split(split, self.misspelt, self.language, self.device)
-        return Tokens.of(self.tokenizer.tokenize_many(texts), self.vocabulary, self.wordlike, self.misspelt,
+                return Tokens.of_split(split, self.vocab_size, misspelt_ids, self.language, self.device)
+        return Tokens.of(self.tokenizer.tokenize_many(texts), self.vocabulary, self.wordlike, misspelt_ids,
                          self.language, self.device)
+
+    @cached_property
+    def _misspelt_once(self) -> np.ndarray:
+        """Per vocabulary id whether it is misspelt, judged for the tokens one training text
+        holds (False for the rest): only those can go unheld, where a text is measured without
+        itself or its original (at fit). A new text's known tokens are all held, so loading and
+        predicting never judge the vocabulary."""
+        table = self.tables.tokens
+        once = table.keys[table.counts == 1].cpu().numpy()
+        flags = np.zeros(self.vocab_size, dtype=bool)
+        tokens = self.vocabulary.tokens()
+        flags[once] = misspelt_table([tokens[index] for index in once], self.language)
+        return flags
 
     @cached_property
     def _runs(self) -> RunVocabulary | None:
@@ -483,9 +499,10 @@ class Typicality:
             wordlike = torch.tensor([isinstance(name, str) and is_wordlike(name) for name in names])
             last = torch.tensor([last_character(name if isinstance(name, str) else None) for name in names],
                                 dtype=torch.int64)
-            self._on[device] = IdTables(self.tables.to(device), id_lookup(self.vocabulary, hf).to(device),
-                                        wordlike.to(device),
-                                        torch.from_numpy(misspelt_table(names, self.language)).to(device),
+            lookup = id_lookup(self.vocabulary, hf)
+            unseen = [name if known == UNKNOWN_ID else None for name, known in zip(names, lookup.tolist())]
+            self._on[device] = IdTables(self.tables.to(device), lookup.to(device), wordlike.to(device),
+                                        torch.from_numpy(misspelt_table(unseen, self.language)).to(device),
                                         last.to(device),
                                         new_character_table(names, self.tables.characters.to(torch.device("cpu"))).to(device))
         return self._on[device]

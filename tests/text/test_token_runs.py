@@ -39,9 +39,9 @@ def test_the_same_tokens_as_the_tokenizer(training, huse_records, lowercase):
     texts = [record["text"] for record in huse_records[120:160]] + ADVERSARIAL_TEXTS + ODD_TEXTS
     split = split_tokens([text.lower() for text in texts] if lowercase else texts, typicality._runs)
     assert split is not None
-    fast = Tokens.of_split(split, typicality.misspelt, "en", CPU)
-    slow = Tokens.of(tokenizer.tokenize_many(texts), typicality.vocabulary, typicality.wordlike, typicality.misspelt,
-                     "en", CPU)
+    fast = Tokens.of_split(split, typicality.vocab_size, typicality._misspelt_once, "en", CPU)
+    slow = Tokens.of(tokenizer.tokenize_many(texts), typicality.vocabulary, typicality.wordlike,
+                     typicality._misspelt_once, "en", CPU)
     assert fast.misspelt.any() and not fast.misspelt.all()  # both kinds, unseen tokens among them
     assert (fast.misspelt & (fast.ids == -1)).any() and (fast.misspelt & (fast.ids >= 0)).any()
     for name in ("ids", "lengths", "endings", "characters", "misspelt"):

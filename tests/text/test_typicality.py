@@ -251,3 +251,18 @@ def test_counting_by_index_or_by_search_gives_the_same_statistics(huse_records, 
            typicality.of_texts(texts[:len(training)], originals=training[:len(texts)])]
     for one, other in zip(got, expected):
         np.testing.assert_array_equal(one.numpy(), other.numpy())  # NaN rows alike
+
+
+def test_the_vocabulary_is_judged_for_spelling_only_where_a_text_is_left_out(huse_records):
+    """A new text's vocabulary tokens are all held by a training text, so scoring it (and
+    loading a scorer) never judges the vocabulary's spelling; measuring training texts without
+    themselves judges the tokens one training text holds, and only those."""
+    training = [record["text"] for record in huse_records[:100]] + ["a resturant servd", "the resturant"]
+    typicality = Typicality(training, WHITESPACE, CPU)
+    typicality.of_texts([record["text"] for record in huse_records[100:120]] + ["a resturant"])
+    assert "_misspelt_once" not in typicality.__dict__
+    own = typicality.of_texts(training, own=True).numpy()
+    judged = typicality._misspelt_once
+    tokens = typicality.vocabulary.tokens()
+    assert judged[tokens.index("servd")] and not judged[tokens.index("resturant")]  # held by two texts
+    assert own[-2, 4] == 1 / 3 and own[-1, 4] == 0  # servd alone; resturant held by the other text
