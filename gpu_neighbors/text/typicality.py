@@ -112,9 +112,8 @@ class Tokens:
             strings = np.delete(strings, tokenized.separators)
         ids = batch.ids.numpy()
         unseen = ids == UNKNOWN_ID
-        known = np.where(unseen, 0, ids)
-        wordlike = wordlike_ids[known] if len(wordlike_ids) else np.zeros(ids.size, dtype=bool)
-        misspelt = misspelt_ids[known] if misspelt_ids is not None and len(misspelt_ids) else np.zeros(ids.size, bool)
+        wordlike = wordlike_ids[np.where(unseen, 0, ids)] if len(wordlike_ids) else np.zeros(ids.size, dtype=bool)
+        misspelt = _vocabulary_flags(misspelt_ids, ids)
         identities = ids.copy()
         if unseen.any():  # each distinct unseen token read once
             distinct, rank = np.unique(strings[unseen].astype(str), return_inverse=True)
@@ -144,9 +143,9 @@ class Tokens:
         identities = np.where(split.wordlike, np.where(unseen, vocab_size + split.unknown_rank, split.ids), NOT_A_WORD)
         unknown = np.fromiter((is_misspelt(token, language) for token in split.unknown_tokens), dtype=bool,
                               count=len(split.unknown_tokens))
-        judged = misspelt_ids is not None and len(misspelt_ids) > 0
-        known = misspelt_ids[np.where(unseen, 0, split.ids)] if misspelt_ids is not None and judged else False
-        misspelt = np.where(unseen, unknown[np.maximum(split.unknown_rank, 0)] if unknown.size else False, known)
+        misspelt = _vocabulary_flags(misspelt_ids, split.ids)
+        if unknown.size:
+            misspelt[unseen] = unknown[split.unknown_rank[unseen]]
         characters = _padded_codes(split.codes, split.code_rows, len(batch))
         return cls._padded(batch, identities, misspelt, vocab_size + int(unseen.sum()),
                            torch.from_numpy(split.endings), characters, device)
@@ -164,6 +163,14 @@ class Tokens:
         padded_misspelt[batch.rows, batch.positions] = torch.from_numpy(np.asarray(misspelt, dtype=bool))
         return cls(padded_ids.to(device), padded_identities.to(device), batch.lengths.to(device), identity_count,
                    endings.to(device), characters.to(device), padded_misspelt.to(device))
+
+
+def _vocabulary_flags(table: np.ndarray | None, ids: np.ndarray) -> np.ndarray:
+    """bool per token: `table` at its vocabulary id (False for unseen tokens, which callers
+    judge themselves, and everywhere without a table)."""
+    if table is None or not len(table):
+        return np.zeros(ids.shape, dtype=bool)
+    return np.where(ids == UNKNOWN_ID, False, table[np.where(ids == UNKNOWN_ID, 0, ids)])
 
 
 def _characters(strings: np.ndarray, rows: np.ndarray, count: int) -> torch.Tensor:
