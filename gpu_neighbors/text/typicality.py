@@ -51,7 +51,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from gpu_neighbors.text.lexicon import is_misspelt, misspelt_table
+from gpu_neighbors.text.lexicon import misspelt_table
 from gpu_neighbors.text.token_runs import RunVocabulary, SplitTokens, split_tokens
 from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer, WhitespaceTokenizer
 from gpu_neighbors.text.vocabulary import UNKNOWN_ID, TokenBatch, Vocabulary, id_lookup, kept_tokens
@@ -112,15 +112,14 @@ class Tokens:
             strings = np.delete(strings, tokenized.separators)
         ids = batch.ids.numpy()
         unseen = ids == UNKNOWN_ID
-        wordlike = wordlike_ids[np.where(unseen, 0, ids)] if len(wordlike_ids) else np.zeros(ids.size, dtype=bool)
+        wordlike = _vocabulary_flags(wordlike_ids, ids)
         misspelt = _vocabulary_flags(misspelt_ids, ids)
         identities = ids.copy()
         if unseen.any():  # each distinct unseen token read once
             distinct, rank = np.unique(strings[unseen].astype(str), return_inverse=True)
             rank = rank.reshape(-1)
             wordlike[unseen] = np.fromiter(map(is_wordlike, distinct), dtype=bool, count=len(distinct))[rank]
-            misspelt[unseen] = np.fromiter((is_misspelt(token, language) for token in distinct), dtype=bool,
-                                           count=len(distinct))[rank]
+            misspelt[unseen] = misspelt_table(distinct, language)[rank]
             identities[unseen] = len(vocabulary) + rank
         identities[~wordlike] = NOT_A_WORD
         lengths = batch.lengths.numpy()
@@ -141,11 +140,9 @@ class Tokens:
         batch = TokenBatch(ids=torch.from_numpy(split.ids), lengths=torch.from_numpy(split.lengths))
         unseen = split.ids == UNKNOWN_ID
         identities = np.where(split.wordlike, np.where(unseen, vocab_size + split.unknown_rank, split.ids), NOT_A_WORD)
-        unknown = np.fromiter((is_misspelt(token, language) for token in split.unknown_tokens), dtype=bool,
-                              count=len(split.unknown_tokens))
         misspelt = _vocabulary_flags(misspelt_ids, split.ids)
-        if unknown.size:
-            misspelt[unseen] = unknown[split.unknown_rank[unseen]]
+        if split.unknown_tokens:
+            misspelt[unseen] = misspelt_table(split.unknown_tokens, language)[split.unknown_rank[unseen]]
         characters = _padded_codes(split.codes, split.code_rows, len(batch))
         return cls._padded(batch, identities, misspelt, vocab_size + int(unseen.sum()),
                            torch.from_numpy(split.endings), characters, device)
@@ -166,8 +163,8 @@ class Tokens:
 
 
 def _vocabulary_flags(table: np.ndarray | None, ids: np.ndarray) -> np.ndarray:
-    """bool per token: `table` at its vocabulary id (False for unseen tokens, which callers
-    judge themselves, and everywhere without a table)."""
+    """bool per token: `table` (wordlike or misspelt, by vocabulary id) at its vocabulary id
+    (False for unseen tokens, which callers judge themselves, and everywhere without a table)."""
     if table is None or not len(table):
         return np.zeros(ids.shape, dtype=bool)
     return np.where(ids == UNKNOWN_ID, False, table[np.where(ids == UNKNOWN_ID, 0, ids)])
