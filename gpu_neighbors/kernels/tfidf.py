@@ -21,7 +21,7 @@ float64, in any order, so a tile -- the candidates' integer features times the t
 over both blocks at once, times 2^-53 (the product scaled by 2^-52 and halved, one exact
 power-of-two scaling) -- is the same bits whatever the device, the chunk size or the block size.
 The HEAD_FEATURES most frequent n-grams multiply as one dense matmul and the rest as one sparse
-product (`core.sparse.dense_product`): two partial sums of the same integers, so the split changes no
+product (`core.sparse.add_product`): two partial sums of the same integers, so the split changes no
 bit either, and the frequent n-grams, which make most of a sparse product's work, run at matmul
 speed (1,000 x 4,000 MLQE texts, one thread: 0.76 -> 0.48 s). The quantised features are made on the
 host, once per text, from that text alone (`text.tfidf`).
@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core.saved import pack_strings, unpack_strings
-from gpu_neighbors.core.sparse import csr_matrix, dense_product, row_block
+from gpu_neighbors.core.sparse import add_product, csr_matrix, row_block
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.text.tfidf import CHAR_ORDERS, FEATURES_NAME, FeatureRows, TfidfFeatures
@@ -240,19 +240,16 @@ class TfidfKernel(Kernel[EncodedTfidf]):
     def tile(self, encoded: EncodedTfidf, start: int, stop: int) -> torch.Tensor:
         """Dense head product plus sparse tail product: both sums of non-negative integers whose
         total is at most 2^53 (2^52 a block), so exact in any order, and so is their sum."""
-        products = dense_product(encoded.tail, self._block_columns(start, stop))
-        products.addmm_(encoded.head, self._train_head[start:stop].t())  # accumulated in place: one pass fewer
-        return products.mul_(TILE_SCALE)
+        products = torch.mm(encoded.head, self._train_head[start:stop].t())
+        return add_product(products, encoded.tail, self._block_columns(start, stop)).mul_(TILE_SCALE)
 
     def pair_bytes(self) -> int:
         # Worst case, every pair shares an n-gram (common: char bigrams such as " t" are in
-        # nearly every text): on a GPU the product's CSR result inside torch.sparse.mm (int64
-        # column, float64 value), its COO result (two int64 indices, a float64 value), the dense
-        # float64 tile and the head's dense product added to it (on the CPU scipy's CSR result,
-        # the dense tile and the head's product: less). Peak RSS measured on the CPU for tiles of
-        # 0.4-3 Mi pairs with all pairs sharing an n-gram (HUSE, GUG, MLQE texts), before the
-        # head was split off: 34 to 38 bytes a pair.
-        return 16 + 24 + 8 + 8
+        # nearly every text): the dense float64 tile (the head's product), the tail product's CSR
+        # result added into it (int64 column, float64 value), and a float64 a pair for the
+        # product's own work space. Peak RSS measured on the CPU for a tile of 6 Mi pairs of
+        # spliced HUSE texts: 23 bytes a pair.
+        return 8 + 16 + 8
 
     @property
     def depends_on_training_set(self) -> bool:
