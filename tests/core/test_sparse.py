@@ -1,0 +1,30 @@
+"""core/sparse.py's product added into a dense matrix against dense arithmetic, on random CSR
+matrices with empty rows, and on operands that store nothing."""
+from __future__ import annotations
+
+import torch
+
+from gpu_neighbors.core.sparse import add_product
+
+
+def random_csr(rows: int, columns: int, density: float, seed: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    values = torch.randint(1, 1 << 20, (rows, columns), generator=generator).double()
+    kept = torch.rand((rows, columns), generator=generator) < density
+    kept[rows // 2 :: 3] = False  # rows that store nothing
+    return (values * kept).to_sparse_csr()
+
+
+def test_add_product_adds_into_the_dense_matrix():
+    left, right = random_csr(30, 50, 0.2, seed=1), random_csr(50, 20, 0.2, seed=2)
+    start = torch.arange(600, dtype=torch.float64).view(30, 20)
+    out = start.clone()
+    assert add_product(out, left, right) is out
+    assert torch.equal(out, start + left.to_dense() @ right.to_dense())  # integers below 2^53: exact
+
+
+def test_add_product_of_an_operand_that_stores_nothing_leaves_it():
+    start = torch.ones((4, 3), dtype=torch.float64)
+    empty_left, full_right = random_csr(4, 6, 0.0, seed=3), random_csr(6, 3, 0.9, seed=4)
+    assert torch.equal(add_product(start.clone(), empty_left, full_right), start)
+    assert torch.equal(add_product(start.clone(), random_csr(4, 6, 0.9, seed=5), random_csr(6, 3, 0.0, seed=6)), start)
