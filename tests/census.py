@@ -13,7 +13,10 @@ kernel for the operation, or a composite one made of other operations. What it c
 dtypes that kernel takes; those are in the kernel's `AT_DISPATCH_*` macro in the .cu source, not
 in the yaml. The list records every dtype combination used so that a new one fails the census
 and is looked at; `RISKY_DTYPES` names the combinations known to be missing on CUDA, which fail
-whatever the list says.
+whatever the list says. Nor can it tell which layout each operand has (a CSR times a dense
+matrix from a CSR times a CSR): the one CPU-only product of that kind, `core.sparse`'s CSR @
+CSR straight into a dense matrix (CUDA's `addmm` has none), is switched to the device's path
+while the workloads run (`device_paths`), so the census sees what CUDA would run.
 
 Regenerate the list (after a kernel changes), from the project root:
     python tests/census.py --write
@@ -303,6 +306,19 @@ def tiles_counted(census: Census, counts: dict[str, list[int]]) -> Iterator[None
             kind.tile = original  # type: ignore[method-assign]
 
 
+@contextmanager
+def device_paths() -> Iterator[None]:
+    """The package's CPU-only operations switched to the ones a CUDA device runs instead."""
+    from gpu_neighbors.core import sparse
+
+    cpu_only = sparse.SPARSE_INTO_DENSE
+    sparse.SPARSE_INTO_DENSE = frozenset()
+    try:
+        yield
+    finally:
+        sparse.SPARSE_INTO_DENSE = cpu_only
+
+
 def huse(count: int) -> tuple[list[str], list[float]]:
     from conftest import SHARED_DATA
 
@@ -357,7 +373,7 @@ def run_workloads(census: Census) -> dict[str, list[int]]:
     candidates = texts[60:] + ADVERSARIAL_TEXTS[:6] + ADVERSARIAL_TEXTS[11:13] + [" ".join(texts[4:8])]
     small = {"chunk_size": 8, "memory_budget": 400_000, "estimator": Threshold.paper(), "device": "cpu"}
     tiles: dict[str, list[int]] = {}
-    with census, census.host_copies(), tiles_counted(census, tiles):
+    with census, census.host_copies(), tiles_counted(census, tiles), device_paths():
         for options in census_settings():
             scorer = NeighborsScorer(**{**small, **options}).fit(train, quality)
             scorer.predict(candidates, return_neighbors=3)

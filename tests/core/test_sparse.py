@@ -1,10 +1,20 @@
 """core/sparse.py's product added into a dense matrix against dense arithmetic, on random CSR
-matrices with empty rows, and on operands that store nothing."""
+matrices with empty rows, and on operands that store nothing: by both of its paths (the CPU's
+product into a dense matrix, and the device's CSR product added)."""
 from __future__ import annotations
 
+import pytest
 import torch
 
+from gpu_neighbors.core import sparse
 from gpu_neighbors.core.sparse import add_product
+
+
+@pytest.fixture(params=["into dense", "csr added"], autouse=True)
+def path(request, monkeypatch):
+    if request.param == "csr added":
+        monkeypatch.setattr(sparse, "SPARSE_INTO_DENSE", frozenset())
+    return request.param
 
 
 def random_csr(rows: int, columns: int, density: float, seed: int) -> torch.Tensor:
