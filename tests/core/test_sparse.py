@@ -1,7 +1,11 @@
 """core/sparse.py's product added into a dense matrix against dense arithmetic, on random CSR
 matrices with empty rows, and on operands that store nothing: by both of its paths (the CPU's
-product into a dense matrix, and the device's CSR product added)."""
+product into a dense matrix, and the device's CSR product added); and the CPU's path holding no
+memory after it returns (torch's CSR x CSR product on the CPU, MKL's, keeps about the size of
+its result on every call: a TF-IDF tile of 1,024 x 3,072 leaked 24 MB)."""
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -10,7 +14,7 @@ from gpu_neighbors.core import sparse
 from gpu_neighbors.core.sparse import add_product
 
 
-@pytest.fixture(params=["into dense", "csr added"], autouse=True)
+@pytest.fixture(params=["into dense", "csr added"])
 def path(request, monkeypatch):
     if request.param == "csr added":
         monkeypatch.setattr(sparse, "SPARSE_INTO_DENSE", frozenset())
@@ -25,6 +29,7 @@ def random_csr(rows: int, columns: int, density: float, seed: int) -> torch.Tens
     return (values * kept).to_sparse_csr()
 
 
+@pytest.mark.usefixtures("path")
 def test_add_product_adds_into_the_dense_matrix():
     left, right = random_csr(30, 50, 0.2, seed=1), random_csr(50, 20, 0.2, seed=2)
     start = torch.arange(600, dtype=torch.float64).view(30, 20)
@@ -33,8 +38,28 @@ def test_add_product_adds_into_the_dense_matrix():
     assert torch.equal(out, start + left.to_dense() @ right.to_dense())  # integers below 2^53: exact
 
 
+@pytest.mark.usefixtures("path")
 def test_add_product_of_an_operand_that_stores_nothing_leaves_it():
     start = torch.ones((4, 3), dtype=torch.float64)
     empty_left, full_right = random_csr(4, 6, 0.0, seed=3), random_csr(6, 3, 0.9, seed=4)
     assert torch.equal(add_product(start.clone(), empty_left, full_right), start)
     assert torch.equal(add_product(start.clone(), random_csr(4, 6, 0.9, seed=5), random_csr(6, 3, 0.0, seed=6)), start)
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads resident memory from Linux's /proc")
+def test_the_cpu_product_keeps_no_memory():
+    """Forty products whose CSR result holds ~250,000 entries: the CSR path grew the process by
+    about 3 MB a call (measured: 66 MB in 20), the path taken on the CPU by nothing."""
+    left, right = random_csr(512, 4000, 0.01, seed=7), random_csr(4000, 2048, 0.01, seed=8)
+    out = torch.zeros((512, 2048), dtype=torch.float64)
+    add_product(out, left, right)  # the first call's one-off allocations
+    result_bytes = 12 * torch.sparse.mm(left, right).values().numel()  # a leaked CSR result: value and column
+    start = resident_bytes()
+    for _ in range(40):
+        add_product(out, left, right)
+    assert resident_bytes() - start < 10 * result_bytes  # leaking every call: 40 results
