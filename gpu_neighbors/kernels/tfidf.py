@@ -20,11 +20,11 @@ over both blocks at most 2^53. Every partial sum of non-negative integers below 
 float64, in any order, so a tile -- the candidates' integer features times the training block's,
 over both blocks at once, times 2^-53 (the product scaled by 2^-52 and halved, one exact
 power-of-two scaling) -- is the same bits whatever the device, the chunk size or the block size.
-The HEAD_FEATURES most frequent n-grams multiply as one dense matmul and the rest as one sparse
-product (`core.sparse.add_product`): two partial sums of the same integers, so the split changes no
-bit either, and the frequent n-grams, which make most of a sparse product's work, run at matmul
-speed (1,000 x 4,000 MLQE texts, one thread: 0.76 -> 0.48 s). The quantised features are made on the
-host, once per text, from that text alone (`text.tfidf`).
+The most frequent n-grams (`dense_head_size` of them) multiply as one dense matmul and the rest as
+one sparse product (`core.sparse.add_product`): two partial sums of the same integers, so the
+split changes no bit either, and the frequent n-grams, which make most of a sparse product's
+work, run at matmul speed. The quantised features are made on the host, once per text, from that
+text alone (`text.tfidf`).
 
 Error against the unquantised cosines: with v 2^26 = q + e, 0 <= e < 1, a block's cosine drops by
 2^-26 sum (e_x v_s + e_s v_x) - 2^-52 sum e_x e_s over the m features the pair shares, which is
@@ -53,8 +53,21 @@ MAX_SQUARED_NORM = 1 << (2 * QUANTUM_BITS)
 TILE_SCALE = 2.0 ** -(2 * QUANTUM_BITS + 1)  # 2^-52 per block's product, halved: the mean of two
 # The features held dense: the most frequent n-grams (character bigrams such as " t" are in nearly
 # every text) make most of a sparse product's work, as each is multiplied for every pair that
-# holds it; a dense product does those at matmul speed. 2 KiB a training text.
-HEAD_FEATURES = 256
+# holds it; a dense product does those at matmul speed. At most 256 (a saved head column is one
+# byte). How many, by the device the training set is fitted on: on the CPU, whose sparse product
+# writes straight into the dense tile, 64 (a tile's ns a pair, 1,024 x 3,072 against 50,000
+# spliced HUSE texts / 1,538 x 2,000 spliced headlines, one thread: 0 features 16.3 / 15.5, 16:
+# 13.9 / 14.0, 64: 11.8-12.6 / 12.1-12.2, 96: 11.6 / 12.1, 128: 12.3 / 12.4, 256: 15.2 / 17.2);
+# elsewhere all 256, as a dense product is cheap next to a sparse one on a GPU (not yet measured
+# there). 512 bytes a training text on the CPU.
+MAX_HEAD_FEATURES = 256
+HEAD_FEATURES = {"cpu": 64}
+
+
+def dense_head_size(device: torch.device) -> int:
+    """How many of the most frequent features a training set fitted on `device` holds dense."""
+    return HEAD_FEATURES.get(device.type, MAX_HEAD_FEATURES)
+
 # TfidfFeatures.state's tables, as a saved encoding names them.
 TABLES = ("bigrams", "alphabet", "idf", *(f"char{order}" for order in CHAR_ORDERS))
 
@@ -87,7 +100,7 @@ def _sparse_rows(rows: FeatureRows) -> torch.Tensor:
 @dataclass(frozen=True)
 class EncodedTfidf:
     """A chunk of texts' quantised TF-IDF features (float64 integers): the frequent ones dense
-    [rows x HEAD_FEATURES], the others sparse CSR [rows x features]."""
+    [rows x head size], the others sparse CSR [rows x features]."""
 
     head: torch.Tensor
     tail: torch.Tensor
@@ -155,14 +168,14 @@ class TfidfKernel(Kernel[EncodedTfidf]):
     def _fit(self, texts: list[str]) -> None:
         self.features = TfidfFeatures()
         rows = self.features.fit(texts)
-        self._head = HeadSplit.of(rows, HEAD_FEATURES)
+        self._head = HeadSplit.of(rows, dense_head_size(self.device))
         head, tail = self._head.split(rows, quantise(rows, self.features.word_features))
         self._hold(torch.from_numpy(head), tail)
 
     def saved_encoding(self) -> dict[str, torch.Tensor]:
         """The feature tables and the training texts' quantised features (integers below 2^26,
-        so int32): the head's non-zero entries with their head column (one byte: HEAD_FEATURES
-        <= 256), the tail as CSR rows."""
+        so int32): the head's non-zero entries with their head column (one byte: at most
+        MAX_HEAD_FEATURES = 256), the tail as CSR rows."""
         super().saved_encoding()
         unigrams, tables = self.features.state()
         head = self._train_head.cpu()
@@ -190,8 +203,8 @@ class TfidfKernel(Kernel[EncodedTfidf]):
         except KeyError as error:
             raise ValueError(f"the tfidf encoding has no tensor {error}") from None
         num_features = self.features.num_features
-        if head_features.dtype != np.int64 or head_features.size > HEAD_FEATURES:
-            raise ValueError(f"the tfidf head features are not at most {HEAD_FEATURES} int64 feature ids")
+        if head_features.dtype != np.int64 or head_features.size > MAX_HEAD_FEATURES:
+            raise ValueError(f"the tfidf head features are not at most {MAX_HEAD_FEATURES} int64 feature ids")
         self._head = HeadSplit.of_features(head_features, num_features)
         if (head_columns.dtype != torch.uint8 or head_values.dtype != torch.int32
                 or head_columns.shape != (int(head_rows[-1]),) or head_values.shape != head_columns.shape

@@ -134,8 +134,8 @@ def test_the_dense_head_changes_no_bit(huse_texts, monkeypatch):
     tile is the same bits with no head, a small one, or every feature in it."""
     candidates = huse_texts[80:160] + MORE_ADVERSARIAL + UNSEEN
     tiles = []
-    for size in (0, 7, 256, 100_000):
-        monkeypatch.setattr("gpu_neighbors.kernels.tfidf.HEAD_FEATURES", size)
+    for size in (0, 7, 64, 256, 100_000):
+        monkeypatch.setattr("gpu_neighbors.kernels.tfidf.HEAD_FEATURES", {"cpu": size})
         kernel = fitted(huse_texts[:80])
         assert kernel._head.size == min(size, kernel._train.shape[1])
         tiles.append(kernel.tile(kernel.encode(candidates), 0, kernel.num_train))
