@@ -258,10 +258,11 @@ class TfidfKernel(Kernel[EncodedTfidf]):
 
     def pair_bytes(self) -> int:
         # Worst case, every pair shares an n-gram (common: char bigrams such as " t" are in
-        # nearly every text): the dense float64 tile (the head's product), the tail product's CSR
-        # result added into it (int64 column, float64 value), and a float64 a pair for the
-        # product's own work space. Peak RSS measured on the CPU for a tile of 6 Mi pairs of
-        # spliced HUSE texts: 23 bytes a pair.
+        # nearly every text): the dense float64 tile (the head's product), on a GPU the tail
+        # product's CSR result added into it (int64 column, float64 value; on the CPU the product
+        # writes into the tile), and a float64 a pair for the product's own work space. Peak RSS
+        # measured on the CPU for a tile of 6 Mi pairs of spliced HUSE texts, with the CSR result:
+        # 23 bytes a pair.
         return 8 + 16 + 8
 
     @property
