@@ -36,11 +36,12 @@ def sparse_mm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
                                    check_invariants=False)  # empty: nothing to check
 
 
-# Devices on which torch multiplies two CSR matrices straight into a dense one: the CPU's (MKL's
-# sparse x sparse -> dense product). CUDA's `addmm` has no CSR @ CSR -> dense: there the product
-# is made as CSR (cuSPARSE SpGEMM) and added. The operation census switches this off to see the
-# device's path (tests/census.py).
-SPARSE_INTO_DENSE = frozenset({"cpu"})
+# Devices on which torch multiplies two CSR matrices straight into a dense one: the CPU, where
+# torch has MKL (MKL's sparse x sparse -> dense product; a build without it, on ARM for one, has
+# none). CUDA's `addmm` has no CSR @ CSR -> dense: there, and on a CPU without MKL, the product is
+# made as CSR and added. The operation census switches this off to see the device's path
+# (tests/census.py).
+SPARSE_INTO_DENSE = frozenset({"cpu"} if torch.backends.mkl.is_available() else ())
 
 
 def add_product(out: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
