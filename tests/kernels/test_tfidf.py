@@ -143,6 +143,22 @@ def test_the_dense_head_changes_no_bit(huse_texts, monkeypatch):
         assert torch.equal(tile, tiles[0])
 
 
+def test_the_cpu_product_and_the_device_product_give_the_same_bits(huse_texts, monkeypatch):
+    """On the CPU the tail's product goes straight into the dense tile; a GPU (and a CPU without
+    MKL) makes it as CSR and adds it (`core.sparse.add_product`): the same tiles, bit for bit, on
+    real and adversarial texts, with and without a dense head."""
+    candidates = huse_texts[80:160] + MORE_ADVERSARIAL + UNSEEN
+    for size in (0, 64):
+        monkeypatch.setattr("gpu_neighbors.kernels.tfidf.HEAD_FEATURES", {"cpu": size})
+        kernel = fitted(huse_texts[:80] + MORE_ADVERSARIAL)
+        encoded = kernel.encode(candidates)
+        into_dense = kernel.tile(encoded, 0, kernel.num_train)
+        monkeypatch.setattr("gpu_neighbors.core.sparse.SPARSE_INTO_DENSE", frozenset())
+        assert torch.equal(kernel.tile(encoded, 0, kernel.num_train), into_dense)
+        monkeypatch.undo()
+        assert (into_dense > 0.1).sum() >= 50
+
+
 @pytest.mark.parametrize("leave_one_out", [False, True])
 def test_scorer_same_bits_for_every_chunk_size_and_budget(huse_texts, huse_scores, leave_one_out):
     train, scores = huse_texts[:150], huse_scores[:150]
