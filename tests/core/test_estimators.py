@@ -403,6 +403,35 @@ def test_the_running_top_k_keeps_the_first_k_whatever_the_tiles(k, block):
             assert (top.index[index, len(ranked):] == -1).all()
 
 
+@pytest.mark.parametrize(("k", "width"), [(1, 4), (3, 12), (5, 61), (8, 200)])
+def test_a_first_tile_selected_from_its_entries_above_a_bound_is_the_first_k(k, width):
+    """A first tile at least PRUNE_WIDTH k wide is selected from its entries at or above a lower
+    bound of each row's k-th value, packed; rows with over half their entries at the bound (all
+    0, all -inf, few values) from whole. Against the plain sort of each row, on ties at the k-th
+    value, excluded pairs, a width that 2k chunks do not divide, and rows of every kind in one tile."""
+    from gpu_neighbors.core.tiling import Tile
+    from gpu_neighbors.core.topk import PRUNE_WIDTH, TopKReduction
+
+    assert width >= PRUNE_WIDTH * k
+    generator = torch.Generator().manual_seed(width)
+    rows = 40
+    tie_rank = torch.randperm(width, generator=generator)
+    similarity = torch.rand((rows, width), generator=generator, dtype=torch.float64)
+    similarity[::4] = torch.randint(0, 5, (10, width), generator=generator).to(torch.float64) / 4  # ties
+    similarity[1::8] = 0.0  # no similar text: every entry at the bound
+    similarity[2::8, : width // 2] = -torch.inf  # excluded pairs
+    similarity[3] = -torch.inf
+    reduction = TopKReduction(rows, k, tie_rank)
+    reduction.add(Tile(similarity, 0, 0))
+    top = reduction.result()
+    for index in range(rows):
+        ranked = sorted((-float(similarity[index, j]), int(tie_rank[j]), j) for j in range(width)
+                        if similarity[index, j] > -torch.inf)[:k]
+        assert top.similarity[index, :len(ranked)].tolist() == [-entry[0] for entry in ranked]
+        assert top.index[index, :len(ranked)].tolist() == [entry[2] for entry in ranked]
+        assert (top.index[index, len(ranked):] == -1).all()
+
+
 def test_every_k_of_the_grid_from_one_list_is_its_own_sum():
     """Tuning reads every k from running sums along one top list: each k's estimate and spread
     are the bits of a sum over its own first k entries (the estimate as `predict` made it before
