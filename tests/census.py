@@ -16,7 +16,8 @@ and is looked at; `RISKY_DTYPES` names the combinations known to be missing on C
 whatever the list says. Nor can it tell which layout each operand has (a CSR times a dense
 matrix from a CSR times a CSR): the one CPU-only product of that kind, `core.sparse`'s CSR @
 CSR straight into a dense matrix (CUDA's `addmm` has none), is switched to the device's path
-while the workloads run (`device_paths`), so the census sees what CUDA would run.
+while the workloads run (`device_paths`), so the census sees what CUDA would run; so are
+typicality's counts by a hash index on the host (a GPU searches its tables).
 
 Regenerate the list (after a kernel changes), from the project root:
     python tests/census.py --write
@@ -310,13 +311,14 @@ def tiles_counted(census: Census, counts: dict[str, list[int]]) -> Iterator[None
 def device_paths() -> Iterator[None]:
     """The package's CPU-only operations switched to the ones a CUDA device runs instead."""
     from gpu_neighbors.core import sparse
+    from gpu_neighbors.text import typicality
 
-    cpu_only = sparse.SPARSE_INTO_DENSE
-    sparse.SPARSE_INTO_DENSE = frozenset()
+    into_dense, hashed = sparse.SPARSE_INTO_DENSE, typicality.HASHED_ON
+    sparse.SPARSE_INTO_DENSE = typicality.HASHED_ON = frozenset()
     try:
         yield
     finally:
-        sparse.SPARSE_INTO_DENSE = cpu_only
+        sparse.SPARSE_INTO_DENSE, typicality.HASHED_ON = into_dense, hashed
 
 
 def huse(count: int) -> tuple[list[str], list[float]]:

@@ -51,6 +51,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
+from gpu_neighbors.text.key_index import KeyIndex
 from gpu_neighbors.text.lexicon import misspelt_table
 from gpu_neighbors.text.token_runs import RunVocabulary, SplitTokens, split_tokens
 from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer, WhitespaceTokenizer
@@ -75,6 +76,9 @@ PAIR_BLOCK = 1 << 22  # bigram keys of position pairs (`order`) made at once
 # (`DocumentFrequency`): 512 KiB at most beyond 8 int64 a key.
 DENSE_KEYS = 1 << 16
 DENSE_PER_KEY = 8
+# Devices whose tables count the other keys by a hash index of them on the host (`KeyIndex`);
+# elsewhere by binary search on the device.
+HASHED_ON = frozenset({"cpu"})
 WORDLIKE = re.compile(r"\w")
 NOT_A_WORD = -1  # the identity of a token without a word character, before it is made unique
 
@@ -270,8 +274,23 @@ class DocumentFrequency:
         if self.by_key is not None:
             inside = (keys >= 0) & (keys < self.by_key.numel())
             return torch.where(inside, self.by_key[keys.clamp(0, self.by_key.numel() - 1)], 0)
+        if keys.device.type in HASHED_ON:
+            flat = keys.contiguous().numpy().reshape(-1)
+            asked = np.flatnonzero(flat >= 0)  # padding and unknown tokens' keys are not asked
+            found = self._hashed.find(flat[asked])
+            hit = found >= 0
+            counts = np.zeros(flat.size, dtype=np.int64)
+            counts[asked[hit]] = self.counts.numpy()[found[hit]]
+            return torch.from_numpy(counts).view(keys.shape)
         position = torch.searchsorted(self.keys, keys).clamp(max=self.keys.numel() - 1)
         return torch.where(self.keys[position] == keys, self.counts[position], 0)
+
+    @cached_property
+    def _hashed(self) -> KeyIndex:
+        """The keys' hash index, for counts on the CPU: about two slots read a key against a
+        binary search's dependent, mispredicted reads (the statistics of 20,000 candidates
+        against 2,000 training texts, one thread: 0.19-0.22 against 0.27-0.30 s)."""
+        return KeyIndex(self.keys.cpu().numpy())
 
     @classmethod
     def saved(cls, keys: torch.Tensor, counts: torch.Tensor, device: torch.device) -> DocumentFrequency:

@@ -232,11 +232,12 @@ def test_token_ids_give_the_statistics_of_their_decoded_texts(huse_records):
     np.testing.assert_array_equal(from_ids.numpy(), reference(training, decoded, tokenizer.tokenize))
 
 
-@pytest.mark.parametrize("dense", [(0, 0), (1 << 40, 0)], ids=["searched", "indexed"])
-def test_counting_by_index_or_by_search_gives_the_same_statistics(huse_records, monkeypatch, dense):
-    """Tables count a key by index where their keys' range is small and by binary search
-    elsewhere: every table one way or every table the other gives the default's bits (keys
-    past the largest, negative keys and unknown tokens included)."""
+@pytest.mark.parametrize(("dense", "hashed"), [((0, 0), True), ((0, 0), False), ((1 << 40, 0), True)],
+                         ids=["hashed", "searched", "indexed"])
+def test_counting_by_index_by_hash_or_by_search_gives_the_same_statistics(huse_records, monkeypatch, dense, hashed):
+    """Tables count a key by index where their keys' range is small, elsewhere by a hash index
+    on the CPU and by binary search on a GPU: every table one way or every table another gives
+    the default's bits (keys past the largest, negative keys and unknown tokens included)."""
     training = [record["text"] for record in huse_records[:80]]
     texts = [record["text"] for record in huse_records[80:110]] + ADVERSARIAL_TEXTS + ["", "zzz ~~ unseen"]
     default = Typicality(training, WHITESPACE, CPU)
@@ -244,6 +245,7 @@ def test_counting_by_index_or_by_search_gives_the_same_statistics(huse_records, 
                 default.of_texts(texts[:len(training)], originals=training[:len(texts)])]
     monkeypatch.setattr("gpu_neighbors.text.typicality.DENSE_KEYS", dense[0])
     monkeypatch.setattr("gpu_neighbors.text.typicality.DENSE_PER_KEY", dense[1])
+    monkeypatch.setattr("gpu_neighbors.text.typicality.HASHED_ON", frozenset({"cpu"} if hashed else ()))
     typicality = Typicality(training, WHITESPACE, CPU)
     tables = [getattr(typicality.tables, name) for name in ("tokens", "bigrams", "endings", "characters")]
     assert all((table.by_key is not None) == (dense[0] > 0) for table in tables)
