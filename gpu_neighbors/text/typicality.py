@@ -267,14 +267,15 @@ class DocumentFrequency:
         by_key[keys] = counts
         return cls(keys, counts, by_key)
 
-    def count(self, keys: torch.Tensor) -> torch.Tensor:
-        """How many training texts hold each key (0 for keys < 0: the table's keys are not)."""
+    def count(self, keys: torch.Tensor, host_waits: bool = True) -> torch.Tensor:
+        """How many training texts hold each key (0 for keys < 0: the table's keys are not);
+        `host_waits` false: the host reads nothing from the keys (the token-ids path)."""
         if not self.counts.numel():
             return torch.zeros_like(keys)
         if self.by_key is not None:
             inside = (keys >= 0) & (keys < self.by_key.numel())
             return torch.where(inside, self.by_key[keys.clamp(0, self.by_key.numel() - 1)], 0)
-        if keys.device.type in HASHED_ON:
+        if host_waits and keys.device.type in HASHED_ON:
             flat = keys.contiguous().numpy().reshape(-1)
             asked = np.flatnonzero(flat >= 0)  # padding and unknown tokens' keys are not asked
             found = self._hashed.find(flat[asked])
@@ -366,10 +367,11 @@ def _within(ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return torch.where(inside, ids, torch.full_like(ids, UNKNOWN_ID))
 
 
-def _held(table: DocumentFrequency, keys: torch.Tensor, excluded: torch.Tensor | None) -> torch.Tensor:
+def _held(table: DocumentFrequency, keys: torch.Tensor, excluded: torch.Tensor | None,
+          host_waits: bool = True) -> torch.Tensor:
     """Whether a training text holds each key of `keys` [rows, ...] (keys < 0: none), leaving out
     per row the text whose sorted keys are `excluded` [rows, width] (None: leaving out none)."""
-    counts = table.count(keys)
+    counts = table.count(keys, host_waits)
     if excluded is not None and excluded.shape[1]:
         flat = keys.flatten(1)  # [rows, keys], also for no rows
         found = torch.searchsorted(excluded, flat).clamp(max=excluded.shape[1] - 1)
@@ -548,21 +550,21 @@ class Typicality:
             held_out = HeldOut(excluded_ids.sort(dim=1).values, excluded.characters.sort(dim=1).values,
                                _bigrams(excluded_ids, excluded.lengths, self.vocab_size)[0].sort(dim=1).values,
                                excluded.endings)
-        held_mask = _held(tables.tokens, ids, None if held_out is None else held_out.ids) & inside
+        held_mask = _held(tables.tokens, ids, None if held_out is None else held_out.ids, host_waits) & inside
         held_tokens = held_mask.sum(dim=1)
         misspellings = (tokens.misspelt & inside & ~held_mask).sum(dim=1)
         codes = tokens.characters.sort(dim=1).values
         first = codes >= 0
         first[:, 1:] &= codes[:, 1:] != codes[:, :-1]
-        new_characters = (first & ~_held(tables.characters, codes, None if held_out is None else held_out.characters)
-                          ).sum(dim=1)
+        own_characters = None if held_out is None else held_out.characters
+        new_characters = (first & ~_held(tables.characters, codes, own_characters, host_waits)).sum(dim=1)
         own_bigrams = None if held_out is None else held_out.bigrams
-        held_bigrams = _held(tables.bigrams, keys, own_bigrams).sum(dim=1)
+        held_bigrams = _held(tables.bigrams, keys, own_bigrams, host_waits).sum(dim=1)
         shuffled = self._held_in_any_order(ids, lengths, own_bigrams, tables.bigrams, host_waits)
         identities = torch.where(inside, tokens.identities, torch.full_like(tokens.identities, NOT_A_WORD))
         ordered = _bigrams(identities, lengths, tokens.identity_count)[0].sort(dim=1).values
         repeats = ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(dim=1)
-        ending = tables.endings.count(tokens.endings)
+        ending = tables.endings.count(tokens.endings, host_waits)
         if held_out is not None:
             ending = ending - ((held_out.endings == tokens.endings) & (tokens.endings >= 0)).long()
         bigrams = exists.sum(dim=1)
@@ -591,7 +593,7 @@ class Typicality:
 
         def held(pair_keys: torch.Tensor, valid: torch.Tensor, owner: torch.Tensor | None) -> torch.Tensor:
             keys = torch.where(valid, pair_keys, torch.full_like(pair_keys, -1))
-            return _held(table, keys, owner).flatten(1).sum(dim=1)
+            return _held(table, keys, owner, host_waits).flatten(1).sum(dim=1)
 
         total = held(start * size + ids, known, excluded) + held(ids * size + end, known, excluded)
         if host_waits and device.type == "cpu" and rows:
