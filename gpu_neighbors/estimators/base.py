@@ -46,9 +46,10 @@ class TilePass:
     ridge: RidgeWeights | None = None
     host_waits: bool = True  # False: no host synchronisation (the token-ids path)
 
-    def ranking(self, k: int) -> TopKReduction:
+    def ranking(self, k: int, ordered: bool = True) -> TopKReduction:
+        """The running top k of each row (`ordered` false: as a set, `TopKReduction`)."""
         return TopKReduction(self.rows, k, self.quality.tie_rank, leave_one_out=self.leave_one_out, subset=self.subset,
-                             host_waits=self.host_waits)
+                             host_waits=self.host_waits, ordered=ordered)
 
     def with_ranking(self, reduction: Reduction[Any]) -> tuple[Any, Ranking | None]:
         """`reduction`'s result, and the top `neighbors` of each row from the same tiles."""

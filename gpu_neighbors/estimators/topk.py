@@ -50,6 +50,7 @@ class TopK(Estimator):
     def estimate(self, tiles: TilePass) -> tuple[TensorPrediction, Ranking | None]:
         chosen = tiles.thresholds
         k = int(chosen.top_k or 1)
-        top = tiles.run(tiles.ranking(max(k, tiles.neighbors)))
+        # Without neighbours shown, the estimate sums over all k kept, so their order is not needed.
+        top = tiles.run(tiles.ranking(max(k, tiles.neighbors), ordered=tiles.neighbors > 0))
         estimates = estimate_topk(top, tiles.quality, k, chosen.power)
         return estimates, top.first(tiles.neighbors) if tiles.neighbors else None
