@@ -432,6 +432,33 @@ def test_a_first_tile_selected_from_its_entries_above_a_bound_is_the_first_k(k, 
         assert (top.index[index, len(ranked):] == -1).all()
 
 
+def test_an_unordered_top_k_is_the_same_set_and_the_same_estimate():
+    """A running top-k kept as a set (`ordered=False`, for the estimate when no neighbours are
+    shown) holds the ordered one's entries, and its estimate is the same bits."""
+    from gpu_neighbors.core.neighbours import Quality
+    from gpu_neighbors.core.tiling import Tile
+    from gpu_neighbors.core.topk import TopKReduction, estimate_topk
+
+    generator = torch.Generator().manual_seed(8)
+    rows, size, k = 30, 120, 12
+    quality = Quality.encode(torch.rand(size, generator=generator, dtype=torch.float64))
+    similarity = torch.randint(0, 9, (rows, size), generator=generator).to(torch.float64) / 8  # ties
+    similarity[torch.rand((rows, size), generator=generator) < 0.1] = -torch.inf
+    tops = []
+    for ordered in (True, False):
+        reduction = TopKReduction(rows, k, quality.tie_rank, ordered=ordered)
+        for column in range(0, size, 50):
+            reduction.add(Tile(similarity[:, column:column + 50], 0, column))
+        tops.append(reduction.result())
+    ordered_top, unordered_top = tops
+    assert not torch.equal(ordered_top.index, unordered_top.index)  # the set is not kept in order
+    for row in range(rows):
+        assert sorted(ordered_top.index[row].tolist()) == sorted(unordered_top.index[row].tolist())
+    one, other = (estimate_topk(top, quality, k, 1.0) for top in tops)
+    assert torch.equal(one.scores.nan_to_num(-1), other.scores.nan_to_num(-1))
+    assert torch.equal(one.std.nan_to_num(-1), other.std.nan_to_num(-1))
+
+
 def test_every_k_of_the_grid_from_one_list_is_its_own_sum():
     """Tuning reads every k from running sums along one top list: each k's estimate and spread
     are the bits of a sum over its own first k entries (the estimate as `predict` made it before
