@@ -8,13 +8,19 @@ constant (Fibonacci hashing, mod 2^64), collisions go to the next slot (linear p
 table holds at least twice as many slots as keys, so a lookup reads about two slots. Built and
 read by whole-array numpy passes, one per probe step, so no Python runs per key; the answer is
 the key's position in the sorted table whatever the slots, so it is the same as a binary
-search's.
+search's. Where the table's keys are all small (below max(DENSE_KEYS, DENSE_PER_KEY x their
+number): a TF-IDF table of character bigrams, a small training set's n-grams), a table indexed by
+the key answers instead, in one read: no hashing, no probing (TF-IDF encoding, one thread: 8.9-9.3
+against 10.6-10.9 us a candidate against 10 training texts, 17.2-17.8 against 18.2-20.0 against
+2,000).
 """
 from __future__ import annotations
 
 import numpy as np
 
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, odd
+DENSE_KEYS = 1 << 16
+DENSE_PER_KEY = 8  # so at most 512 KiB, or 64 bytes a key (the hash: about 40)
 
 
 class KeyIndex:
@@ -24,6 +30,14 @@ class KeyIndex:
     def __init__(self, table: np.ndarray) -> None:
         self.table = table
         size = table.size
+        top = int(table[-1]) + 1 if size else 0
+        self._dense: np.ndarray | None = None
+        if top <= max(DENSE_KEYS, DENSE_PER_KEY * size):
+            # Position by key, and -1 in a last slot past every key, where the keys asked that
+            # are negative or past the table land (read as unsigned, clipped to it).
+            self._dense = np.full(top + 1, -1, dtype=np.int64)
+            self._dense[table] = np.arange(size, dtype=np.int64)
+            return
         bits = max(4, int(2 * size).bit_length())  # at least 2 slots a key
         self._shift = np.uint64(64 - bits)
         self._mask = (1 << bits) - 1
@@ -50,6 +64,8 @@ class KeyIndex:
     def find(self, keys: np.ndarray) -> np.ndarray:
         """Each key's position in the table (int64), or -1 where it is absent."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
+        if self._dense is not None:
+            return self._dense[np.minimum(keys.view(np.uint64), np.uint64(self._dense.size - 1))]
         size = self.table.size
         slots = self._home(keys)
         positions = self._slots[slots]
