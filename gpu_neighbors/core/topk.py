@@ -184,25 +184,29 @@ def _entrants(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, 
 
 
 def _packed(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, tie_rank: torch.Tensor,
-            least_width: int = 0) -> tuple[Entrants, np.ndarray]:
+            least_width: int | None = None) -> tuple[Entrants, np.ndarray]:
     """A CPU tile's entries at or above their row's `bound` [rows, 1], packed to the left of
-    [rows, width] (width: the most any packed row has, at least `least_width`; empty slots after
-    them, as -inf with an index and a rank past the training set), and the rows left out
-    (ascending, on the host): those with over half the tile's columns passing, whose slots stay
-    empty. On numpy's arrays (the
-    tensors' own memory): its comparison, positions and scatters take half the time of torch's
-    indexing on the CPU (1,536 x 2,000, one thread: 5.9 against 13.4 ms)."""
+    [rows, width] (width: the most any packed row has; empty slots after them, as -inf with an
+    index and a rank past the training set), and the rows left out (ascending, on the host),
+    whose slots stay empty: those with over half the tile's columns passing; or, given
+    `least_width`, those over the width of at least that which costs least, packed rows times
+    width plus the rows left out times the tile's width (a caller selects those from whole: with
+    BLEU*'s ties the widest rows pass many times as many entries as most). On numpy's arrays
+    (the tensors' own memory): its comparison, positions and scatters take half the time of
+    torch's indexing on the CPU (1,536 x 2,000, one thread: 5.9 against 13.4 ms)."""
     rows, columns = similarity.shape
     values = similarity.contiguous().numpy()
     flat = np.flatnonzero(values >= bound.numpy())
     row = flat // columns
     counts = np.bincount(row, minlength=rows)
-    wide = np.flatnonzero(2 * counts > columns)
+    width = columns // 2 if least_width is None else _cheapest_width(counts, columns, least_width)
+    narrow = counts <= width
+    wide = np.flatnonzero(~narrow)
     if wide.size:
-        kept = ~np.isin(row, wide)
+        kept = narrow[row]
         flat, row = flat[kept], row[kept]
         counts[wide] = 0
-    width = max(int(counts.max()), least_width)
+    width = max(int(counts.max()), least_width or 0)
     slot = np.arange(flat.size) + row * width - (np.cumsum(counts) - counts)[row]
     taken = flat - row * columns + first_column
     ranks = tie_rank.numpy()
@@ -215,6 +219,14 @@ def _packed(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, ti
     return packed, wide
 
 
+def _cheapest_width(counts: np.ndarray, columns: int, least: int) -> int:
+    """The width w >= `least` (one of `counts`, or `least`) that packs rows at a least cost of
+    rows x w + (rows with more than w entries) x `columns`: the entries the selections read."""
+    widths = np.unique(np.append(counts[counts > least], least))
+    over = counts.size - np.searchsorted(np.sort(counts), widths, side="right")
+    return int(widths[np.argmin(counts.size * widths + over * columns)])
+
+
 def _first_tile_top(similarity: torch.Tensor, first_column: int, tie_rank: torch.Tensor, k: int,
                     host_waits: bool) -> TopK:
     """`select_top` of a tile's k first (the rows' buffers empty). On the CPU, where the host may
@@ -222,8 +234,8 @@ def _first_tile_top(similarity: torch.Tensor, first_column: int, tie_rank: torch
     of each row's k-th largest similarity (`_kth_lower_bound`), packed (`_packed`): the selection
     reads a few k entries a row instead of the tile's width (1,536 x 2,000, k 50, one thread:
     11-18 against 31-38 ms on TF-IDF's similarities; 74-76 against 84-92 ms on BLEU*'s, full of
-    ties). Rows with over half their entries at the bound (a row with no similar text: all 0)
-    are selected from whole. The same set: every entry of the first k is at or above the row's
+    ties). Rows with many more entries at the bound than most (a row with no similar text: all
+    0) are selected from whole (`_packed`). The same set: every entry of the first k is at or above the row's
     k-th largest similarity, so at or above the bound."""
     whole = _whole_tile(similarity, first_column, tie_rank)
     rows, columns = similarity.shape

@@ -432,6 +432,20 @@ def test_a_first_tile_selected_from_its_entries_above_a_bound_is_the_first_k(k, 
         assert (top.index[index, len(ranked):] == -1).all()
 
 
+def test_the_packed_width_is_the_cheapest_at_least_k():
+    """The first tile packs its rows to the width that reads the fewest entries (packed rows x
+    width + rows left out x the tile's width), at least k: against every width by brute force."""
+    from gpu_neighbors.core.topk import _cheapest_width
+
+    generator = np.random.default_rng(4)
+    for columns, least in ((2000, 50), (300, 10), (64, 16)):
+        for counts in (generator.integers(least, columns + 1, 200), np.full(50, least),
+                       np.concatenate([generator.integers(least, 2 * least, 190), np.full(10, columns)])):
+            costs = {width: counts.size * width + int((counts > width).sum()) * columns
+                     for width in range(least, columns + 1)}
+            assert costs[_cheapest_width(counts, columns, least)] == min(costs.values())
+
+
 def test_an_unordered_top_k_is_the_same_set_and_the_same_estimate():
     """A running top-k kept as a set (`ordered=False`, for the estimate when no neighbours are
     shown) holds the ordered one's entries, and its estimate is the same bits."""
