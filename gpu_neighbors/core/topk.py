@@ -233,8 +233,8 @@ def _first_tile_top(similarity: torch.Tensor, first_column: int, tie_rank: torch
     wait and the tile is at least PRUNE_WIDTH k wide, from its entries at or above a lower bound
     of each row's k-th largest similarity (`_kth_lower_bound`), packed (`_packed`): the selection
     reads a few k entries a row instead of the tile's width (1,536 x 2,000, k 50, one thread:
-    11-18 against 31-38 ms on TF-IDF's similarities; 74-76 against 84-92 ms on BLEU*'s, full of
-    ties). Rows with many more entries at the bound than most (a row with no similar text: all
+    11-18 against 31-38 ms on TF-IDF's similarities; 40-43 against 83-104 ms on BLEU*'s, full of
+    ties, and 40-83 ms packed to the widest row under half the tile). Rows with many more entries at the bound than most (a row with no similar text: all
     0) are selected from whole (`_packed`). The same set: every entry of the first k is at or above the row's
     k-th largest similarity, so at or above the bound."""
     whole = _whole_tile(similarity, first_column, tie_rank)
