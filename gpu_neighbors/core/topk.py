@@ -179,49 +179,59 @@ def _entrants(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, 
     token-ids path promises no host synchronisation), and a GPU's selections cost little."""
     if not host_waits or similarity.device.type != "cpu" or not similarity.shape[0]:
         return _whole_tile(similarity, first_column, tie_rank)
-    packed, wide = _packed(similarity, bound, first_column, tie_rank)
-    return _whole_tile(similarity, first_column, tie_rank) if wide.size else packed
+    passing = Passing.of(similarity, bound)
+    width = int(passing.counts.max())
+    if 2 * width > similarity.shape[1]:
+        return _whole_tile(similarity, first_column, tie_rank)
+    return _packed(passing, width, first_column, tie_rank)
 
 
-def _packed(similarity: torch.Tensor, bound: torch.Tensor, first_column: int, tie_rank: torch.Tensor,
-            least_width: int | None = None) -> tuple[Entrants, np.ndarray]:
-    """A CPU tile's entries at or above their row's `bound` [rows, 1], packed to the left of
-    [rows, width] (width: the most any packed row has; empty slots after them, as -inf with an
-    index and a rank past the training set), and the rows left out (ascending, on the host),
-    whose slots stay empty: those with over half the tile's columns passing; or, given
-    `least_width`, those over the width of at least that which costs least, packed rows times
-    width plus the rows left out times the tile's width (a caller selects those from whole: with
-    BLEU*'s ties the widest rows pass many times as many entries as most). On numpy's arrays
-    (the tensors' own memory): its comparison, positions and scatters take half the time of
-    torch's indexing on the CPU (1,536 x 2,000, one thread: 5.9 against 13.4 ms)."""
-    rows, columns = similarity.shape
-    values = similarity.contiguous().numpy()
-    flat = np.flatnonzero(values >= bound.numpy())
+@dataclass(frozen=True)
+class Passing:
+    """A CPU tile's entries at or above their row's bound [rows, 1], on numpy's arrays (the
+    tensors' own memory: numpy's comparison, positions and scatters take half the time of
+    torch's indexing on the CPU, 1,536 x 2,000, one thread: 5.9 against 13.4 ms): the tile's
+    values, the passing entries' flat positions (ascending) and how many pass in each row."""
+
+    values: np.ndarray
+    flat: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, similarity: torch.Tensor, bound: torch.Tensor) -> Passing:
+        values = similarity.contiguous().numpy()
+        flat = np.flatnonzero(values >= bound.numpy())
+        return cls(values, flat, np.bincount(flat // values.shape[1], minlength=values.shape[0]))
+
+
+def _packed(passing: Passing, width: int, first_column: int, tie_rank: torch.Tensor) -> Entrants:
+    """The passing entries of the rows with at most `width` of them packed to the left of
+    [rows, width] (training columns from `first_column`); empty slots, and every slot of the
+    other rows, as -inf with an index and a rank past the training set."""
+    rows, columns = passing.values.shape
+    narrow = passing.counts <= width
+    counts = np.where(narrow, passing.counts, 0)
+    flat = passing.flat
     row = flat // columns
-    counts = np.bincount(row, minlength=rows)
-    width = columns // 2 if least_width is None else _cheapest_width(counts, columns, least_width)
-    narrow = counts <= width
-    wide = np.flatnonzero(~narrow)
-    if wide.size:
+    if not narrow.all():
         kept = narrow[row]
         flat, row = flat[kept], row[kept]
-        counts[wide] = 0
-    width = max(int(counts.max()), least_width or 0)
     slot = np.arange(flat.size) + row * width - (np.cumsum(counts) - counts)[row]
     taken = flat - row * columns + first_column
     ranks = tie_rank.numpy()
     packed = Entrants(torch.full((rows, width), -torch.inf, dtype=torch.float64),
                       torch.full((rows, width), torch.iinfo(torch.int64).max, dtype=torch.int64),
                       torch.full((rows, width), ranks.size, dtype=tie_rank.dtype))
-    packed.similarity.numpy().reshape(-1)[slot] = values.reshape(-1)[flat]
+    packed.similarity.numpy().reshape(-1)[slot] = passing.values.reshape(-1)[flat]
     packed.index.numpy().reshape(-1)[slot] = taken
     packed.rank.numpy().reshape(-1)[slot] = ranks[taken]
-    return packed, wide
+    return packed
 
 
 def _cheapest_width(counts: np.ndarray, columns: int, least: int) -> int:
     """The width w >= `least` (one of `counts`, or `least`) that packs rows at a least cost of
-    rows x w + (rows with more than w entries) x `columns`: the entries the selections read."""
+    rows x w + (rows with more than w entries) x `columns`: the entries the selections read
+    (with BLEU*'s ties the widest rows pass many times as many entries as most)."""
     widths = np.unique(np.append(counts[counts > least], least))
     over = counts.size - np.searchsorted(np.sort(counts), widths, side="right")
     return int(widths[np.argmin(counts.size * widths + over * columns)])
@@ -231,22 +241,25 @@ def _first_tile_top(similarity: torch.Tensor, first_column: int, tie_rank: torch
                     host_waits: bool) -> TopK:
     """`select_top` of a tile's k first (the rows' buffers empty). On the CPU, where the host may
     wait and the tile is at least PRUNE_WIDTH k wide, from its entries at or above a lower bound
-    of each row's k-th largest similarity (`_kth_lower_bound`), packed (`_packed`): the selection
-    reads a few k entries a row instead of the tile's width (1,536 x 2,000, k 50, one thread:
-    11-18 against 31-38 ms on TF-IDF's similarities; 40-43 against 83-104 ms on BLEU*'s, full of
-    ties, and 40-83 ms packed to the widest row under half the tile). Rows with many more entries at the bound than most (a row with no similar text: all
-    0) are selected from whole (`_packed`). The same set: every entry of the first k is at or above the row's
-    k-th largest similarity, so at or above the bound."""
+    of each row's k-th largest similarity (`_kth_lower_bound`), packed (`_packed`) to the width
+    that reads the fewest entries (`_cheapest_width`), the rows with more selected from whole (a
+    row with no similar text: all 0): the selection reads a few k entries a row instead of the
+    tile's width (1,536 x 2,000, k 50, one thread: 11-18 against 31-38 ms on TF-IDF's
+    similarities; 40-43 against 83-104 ms on BLEU*'s, full of ties, and 40-83 ms packed to the
+    widest row under half the tile). The same set: every entry of the first k is at or above
+    the row's k-th largest similarity, so at or above the bound."""
     whole = _whole_tile(similarity, first_column, tie_rank)
     rows, columns = similarity.shape
     if not host_waits or similarity.device.type != "cpu" or not rows or columns < PRUNE_WIDTH * k:
         return select_top(whole.similarity, whole.index, k, tie_rank, whole.rank, host_waits)
-    packed, wide = _packed(similarity, _kth_lower_bound(similarity, k), first_column, tie_rank, k)
+    passing = Passing.of(similarity, _kth_lower_bound(similarity, k))
+    width = _cheapest_width(passing.counts, columns, k)
+    packed = _packed(passing, width, first_column, tie_rank)
     top = select_top(packed.similarity, packed.index, k, tie_rank, packed.rank, host_waits)
-    if wide.size:
-        chosen = torch.from_numpy(wide)
-        rest = select_top(whole.similarity[chosen], whole.index[chosen], k, tie_rank, whole.rank[chosen], host_waits)
-        top.similarity[chosen], top.index[chosen] = rest.similarity, rest.index
+    wide = torch.from_numpy(np.flatnonzero(passing.counts > width))
+    if wide.numel():
+        rest = select_top(whole.similarity[wide], whole.index[wide], k, tie_rank, whole.rank[wide], host_waits)
+        top.similarity[wide], top.index[wide] = rest.similarity, rest.index
     return top
 
 
