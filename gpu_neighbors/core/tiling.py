@@ -16,6 +16,8 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import numpy as np
 import torch
 
+from gpu_neighbors.core.host_memory import keep_freed_memory
+
 DEFAULT_CPU_BUDGET = 1 << 30  # bytes of tile working memory on CPU
 CUDA_BUDGET_SHARE = 0.5  # of the device's free memory
 MAX_CHUNK_ROWS = 4096
@@ -165,7 +167,9 @@ def reduce_tiles(
 ) -> Result:
     """The tile loop. `encode(first, last)` prepares candidate rows first..last-1 once per
     chunk; `tile(encoded, start, stop)` gives their similarities to training texts
-    start..stop-1; `on_chunk(rows)` follows each chunk (progress bars)."""
+    start..stop-1; `on_chunk(rows)` follows each chunk (progress bars). The host's allocator
+    keeps what a tile frees for the next (`core.host_memory`)."""
+    keep_freed_memory()
     for first, last in chunks:
         encoded = encode(first, last)
         for start, stop in blocks:
