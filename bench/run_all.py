@@ -149,7 +149,6 @@ PEER_COLUMNS = (
     ("compared_with", "checked against ours", "{}"),
     ("max_abs_difference", "max abs difference", "{:.1e}"),
     ("pairs_differing", "pairs differing (> 1e-9)", "{:,}"),
-    ("score_mismatches", "scores not equal", "{:,}"),
     ("ratio", "ratio (peer / ours)", "{:,.0f}x"),
 )
 
