@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpu_neighbors.cli.options import bertscore_options, scorer_from_args
+from gpu_neighbors.core.host_memory import leave_allocator_alone
 from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.saved import CONFIG
@@ -81,6 +82,9 @@ def command_score(args: argparse.Namespace) -> int:
         from gpu_neighbors.core.threads import set_threads
 
         set_threads(threads)
+    # The batches' tiles run in worker threads while the reader bounds the run: keeping freed
+    # memory saved no time and raised the peak resident size (core.host_memory).
+    leave_allocator_alone()
     if (args.train is None) == (args.scorer is None):
         raise ValueError("give --train FILE (the scorer is fitted here) or --scorer FOLDER (a saved one): one of them")
     training = {"--train": args.train} if args.train is not None else {"--scorer": saved_file(args.scorer)}

@@ -124,3 +124,23 @@ def test_score_takes_one_thread_on_the_cpu_unless_told():
     assert default_threads("cpu") == 1
     if not torch.cuda.is_available():
         assert default_threads("auto") == 1
+
+
+def test_score_leaves_the_host_allocator_alone(tmp_path, train_file, monkeypatch):
+    """`score`'s tiles run in worker threads while the reader bounds it: glibc is never asked
+    to keep freed memory there (core.host_memory), though its fit and tiles run the tile loop,
+    which asks elsewhere."""
+    from gpu_neighbors.core import host_memory
+
+    asked: list[bool] = []
+    monkeypatch.setattr(host_memory, "_asked", False)
+    monkeypatch.setattr(host_memory, "_kept", False)
+    monkeypatch.setattr(host_memory, "_set_glibc_thresholds", lambda: asked.append(True) or True)
+    candidates = tmp_path / "cands.txt"
+    candidates.write_text("a short text\nanother one\n", encoding="utf-8")
+    arguments = ["score", "--train", str(train_file), "--candidates", str(candidates), "--quiet"]
+    assert main([*arguments, "--output", str(tmp_path / "out.jsonl")]) == 0
+    assert not asked and not host_memory.keep_freed_memory()
+    monkeypatch.setattr(host_memory, "_asked", False)
+    assert main(["evaluate", "--data", str(train_file)]) == 0  # a tile loop elsewhere asks
+    assert asked == [True]

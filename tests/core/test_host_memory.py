@@ -28,6 +28,9 @@ if sys.argv[1] == "loop":
     reduce_tiles(lambda first, last: None, lambda encoded, start, stop: None, [], [], type("R", (), {"result": lambda self: 0})())
 elif sys.argv[1] == "call":
     host_memory.keep_freed_memory()
+elif sys.argv[1] == "alone":
+    host_memory.leave_allocator_alone()
+    reduce_tiles(lambda first, last: None, lambda encoded, start, stop: None, [], [], type("R", (), {"result": lambda self: 0})())
 
 def churn():
     arrays = [torch.ones((31 << 20) // 8, dtype=torch.float64) for _ in range(4)]
@@ -75,4 +78,9 @@ def test_freed_memory_is_kept_for_the_next_round(how: str) -> None:
                                          {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"}])
 def test_an_owner_who_chose_keeps_the_allocator_as_it_was(environment: dict[str, str]) -> None:
     kept, _ = _faults("call", **environment)
+    assert not kept
+
+
+def test_a_process_that_leaves_it_alone_keeps_the_allocator_as_it_was() -> None:
+    kept, _ = _faults("alone")
     assert not kept
