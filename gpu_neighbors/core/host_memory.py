@@ -36,7 +36,7 @@ _asked = False  # keep_freed_memory has run in this process: its answer holds fo
 _kept = False
 
 
-def owner_left_allocator_alone() -> bool:
+def _owner_left_allocator_alone() -> bool:
     """Whether neither the environment nor the user chose how glibc's malloc behaves."""
     if os.environ.get(OPT_OUT, "1") == "0":
         return False
@@ -50,7 +50,7 @@ def keep_freed_memory() -> bool:
     global _asked, _kept
     if not _asked:
         _asked = True
-        _kept = owner_left_allocator_alone() and _set_glibc_thresholds()
+        _kept = _owner_left_allocator_alone() and _set_glibc_thresholds()
     return _kept
 
 
