@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 
 KEPT_BYTES = 256 << 20
 MMAP_THRESHOLD_BYTES = 32 << 20  # glibc's largest mmap threshold on 64-bit systems
@@ -64,11 +65,13 @@ def leave_allocator_alone() -> None:
 
 
 def _set_glibc_thresholds() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
     try:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # only glibc has it: its mallopt numbers are the ones above
         mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, KEPT_BYTES))

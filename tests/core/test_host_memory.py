@@ -84,3 +84,15 @@ def test_an_owner_who_chose_keeps_the_allocator_as_it_was(environment: dict[str,
 def test_a_process_that_leaves_it_alone_keeps_the_allocator_as_it_was() -> None:
     kept, _ = _faults("alone")
     assert not kept
+
+
+def test_elsewhere_than_linux_nothing_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows has no `CDLL(None)` (a TypeError there), macOS and the BSDs no glibc."""
+    from gpu_neighbors.core import host_memory
+
+    def refused(name: object) -> None:
+        raise AssertionError(f"the C library was opened ({name!r})")
+
+    monkeypatch.setattr(host_memory.sys, "platform", "win32")
+    monkeypatch.setattr(host_memory.ctypes, "CDLL", refused)
+    assert not host_memory._set_glibc_thresholds()
