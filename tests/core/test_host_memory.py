@@ -1,6 +1,7 @@
 """The host allocator keeps what a tile loop frees (glibc), unless its owner chose otherwise.
 
-Each case runs in a child process: the setting is process-wide and permanent. The child frees
+The pages are counted in a child process (the setting is process-wide and permanent); who is
+asked, in this one with glibc's call recorded instead of made. The child frees
 four 31 MiB tensors at once, five times over (after four rounds to warm up), and counts its page
 faults. With the setting, none: the 124 MiB freed is under KEPT_BYTES. Without it, glibc gives
 them back (124 MiB free at the heap's top is over its own trim threshold, at most 64 MiB) and
@@ -28,9 +29,6 @@ if sys.argv[1] == "loop":
     reduce_tiles(lambda first, last: None, lambda encoded, start, stop: None, [], [], type("R", (), {"result": lambda self: 0})())
 elif sys.argv[1] == "call":
     host_memory.keep_freed_memory()
-elif sys.argv[1] == "alone":
-    host_memory.leave_allocator_alone()
-    reduce_tiles(lambda first, last: None, lambda encoded, start, stop: None, [], [], type("R", (), {"result": lambda self: 0})())
 
 def churn():
     arrays = [torch.ones((31 << 20) // 8, dtype=torch.float64) for _ in range(4)]
@@ -41,8 +39,7 @@ for _ in range(4):  # glibc's heap settles in three rounds
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(5):
     churn()
-# "none": never asked; else the answer the first ask gave
-print(sys.argv[1] != "none" and host_memory.keep_freed_memory(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(host_memory.keep_freed_memory(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 FRESH_ROUND = (124 << 20) // 4096  # pages of one round's arrays
 
@@ -58,10 +55,9 @@ def _glibc() -> bool:
 pytestmark = pytest.mark.skipif(not _glibc(), reason="the setting is glibc's (mallopt); this C library has none")
 
 
-def _faults(how: str, **environment: str) -> tuple[bool, int]:
+def _faults(how: str) -> tuple[bool, int]:
     env = {name: value for name, value in os.environ.items()
            if not name.startswith("MALLOC_") and name not in ("GLIBC_TUNABLES", "GPU_NEIGHBORS_KEEP_HOST_MEMORY")}
-    env.update(environment)
     done = subprocess.run([sys.executable, "-c", CHILD, how], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     kept, faults = done.stdout.split()
@@ -74,16 +70,46 @@ def test_freed_memory_is_kept_for_the_next_round(how: str) -> None:
     assert kept and faults < FRESH_ROUND // 10
 
 
+@pytest.fixture()
+def unasked(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """This process's module as if never asked, glibc's call recorded instead of made (the
+    choices below are made before any call, which is what a child would show)."""
+    from gpu_neighbors.core import host_memory
+
+    asked: list[bool] = []
+    monkeypatch.setattr(host_memory, "_asked", False)
+    monkeypatch.setattr(host_memory, "_kept", False)
+    monkeypatch.setattr(host_memory, "_set_glibc_thresholds", lambda: asked.append(True) or True)
+    for name in [name for name in os.environ if name.startswith("MALLOC_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    monkeypatch.delenv("GPU_NEIGHBORS_KEEP_HOST_MEMORY", raising=False)
+    return asked
+
+
 @pytest.mark.parametrize("environment", [{"GPU_NEIGHBORS_KEEP_HOST_MEMORY": "0"}, {"MALLOC_ARENA_MAX": "2"},
                                          {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"}])
-def test_an_owner_who_chose_keeps_the_allocator_as_it_was(environment: dict[str, str]) -> None:
-    kept, _ = _faults("call", **environment)
-    assert not kept
+def test_an_owner_who_chose_keeps_the_allocator_as_it_was(unasked: list[bool], monkeypatch: pytest.MonkeyPatch,
+                                                          environment: dict[str, str]) -> None:
+    from gpu_neighbors.core import host_memory
+
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert not host_memory.keep_freed_memory() and not unasked
 
 
-def test_a_process_that_leaves_it_alone_keeps_the_allocator_as_it_was() -> None:
-    kept, _ = _faults("alone")
-    assert not kept
+def test_a_process_that_leaves_it_alone_keeps_the_allocator_as_it_was(unasked: list[bool]) -> None:
+    from gpu_neighbors.core import host_memory
+
+    host_memory.leave_allocator_alone()
+    assert not host_memory.keep_freed_memory() and not unasked
+
+
+def test_an_owner_who_left_it_alone_is_asked_once(unasked: list[bool]) -> None:
+    from gpu_neighbors.core import host_memory
+
+    assert host_memory.keep_freed_memory() and host_memory.keep_freed_memory()
+    assert unasked == [True]
 
 
 def test_elsewhere_than_linux_nothing_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
