@@ -23,6 +23,12 @@ DENSE_KEYS = 1 << 16
 DENSE_PER_KEY = 8  # so at most 512 KiB, or 64 bytes a key (the hash: about 40)
 
 
+def indexed_by_key(top: int, size: int) -> bool:
+    """Whether `size` keys below `top` are kept in a table indexed by the key: at most
+    max(DENSE_KEYS, DENSE_PER_KEY x size) slots (here, and typicality's counts by key)."""
+    return top <= max(DENSE_KEYS, DENSE_PER_KEY * size)
+
+
 class KeyIndex:
     """Positions of keys (int64; a negative one is absent) in `table` (sorted, distinct,
     non-negative int64)."""
@@ -32,7 +38,7 @@ class KeyIndex:
         size = table.size
         top = int(table[-1]) + 1 if size else 0
         self._dense: np.ndarray | None = None
-        if top <= max(DENSE_KEYS, DENSE_PER_KEY * size):
+        if indexed_by_key(top, size):
             # Position by key, and -1 in a last slot past every key, where the keys asked that
             # are negative or past the table land (read as unsigned, clipped to it).
             self._dense = np.full(top + 1, -1, dtype=np.int64)

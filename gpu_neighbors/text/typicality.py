@@ -51,7 +51,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from gpu_neighbors.text.key_index import KeyIndex
+from gpu_neighbors.text.key_index import KeyIndex, indexed_by_key
 from gpu_neighbors.text.lexicon import misspelt_table
 from gpu_neighbors.text.token_runs import RunVocabulary, SplitTokens, split_tokens
 from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer, WhitespaceTokenizer
@@ -72,10 +72,6 @@ TEST_ALONE = (True, False, True, True, True, False, True)
 FIT_ROWS = 1 << 12  # texts padded at once
 SHORT_TEXT = 64  # characters: texts up to twice this long share a slice whatever their lengths
 PAIR_BLOCK = 1 << 22  # bigram keys of position pairs (`order`) made at once
-# A table whose largest key is below max(DENSE_KEYS, DENSE_PER_KEY x its keys) counts them by index
-# (`DocumentFrequency`): 512 KiB at most beyond 8 int64 a key.
-DENSE_KEYS = 1 << 16
-DENSE_PER_KEY = 8
 # Devices whose tables count the other keys by a hash index of them on the host (`KeyIndex`);
 # elsewhere by binary search on the device.
 HASHED_ON = frozenset({"cpu"})
@@ -243,8 +239,8 @@ def _per_row_distinct(keys: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class DocumentFrequency:
     """Sorted distinct keys and how many training texts hold each; where the keys' range is
-    small (token ids, most code points, a small training set's bigrams: DENSE_KEYS), also the
-    counts indexed by key, so that a count is one read instead of a binary search (which was a
+    small (token ids, most code points, a small training set's bigrams: `key_index.indexed_by_key`,
+    the rule `KeyIndex` follows), also the counts indexed by key, so that a count is one read instead of a binary search (which was a
     third of a candidate's statistics against 10 training texts)."""
 
     keys: torch.Tensor
@@ -261,7 +257,7 @@ class DocumentFrequency:
         """The table with its counts indexed by key where their range allows (read on the host
         once, here: `count` then reads nothing)."""
         size = int(keys[-1]) + 1 if keys.numel() else 0
-        if not keys.numel() or size > max(DENSE_KEYS, DENSE_PER_KEY * keys.numel()):
+        if not keys.numel() or not indexed_by_key(size, keys.numel()):
             return cls(keys, counts)
         by_key = torch.zeros(size, dtype=torch.int64, device=keys.device)
         by_key[keys] = counts

@@ -243,8 +243,8 @@ def test_counting_by_index_by_hash_or_by_search_gives_the_same_statistics(huse_r
     default = Typicality(training, WHITESPACE, CPU)
     expected = [default.of_texts(texts), default.of_texts(training, own=True),
                 default.of_texts(texts[:len(training)], originals=training[:len(texts)])]
-    monkeypatch.setattr("gpu_neighbors.text.typicality.DENSE_KEYS", dense[0])
-    monkeypatch.setattr("gpu_neighbors.text.typicality.DENSE_PER_KEY", dense[1])
+    monkeypatch.setattr("gpu_neighbors.text.key_index.DENSE_KEYS", dense[0])
+    monkeypatch.setattr("gpu_neighbors.text.key_index.DENSE_PER_KEY", dense[1])
     monkeypatch.setattr("gpu_neighbors.text.typicality.HASHED_ON", frozenset({"cpu"} if hashed else ()))
     typicality = Typicality(training, WHITESPACE, CPU)
     tables = [getattr(typicality.tables, name) for name in ("tokens", "bigrams", "endings", "characters")]
