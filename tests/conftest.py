@@ -105,3 +105,24 @@ def huse_texts(huse_records) -> list[str]:
 @pytest.fixture(scope="session")
 def huse_scores(huse_records) -> list[float]:
     return [record["score"] for record in huse_records]
+
+
+def allocator_variable(name: str) -> bool:
+    """Whether an environment variable is one by which a process's owner chooses how glibc's
+    malloc behaves (`core.host_memory` then never asks it)."""
+    return name.startswith("MALLOC_") or name in ("GLIBC_TUNABLES", "GPU_NEIGHBORS_KEEP_HOST_MEMORY")
+
+
+@pytest.fixture()
+def unasked_allocator(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """`core.host_memory` as if this process had never asked glibc, in an environment that chose
+    nothing, with glibc's call recorded (one True a call) instead of made."""
+    from gpu_neighbors.core import host_memory
+
+    asked: list[bool] = []
+    monkeypatch.setattr(host_memory, "_asked", False)
+    monkeypatch.setattr(host_memory, "_kept", False)
+    monkeypatch.setattr(host_memory, "_set_glibc_thresholds", lambda: asked.append(True) or True)
+    for name in [name for name in os.environ if allocator_variable(name)]:
+        monkeypatch.delenv(name)
+    return asked

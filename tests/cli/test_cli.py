@@ -126,16 +126,13 @@ def test_score_takes_one_thread_on_the_cpu_unless_told():
         assert default_threads("auto") == 1
 
 
-def test_score_leaves_the_host_allocator_alone(tmp_path, train_file, monkeypatch):
+def test_score_leaves_the_host_allocator_alone(tmp_path, train_file, monkeypatch, unasked_allocator):
     """`score`'s tiles run in worker threads while the reader bounds it: glibc is never asked
     to keep freed memory there (core.host_memory), though its fit and tiles run the tile loop,
     which asks elsewhere."""
     from gpu_neighbors.core import host_memory
 
-    asked: list[bool] = []
-    monkeypatch.setattr(host_memory, "_asked", False)
-    monkeypatch.setattr(host_memory, "_kept", False)
-    monkeypatch.setattr(host_memory, "_set_glibc_thresholds", lambda: asked.append(True) or True)
+    asked = unasked_allocator
     candidates = tmp_path / "cands.txt"
     candidates.write_text("a short text\nanother one\n", encoding="utf-8")
     arguments = ["score", "--train", str(train_file), "--candidates", str(candidates), "--quiet"]

@@ -19,6 +19,8 @@ import sys
 
 import pytest
 
+from conftest import allocator_variable
+
 CHILD = """
 import resource, sys
 import torch
@@ -56,8 +58,7 @@ pytestmark = pytest.mark.skipif(not _glibc(), reason="the setting is glibc's (ma
 
 
 def _faults(how: str) -> tuple[bool, int]:
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith("MALLOC_") and name not in ("GLIBC_TUNABLES", "GPU_NEIGHBORS_KEEP_HOST_MEMORY")}
+    env = {name: value for name, value in os.environ.items() if not allocator_variable(name)}
     done = subprocess.run([sys.executable, "-c", CHILD, how], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     kept, faults = done.stdout.split()
@@ -70,46 +71,30 @@ def test_freed_memory_is_kept_for_the_next_round(how: str) -> None:
     assert kept and faults < FRESH_ROUND // 10
 
 
-@pytest.fixture()
-def unasked(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """This process's module as if never asked, glibc's call recorded instead of made (the
-    choices below are made before any call, which is what a child would show)."""
-    from gpu_neighbors.core import host_memory
-
-    asked: list[bool] = []
-    monkeypatch.setattr(host_memory, "_asked", False)
-    monkeypatch.setattr(host_memory, "_kept", False)
-    monkeypatch.setattr(host_memory, "_set_glibc_thresholds", lambda: asked.append(True) or True)
-    for name in [name for name in os.environ if name.startswith("MALLOC_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
-    monkeypatch.delenv("GPU_NEIGHBORS_KEEP_HOST_MEMORY", raising=False)
-    return asked
-
-
 @pytest.mark.parametrize("environment", [{"GPU_NEIGHBORS_KEEP_HOST_MEMORY": "0"}, {"MALLOC_ARENA_MAX": "2"},
                                          {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"}])
-def test_an_owner_who_chose_keeps_the_allocator_as_it_was(unasked: list[bool], monkeypatch: pytest.MonkeyPatch,
+def test_an_owner_who_chose_keeps_the_allocator_as_it_was(unasked_allocator: list[bool],
+                                                          monkeypatch: pytest.MonkeyPatch,
                                                           environment: dict[str, str]) -> None:
     from gpu_neighbors.core import host_memory
 
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    assert not host_memory.keep_freed_memory() and not unasked
+    assert not host_memory.keep_freed_memory() and not unasked_allocator
 
 
-def test_a_process_that_leaves_it_alone_keeps_the_allocator_as_it_was(unasked: list[bool]) -> None:
+def test_a_process_that_leaves_it_alone_keeps_the_allocator_as_it_was(unasked_allocator: list[bool]) -> None:
     from gpu_neighbors.core import host_memory
 
     host_memory.leave_allocator_alone()
-    assert not host_memory.keep_freed_memory() and not unasked
+    assert not host_memory.keep_freed_memory() and not unasked_allocator
 
 
-def test_an_owner_who_left_it_alone_is_asked_once(unasked: list[bool]) -> None:
+def test_an_owner_who_left_it_alone_is_asked_once(unasked_allocator: list[bool]) -> None:
     from gpu_neighbors.core import host_memory
 
     assert host_memory.keep_freed_memory() and host_memory.keep_freed_memory()
-    assert unasked == [True]
+    assert unasked_allocator == [True]
 
 
 def test_elsewhere_than_linux_nothing_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
