@@ -3,10 +3,11 @@ takes 13.5 min serial on 2 loaded cores here, so on 16 cores it runs on xdist wo
 writing its result before the next starts: `collect` (every test module
 imports; nothing is left out), `parity` of every kernel and estimator between the CPU and a
 device (with `predict_ids` and rewards under `set_sync_debug_mode("error")`), `tests` (the suite
-on that device), `bench` (the benchmarks there).
+on that device), `throughput` (bench/gpu_throughput.py: the targets' figures beside the device's
+measured ceilings), `bench` (the benchmarks there, bench/run_all.py).
 
     python bench/gpu_check.py collect parity tests bench --device cuda --budget 560
-    python bench/gpu_check.py all                                  (the same four)
+    python bench/gpu_check.py all                  (collect parity tests throughput bench)
     python bench/gpu_check.py tests --pytest-args "tests/kernels -x"  (or --pytest-args=...)
 
 `bash scripts/gpu_check.sh STEP ...` runs it on a bare machine from what `bash
@@ -55,7 +56,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-STEPS = ("collect", "parity", "tests", "bench")  # also the order of `all`: what matters most first
+STEPS = ("collect", "parity", "tests", "throughput", "bench")  # also the order of `all`: what matters most first
 EXACT_KERNELS = ("bleu", "rouge", "meteor", "tfidf")
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
                "special_tokens_map.json")
@@ -358,11 +359,23 @@ def tests_step(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     workers = ["-n", str(args.workers)] if args.workers > 0 and importlib.util.find_spec("xdist") else []
     command = pytest_command(args, "-q", "-rfE", "-p", "gpu_check_plugin", f"--junitxml={out / 'junit.xml'}",
                              *workers)
-    environment = {**child_environment(args.device, model), "GPU_CHECK_FAILURES": str(failures)}
+    # each worker's torch takes the cores it would share with the others, not all of them
+    threads = str(max(1, (os.cpu_count() or 1) // max(1, args.workers))) if workers else None
+    environment = {**child_environment(args.device, model), "GPU_CHECK_FAILURES": str(failures),
+                   **({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", threads)} if threads else {})}
     result = run_logged(command, out / "pytest.log", environment, args.step_timeout)
     failed = [line.removeprefix("## ").strip() for line in failures.read_text(encoding="utf-8").splitlines()
               if line.startswith("## ")]
     return {**result, **junit_summary(out / "junit.xml"), "failed": failed}
+
+
+def throughput_step(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """bench/gpu_throughput.py: the targets' figures against the device's measured ceilings,
+    each a line of throughput.jsonl as it is measured."""
+    model = random_model()
+    command = [sys.executable, "bench/gpu_throughput.py", "--budget", f"{max(args.step_timeout - 15, 30):.0f}",
+               "--output", str(out / "throughput.jsonl"), "--device", args.device]
+    return run_logged(command, out / "throughput.log", child_environment(args.device, model), args.step_timeout)
 
 
 def bench_step(args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -422,7 +435,8 @@ def run_step(step: str, args: argparse.Namespace) -> bool:
     """One step inside its guard; its result is added to check.json and check.md before this
     returns."""
     steps: dict[str, Callable[[argparse.Namespace, Path], dict[str, Any]]] = {
-        "collect": collect_step, "parity": parity_step, "tests": tests_step, "bench": bench_step}
+        "collect": collect_step, "parity": parity_step, "tests": tests_step, "throughput": throughput_step,
+        "bench": bench_step}
     out = output_folder()
     started = time.perf_counter()
     try:
