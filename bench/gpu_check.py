@@ -173,14 +173,10 @@ def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
                 row["similarities_identical"] = bool(torch.equal(*similarity))
                 for name, predict in (("predict", lambda s: s.predict(candidates)),
                                       ("leave_one_out", lambda s: s.leave_one_out())):
-                    first, second = predict(on_cpu), predict(on_device)
-                    row[f"{name}_identical"] = bool(
-                        np.array_equal(first.scores, second.scores, equal_nan=True)
-                        and np.array_equal(first.num_neighbors, second.num_neighbors)
-                        and np.array_equal(first.nearest, second.nearest)
-                        and np.array_equal(first.outside, second.outside)
-                        and (first.low is None or (np.array_equal(first.low, second.low, equal_nan=True)
-                                                   and np.array_equal(first.high, second.high, equal_nan=True))))
+                    differences = prediction_differences(predict(on_cpu), predict(on_device))
+                    row[f"{name}_identical"] = not differences
+                    if differences:
+                        row[f"{name}_differences"] = differences
                 row["passed"] = all(value for key, value in row.items() if key.endswith("_identical"))
             else:
                 row["tolerance"] = TOLERANCE[precision]
@@ -192,6 +188,34 @@ def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
         print(f"parity {kernel} {precision} {estimator}: {'ok' if row['passed'] else 'FAILED'}", file=sys.stderr,
               flush=True)
     return rows
+
+
+PREDICTION_FIELDS = ("scores", "num_neighbors", "std", "covered", "low", "high", "nearest", "outside", "typicality")
+
+
+def prediction_differences(first: Any, second: Any) -> dict[str, dict[str, Any]]:
+    """Each field of two `Prediction`s that differs: how many entries, the largest difference and
+    the first differing entry on each side (what a fix needs to find the operation)."""
+    import numpy as np
+
+    found = {}
+    for field in PREDICTION_FIELDS:
+        left, right = getattr(first, field), getattr(second, field)
+        if left is None and right is None:
+            continue
+        if left is None or right is None:
+            found[field] = {"present": [left is not None, right is not None]}
+            continue
+        left, right = np.asarray(left), np.asarray(right)
+        if np.array_equal(left, right, equal_nan=left.dtype.kind == "f"):
+            continue
+        differing = ~((left == right) | (np.isnan(left) & np.isnan(right)) if left.dtype.kind == "f" else left == right)
+        index = int(np.flatnonzero(differing)[0])
+        gap = np.abs(left.astype(np.float64) - right.astype(np.float64))[differing]
+        found[field] = {"differing": int(differing.sum()), "of": int(left.size),
+                        "max_abs": float(np.nanmax(gap)) if np.isfinite(gap).any() else float("nan"),
+                        "first": index, "cpu": left.flat[index].item(), "device": right.flat[index].item()}
+    return found
 
 
 def ids_without_sync(device: str, model: Path) -> dict[str, Any]:
@@ -409,7 +433,7 @@ def step_section(step: str, result: dict[str, Any]) -> list[str]:
                   "|---|---|---|---:|---:|---|---|"]
         for row in result["parity"]:
             detail = row.get("error") or ", ".join(f"{key}={value}" for key, value in row.items()
-                                                   if key.endswith("_identical"))
+                                                   if key.endswith(("_identical", "_differences")))
             lines.append(f"| {row['kernel']} | {row['precision']} | {row['estimator']} "
                          f"| {row.get('similarity_max_difference', '-')} "
                          f"| {row.get('tolerance', 'identical')} | {row['passed']} | {detail} |")

@@ -52,6 +52,8 @@ def _resolve_to_test_device() -> None:
         return original(device)
 
     for module in pkgutil.walk_packages(gpu_neighbors.__path__, "gpu_neighbors."):
+        if module.name.endswith(".__main__"):  # runs the command line when imported
+            continue
         try:
             loaded = importlib.import_module(module.name)
         except ImportError:  # an optional extra that is not installed
