@@ -32,7 +32,7 @@ def interrupts_held() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         with interrupts_held():
-            from gpu_neighbors.cli.main import run
+            from gpu_neighbors.cli.run import run
     except KeyboardInterrupt:
         print("gpu-neighbors: interrupted", file=sys.stderr)
         return INTERRUPTED

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ADVERSARIAL_TEXTS, SHARED_DATA
-from gpu_neighbors.cli import main as cli_main  # bound now: importing the module gpu_neighbors.cli.main shadows it
+from gpu_neighbors.cli import main as cli_main
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels.parts import Bleu
 from gpu_neighbors.estimators import Threshold
