@@ -45,6 +45,7 @@ import torch
 
 from gpu_neighbors.core.caller_warnings import beyond_float_is_inf
 from gpu_neighbors.core.discriminant import LinearScore
+from gpu_neighbors.core.portable import divided
 
 
 
@@ -104,9 +105,9 @@ class OutlierTest:
         if bonferroni_share == 1.0:
             return torch.clamp(k * smallest, max=1.0)
         products = self._on(statistics.device)[-1]
-        combined = (1 + torch.searchsorted(products, product, right=True)).to(torch.float64) / (self.size + 1)
-        return torch.clamp(torch.minimum(k * smallest / bonferroni_share, combined / (1.0 - bonferroni_share)),
-                           max=1.0)
+        combined = divided((1 + torch.searchsorted(products, product, right=True)).to(torch.float64), self.size + 1)
+        return torch.clamp(torch.minimum(divided(k * smallest, bonferroni_share),
+                                         divided(combined, 1.0 - bonferroni_share)), max=1.0)
 
     def _on(self, device: torch.device) -> tuple[torch.Tensor, ...]:
         """The sorted columns, then the sorted products, on `device` (copied once per device, so
@@ -126,7 +127,7 @@ class OutlierTest:
         # lacking it ties with them
         lacking = self.size - sorted_values.numel()
         count = torch.where(torch.isfinite(values), beyond + lacking, torch.full_like(beyond, lacking))
-        return (1 + count).to(torch.float64) / (self.size + 1)
+        return divided((1 + count).to(torch.float64), self.size + 1)
 
 
 @beyond_float_is_inf
@@ -176,7 +177,7 @@ class OutsideRule:
     def weights(self, p_values: torch.Tensor) -> torch.Tensor:
         """How much of its own estimate and interval a text keeps: 0 where flagged, 1 from
         p >= 2 level on, linear between."""
-        return torch.clamp((p_values - self.level) / self.level, min=0.0, max=1.0)
+        return torch.clamp(divided(p_values - self.level, self.level), min=0.0, max=1.0)
 
     def estimates(self, scores: torch.Tensor, covered: torch.Tensor, p_values: torch.Tensor) -> torch.Tensor:
         if self.negative_score is None:
