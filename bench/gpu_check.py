@@ -49,7 +49,8 @@ import time
 import traceback
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -173,10 +174,12 @@ def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
                 row["similarities_identical"] = bool(torch.equal(*similarity))
                 for name, predict in (("predict", lambda s: s.predict(candidates)),
                                       ("leave_one_out", lambda s: s.leave_one_out())):
-                    differences = prediction_differences(predict(on_cpu), predict(on_device))
+                    with recorded_moments() as calls:
+                        differences = prediction_differences(predict(on_cpu), predict(on_device))
                     row[f"{name}_identical"] = not differences
                     if differences:
                         row[f"{name}_differences"] = differences
+                        row[f"{name}_moments"] = moments_verdict(calls)
                 row["passed"] = all(value for key, value in row.items() if key.endswith("_identical"))
             else:
                 row["tolerance"] = TOLERANCE[precision]
@@ -188,6 +191,63 @@ def kernel_parity(device: str, model: Path) -> list[dict[str, Any]]:
         print(f"parity {kernel} {precision} {estimator}: {'ok' if row['passed'] else 'FAILED'}", file=sys.stderr,
               flush=True)
     return rows
+
+
+@contextmanager
+def recorded_moments() -> Iterator[list[tuple[Any, Any, Any]]]:
+    """Every `neighbours.moments` call inside, as (stats, quality, (mean, std)): where
+    estimates differ, whether the exact integer statistics or their decoding differ."""
+    from gpu_neighbors.core import neighbours, topk
+
+    original, calls = neighbours.moments, []
+
+    def recording(stats: Any, quality: Any) -> Any:
+        result = original(stats, quality)
+        calls.append((stats, quality, result))
+        return result
+
+    neighbours.moments = topk.moments = recording  # type: ignore[assignment]
+    try:
+        yield calls
+    finally:
+        neighbours.moments = topk.moments = original  # type: ignore[assignment]
+
+
+def moments_verdict(calls: list[tuple[Any, Any, Any]]) -> dict[str, Any]:
+    """Pairs the CPU's calls with the device's (the first half with the second): are the integer
+    statistics the same, and does decoding the device's statistics on the CPU give the device's
+    mean and spread (if not, an operation of the decoding rounds differently there)?"""
+    import dataclasses
+
+    import torch
+
+    from gpu_neighbors.core.neighbours import NeighborStats, moments
+
+    if len(calls) % 2:
+        return {"calls": len(calls)}
+    half = len(calls) // 2
+    verdict: dict[str, Any] = {"calls": len(calls), "stats_identical": True, "host_decoding_identical": True}
+    for (cpu_stats, _, _), (device_stats, device_quality, (mean, std)) in zip(calls[:half], calls[half:]):
+        fields = ("count", "weight", "total", "total_sq")
+        verdict["stats_identical"] &= all(torch.equal(getattr(cpu_stats, field), getattr(device_stats, field).cpu())
+                                          for field in fields)
+        host_stats = NeighborStats(**{field.name: (value.cpu() if isinstance(value := getattr(device_stats, field.name),
+                                                                               torch.Tensor) else value)
+                                      for field in dataclasses.fields(NeighborStats)})
+        host_mean, host_std = moments(host_stats, device_quality.to(torch.device("cpu")))
+        same = torch.equal(host_mean.nan_to_num(-1), mean.cpu().nan_to_num(-1)) and torch.equal(
+            host_std.nan_to_num(-1), std.cpu().nan_to_num(-1))
+        verdict["host_decoding_identical"] &= same
+        if not same and "first_row" not in verdict:
+            rows = ((host_std.nan_to_num(-1) != std.cpu().nan_to_num(-1))
+                    | (host_mean.nan_to_num(-1) != mean.cpu().nan_to_num(-1))).nonzero().flatten()
+            row = int(rows[0])
+            verdict["first_row"] = {"row": row, "weight": host_stats.weight[row].tolist(),
+                                    "total": host_stats.total[row].tolist(), "total_sq": host_stats.total_sq[row].tolist(),
+                                    "host": [host_mean[row].item(), host_std[row].item()],
+                                    "device": [mean[row].item(), std[row].item()],
+                                    "bands": [str(band) for band in device_quality.bands]}
+    return verdict
 
 
 PREDICTION_FIELDS = ("scores", "num_neighbors", "std", "covered", "low", "high", "nearest", "outside", "typicality")
