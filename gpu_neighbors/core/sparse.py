@@ -5,13 +5,29 @@ garbage), and a chunk of candidates that shares no n-gram with a training block 
 texts, unseen words, a block of another language). The number of stored entries is host metadata
 for COO and CSR tensors, so checking it costs no device synchronisation. `row_block` cuts a
 contiguous block of training rows out of a CSR matrix at host offsets (no device read either).
+Every sparse tensor here is built unchecked (its makers keep it consistent), inside
+`unchecked_sparse`: without torch's notes that CSR is in beta and (torch 2.11 on CUDA) that
+invariant checks are off, which would otherwise reach the library's callers.
 """
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
+
+TORCH_NOTES = ("Sparse CSR tensor support is in beta", "Sparse invariant checks are implicitly disabled")
+
+
+@contextmanager
+def unchecked_sparse() -> Iterator[None]:
+    """Building sparse tensors with check_invariants=False, torch's notes about it kept inside."""
+    with warnings.catch_warnings():
+        for note in TORCH_NOTES:
+            warnings.filterwarnings("ignore", message=note)
+        yield
 
 
 def stored_entries(matrix: torch.Tensor) -> int:
@@ -32,8 +48,9 @@ def sparse_mm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     if right.layout == torch.strided:
         return torch.zeros(shape, dtype=right.dtype, device=right.device)
     empty = torch.zeros((2, 0), dtype=torch.int64, device=left.device)
-    return torch.sparse_coo_tensor(empty, torch.zeros(0, dtype=left.dtype, device=left.device), shape,
-                                   check_invariants=False)  # empty: nothing to check
+    with unchecked_sparse():  # empty: nothing to check
+        return torch.sparse_coo_tensor(empty, torch.zeros(0, dtype=left.dtype, device=left.device), shape,
+                                       check_invariants=False)
 
 
 # Devices on which torch multiplies two CSR matrices straight into a dense one: the CPU, where
@@ -61,10 +78,8 @@ def add_product(out: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> t
 
 
 def csr_matrix(crow: torch.Tensor, columns: torch.Tensor, values: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
-    """A sparse CSR tensor of these parts, unchecked (its callers make them consistent), without
-    torch's warning that CSR support is in beta."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+    """A sparse CSR tensor of these parts, unchecked (its callers make them consistent)."""
+    with unchecked_sparse():
         return torch.sparse_csr_tensor(crow, columns, values, shape, check_invariants=False)
 
 
@@ -73,10 +88,5 @@ def row_block(matrix: torch.Tensor, start: int, stop: int, offsets: np.ndarray) 
     offsets on the host (so no device read)."""
     crow = matrix.crow_indices()
     first, last = int(offsets[start]), int(offsets[stop])
-    return torch.sparse_csr_tensor(
-        crow[start : stop + 1] - first,
-        matrix.col_indices()[first:last],
-        matrix.values()[first:last],
-        (stop - start, matrix.shape[1]),
-        check_invariants=False,
-    )
+    return csr_matrix(crow[start : stop + 1] - first, matrix.col_indices()[first:last], matrix.values()[first:last],
+                      (stop - start, matrix.shape[1]))

@@ -136,6 +136,7 @@ class NgramFeatures:
         values = torch.ones(columns.numel(), dtype=torch.float32, device=rows.device)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")  # torch 2.11, CUDA
             return torch.sparse_csr_tensor(
                 crow, columns, values, (num_rows, max(num_columns, 1)), check_invariants=False
             )
