@@ -37,6 +37,9 @@ _FORMAT_BY_SUFFIX = {
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
 _GZIP_MAGIC = b"\x1f\x8b"
 JSON_WHITESPACE = " \t\r\n"
+# Deeper JSON is a bad record: Python 3.11's parser raises RecursionError near 1,000 levels, 3.12's
+# reads 5,000 and more, and such a record breaks whatever walks it later (its rejects line, say).
+MAX_JSON_NESTING = 500
 BLOCK_LINES = 4096  # lines handled per step by the readers' inner loops
 COUNT_CHUNK_BYTES = 1 << 20
 _CSV_FIELD_LIMIT = 2**31 - 1  # fits a C long everywhere; the default 128 KiB breaks long texts
@@ -228,6 +231,29 @@ def _jsonl_records(stream: IO[bytes], path: PathLike, max_line_bytes: int | None
             yield record
 
 
+def nesting_depth(text: str) -> int:
+    """How deep JSON's arrays and objects nest in `text` (brackets inside strings not counted);
+    read only for the rare line with more brackets than MAX_JSON_NESTING."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def jsonl_record(line: int, raw: bytes, path: PathLike) -> Record | None:
     """The record on one line of a JSON Lines file (None for a whitespace-only line)."""
     text = decode(raw, line, path)
@@ -236,6 +262,8 @@ def jsonl_record(line: int, raw: bytes, path: PathLike) -> Record | None:
     if not text.strip(JSON_WHITESPACE):
         return None
     shown = text.rstrip("\r\n")
+    if text.count("[") + text.count("{") > MAX_JSON_NESTING and nesting_depth(text) > MAX_JSON_NESTING:
+        return Record(line, {}, shown, InputError("JSON nested too deeply to read", path=path, line=line))
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 
 from gpu_neighbors.data import InputError, iter_candidates
+from gpu_neighbors.data.formats import MAX_JSON_NESTING, jsonl_record, nesting_depth
 
 HUGE = 40 << 20  # one line of 40 MB
 
@@ -47,3 +48,25 @@ def test_deep_or_huge_json_is_a_bad_record(tmp_path, line, reason):
     stream = iter_candidates(path, skip_bad=True)
     assert [candidate.text for candidate in stream] == ["a", "b"]
     assert stream.rejected == 1
+
+
+@pytest.mark.parametrize("text, depth", [
+    ('{"a": [1, [2, {"b": 3}]]}', 4),
+    ('{"a": "[[[[{{{{", "b": ["\\"]]]"]}', 2),  # brackets inside strings, an escaped quote
+    ("[" * 600 + "]" * 600, 600),
+])
+def test_nesting_depth_counts_only_structure(text, depth):
+    """Python 3.12's parser reads 5,000 levels that 3.11's refuses (issue 31, on the GPU check's
+    Python 3.12): the depth is measured, not left to the interpreter's recursion limit."""
+    assert nesting_depth(text) == depth
+
+
+def test_nesting_at_the_limit_is_read_and_beyond_it_refused(tmp_path):
+    inside = "[" * (MAX_JSON_NESTING - 1) + "]" * (MAX_JSON_NESTING - 1)
+    beyond = "[" * MAX_JSON_NESTING + "]" * MAX_JSON_NESTING
+    path = tmp_path / "c.jsonl"
+    path.write_text(f'{{"text": "t", "x": {inside}}}\n{{"text": "t", "x": {beyond}}}\n', encoding="utf-8")
+    first, second = (jsonl_record(number, raw.encode(), path)
+                     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(keepends=True), 1))
+    assert first is not None and first.error is None
+    assert second is not None and "nested too deeply" in str(second.error)
