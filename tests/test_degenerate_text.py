@@ -62,12 +62,12 @@ def test_rewards_for_flagged_text_are_the_low_end_or_the_given_value(fitted, hus
     scorer = fitted["lowest_decile"]
     copies = perturb(good, "repeated", seed=0)
     prediction = scorer.predict(good + copies)
-    rewards = scorer.reward(good + copies).numpy()
+    rewards = scorer.reward(good + copies).cpu().numpy()
     flagged = prediction.outside
     assert flagged.any() and not flagged.all()  # both kinds of reward are checked
     np.testing.assert_array_equal(rewards[flagged], 0.0)
     np.testing.assert_array_equal(rewards[~flagged], prediction.scores[~flagged].astype(np.float32))
-    np.testing.assert_array_equal(scorer.reward(good + copies, outside=0.25).numpy()[flagged], np.float32(0.25))
+    np.testing.assert_array_equal(scorer.reward(good + copies, outside=0.25).cpu().numpy()[flagged], np.float32(0.25))
     with pytest.raises(ValueError, match="outside must be a finite number"):
         scorer.reward(good, outside=float("nan"))
 

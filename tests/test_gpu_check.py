@@ -45,7 +45,7 @@ def test_pytest_args_in_both_forms(check, given):
 
 
 def test_all_is_every_step_in_order(check):
-    assert check.parse_arguments(["all"]).steps == ["collect", "parity", "tests", "bench"]
+    assert check.parse_arguments(["all"]).steps == ["collect", "parity", "tests", "throughput", "bench"]
 
 
 SAMPLE = '''

@@ -138,11 +138,11 @@ def test_a_subsample_sums_its_own_terms_scaled_up(split):
     scorer = ridge(train, scores)
     device = scorer.device_
     whole = scorer.predict_tensors(candidates, scorer.draw_subset(1.0, 0, device))
-    np.testing.assert_array_equal(whole.scores.numpy(), scorer.predict(candidates).scores)
+    np.testing.assert_array_equal(whole.scores.cpu().numpy(), scorer.predict(candidates).scores)
     subset = scorer.draw_subset(0.5, 3, device)
     part = scorer.predict_tensors(candidates, subset).numpy()
     units = np.round(np.clip(scorer.similarity(candidates).numpy(), -1, 1) * 2.0**20) / 2.0**20
-    kept = subset.mask.numpy()
+    kept = subset.mask.cpu().numpy()
     expected = units[:, kept] @ scorer.ridge_.alpha[kept] * (TRAIN / subset.size) + scorer.ridge_.intercept
     defined = part.covered
     np.testing.assert_allclose(part.scores[defined], expected[defined], rtol=0, atol=1e-12)

@@ -47,9 +47,10 @@ print(json.dumps({{"fit_predict": inside_fit_and_predict, "sentence_bleu": count
 def run(setup: str = "", environment: dict[str, str] | None = None) -> dict:
     env = {key: value for key, value in os.environ.items() if key not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     env["PYTHONPATH"] = str(ROOT)
-    output = subprocess.run([sys.executable, "-c", CHILD.format(setup=setup)], env={**env, **(environment or {})},
-                            capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    return json.loads(output.strip().splitlines()[-1])
+    child = subprocess.run([sys.executable, "-c", CHILD.format(setup=setup)], env={**env, **(environment or {})},
+                           capture_output=True, text=True, cwd=ROOT)
+    assert child.returncode == 0, child.stderr[-3000:]
+    return json.loads(child.stdout.strip().splitlines()[-1])
 
 
 def test_the_default_becomes_one_thread_inside_calls_and_comes_back():

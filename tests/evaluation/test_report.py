@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from nltk.translate.bleu_score import sentence_bleu
 
+from conftest import TEST_DEVICE
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels.parts import Bleu
 from gpu_neighbors.cli import main
@@ -26,6 +27,14 @@ from gpu_neighbors.evaluation.report import (
 )
 
 PNGS = {"kernels.png", "scatter.png", "curve.png", "sweep_a.png", "sweep_b.png", "sweep_tau.png", "calibration.png"}
+
+
+def where_tests_run(report) -> str:
+    """How the page names the device the scorers ran on: the CPU, or the test device."""
+    if TEST_DEVICE == "cpu":
+        return "the CPU"
+    assert all(result.device.startswith(TEST_DEVICE) for result in report.kernels)
+    return f"`{report.kernels[0].device}`"
 
 
 def test_kernel_spec_parsing():
@@ -80,7 +89,7 @@ def test_report_writes_every_section_and_plot(tmp_path, small_data, plotting):
     loo = direct.fit(data.texts, data.scores).leave_one_out()
     np.testing.assert_array_equal(main_kernel.default.prediction.scores, loo.scores)
     # the page states what was computed: the device the scorers ran on, the measured MSE gap
-    assert "all kernels run on the CPU here" in text
+    assert f"all kernels run on {where_tests_run(report)} here" in text
     published = PUBLISHED_TABLE1["summarization"]
     mse_gap = max(abs(report.humans[name].mse - published[name][0]) for name in ("Human (best)", "Human (average)"))
     matched = "The MSEs match to 1e-4" in text
@@ -92,6 +101,8 @@ def test_report_claims_follow_the_computed_values(small_data):
     data = read_scored(small_data)
     report = build_report(data, [KernelSpec("bleu")], make_scorer=lambda spec: NeighborsScorer(device="cpu"),
                           folds=2, runs=1, sizes=[20], resamples=0)
+    assert f"all kernels run on {where_tests_run(report)} here" in _intro(report)
+    report.kernels[0] = dataclasses.replace(report.kernels[0], device="cpu")  # the wording, wherever tests run
     assert "all kernels run on the CPU here" in _intro(report)
     report.kernels.append(dataclasses.replace(report.kernels[0], device="cuda:0"))
     assert "kernels run on the CPU and `cuda:0`." in _intro(report)

