@@ -242,12 +242,51 @@ def moments_verdict(calls: list[tuple[Any, Any, Any]]) -> dict[str, Any]:
             rows = ((host_std.nan_to_num(-1) != std.cpu().nan_to_num(-1))
                     | (host_mean.nan_to_num(-1) != mean.cpu().nan_to_num(-1))).nonzero().flatten()
             row = int(rows[0])
+            verdict["first_operation"] = first_differing_operation(host_stats, device_stats, device_quality, row)
             verdict["first_row"] = {"row": row, "weight": host_stats.weight[row].tolist(),
                                     "total": host_stats.total[row].tolist(), "total_sq": host_stats.total_sq[row].tolist(),
                                     "host": [host_mean[row].item(), host_std[row].item()],
                                     "device": [mean[row].item(), std[row].item()],
                                     "bands": [str(band) for band in device_quality.bands]}
     return verdict
+
+
+def first_differing_operation(host_stats: Any, device_stats: Any, device_quality: Any, row: int) -> dict[str, Any]:
+    """`moments` run on the host's copy and on the device, every torch operation recorded: the
+    first whose output differs between the two at `row`, with its inputs there."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from gpu_neighbors.core.neighbours import moments
+
+    def at_row(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu()
+            return value[row].tolist() if value.dim() and value.shape[0] > row else value.tolist()
+        return value if isinstance(value, (int, float, bool, str)) or value is None else repr(value)
+
+    def trace(stats: Any, quality: Any) -> list[tuple[str, list[Any], Any]]:
+        operations: list[tuple[str, list[Any], Any]] = []
+
+        class Recording(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                out = func(*args, **(kwargs or {}))
+                operations.append((str(func), [at_row(arg) for arg in args], at_row(out)))
+                return out
+
+        with Recording():
+            moments(stats, quality)
+        return operations
+
+    host = trace(host_stats, device_quality.to(torch.device("cpu")))
+    device = trace(device_stats, device_quality)
+    for index, (left, right) in enumerate(zip(host, device)):
+        if left[0] != right[0]:
+            return {"index": index, "operations_diverge": [left[0], right[0]]}
+        if repr(left[2]) != repr(right[2]):
+            return {"index": index, "operation": left[0], "inputs_host": left[1], "inputs_device": right[1],
+                    "output_host": left[2], "output_device": right[2]}
+    return {"operations": [len(host), len(device)], "found": "no operation differs"}
 
 
 PREDICTION_FIELDS = ("scores", "num_neighbors", "std", "covered", "low", "high", "nearest", "outside", "typicality")
