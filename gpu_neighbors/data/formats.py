@@ -231,6 +231,14 @@ def _jsonl_records(stream: IO[bytes], path: PathLike, max_line_bytes: int | None
             yield record
 
 
+def many_brackets(text: str | bytes) -> bool:
+    """More opening brackets than MAX_JSON_NESTING (a count in C): only such a line can nest
+    too deeply, and only its depth is measured."""
+    if isinstance(text, bytes):
+        return text.count(b"[") + text.count(b"{") > MAX_JSON_NESTING
+    return text.count("[") + text.count("{") > MAX_JSON_NESTING
+
+
 def nesting_depth(text: str) -> int:
     """How deep JSON's arrays and objects nest in `text` (brackets inside strings not counted);
     read only for the rare line with more brackets than MAX_JSON_NESTING."""
@@ -262,7 +270,7 @@ def jsonl_record(line: int, raw: bytes, path: PathLike) -> Record | None:
     if not text.strip(JSON_WHITESPACE):
         return None
     shown = text.rstrip("\r\n")
-    if text.count("[") + text.count("{") > MAX_JSON_NESTING and nesting_depth(text) > MAX_JSON_NESTING:
+    if many_brackets(text) and nesting_depth(text) > MAX_JSON_NESTING:
         return Record(line, {}, shown, InputError("JSON nested too deeply to read", path=path, line=line))
     try:
         value = json.loads(text)

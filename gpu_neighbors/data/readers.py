@@ -28,6 +28,7 @@ from gpu_neighbors.data.formats import (
     check_readable,
     decode,
     import_pyarrow,
+    many_brackets,
     is_regular,
     jsonl_record,
     open_input,
@@ -374,7 +375,7 @@ def _jsonl_blocks(stream: IO[bytes], path: PathLike, field: str, max_chars: int,
         for line, raw in enumerate(raws, first):
             value: Any = None
             try:
-                if type(raw) is bytes:  # not Overlong
+                if type(raw) is bytes and not many_brackets(raw):  # not Overlong, nor perhaps too deep
                     value = loads(raw) if loads is not json.loads else loads(raw.decode("utf-8"))
                     text = value[field]
                 else:

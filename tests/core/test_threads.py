@@ -46,7 +46,7 @@ print(json.dumps({{"fit_predict": inside_fit_and_predict, "sentence_bleu": count
 
 def run(setup: str = "", environment: dict[str, str] | None = None) -> dict:
     env = {key: value for key, value in os.environ.items() if key not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # the GPU check's packages
     child = subprocess.run([sys.executable, "-c", CHILD.format(setup=setup)], env={**env, **(environment or {})},
                            capture_output=True, text=True, cwd=ROOT)
     assert child.returncode == 0, child.stderr[-3000:]

@@ -70,3 +70,17 @@ def test_nesting_at_the_limit_is_read_and_beyond_it_refused(tmp_path):
                      for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(keepends=True), 1))
     assert first is not None and first.error is None
     assert second is not None and "nested too deeply" in str(second.error)
+
+
+def test_a_deep_record_is_refused_on_the_fast_path_too(tmp_path, monkeypatch):
+    """The candidates' fast path took any line that parsed with a string text: on Python 3.12,
+    whose parser reads 5,000 levels, a record with a deep extra field went through. Simulated here
+    with a parser that never gives up."""
+    import gpu_neighbors.data.readers as readers
+
+    monkeypatch.setattr(readers, "orjson", None)
+    monkeypatch.setattr(readers.json, "loads", lambda text, **_: {"text": "t", "deep": []})
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"text": "a"}\n{"text": "t", "deep": ' + "[" * 600 + "]" * 600 + "}\n", encoding="utf-8")
+    with pytest.raises(InputError, match="nested too deeply"):
+        list(iter_candidates(path))
