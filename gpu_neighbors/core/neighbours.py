@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from gpu_neighbors.core.portable import rounded_sqrt
 from gpu_neighbors.core.tiling import Tile
 
 LIMB_BITS = 26  # a float64 matmul sums up to 2^27 such limbs exactly
@@ -40,13 +41,14 @@ def quantised_weights(similarity: torch.Tensor, power: float) -> torch.Tensor:
     plain mean (every weight one unit).
 
     p is a multiple of 1/2 (`check_power`), and k^p is built from multiplications and one square
-    root in a fixed order: IEEE 754 rounds those the same way on every device, where a library
-    `pow` may not, and a weight an ulp off can round to another unit."""
+    root (`portable.rounded_sqrt`: torch's is an ulp off on CUDA) in a fixed order: rounded the
+    same way on every device, where a library `pow` may not be, and a weight an ulp off can round
+    to another unit."""
     if power == 0:
         return torch.ones_like(similarity, dtype=torch.float64)
     base = similarity.to(torch.float64).clamp(0.0, 1.0)
     whole, half = divmod(check_power(power), 1.0)
-    weights = base.sqrt() if half else torch.ones_like(base)
+    weights = rounded_sqrt(base) if half else torch.ones_like(base)
     square = base
     exponent = int(whole)
     while exponent:  # binary powering: base^whole as a product of repeated squares
@@ -601,7 +603,7 @@ def moments(stats: NeighborStats, quality: Quality) -> tuple[torch.Tensor, torch
     for top, reference in enumerate(quality.bands):
         largest = present[:, top] & ~present[:, :top].any(dim=1)
         alone = largest & ~present[:, top + 1 :].any(dim=1)
-        std = torch.where(alone, times_power_of_two(spreads[top].sqrt(), reference.scale), std)
+        std = torch.where(alone, times_power_of_two(rounded_sqrt(spreads[top]), reference.scale), std)
         if top + 1 == len(quality.bands):
             break
         unit = MANTISSA_BITS - reference.values_shift  # the binary exponent of the band's largest |q|
@@ -610,5 +612,5 @@ def moments(stats: NeighborStats, quality: Quality) -> tuple[torch.Tensor, torch
             spread = times_power_of_two(spreads[index], 2 * (quality.bands[index].scale - unit))
             apart = times_power_of_two(means[index] - mean, -unit)
             variance = variance + weight[:, index] / denominator * (spread + apart * apart)
-        std = torch.where(largest & ~alone, times_power_of_two(variance.clamp(min=0).sqrt(), unit), std)
+        std = torch.where(largest & ~alone, times_power_of_two(rounded_sqrt(variance.clamp(min=0)), unit), std)
     return mean, std
