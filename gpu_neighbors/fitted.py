@@ -26,6 +26,7 @@ from gpu_neighbors.core.neighbours import (
 )
 from gpu_neighbors.core.outside import OutsideRule
 from gpu_neighbors.core.signature import Signature
+from gpu_neighbors.core.subsets import subset_mask
 from gpu_neighbors.core.tiling import (
     MatrixReduction,
     Reduction,
@@ -85,7 +86,7 @@ class TilePasses:
     _ridge: RidgeFit | None
     _quality: Quality
     _qualities: TransientCache[torch.device, Quality]
-    _streams: TransientCache[tuple[int, torch.device], torch.Generator]
+    _draws: TransientCache[int, int]
 
     def _check_fitted(self) -> None:
         check_is_fitted(self)
@@ -369,19 +370,15 @@ class FittedScorer(TilePasses):
         return size
 
     def draw_subset(self, fraction: float, seed: int, device: torch.device) -> TrainingSubset:
-        """A fresh random subset of round(fraction * |S|) training texts, drawn on `device`.
+        """A fresh random subset of round(fraction * |S|) training texts, made on `device`.
 
         Texts outside it are masked out of the fitted neighbour model and the b |S| bound uses
-        its size, so nothing is refitted. Subsets come from one random stream per (seed, device)
-        kept by this scorer until it is refitted: the k-th call with a seed draws the same subset
-        in every run."""
+        its size, so nothing is refitted. The k-th call with a seed since the scorer was fitted
+        (or loaded) draws the same subset in every run and on every device (`core.subsets`)."""
         size = self.subset_size(fraction, seed)
-        key = (seed, device)
-        if key not in self._streams:
-            self._streams[key] = torch.Generator(device=device).manual_seed(seed)
-        chosen = torch.randperm(self.num_train, generator=self._streams[key], device=device)[:size]
-        mask = torch.zeros(self.num_train, dtype=torch.bool, device=device).index_fill_(0, chosen, True)
-        return TrainingSubset(mask=mask, size=size)
+        call = self._draws.get(seed, 0)
+        self._draws[seed] = call + 1
+        return TrainingSubset(mask=subset_mask(self.num_train, size, seed, call, device), size=size)
 
     @library_threads
     def leave_one_out(self) -> Prediction:

@@ -185,7 +185,7 @@ class NeighborsScorer(FittedScorer):
         # split whatever order the training set came in.
         self._canonical = np.argsort(self._quality.tie_rank.cpu().numpy())
         self._qualities: TransientCache[torch.device, Quality] = TransientCache()
-        self._streams: TransientCache[tuple[int, torch.device], torch.Generator] = TransientCache()
+        self._draws: TransientCache[int, int] = TransientCache()
 
     def _use(self, chosen: Thresholds) -> None:
         """Predict with `chosen` (also readable one by one: tau_, min_neighbors_, ...)."""
