@@ -59,6 +59,7 @@ def sparse_mm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
 # made as CSR and added. The operation census switches this off to see the device's path
 # (tests/census.py).
 SPARSE_INTO_DENSE = frozenset({"cpu"} if torch.backends.mkl.is_available() else ())
+ENTRIES_PER_STEP = 1 << 24  # add_entries' working arrays: 24 bytes an entry, 384 MiB a step
 
 
 def add_product(out: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
@@ -67,14 +68,33 @@ def add_product(out: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> t
     one thread: 17 ms, against 53 ms for a CSR product and 9 ms more to add it); and torch's CSR
     x CSR product on the CPU (MKL's) keeps about the size of its result on every call (24 MB
     such a tile: 400 of them grew the process by 9.6 GB, measured), the product into a dense matrix
-    nothing. Elsewhere the CSR product, added. A caller that multiplies by the same right side
-    again transposes its rows into it once (`TfidfKernel`: each training block). Sums in an
-    order of its own: callers that need the same bits on every device make every sum exact."""
+    nothing. Elsewhere the CSR product, added (`add_entries`). A caller that multiplies by the
+    same right side again transposes its rows into it once (`TfidfKernel`: each training block).
+    Sums in an order of its own: callers that need the same bits on every device make every sum
+    exact."""
     if not (stored_entries(left) and stored_entries(right)):
         return out
     if out.device.type in SPARSE_INTO_DENSE:
         return out.addmm_(left, right)
-    return out.add_(torch.sparse.mm(left, right))
+    return add_entries(out, torch.sparse.mm(left, right))
+
+
+def add_entries(out: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+    """out += matrix (sparse CSR; `out` dense and contiguous, as torch's own addition needs), in
+    place, as gathers, adds and scatters over the matrix's entries (distinct, so no two writes
+    meet), ENTRIES_PER_STEP at a time, with no host read. torch's CUDA kernel for dense += CSR gives each row one thread that loops over the
+    row's entries: a TF-IDF tile's product took it 67 ms on an H200, 74% of the tile's GPU time
+    (bench/profiles/gpu_h200.md); this one is not measured on a GPU yet."""
+    crow, columns, values = matrix.crow_indices(), matrix.col_indices(), matrix.values()
+    flat_out = out.view(-1)
+    width = out.shape[1]
+    for start in range(0, values.numel(), ENTRIES_PER_STEP):
+        stop = min(start + ENTRIES_PER_STEP, values.numel())
+        positions = torch.arange(start, stop, dtype=crow.dtype, device=crow.device)
+        rows = torch.searchsorted(crow, positions, right=True).sub_(1)  # the row holding each entry
+        cells = rows.to(torch.int64).mul_(width).add_(columns[start:stop])
+        flat_out.index_put_((cells,), flat_out[cells].add_(values[start:stop]))
+    return out
 
 
 def csr_matrix(crow: torch.Tensor, columns: torch.Tensor, values: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:

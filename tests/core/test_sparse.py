@@ -63,3 +63,15 @@ def test_the_cpu_product_keeps_no_memory():
     for _ in range(40):
         add_product(out, left, right)
     assert resident_bytes() - start < 10 * result_bytes  # leaking every call: 40 results
+
+
+@pytest.mark.parametrize("step", [1, 7, 1 << 24])
+def test_add_entries_in_steps_adds_every_entry_once(monkeypatch, step):
+    """The device's path adds the CSR product entry by entry (torch's CUDA dense += CSR loops over
+    each row in one thread: 67 ms a TF-IDF tile on an H200), in steps of any size."""
+    monkeypatch.setattr(sparse, "ENTRIES_PER_STEP", step)
+    matrix = random_csr(30, 20, 0.3, seed=9)
+    start = torch.arange(600, dtype=torch.float64).view(30, 20)
+    out = start.clone()
+    assert sparse.add_entries(out, matrix) is out
+    assert torch.equal(out, start + matrix.to_dense())
