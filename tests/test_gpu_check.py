@@ -98,3 +98,27 @@ def test_collect_counts_every_test_and_names_import_errors(check, tmp_path, monk
     assert check.run_step("collect", args) is False
     result = json.loads((tmp_path / "out" / "check.json").read_text(encoding="utf-8"))["collect"]
     assert result["collected"] == 2 and len(result["errors"]) == 1 and "test_broken.py" in result["errors"][0]
+
+
+def test_the_throughput_step_writes_each_figure_as_measured(tmp_path):
+    """bench/gpu_throughput.py at toy sizes on the CPU: every part asked for leaves its line, and
+    a part that cannot fit the budget says so instead of running."""
+    import subprocess
+    import sys
+
+    output = tmp_path / "throughput.jsonl"
+    subprocess.run([sys.executable, str(BENCH / "gpu_throughput.py"), "--device", "cpu", "--budget", "600",
+                    "--output", str(output), "--train", "300", "--candidates", "50,100",
+                    "--score-candidates", "200", "--parts", "predict,score"], check=True, capture_output=True,
+                   cwd=BENCH.parent)
+    lines = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    assert lines[0]["part"] == "machine"
+    rates = [line for line in lines if line["part"] == "predict" and "pairs_per_second" in line]
+    assert {(line["kernel"], line["candidates"]) for line in rates} == {
+        ("bleu", 50), ("bleu", 100), ("tfidf", 50), ("tfidf", 100)}
+    score = next(line for line in lines if line["part"] == "score")
+    assert score["exit"] == 0 and score["rows_written"] == 200 and score["pairs_per_second"] > 0
+    subprocess.run([sys.executable, str(BENCH / "gpu_throughput.py"), "--device", "cpu", "--budget", "5",
+                    "--output", str(output), "--parts", "score"], check=True, capture_output=True, cwd=BENCH.parent)
+    last = json.loads(output.read_text(encoding="utf-8").splitlines()[-1])
+    assert last["part"] == "score" and last["skipped"].endswith("s of the budget left") and "exit" not in last
