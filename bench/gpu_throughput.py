@@ -12,9 +12,10 @@ cannot hold it (its projected time from the smaller size measured first):
    on |S| spliced HUSE texts without tuning, `predict` of C new ones: pairs a second, the share
    of the time the GPU was busy (NVML's utilisation, sampled every 50 ms) and, for the smaller
    C, the profiler's top CUDA kernels. C grows 10x while the projected time fits.
-3. `score`: the default `gpu-neighbors score` (TF-IDF, top-k) in a child process on 10^6
-   candidates x 10^5 training texts (JSONL written here), with the GPU's busy share; stopped at
-   the budget, when the rows written so far give the rate.
+3. `score`: `gpu-neighbors score --kernel tfidf` (the default kernel and estimator, not left to
+   `auto`'s choice) in a child process on 10^6 candidates x 10^5 training texts (JSONL written
+   here), with the GPU's busy share; stopped before the budget ends, where its output is not
+   written yet (the safe writer) and the rate is its last progress line's.
 4. `bertscore`: bench_bertscore's all-pairs BERTScore against `bert_score.BERTScorer.score` on
    the device (the peer re-encodes every text of every pair, so the ratio includes that).
 5. `aligned`: `sentence_bleu` on token ids on the device against TensorBLEU
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -220,8 +222,10 @@ def score_command(record: Record, candidates: int, train_size: int, reserve: flo
         wall = time.perf_counter() - started
         rows = sum(1 for _ in output.open(encoding="utf-8")) if output.exists() else 0
         tail = (Path(folder) / "log").read_text(encoding="utf-8", errors="replace")[-1500:]
+        progress = re.findall(r"([0-9.]+) texts/s", tail)
         record.write("score", candidates=candidates, train=train_size, exit=child.returncode, wall_seconds=wall,
                      rows_written=rows, pairs_per_second=rows * train_size / wall, gpu_busy_share=busy.share,
+                     progress_texts_per_second=float(progress[-1]) if progress else None,
                      stopped_at_budget=child.returncode not in (0, None) and wall >= limit, log_tail=tail)
 
 
@@ -277,8 +281,8 @@ def main() -> int:
 
     args.output.parent.mkdir(parents=True, exist_ok=True)
     record = Record(args.output, time.monotonic() + args.budget)
-    record.write("machine", gpu=torch.cuda.get_device_name() if DEVICE == "cuda" else "none", torch=torch.__version__, cuda=torch.version.cuda,
-                 python=sys.version.split()[0])
+    record.write("machine", gpu=torch.cuda.get_device_name() if DEVICE == "cuda" else "none",
+                 torch=torch.__version__, cuda=torch.version.cuda, python=sys.version.split()[0])
     parts: dict[str, Callable[[], None]] = {
         "ceilings": lambda: ceilings(record),
         "predict": lambda: (predict_rates(record, Bleu(smoothing="add1"), "bleu", args.train, sizes, reserve=150),
