@@ -195,7 +195,7 @@ class MatrixReduction:
 
 
 class TransientCache(dict[Key, Value]):
-    """Derived state built on first use (tables per device, random streams): pickles as empty,
+    """Derived state built on first use (tables per device, subset draw counts): pickles as empty,
     so a fitted object moved to another device or process rebuilds it there."""
 
     def __reduce__(self) -> tuple[type, tuple[()]]:
