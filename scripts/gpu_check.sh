@@ -11,7 +11,8 @@
 #                                         a Python 3.12 here and repaired by auditwheel to the
 #                                         manylinux tag its symbols allow), MiniLM's config and
 #                                         tokenizer files, the shared data (.gpu/shared/data),
-#                                         and WordNet's dictionary files (.gpu/wordnet.tar.gz).
+#                                         and WordNet's dictionary files (.gpu/wordnet.tar.gz);
+#                                         and TensorBLEU (rxlm) into bench/.tensorbleu.
 #   bash scripts/gpu_check.sh STEP... [ARGS]  there: STEPs among collect, parity, tests and bench
 #                                         (see gpu_check.py; `all` is all four in that order
 #                                         within --budget seconds); installs the wheels of the
@@ -20,9 +21,9 @@
 #                                         unpacks WordNet, and reads data and model only from
 #                                         .gpu/.
 #
-# .gpu/ is ignored by git, so it reaches the device machine only when carried: call the device
-# tool with carry [".gpu"] (what travels, tree and .gpu together, must stay under 64 MiB:
-# prepare prints both sizes). PYTHON chooses the interpreter (default: python3 there, the
+# .gpu/ and bench/.tensorbleu/ are ignored by git, so they reach the device machine only when
+# carried: call the device tool with carry [".gpu", "bench/.tensorbleu"] (what travels must stay
+# under 64 MiB: prepare prints the sizes). PYTHON chooses the interpreter (default: python3 there, the
 # project's .venv for prepare); PYTHON312 a Python 3.12 here to build fast-bleu (default
 # python3.12, or pyenv's).
 set -euo pipefail
@@ -82,8 +83,11 @@ if [ "${1:-}" = "prepare" ]; then
     present=()
     for name in $files; do [ -f "$dictionary/$name" ] && present+=("$name"); done
     tar -czf "$pack/wordnet.tar.gz" -C "$dictionary" "${present[@]}"
+    # TensorBLEU, the aligned-BLEU peer of the throughput step, where bench_sentence_bleu.py looks
+    rm -rf "$root/bench/.tensorbleu"
+    "$python" -m pip install --quiet --no-deps --target "$root/bench/.tensorbleu" "rxlm==0.3.80"
     ls "$pack/wheels"
-    echo ".gpu: $(du -sh "$pack" | cut -f1); the tracked and untracked tree beside it: $(git ls-files -co --exclude-standard -z | du -ch --files0-from=- | tail -1 | cut -f1) (64 MiB in all)"
+    echo ".gpu: $(du -sh "$pack" | cut -f1); bench/.tensorbleu: $(du -sh "$root/bench/.tensorbleu" | cut -f1); the tracked and untracked tree beside it: $(git ls-files -co --exclude-standard -z | du -ch --files0-from=- | tail -1 | cut -f1) (64 MiB in all)"
     exit 0
 fi
 if [ ! -f "$pack/shared/data/huse_summarization.jsonl" ] || [ ! -f "$pack/wordnet.tar.gz" ]; then

@@ -10,7 +10,7 @@
 # Here first, beside ../shared (or with GPU_NEIGHBORS_SHARED), with network:
 #     bash scripts/gpu_check.sh prepare
 # then the device tool, once:
-#     run(command="bash scripts/gpu_device_check.sh", carry=[".gpu"], timeout_s=600)
+#     run(command="bash scripts/gpu_device_check.sh", carry=[".gpu", "bench/.tensorbleu"], timeout_s=600)
 # The steps share BUDGET seconds (default 555: a 600 s call less the copy of what comes back);
 # one that cannot start with a minute left is named as not started. $OUT gets 8 files at most:
 # check.json, check.md, junit.xml, failures.md, pytest.log, throughput.jsonl, throughput.log, device.log
