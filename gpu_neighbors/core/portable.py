@@ -90,11 +90,25 @@ def divided(values: torch.Tensor, divisor: float) -> torch.Tensor:
 SPLITTER = 134217729.0
 
 
+# rounded_sqrt works through this many values at a time: its dozen float64 temporaries then stay
+# near 100 MiB, also for a whole tile (half-power weights, `neighbours.quantised_weights`).
+ROOT_CHUNK = 1 << 20
+
+
 def rounded_sqrt(values: torch.Tensor) -> torch.Tensor:
     """The float64 square root rounded to nearest, the same bits on every device: the device's
     root of the mantissa (scaled into [1/2, 2) by an even power of two, exactly) is moved to the
     neighbouring float while that one is nearer, which exact residuals decide."""
     x = values.to(torch.float64)
+    if x.numel() <= ROOT_CHUNK:
+        return _rounded_sqrt(x)
+    flat, out = x.reshape(-1), torch.empty_like(x).reshape(-1)
+    for start in range(0, flat.numel(), ROOT_CHUNK):
+        out[start : start + ROOT_CHUNK] = _rounded_sqrt(flat[start : start + ROOT_CHUNK])
+    return out.view(x.shape)
+
+
+def _rounded_sqrt(x: torch.Tensor) -> torch.Tensor:
     mantissa, exponent = torch.frexp(x)  # x = mantissa 2^exponent, mantissa in [1/2, 1)
     odd = (exponent & 1).bool()
     scaled = torch.where(odd, mantissa * 2.0, mantissa)  # in [1/2, 2), x = scaled 4^half

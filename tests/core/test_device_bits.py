@@ -94,7 +94,7 @@ def test_the_simulated_arithmetic_does_differ():
     assert not torch.equal(quotient, x / 49.0) and not torch.equal(root, torch.sqrt(x))
 
 
-def test_rounded_sqrt_is_the_nearest_float_whatever_the_device_root():
+def test_rounded_sqrt_is_the_nearest_float_whatever_the_device_root(monkeypatch):
     """Against Python's sqrt (IEEE: the nearest float) on random values of every magnitude, exact
     squares, squares of midpoints, the extremes and subnormals, with torch's root exact or an ulp off."""
     rng = np.random.default_rng(0)
@@ -106,6 +106,9 @@ def test_rounded_sqrt_is_the_nearest_float_whatever_the_device_root():
     assert portable.rounded_sqrt(torch.from_numpy(values)).numpy().tobytes() == expected.tobytes()
     with CudaArithmetic():
         assert portable.rounded_sqrt(torch.from_numpy(values)).numpy().tobytes() == expected.tobytes()
+    monkeypatch.setattr(portable, "ROOT_CHUNK", 256)  # a tile in pieces: the same bits
+    chunked = torch.from_numpy(values[:3000].copy()).view(30, 100)
+    assert portable.rounded_sqrt(chunked).numpy().tobytes() == expected[:3000].reshape(30, 100).tobytes()
     special = portable.rounded_sqrt(torch.tensor([math.nan, math.inf, -1.0], dtype=torch.float64))
     assert torch.isnan(special[0]) and special[1] == math.inf and torch.isnan(special[2])
 
