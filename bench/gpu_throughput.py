@@ -8,17 +8,19 @@ cannot hold it (its projected time from the smaller size measured first):
 
 1. `ceilings`: the device's copy bandwidth (a 4 GiB device-to-device copy: bytes read plus
    written over CUDA-event time) and its float32/bfloat16 matrix rate (8192^3), measured here.
-2. `predict`: BLEU* (add1) and TF-IDF neighbours, `NeighborsScorer(kernel, device="cuda")` fitted
+2. `csr_add`: one TF-IDF tile's sparse product added into the dense tile by torch and by
+   `core.sparse.add_entries` (74% of TF-IDF's GPU time on the H200 went to torch's), same bits.
+3. `predict`: BLEU* (add1) and TF-IDF neighbours, `NeighborsScorer(kernel, device="cuda")` fitted
    on |S| spliced HUSE texts without tuning, `predict` of C new ones: pairs a second, the share
    of the time the GPU was busy (NVML's utilisation, sampled every 50 ms) and, for the smaller
    C, the profiler's top CUDA kernels. C grows 10x while the projected time fits.
-3. `score`: `gpu-neighbors score --kernel tfidf` (the default kernel and estimator, not left to
+4. `score`: `gpu-neighbors score --kernel tfidf` (the default kernel and estimator, not left to
    `auto`'s choice) in a child process on 10^6 candidates x 10^5 training texts (JSONL written
    here), with the GPU's busy share; stopped before the budget ends, where its output is not
    written yet (the safe writer) and the rate is its last progress line's.
-4. `bertscore`: bench_bertscore's all-pairs BERTScore against `bert_score.BERTScorer.score` on
+5. `bertscore`: bench_bertscore's all-pairs BERTScore against `bert_score.BERTScorer.score` on
    the device (the peer re-encodes every text of every pair, so the ratio includes that).
-5. `aligned`: `sentence_bleu` on token ids on the device against TensorBLEU
+6. `aligned`: `sentence_bleu` on token ids on the device against TensorBLEU
    (`rxlm.metrics.tensorbleu`, from bench/.tensorbleu) at its published shapes, epsilon against
    its "floor" smoothing; best of 5 after a warm-up, synchronised.
 """
@@ -192,6 +194,28 @@ def predict_rates(record: Record, kernel: Any, name: str, train_size: int, sizes
     torch.cuda.empty_cache()
 
 
+def csr_addition(record: Record, train_size: int, rows: int = 4096, columns: int = 16384) -> None:
+    """One TF-IDF tile's tail product (candidates x a training block, CSR) added into a dense tile
+    by torch (`dense.add_(csr)`: one thread a row on CUDA) and by `core.sparse.add_entries`, each
+    the best of 5 synchronised, and their results compared."""
+    from gpu_neighbors import NeighborsScorer
+    from gpu_neighbors.core.sparse import add_entries
+
+    rng = random.Random(2)
+    texts = spliced_texts(train_size + rows, rng)
+    scorer = NeighborsScorer(kernel="tfidf", device=DEVICE).fit(texts[:train_size], np.zeros(train_size), tune=False)
+    kernel = scorer.kernel_
+    block = min(columns, train_size)
+    encoded = kernel.encode(texts[train_size:])
+    product = torch.sparse.mm(encoded.tail, kernel._block_columns(0, block))
+    base = torch.zeros((rows, block), dtype=torch.float64, device=DEVICE)
+    by_torch, by_entries = base.clone().add_(product), add_entries(base.clone(), product)
+    record.write("csr_add", rows=rows, columns=block, entries=int(product.values().numel()),
+                 torch_seconds=best_seconds(lambda: base.clone().add_(product)),
+                 entries_seconds=best_seconds(lambda: add_entries(base.clone(), product)),
+                 clone_seconds=best_seconds(base.clone), identical=bool(torch.equal(by_torch, by_entries)))
+
+
 def score_command(record: Record, candidates: int, train_size: int, reserve: float) -> None:
     """`gpu-neighbors score` with TF-IDF on written files, stopped `reserve` seconds before the
     budget ends."""
@@ -271,7 +295,7 @@ def main() -> int:
     parser.add_argument("--train", type=int, default=100_000, help="|S| of predict and score")
     parser.add_argument("--score-candidates", type=int, default=1_000_000)
     parser.add_argument("--candidates", default="10000,100000", help="predict's sizes of C, in order")
-    parser.add_argument("--parts", default="ceilings,predict,score,bertscore,aligned")
+    parser.add_argument("--parts", default="ceilings,csr_add,predict,score,bertscore,aligned")
     parser.add_argument("--device", default="cuda", help="cpu: to try the script where there is no GPU")
     args = parser.parse_args()
     global DEVICE
@@ -287,6 +311,7 @@ def main() -> int:
         "ceilings": lambda: ceilings(record),
         "predict": lambda: (predict_rates(record, Bleu(smoothing="add1"), "bleu", args.train, sizes, reserve=150),
                             predict_rates(record, "tfidf", "tfidf", args.train, sizes, reserve=130)),
+        "csr_add": lambda: csr_addition(record, min(args.train, 20_000)),
         "score": lambda: score_command(record, args.score_candidates, args.train, reserve=50),
         "bertscore": lambda: bertscore(record),
         "aligned": lambda: aligned(record),

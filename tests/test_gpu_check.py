@@ -109,13 +109,15 @@ def test_the_throughput_step_writes_each_figure_as_measured(tmp_path):
     output = tmp_path / "throughput.jsonl"
     subprocess.run([sys.executable, str(BENCH / "gpu_throughput.py"), "--device", "cpu", "--budget", "600",
                     "--output", str(output), "--train", "300", "--candidates", "50,100",
-                    "--score-candidates", "200", "--parts", "predict,score"], check=True, capture_output=True,
+                    "--score-candidates", "200", "--parts", "csr_add,predict,score"], check=True, capture_output=True,
                    cwd=BENCH.parent)
     lines = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
     assert lines[0]["part"] == "machine"
     rates = [line for line in lines if line["part"] == "predict" and "pairs_per_second" in line]
     assert {(line["kernel"], line["candidates"]) for line in rates} == {
         ("bleu", 50), ("bleu", 100), ("tfidf", 50), ("tfidf", 100)}
+    addition = next(line for line in lines if line["part"] == "csr_add")
+    assert addition["identical"] and addition["entries"] > 0 and addition["columns"] == 300
     score = next(line for line in lines if line["part"] == "score")
     assert score["exit"] == 0 and score["rows_written"] == 200 and score["pairs_per_second"] > 0
     subprocess.run([sys.executable, str(BENCH / "gpu_throughput.py"), "--device", "cpu", "--budget", "5",

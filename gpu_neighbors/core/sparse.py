@@ -59,6 +59,10 @@ def sparse_mm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
 # made as CSR and added. The operation census switches this off to see the device's path
 # (tests/census.py).
 SPARSE_INTO_DENSE = frozenset({"cpu"} if torch.backends.mkl.is_available() else ())
+# Devices whose torch adds a CSR matrix into a dense one with one thread a row (CUDA's
+# `add_out_dense_sparse_csr_cuda`): there the product is added entry by entry (`add_entries`);
+# elsewhere torch's loop is the faster (5x on this CPU). The census adds the CPU to see that path.
+ENTRY_BY_ENTRY = frozenset({"cuda"})
 ENTRIES_PER_STEP = 1 << 24  # add_entries' working arrays: 24 bytes an entry, 384 MiB a step
 
 
@@ -68,7 +72,7 @@ def add_product(out: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> t
     one thread: 17 ms, against 53 ms for a CSR product and 9 ms more to add it); and torch's CSR
     x CSR product on the CPU (MKL's) keeps about the size of its result on every call (24 MB
     such a tile: 400 of them grew the process by 9.6 GB, measured), the product into a dense matrix
-    nothing. Elsewhere the CSR product, added (`add_entries`). A caller that multiplies by the
+    nothing. Elsewhere the CSR product, added (entry by entry on CUDA: `add_entries`). A caller that multiplies by the
     same right side again transposes its rows into it once (`TfidfKernel`: each training block).
     Sums in an order of its own: callers that need the same bits on every device make every sum
     exact."""
@@ -76,7 +80,8 @@ def add_product(out: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> t
         return out
     if out.device.type in SPARSE_INTO_DENSE:
         return out.addmm_(left, right)
-    return add_entries(out, torch.sparse.mm(left, right))
+    product = torch.sparse.mm(left, right)
+    return add_entries(out, product) if out.device.type in ENTRY_BY_ENTRY else out.add_(product)
 
 
 def add_entries(out: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:

@@ -14,10 +14,12 @@ from gpu_neighbors.core import sparse
 from gpu_neighbors.core.sparse import add_product
 
 
-@pytest.fixture(params=["into dense", "csr added"])
+@pytest.fixture(params=["into dense", "csr added", "csr added entry by entry"])
 def path(request, monkeypatch):
-    if request.param == "csr added":
+    if request.param != "into dense":
         monkeypatch.setattr(sparse, "SPARSE_INTO_DENSE", frozenset())
+    if request.param == "csr added entry by entry":
+        monkeypatch.setattr(sparse, "ENTRY_BY_ENTRY", frozenset({"cpu"}))
     return request.param
 
 

@@ -155,6 +155,8 @@ def test_the_cpu_product_and_the_device_product_give_the_same_bits(huse_texts, m
         into_dense = kernel.tile(encoded, 0, kernel.num_train)
         monkeypatch.setattr("gpu_neighbors.core.sparse.SPARSE_INTO_DENSE", frozenset())
         assert torch.equal(kernel.tile(encoded, 0, kernel.num_train), into_dense)
+        monkeypatch.setattr("gpu_neighbors.core.sparse.ENTRY_BY_ENTRY", frozenset({"cpu"}))  # CUDA's way
+        assert torch.equal(kernel.tile(encoded, 0, kernel.num_train), into_dense)
         monkeypatch.undo()
         assert (into_dense > 0.1).sum() >= 50
 
