@@ -48,9 +48,7 @@ def sparse_mm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     if right.layout == torch.strided:
         return torch.zeros(shape, dtype=right.dtype, device=right.device)
     empty = torch.zeros((2, 0), dtype=torch.int64, device=left.device)
-    with unchecked_sparse():  # empty: nothing to check
-        return torch.sparse_coo_tensor(empty, torch.zeros(0, dtype=left.dtype, device=left.device), shape,
-                                       check_invariants=False)
+    return coo_matrix(empty, torch.zeros(0, dtype=left.dtype, device=left.device), shape)
 
 
 # Devices on which torch multiplies two CSR matrices straight into a dense one: the CPU, where
@@ -72,10 +70,10 @@ def add_product(out: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> t
     one thread: 17 ms, against 53 ms for a CSR product and 9 ms more to add it); and torch's CSR
     x CSR product on the CPU (MKL's) keeps about the size of its result on every call (24 MB
     such a tile: 400 of them grew the process by 9.6 GB, measured), the product into a dense matrix
-    nothing. Elsewhere the CSR product, added (entry by entry on CUDA: `add_entries`). A caller that multiplies by the
-    same right side again transposes its rows into it once (`TfidfKernel`: each training block).
-    Sums in an order of its own: callers that need the same bits on every device make every sum
-    exact."""
+    nothing. Elsewhere the CSR product, added (entry by entry on CUDA: `add_entries`). A caller
+    that multiplies by the same right side again transposes its rows into it once
+    (`TfidfKernel`: each training block). Sums in an order of its own: callers that need the same
+    bits on every device make every sum exact."""
     if not (stored_entries(left) and stored_entries(right)):
         return out
     if out.device.type in SPARSE_INTO_DENSE:
@@ -87,9 +85,10 @@ def add_product(out: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> t
 def add_entries(out: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
     """out += matrix (sparse CSR; `out` dense and contiguous, as torch's own addition needs), in
     place, as gathers, adds and scatters over the matrix's entries (distinct, so no two writes
-    meet), ENTRIES_PER_STEP at a time, with no host read. torch's CUDA kernel for dense += CSR gives each row one thread that loops over the
-    row's entries: a TF-IDF tile's product took it 67 ms on an H200, 74% of the tile's GPU time
-    (bench/profiles/gpu_h200.md); this one is not measured on a GPU yet."""
+    meet), ENTRIES_PER_STEP at a time, with no host read. torch's CUDA kernel for dense += CSR
+    gives each row one thread that loops over the row's entries: a TF-IDF tile's product took it
+    67 ms on an H200, 74% of the tile's GPU time (bench/profiles/gpu_h200.md); this one is not
+    measured on a GPU yet."""
     crow, columns, values = matrix.crow_indices(), matrix.col_indices(), matrix.values()
     flat_out = out.view(-1)
     width = out.shape[1]
@@ -106,6 +105,15 @@ def csr_matrix(crow: torch.Tensor, columns: torch.Tensor, values: torch.Tensor, 
     """A sparse CSR tensor of these parts, unchecked (its callers make them consistent)."""
     with unchecked_sparse():
         return torch.sparse_csr_tensor(crow, columns, values, shape, check_invariants=False)
+
+
+def coo_matrix(indices: torch.Tensor, values: torch.Tensor, shape: tuple[int, int],
+               coalesced: bool = False) -> torch.Tensor:
+    """A sparse COO tensor of these parts, unchecked (its callers make them consistent);
+    `coalesced`: the caller's entries are distinct and in row-major order."""
+    with unchecked_sparse():
+        return torch.sparse_coo_tensor(indices, values, shape, check_invariants=False,
+                                       is_coalesced=coalesced or None)
 
 
 def row_block(matrix: torch.Tensor, start: int, stop: int, offsets: np.ndarray) -> torch.Tensor:

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from gpu_neighbors.core.sparse import row_block, sparse_mm, unchecked_sparse
+from gpu_neighbors.core.sparse import coo_matrix, row_block, sparse_mm
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.bleu_sets import check_weights
@@ -412,14 +412,8 @@ def shared_words(words: ChunkWords, num_rows: int, train: torch.Tensor) -> torch
         else:
             chosen = (words.word_of >= first) & (words.word_of < last)
             rows, word_of = words.rows[chosen], words.word_of[chosen] - first
-        with unchecked_sparse():
-            sparse = torch.sparse_coo_tensor(
-                torch.stack([rows, word_of]),
-                torch.ones(rows.shape, dtype=torch.float32, device=device),
-                (num_rows, size),
-                check_invariants=False,
-                is_coalesced=True,  # (row, word) entries are unique and in row-major order
-            )
+        sparse = coo_matrix(torch.stack([rows, word_of]), torch.ones(rows.shape, dtype=torch.float32, device=device),
+                            (num_rows, size), coalesced=True)  # (row, word) entries: unique, in row-major order
         counts = sparse_mm(sparse, dense[:size])
         shared = counts if shared is None else shared.add_(counts)
     if shared is None:

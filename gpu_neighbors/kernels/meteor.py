@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from nltk.stem.porter import PorterStemmer
 
-from gpu_neighbors.core.sparse import sparse_mm, unchecked_sparse
+from gpu_neighbors.core.sparse import coo_matrix, sparse_mm
 from gpu_neighbors.text.tokenizers import Tokenizer
 from gpu_neighbors.kernels.wordnet import LazyWordNet, load_wordnet
 from gpu_neighbors.kernels.base import Kernel
@@ -339,5 +339,4 @@ class MeteorKernel(Kernel[MeteorBatch]):
 
 def _binary_sparse(indices: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     values = torch.ones(indices.shape[1], dtype=torch.float32, device=indices.device)
-    with unchecked_sparse():
-        return torch.sparse_coo_tensor(indices, values, size, check_invariants=False)
+    return coo_matrix(indices, values, size)
