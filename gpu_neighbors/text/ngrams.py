@@ -135,8 +135,9 @@ class NgramFeatures:
         crow[1:] = torch.cumsum(torch.bincount(rows, minlength=num_rows), 0)
         values = torch.ones(columns.numel(), dtype=torch.float32, device=rows.device)
         with warnings.catch_warnings():
+            # the notes core.sparse.unchecked_sparse keeps in too (text cannot import core)
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")  # torch 2.11, CUDA
+            warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
             return torch.sparse_csr_tensor(
                 crow, columns, values, (num_rows, max(num_columns, 1)), check_invariants=False
             )

@@ -239,9 +239,10 @@ def _per_row_distinct(keys: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class DocumentFrequency:
     """Sorted distinct keys and how many training texts hold each; where the keys' range is
-    small (token ids, most code points, a small training set's bigrams: `key_index.indexed_by_key`,
-    the rule `KeyIndex` follows), also the counts indexed by key, so that a count is one read instead of a binary search (which was a
-    third of a candidate's statistics against 10 training texts)."""
+    small (token ids, most code points, a small training set's bigrams:
+    `key_index.indexed_by_key`, the rule `KeyIndex` follows), also the counts indexed by key, so
+    that a count is one read instead of a binary search (which was a third of a candidate's
+    statistics against 10 training texts)."""
 
     keys: torch.Tensor
     counts: torch.Tensor
