@@ -289,21 +289,21 @@ def first_differing_operation(host_stats: Any, device_stats: Any, device_quality
     return {"operations": [len(host), len(device)], "found": "no operation differs"}
 
 
-PREDICTION_FIELDS = ("scores", "num_neighbors", "std", "covered", "low", "high", "nearest", "outside", "typicality")
-
-
 def prediction_differences(first: Any, second: Any) -> dict[str, dict[str, Any]]:
-    """Each field of two `Prediction`s that differs: how many entries, the largest difference and
-    the first differing entry on each side (what a fix needs to find the operation)."""
+    """Each field of two `Prediction`s that differs: of an array, how many entries, the largest
+    difference and the first differing entry on each side (what a fix needs to find the
+    operation); of anything else, both values."""
+    import dataclasses
+
     import numpy as np
 
-    found = {}
-    for field in PREDICTION_FIELDS:
+    found: dict[str, dict[str, Any]] = {}
+    for field in (field.name for field in dataclasses.fields(first)):
         left, right = getattr(first, field), getattr(second, field)
-        if left is None and right is None:
-            continue
-        if left is None or right is None:
-            found[field] = {"present": [left is not None, right is not None]}
+        arrays = isinstance(left, np.ndarray), isinstance(right, np.ndarray)
+        if not all(arrays):
+            if any(arrays) or left != right:
+                found[field] = {"cpu": repr(left)[:200], "device": repr(right)[:200]}
             continue
         left, right = np.asarray(left), np.asarray(right)
         if np.array_equal(left, right, equal_nan=left.dtype.kind == "f"):
