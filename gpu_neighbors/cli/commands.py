@@ -31,6 +31,7 @@ from gpu_neighbors.evaluation.protocols import (
     learning_curve,
     sweep,
 )
+from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.kernels.parts import Combined
 from gpu_neighbors.scorer import NeighborsScorer, ScoreError
@@ -433,13 +434,15 @@ def command_compare(args: argparse.Namespace) -> int:
         judgments = [{"score": score, "judgments": extra[args.judgments_field]}
                      for score, extra in zip(data.scores, data.extra)]
     kernel_options = {"bertscore": bertscore_options(args)}
-    if args.smoothing:
-        kernel_options["bleu"] = {"smoothing": args.smoothing}
+    bleu = {key: value for key, value in (("smoothing", args.smoothing), ("weights", args.weights)) if value}
+    if bleu:
+        kernel_options["bleu"] = bleu
+    level = Intervals(args.level, outside_level=args.outside_level, negatives=args.negatives, words=args.words)
     rows = compare_kernels(
         data.texts, data.scores, kernels, taus=_kernel_taus(args.kernel_taus), kernel_options=kernel_options,
         judgments=judgments, min_neighbors=args.min_neighbors, max_fraction=args.max_fraction,
         device=args.device, tokenizer=args.tokenizer, lowercase=args.lowercase,
-        memory_budget=args.memory_budget, score_range=tuple(args.score_range),
+        memory_budget=args.memory_budget, score_range=tuple(args.score_range), level=level,
     )
     baseline = _baselines(args, data.texts, data.scores, fold_indices(len(data.texts), None))
     if args.json:
