@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpu_neighbors.cli.options import bertscore_options, scorer_from_args
+from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.core.host_memory import leave_allocator_alone
 from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
@@ -433,6 +434,13 @@ def command_compare(args: argparse.Namespace) -> int:
     if data.extra and all(args.judgments_field in extra for extra in data.extra):
         judgments = [{"score": score, "judgments": extra[args.judgments_field]}
                      for score, extra in zip(data.scores, data.extra)]
+    unread = [flag for flag, value, read in (
+        ("--estimator", args.estimator, "threshold"), ("--weighting", args.weighting, "uniform"),
+        ("--power", args.power, None), ("--top-k", args.top_k, None), ("--penalty", args.penalty, None),
+        ("--thresholds", args.thresholds, "paper")) if value not in (None, read, "auto")]
+    if unread:
+        warn(f"{', '.join(unread)} changes no row: compare runs the paper's threshold rule, plain mean, never "
+             "tuned (--tau KERNEL=VALUE, --min-neighbors and --max-fraction set it)")
     kernel_options = {"bertscore": bertscore_options(args)}
     bleu = {key: value for key, value in (("smoothing", args.smoothing), ("weights", args.weights)) if value}
     if bleu:

@@ -69,3 +69,23 @@ def test_cli_applies_the_outlier_tests_and_bleu_weights_options(tmp_path, huse_r
         expected = agreement(prediction, scores)
         assert (row["mse"], row["spearman"], row["coverage"]) == (expected.mse, expected.spearman,
                                                                  expected.coverage), flags
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--estimator", "topk"], "--estimator"), (["--weighting", "similarity"], "--weighting"),
+    (["--power", "2"], "--power"), (["--top-k", "5"], "--top-k"), (["--penalty", "1"], "--penalty"),
+    (["--thresholds", "tuned"], "--thresholds"),
+])
+def test_cli_names_the_estimator_flags_it_does_not_read(tmp_path, huse_records, capsys, flags, named):
+    """compare runs the paper's rule, never tuned: an estimator flag changes no row, and says so."""
+    data = tmp_path / "huse.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in huse_records[:30]), encoding="utf-8")
+    assert main(["compare", "--data", str(data), "--kernels", "bleu", "--json"]) == 0
+    plain = capsys.readouterr()
+    assert "compare runs" not in plain.err
+    assert main(["compare", "--data", str(data), "--kernels", "bleu", "--json", *flags]) == 0
+    given = capsys.readouterr()
+    assert f"gpu-neighbors: warning: {named} changes no row: compare runs the paper's threshold rule" in given.err
+    untimed = [[{key: value for key, value in row.items() if key != "seconds"} for row in json.loads(run.out)]
+               for run in (plain, given)]
+    assert untimed[0] == untimed[1]
