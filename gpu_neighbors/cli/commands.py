@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpu_neighbors.cli.options import bertscore_options, scorer_from_args
+from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.core.host_memory import leave_allocator_alone
 from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
@@ -31,6 +32,7 @@ from gpu_neighbors.evaluation.protocols import (
     learning_curve,
     sweep,
 )
+from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.kernels.parts import Combined
 from gpu_neighbors.scorer import NeighborsScorer, ScoreError
@@ -432,14 +434,23 @@ def command_compare(args: argparse.Namespace) -> int:
     if data.extra and all(args.judgments_field in extra for extra in data.extra):
         judgments = [{"score": score, "judgments": extra[args.judgments_field]}
                      for score, extra in zip(data.scores, data.extra)]
+    unread = [flag for flag, value, read in (
+        ("--estimator", args.estimator, "threshold"), ("--weighting", args.weighting, "uniform"),
+        ("--power", args.power, None), ("--top-k", args.top_k, None), ("--penalty", args.penalty, None),
+        ("--thresholds", args.thresholds, "paper")) if value not in (None, read, "auto")]
+    if unread:
+        warn(f"{', '.join(unread)} changes no row: compare runs the paper's threshold rule, plain mean, never "
+             "tuned (--tau KERNEL=VALUE, --min-neighbors and --max-fraction set it)")
     kernel_options = {"bertscore": bertscore_options(args)}
-    if args.smoothing:
-        kernel_options["bleu"] = {"smoothing": args.smoothing}
+    bleu = {key: value for key, value in (("smoothing", args.smoothing), ("weights", args.weights)) if value}
+    if bleu:
+        kernel_options["bleu"] = bleu
+    level = Intervals(args.level, outside_level=args.outside_level, negatives=args.negatives, words=args.words)
     rows = compare_kernels(
         data.texts, data.scores, kernels, taus=_kernel_taus(args.kernel_taus), kernel_options=kernel_options,
         judgments=judgments, min_neighbors=args.min_neighbors, max_fraction=args.max_fraction,
         device=args.device, tokenizer=args.tokenizer, lowercase=args.lowercase,
-        memory_budget=args.memory_budget, score_range=tuple(args.score_range),
+        memory_budget=args.memory_budget, score_range=tuple(args.score_range), level=level,
     )
     baseline = _baselines(args, data.texts, data.scores, fold_indices(len(data.texts), None))
     if args.json:
