@@ -14,7 +14,7 @@ from gpu_neighbors.cli.options import bertscore_options, scorer_from_args
 from gpu_neighbors.core.host_memory import leave_allocator_alone
 from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
-from gpu_neighbors.core.saved import CONFIG
+from gpu_neighbors.core.saved import CONFIG, TENSORS, TRAINING
 from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
@@ -87,7 +87,7 @@ def command_score(args: argparse.Namespace) -> int:
     leave_allocator_alone()
     if (args.train is None) == (args.scorer is None):
         raise ValueError("give --train FILE (the scorer is fitted here) or --scorer FOLDER (a saved one): one of them")
-    training = {"--train": args.train} if args.train is not None else {"--scorer": saved_file(args.scorer)}
+    training = {"--train": args.train} if args.train is not None else saved_inputs(args.scorer)
     check_outputs({"--output": args.output, "--rejects": args.rejects},
                   {**training, "--candidates": args.candidates},
                   overwrite=args.overwrite or args.resume,  # before the training set is read
@@ -137,6 +137,12 @@ def command_score(args: argparse.Namespace) -> int:
 def saved_file(folder: str) -> str:
     """The file whose digest names a saved scorer: its scorer.json records every other file's."""
     return os.path.join(folder, CONFIG)
+
+
+def saved_inputs(folder: str) -> dict[str, str]:
+    """Every file of a saved scorer, as inputs no output may be: a scorer is read from all three."""
+    return {"--scorer": saved_file(folder), **{f"--scorer's {name}": os.path.join(folder, name)
+                                                for name in (TENSORS, TRAINING)}}
 
 
 def file_digest(path: str) -> str:
