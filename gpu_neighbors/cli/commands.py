@@ -91,7 +91,7 @@ def command_score(args: argparse.Namespace) -> int:
     check_outputs({"--output": args.output, "--rejects": args.rejects},
                   {**training, "--candidates": args.candidates},
                   overwrite=args.overwrite or args.resume,  # before the training set is read
-                  resumable=not str(args.output).lower().endswith(".parquet"))
+                  resumable=not str(args.output).lower().endswith(".parquet"), standard_output=True)
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
         from gpu_neighbors.scoring.distributed import RayBatchScorer

@@ -60,8 +60,8 @@ class ResultWriter:
         if self.to_stdout and resume:
             raise InputError("cannot resume a run written to standard output", path=path)
         # Companions (a rejects file) are written beside the output and committed with it.
-        self._output = SafeOutput({"--output": path, **(companions or {})}, inputs=inputs,
-                                  overwrite=overwrite, resume=resume, keep_partial=self.resumable)
+        self._output = SafeOutput({"--output": path, **(companions or {})}, inputs=inputs, overwrite=overwrite,
+                                  resume=resume, keep_partial=self.resumable, standard_output=True)
         try:
             for companion in self._output.paths:
                 if companion != self.path:

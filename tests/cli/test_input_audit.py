@@ -44,3 +44,27 @@ def test_no_output_overwrites_a_file_of_the_saved_scorer_it_reads(files, capsys,
     assert main(argv) == 2
     assert f"and --scorer's {name} are the same file" in one_error_line(capsys)
     assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["self-bleu", "--data", "{candidates}", "--output", "-"], "--output"),
+    (["mbr", "--candidates", "{candidates}", "--output", "-"], "--output"),
+    (["pairs", "--candidates", "{candidates}", "--output", "-"], "--output"),
+    (["systems", "--train", "{train}", "--system-field", "source", "--save", "-", "--resamples", "20",
+      "--trials", "20"], "--save"),
+    (["report", "--data", "{train}", "--out", "{tmp}/report", "--page", "-", "--kernels", "bleu"], "--page"),
+    (["score", "--train", "{train}", "--kernel", "bleu", "--candidates", "{candidates}", "--output", "{tmp}/o.jsonl",
+      "--skip-bad", "--rejects", "-", "--quiet"], "--rejects"),
+])
+def test_standard_output_where_a_command_writes_a_file_is_refused(files, tmp_path, monkeypatch, capsys, argv, flag):
+    """`-` as an output other than score's --output: self-bleu, mbr and pairs ended in an
+    IndexError traceback, systems --save in "- is not one of this run's outputs" after the whole
+    run, report --page - and score --rejects - exited 0 having written the page nowhere and the
+    rejected records to a stray file named -.partial."""
+    monkeypatch.chdir(tmp_path)  # where a file named - or -.partial would be written
+    capsys.readouterr()
+    names = {"train": files["train"], "candidates": files["candidates"], "tmp": tmp_path}
+    assert main([part.format(**names) for part in argv] + ["--device", "cpu"]) == 2
+    line = one_error_line(capsys)
+    assert f"-: {flag} is written to a file, not to standard output: give a file path" in line, line
+    assert sorted(tmp_path.iterdir()) == []
