@@ -14,7 +14,7 @@ from gpu_neighbors.cli.options import bertscore_options, scorer_from_args
 from gpu_neighbors.core.host_memory import leave_allocator_alone
 from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
-from gpu_neighbors.core.saved import CONFIG, TENSORS, TRAINING
+from gpu_neighbors.core.saved import CONFIG, TENSORS, TRAINING, check_folder
 from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
@@ -172,6 +172,7 @@ def command_fit(args: argparse.Namespace) -> int:
     """Fit once and save: the signature, and the leave-one-out agreement the settings were
     tuned on (or, untuned, the scorer's leave-one-out rho on its training set)."""
     kept = _kept_fields(args)
+    check_folder(args.save, args.overwrite, replace="pass --overwrite")  # before the fit, not after it
     data = read_data(args, args.train, keep_fields=kept)
     for name in kept:
         if not any(name in extra for extra in data.extra):

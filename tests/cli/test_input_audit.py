@@ -68,3 +68,27 @@ def test_standard_output_where_a_command_writes_a_file_is_refused(files, tmp_pat
     line = one_error_line(capsys)
     assert f"-: {flag} is written to a file, not to standard output: give a file path" in line, line
     assert sorted(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where, message", [
+    ("scorer", "scorer.json: a saved scorer is already there; pass --overwrite to replace it"),
+    ("file", "is a file, not a folder to save a scorer in"),
+    ("folder", "holds notes.txt, not a saved scorer: choose an empty folder"),
+])
+def test_fit_refuses_a_save_folder_it_cannot_write_before_fitting(files, tmp_path, monkeypatch, capsys, where,
+                                                                     message):
+    """fit --save onto an existing scorer, a file or a folder of other files fitted first (minutes
+    on a large set) and only then failed, for a scorer in Python's words ("give overwrite=True")."""
+    import gpu_neighbors.cli.commands as commands
+
+    def never(*args, **kwargs):
+        raise AssertionError("fitted although the folder cannot be written")
+
+    monkeypatch.setattr(commands, "fit_on_file", never)
+    target = {"scorer": files["scorer"], "file": files["train"], "folder": tmp_path}[where]
+    (tmp_path / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert main(["fit", "--train", str(files["train"]), "--save", str(target), "--kernel", "bleu",
+                 "--device", "cpu"]) == 2
+    assert message in one_error_line(capsys)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
