@@ -396,6 +396,9 @@ def command_report(args: argparse.Namespace) -> int:
     inputs = {"--data": args.data}
     check_outputs({"--page": report_page(args.out, args.page)}, inputs, overwrite=args.overwrite)  # before the work
     specs = [KernelSpec.parse(text) for text in args.kernel_specs.split(",") if text.strip()]
+    for spec in specs:  # a typo is refused now, not written into the report as a kernel that failed
+        if spec.kernel not in KERNEL_NAMES:
+            raise ValueError(f"--kernels: unknown kernel {spec.kernel!r}; choose one of {', '.join(KERNEL_NAMES)}")
     data = read_data(args, args.data, keep_fields=("judgments", "source"))
 
     def make_scorer(spec: KernelSpec) -> NeighborsScorer:

@@ -92,3 +92,13 @@ def test_fit_refuses_a_save_folder_it_cannot_write_before_fitting(files, tmp_pat
                  "--device", "cpu"]) == 2
     assert message in one_error_line(capsys)
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_report_refuses_an_unknown_kernel_name_before_the_work(files, tmp_path, capsys):
+    """report --kernels bleu,nosuch exited 0 with a report that said "nosuch could not be
+    evaluated", where compare --kernels refuses the same typo at once."""
+    capsys.readouterr()
+    assert main(["report", "--data", str(files["train"]), "--out", str(tmp_path / "r"), "--kernels", "bleu,nosuch",
+                 "--device", "cpu"]) == 2
+    assert "--kernels: unknown kernel 'nosuch'; choose one of bleu, rouge" in one_error_line(capsys)
+    assert not (tmp_path / "r").exists()
