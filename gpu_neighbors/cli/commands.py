@@ -7,7 +7,7 @@ import hashlib
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpu_neighbors.cli.options import bertscore_options, scorer_from_args
@@ -303,14 +303,19 @@ def _subset(data: ScoredData, indices: Any) -> ScoredData:
 # -- evaluation studio: protocols on one similarity pass (protocols.py), the report (report.py) --
 
 
-def _studio_pass(args: argparse.Namespace) -> tuple[PairwiseSimilarities, Thresholds, str]:
-    similarities, scorer, _ = _studio_scorer(args)
+def _studio_pass(args: argparse.Namespace, check: Callable[[int], None] | None = None,
+                 ) -> tuple[PairwiseSimilarities, Thresholds, str]:
+    similarities, scorer, _ = _studio_scorer(args, check)
     return similarities, scorer.thresholds_, str(scorer.signature)
 
 
-def _studio_scorer(args: argparse.Namespace) -> tuple[PairwiseSimilarities, NeighborsScorer, ScoredData]:
-    """The one pass of the data and its scorer, fitted untuned (protocols tune inside splits)."""
+def _studio_scorer(args: argparse.Namespace, check: Callable[[int], None] | None = None,
+                   ) -> tuple[PairwiseSimilarities, NeighborsScorer, ScoredData]:
+    """The one pass of the data and its scorer, fitted untuned (protocols tune inside splits);
+    `check` first refuses settings the number of texts rules out (naming their flag)."""
     data = read_data(args, args.data)
+    if check is not None:
+        check(len(data.texts))
     scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
     return scorer.splits_pass(), scorer, data
 
@@ -327,7 +332,11 @@ def _emit(args: argparse.Namespace, title: str, rows: list[dict[str, Any]], **de
 
 
 def command_crossval(args: argparse.Namespace) -> int:
-    similarities, scorer, data = _studio_scorer(args)
+    def check(count: int) -> None:
+        if args.folds is not None and args.folds > count:
+            raise InputError(f"--folds {args.folds}: more folds than its {count} scored text{'s' * (count != 1)}", path=args.data)
+
+    similarities, scorer, data = _studio_scorer(args, check)
     thresholds, signature = scorer.thresholds_, str(scorer.signature)
     folds = len(similarities) if args.folds is None else args.folds
     tuned = args.tune or scorer.tunes(len(similarities) - len(similarities) // folds)
@@ -368,7 +377,13 @@ def command_cross_task(args: argparse.Namespace) -> int:
 
 
 def command_curve(args: argparse.Namespace) -> int:
-    similarities, thresholds, signature = _studio_pass(args)
+    def check(count: int) -> None:
+        for size in args.sizes or ():
+            if not 2 <= size <= count:
+                raise InputError(f"--sizes {size:g}: a subset holds from 2 texts to all its {count} scored texts",
+                                 path=args.data)
+
+    similarities, thresholds, signature = _studio_pass(args, check)
     sizes = None if args.sizes is None else [int(size) for size in args.sizes]
     points = learning_curve(similarities, thresholds, sizes=sizes, runs=args.runs, seed=args.seed)
     _emit(args, f"training-size curve on {args.data} ({args.runs} subsets per size, seed {args.seed})",
@@ -384,8 +399,11 @@ def command_sweep(args: argparse.Namespace) -> int:
     parameters = SWEPT if args.parameter == "all" else (args.parameter,)
     if args.values is not None and len(parameters) > 1:
         raise ValueError("--values needs one --parameter (tau, a or b)")
-    rows = [point.as_dict() for parameter in parameters
-            for point in sweep(similarities, thresholds, parameter, args.values)]
+    try:
+        rows = [point.as_dict() for parameter in parameters
+                for point in sweep(similarities, thresholds, parameter, args.values)]
+    except ValueError as error:  # a value the swept parameter cannot take: name the flag
+        raise ValueError(f"--values: {error}") from None
     _emit(args, f"leave-one-out sweep on {args.data}", rows, signature=signature)
     return 0
 

@@ -102,3 +102,21 @@ def test_report_refuses_an_unknown_kernel_name_before_the_work(files, tmp_path, 
                  "--device", "cpu"]) == 2
     assert "--kernels: unknown kernel 'nosuch'; choose one of bleu, rouge" in one_error_line(capsys)
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["crossval", "--data", "{train}", "--folds", "61"], "train.jsonl: --folds 61: more folds than its 60 scored texts"),
+    (["curve", "--data", "{train}", "--sizes", "20,61", "--runs", "1"],
+     "train.jsonl: --sizes 61: a subset holds from 2 texts to all its 60 scored texts"),
+    (["curve", "--data", "{train}", "--sizes", "1", "--runs", "1"],
+     "train.jsonl: --sizes 1: a subset holds from 2 texts"),
+    (["sweep", "--data", "{train}", "--parameter", "a", "--values", "0,1"], "--values: a must be a whole number >= 1"),
+    (["sweep", "--data", "{train}", "--parameter", "b", "--values", "0.5,2"], "--values: b must be in (0, 1], not 2.0"),
+])
+def test_settings_the_data_rules_out_name_their_flag(files, capsys, argv, message):
+    """Settings checked against the number of texts were refused in the library's words, naming
+    neither flag nor file: "folds must be between 2 and the number of items (60), not 61",
+    "subset size 61 must be between 2 and ...", "a must be a whole number >= 1, not 0.0"."""
+    capsys.readouterr()
+    assert main([part.format(train=files["train"]) for part in argv] + ["--kernel", "bleu", "--device", "cpu"]) == 2
+    assert message in one_error_line(capsys)
