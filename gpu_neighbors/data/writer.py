@@ -194,7 +194,8 @@ class ResultWriter:
             raise InputError(f"cannot read the progress record: {exc}",
                              path=self.meta_path) from None
         valid = (isinstance(meta, dict) and {"header", "rows", "bytes", "complete"} <= meta.keys()
-                 and all(type(meta[key]) is int and meta[key] >= 0 for key in ("rows", "bytes")))
+                 and all(type(meta[key]) is int and meta[key] >= 0 for key in ("rows", "bytes"))
+                 and type(meta["complete"]) is bool and isinstance(meta.get("checkpoint", {}), dict))
         if not valid:
             raise InputError("not a progress record of gpu-neighbors", path=self.meta_path)
         return meta
