@@ -347,7 +347,7 @@ def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> Neighb
     elif args.model or args.layer is not None or args.idf or args.rescale:
         raise ValueError("--model, --layer, --idf and --rescale apply to the bertscore kernel only (--kernel "
                          "bertscore, or auto or combined, which --model makes it join)")
-    if not several:  # the candidate list means nothing then
+    if not several and settings.get("kernels") is None:  # a list given means nothing then: parts warns
         settings.pop("kernels", None)
     if settings["score_range"] is not None:
         settings["score_range"] = tuple(settings["score_range"])

@@ -120,3 +120,14 @@ def test_settings_the_data_rules_out_name_their_flag(files, capsys, argv, messag
     capsys.readouterr()
     assert main([part.format(train=files["train"]) for part in argv] + ["--kernel", "bleu", "--device", "cpu"]) == 2
     assert message in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("options", [["--kernel", "bleu"], ["--tau", "0.2"]])
+def test_a_kernel_list_that_one_kernel_never_reads_is_warned_about(files, capsys, options):
+    """--kernels with one kernel (given, or bleu from a paper setting) was dropped without the
+    warning the library gives: the command line removed it before the parts were made."""
+    capsys.readouterr()
+    assert main(["evaluate", "--data", str(files["train"]), "--kernels", "rouge,tfidf", *options,
+                 "--device", "cpu"]) == 0
+    assert ("gpu-neighbors: warning: kernels (--kernels) = rouge,tfidf is read only with kernel 'auto' or "
+            "'combined': it changes no estimate") in capsys.readouterr().err
