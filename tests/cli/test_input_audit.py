@@ -131,3 +131,20 @@ def test_a_kernel_list_that_one_kernel_never_reads_is_warned_about(files, capsys
                  "--device", "cpu"]) == 0
     assert ("gpu-neighbors: warning: kernels (--kernels) = rouge,tfidf is read only with kernel 'auto' or "
             "'combined': it changes no estimate") in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--data", "{train}", "--kernel", "tfidf"],
+    ["pairs", "--candidates", "{candidates}", "--output", "{tmp}/p.npy", "--kernel", "tfidf"],
+    ["mbr", "--candidates", "{candidates}", "--output", "{tmp}/m.jsonl", "--kernel", "tfidf"],
+])
+def test_a_tokenizer_the_kernel_never_reads_is_warned_about(files, tmp_path, capsys, argv):
+    """--kernel tfidf --tokenizer 13a --lowercase ran tfidf's own analyzers without a word, where
+    --smoothing with rouge is refused and an estimator's unread flag is warned about."""
+    capsys.readouterr()
+    names = {"train": files["train"], "candidates": files["candidates"], "tmp": tmp_path}
+    assert main([part.format(**names) for part in argv] + ["--tokenizer", "13a", "--lowercase", "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    for flag, value in (("tokenizer", "'13a'"), ("lowercase", "True")):
+        assert (f"gpu-neighbors: warning: {flag} (--{flag}) = {value} is not read by the tfidf kernel, which "
+                "tokenizes in its own way: it changes no estimate") in err, err
