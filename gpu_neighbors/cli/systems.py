@@ -165,7 +165,11 @@ def _labelled_training(train: ScoredData, args: argparse.Namespace, path: str) -
         line = train.lines[having.index(False)]
         raise InputError("missing, though other training texts have it", path=path, line=line,
                          field=args.system_field)
-    paired = args.pair_field is not None and all(args.pair_field in extra for extra in train.extra)
+    pairs = [args.pair_field is not None and args.pair_field in extra for extra in train.extra]
+    if any(pairs) and not all(pairs):  # not a silently unpaired comparison for one text's lack
+        raise InputError("missing, though other training texts have it", path=path,
+                         line=train.lines[pairs.index(False)], field=args.pair_field)
+    paired = all(pairs) and args.pair_field is not None
     names = [_label(extra[args.system_field], path, line, args.system_field)
              for extra, line in zip(train.extra, train.lines)]
     inputs = [_label(extra[args.pair_field], path, line, args.pair_field)

@@ -148,3 +148,15 @@ def test_a_tokenizer_the_kernel_never_reads_is_warned_about(files, tmp_path, cap
     for flag, value in (("tokenizer", "'13a'"), ("lowercase", "True")):
         assert (f"gpu-neighbors: warning: {flag} (--{flag}) = {value} is not read by the tfidf kernel, which "
                 "tokenizes in its own way: it changes no estimate") in err, err
+
+
+def test_a_training_text_without_the_pair_field_is_named(tmp_path, huse_records, capsys):
+    """One training text without --pair-field's field made the whole training comparison
+    unpaired without a word; one without --system-field's field is refused naming its line."""
+    records = [{"text": r["text"], "score": r["score"], "sys": "AB"[i % 2], "input": str(i // 2)}
+               for i, r in enumerate(huse_records[:40])]
+    del records[6]["input"]
+    train = write_jsonl(tmp_path / "train.jsonl", records)
+    assert main(["systems", "--train", str(train), "--system-field", "sys", "--pair-field", "input",
+                 "--resamples", "20", "--trials", "20", "--kernel", "bleu", "--device", "cpu", "--quiet"]) == 2
+    assert "train.jsonl:7: field 'input': missing, though other training texts have it" in one_error_line(capsys)
