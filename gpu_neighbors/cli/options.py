@@ -143,6 +143,8 @@ def number_list(text: str) -> list[float]:
                 raise argparse.ArgumentTypeError(f"{text!r} gives {count:,.0f} values: at most {MAX_VALUES:,}")
             return [round(start + index * step, 10) for index in range(max(int(math.floor(count)), 0))]
         values = [float(part) for part in text.split(",") if part.strip()]
+        if not values:  # nothing to sweep or plot: an empty report figure was an IndexError
+            raise argparse.ArgumentTypeError(f"{text!r} holds no values: give a list (1,2,5) or range (start:stop:step)")
         if len(values) > MAX_VALUES:
             raise argparse.ArgumentTypeError(f"{len(values):,} values: at most {MAX_VALUES:,}")
         if not all(math.isfinite(value) for value in values):

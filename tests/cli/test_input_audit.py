@@ -160,3 +160,17 @@ def test_a_training_text_without_the_pair_field_is_named(tmp_path, huse_records,
     assert main(["systems", "--train", str(train), "--system-field", "sys", "--pair-field", "input",
                  "--resamples", "20", "--trials", "20", "--kernel", "bleu", "--device", "cpu", "--quiet"]) == 2
     assert "train.jsonl:7: field 'input': missing, though other training texts have it" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["report", "--data", "d.jsonl", "--out", "r", "--sizes", ""], "--sizes"),
+    (["curve", "--data", "d.jsonl", "--sizes", " , "], "--sizes"),
+    (["sweep", "--data", "d.jsonl", "--parameter", "tau", "--values", ""], "--values"),
+])
+def test_an_empty_list_of_values_is_refused_by_its_parser(argv, flag, capsys):
+    """report --sizes '' ran the whole report and ended in an IndexError traceback drawing an
+    empty curve; curve and sweep printed an empty table and exited 0."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert f"argument {flag}: " in one_error_line(capsys)
