@@ -174,3 +174,22 @@ def test_an_empty_list_of_values_is_refused_by_its_parser(argv, flag, capsys):
         main(argv)
     assert exit_.value.code == 2
     assert f"argument {flag}: " in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("argv, flags", [
+    (["score", "--train", "-", "--kernel", "bleu", "--candidates", "-", "--output", "{tmp}/o.jsonl"],
+     "--train and --candidates"),
+    (["pairs", "--candidates", "-", "--train", "-", "--output", "{tmp}/p.npy"], "--candidates and --train"),
+    (["systems", "--train", "-", "--candidates", "-", "--system-field", "source"], "--train and --candidates"),
+])
+def test_two_inputs_from_standard_input_are_refused(files, tmp_path, monkeypatch, capsys, argv, flags):
+    """score --train - --candidates - read the training set from the pipe, left the candidates
+    nothing, and exited 0 having scored 0 candidates."""
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(files["train"].read_bytes()))))
+    capsys.readouterr()
+    assert main([part.format(tmp=tmp_path) for part in argv] + ["--device", "cpu"]) == 2
+    assert f"-: {flags} are both standard input, which can be read only once" in one_error_line(capsys)
+    assert sorted(tmp_path.iterdir()) == []
