@@ -76,6 +76,8 @@ def warn_unread_text_settings(name: str, settings: Mapping[str, Any]) -> None:
 
 
 def _one_kernel(name: str, settings: Mapping[str, Any], options: Mapping[str, Any], auto: bool = False) -> KernelPart:
+    if name in (AUTO, COMBINED):  # Auto() takes no tokenizer: a TypeError traceback otherwise
+        raise ValueError(f"kernels ({SCORER_PARAMETERS['kernels'].flag}): {name!r} is not a single kernel")
     shared = {key: settings[key] for key in ("tokenizer", "lowercase", "allow_download") if key in settings}
     if not auto:
         warn_unread_text_settings(name, settings)

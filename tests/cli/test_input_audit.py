@@ -193,3 +193,12 @@ def test_two_inputs_from_standard_input_are_refused(files, tmp_path, monkeypatch
     assert main([part.format(tmp=tmp_path) for part in argv] + ["--device", "cpu"]) == 2
     assert f"-: {flags} are both standard input, which can be read only once" in one_error_line(capsys)
     assert sorted(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kernel, kernels", [("auto", "auto"), ("combined", "bleu,auto"), ("auto", "combined")])
+def test_auto_or_combined_in_the_kernel_list_is_one_error_line(files, capsys, kernel, kernels):
+    """--kernel auto --kernels auto ended in a TypeError traceback (Auto() takes no tokenizer)."""
+    capsys.readouterr()
+    assert main(["evaluate", "--data", str(files["train"]), "--kernel", kernel, "--kernels", kernels,
+                 "--device", "cpu"]) == 2
+    assert "kernels (--kernels): " in one_error_line(capsys)
