@@ -202,3 +202,12 @@ def test_auto_or_combined_in_the_kernel_list_is_one_error_line(files, capsys, ke
     assert main(["evaluate", "--data", str(files["train"]), "--kernel", kernel, "--kernels", kernels,
                  "--device", "cpu"]) == 2
     assert "kernels (--kernels): " in one_error_line(capsys)
+
+
+def test_a_model_folder_without_a_known_layer_names_the_flag(files, tmp_path, capsys):
+    """The refusal told the command-line user to "pass kernel_options={'layer': N}"."""
+    capsys.readouterr()
+    assert main(["evaluate", "--data", str(files["train"]), "--kernel", "bertscore", "--model", str(tmp_path),
+                 "--device", "cpu"]) == 2
+    line = one_error_line(capsys)
+    assert "no default layer for BERTScore model" in line and "--layer N on the command line" in line, line
