@@ -27,6 +27,7 @@ from gpu_neighbors.cli.options import (
     seed,
     similarity,
 )
+from gpu_neighbors.cli.parts import warn_unread_text_settings
 from gpu_neighbors.data import InputError, iter_candidates
 from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_allowed
 from gpu_neighbors.data.output import SafeOutput
@@ -112,6 +113,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         if options and args.kernel != "bertscore":
             raise ValueError("--model and --layer apply to --kernel bertscore only")
         settings["kernel_options"] = options or None
+        warn_unread_text_settings(args.kernel, settings)
     return settings
 
 

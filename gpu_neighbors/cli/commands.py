@@ -7,7 +7,7 @@ import hashlib
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpu_neighbors.cli.options import bertscore_options, scorer_from_args
@@ -15,7 +15,7 @@ from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.core.host_memory import leave_allocator_alone
 from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
-from gpu_neighbors.core.saved import CONFIG
+from gpu_neighbors.core.saved import CONFIG, TENSORS, TRAINING, check_folder
 from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
@@ -89,11 +89,11 @@ def command_score(args: argparse.Namespace) -> int:
     leave_allocator_alone()
     if (args.train is None) == (args.scorer is None):
         raise ValueError("give --train FILE (the scorer is fitted here) or --scorer FOLDER (a saved one): one of them")
-    training = {"--train": args.train} if args.train is not None else {"--scorer": saved_file(args.scorer)}
+    training = {"--train": args.train} if args.train is not None else saved_inputs(args.scorer)
     check_outputs({"--output": args.output, "--rejects": args.rejects},
                   {**training, "--candidates": args.candidates},
                   overwrite=args.overwrite or args.resume,  # before the training set is read
-                  resumable=not str(args.output).lower().endswith(".parquet"))
+                  resumable=not str(args.output).lower().endswith(".parquet"), standard_output=True)
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
         from gpu_neighbors.scoring.distributed import RayBatchScorer
@@ -141,6 +141,12 @@ def saved_file(folder: str) -> str:
     return os.path.join(folder, CONFIG)
 
 
+def saved_inputs(folder: str) -> dict[str, str]:
+    """Every file of a saved scorer, as inputs no output may be: a scorer is read from all three."""
+    return {"--scorer": saved_file(folder), **{f"--scorer's {name}": os.path.join(folder, name)
+                                                for name in (TENSORS, TRAINING)}}
+
+
 def file_digest(path: str) -> str:
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
@@ -168,6 +174,7 @@ def command_fit(args: argparse.Namespace) -> int:
     """Fit once and save: the signature, and the leave-one-out agreement the settings were
     tuned on (or, untuned, the scorer's leave-one-out rho on its training set)."""
     kept = _kept_fields(args)
+    check_folder(args.save, args.overwrite, replace="pass --overwrite")  # before the fit, not after it
     data = read_data(args, args.train, keep_fields=kept)
     for name in kept:
         if not any(name in extra for extra in data.extra):
@@ -298,14 +305,19 @@ def _subset(data: ScoredData, indices: Any) -> ScoredData:
 # -- evaluation studio: protocols on one similarity pass (protocols.py), the report (report.py) --
 
 
-def _studio_pass(args: argparse.Namespace) -> tuple[PairwiseSimilarities, Thresholds, str]:
-    similarities, scorer, _ = _studio_scorer(args)
+def _studio_pass(args: argparse.Namespace, check: Callable[[int], None] | None = None,
+                 ) -> tuple[PairwiseSimilarities, Thresholds, str]:
+    similarities, scorer, _ = _studio_scorer(args, check)
     return similarities, scorer.thresholds_, str(scorer.signature)
 
 
-def _studio_scorer(args: argparse.Namespace) -> tuple[PairwiseSimilarities, NeighborsScorer, ScoredData]:
-    """The one pass of the data and its scorer, fitted untuned (protocols tune inside splits)."""
+def _studio_scorer(args: argparse.Namespace, check: Callable[[int], None] | None = None,
+                   ) -> tuple[PairwiseSimilarities, NeighborsScorer, ScoredData]:
+    """The one pass of the data and its scorer, fitted untuned (protocols tune inside splits);
+    `check` first refuses settings the number of texts rules out (naming their flag)."""
     data = read_data(args, args.data)
+    if check is not None:
+        check(len(data.texts))
     scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
     return scorer.splits_pass(), scorer, data
 
@@ -322,7 +334,11 @@ def _emit(args: argparse.Namespace, title: str, rows: list[dict[str, Any]], **de
 
 
 def command_crossval(args: argparse.Namespace) -> int:
-    similarities, scorer, data = _studio_scorer(args)
+    def check(count: int) -> None:
+        if args.folds is not None and args.folds > count:
+            raise InputError(f"--folds {args.folds}: more folds than its {count} scored text{'s' * (count != 1)}", path=args.data)
+
+    similarities, scorer, data = _studio_scorer(args, check)
     thresholds, signature = scorer.thresholds_, str(scorer.signature)
     folds = len(similarities) if args.folds is None else args.folds
     tuned = args.tune or scorer.tunes(len(similarities) - len(similarities) // folds)
@@ -363,7 +379,13 @@ def command_cross_task(args: argparse.Namespace) -> int:
 
 
 def command_curve(args: argparse.Namespace) -> int:
-    similarities, thresholds, signature = _studio_pass(args)
+    def check(count: int) -> None:
+        for size in args.sizes or ():
+            if not 2 <= size <= count:
+                raise InputError(f"--sizes {size:g}: a subset holds from 2 texts to all its {count} scored texts",
+                                 path=args.data)
+
+    similarities, thresholds, signature = _studio_pass(args, check)
     sizes = None if args.sizes is None else [int(size) for size in args.sizes]
     points = learning_curve(similarities, thresholds, sizes=sizes, runs=args.runs, seed=args.seed)
     _emit(args, f"training-size curve on {args.data} ({args.runs} subsets per size, seed {args.seed})",
@@ -379,8 +401,11 @@ def command_sweep(args: argparse.Namespace) -> int:
     parameters = SWEPT if args.parameter == "all" else (args.parameter,)
     if args.values is not None and len(parameters) > 1:
         raise ValueError("--values needs one --parameter (tau, a or b)")
-    rows = [point.as_dict() for parameter in parameters
-            for point in sweep(similarities, thresholds, parameter, args.values)]
+    try:
+        rows = [point.as_dict() for parameter in parameters
+                for point in sweep(similarities, thresholds, parameter, args.values)]
+    except ValueError as error:  # a value the swept parameter cannot take: name the flag
+        raise ValueError(f"--values: {error}") from None
     _emit(args, f"leave-one-out sweep on {args.data}", rows, signature=signature)
     return 0
 
@@ -391,6 +416,9 @@ def command_report(args: argparse.Namespace) -> int:
     inputs = {"--data": args.data}
     check_outputs({"--page": report_page(args.out, args.page)}, inputs, overwrite=args.overwrite)  # before the work
     specs = [KernelSpec.parse(text) for text in args.kernel_specs.split(",") if text.strip()]
+    for spec in specs:  # a typo is refused now, not written into the report as a kernel that failed
+        if spec.kernel not in KERNEL_NAMES:
+            raise ValueError(f"--kernels: unknown kernel {spec.kernel!r}; choose one of {', '.join(KERNEL_NAMES)}")
     data = read_data(args, args.data, keep_fields=("judgments", "source"))
 
     def make_scorer(spec: KernelSpec) -> NeighborsScorer:

@@ -143,6 +143,8 @@ def number_list(text: str) -> list[float]:
                 raise argparse.ArgumentTypeError(f"{text!r} gives {count:,.0f} values: at most {MAX_VALUES:,}")
             return [round(start + index * step, 10) for index in range(max(int(math.floor(count)), 0))]
         values = [float(part) for part in text.split(",") if part.strip()]
+        if not values:  # nothing to sweep or plot: an empty report figure was an IndexError
+            raise argparse.ArgumentTypeError(f"{text!r} holds no values: give a list (1,2,5) or range (start:stop:step)")
         if len(values) > MAX_VALUES:
             raise argparse.ArgumentTypeError(f"{len(values):,} values: at most {MAX_VALUES:,}")
         if not all(math.isfinite(value) for value in values):
@@ -347,7 +349,7 @@ def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> Neighb
     elif args.model or args.layer is not None or args.idf or args.rescale:
         raise ValueError("--model, --layer, --idf and --rescale apply to the bertscore kernel only (--kernel "
                          "bertscore, or auto or combined, which --model makes it join)")
-    if not several:  # the candidate list means nothing then
+    if not several and settings.get("kernels") is None:  # a list given means nothing then: parts warns
         settings.pop("kernels", None)
     if settings["score_range"] is not None:
         settings["score_range"] = tuple(settings["score_range"])

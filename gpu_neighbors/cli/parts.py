@@ -18,6 +18,7 @@ from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.core.validation import DEFAULT_AUTO_KERNELS, DEFAULT_KERNEL, PAPER_KERNEL, SCORER_PARAMETERS
 from gpu_neighbors.estimators import Estimator, Ridge, Threshold, TopK
+from gpu_neighbors.kernels import KERNEL_NAMES, kernel_class
 from gpu_neighbors.kernels.parts import AUTO, COMBINED, Auto, Combined, KernelPart, kernel_part
 
 TUNING = {"auto": "auto", "tuned": "always", "paper": "never"}  # --thresholds MODE -> the part's tuning
@@ -63,8 +64,23 @@ def kernel_from_settings(settings: Mapping[str, Any]) -> KernelPart | Auto:
     return Combined(parts, **text)
 
 
+def warn_unread_text_settings(name: str, settings: Mapping[str, Any]) -> None:
+    """Warns of --tokenizer and --lowercase given to a kernel that brings its own tokenization
+    (tfidf's analyzers, BERTScore's model): they change no estimate."""
+    if name not in KERNEL_NAMES or kernel_class(name).uses_tokenizer:
+        return
+    for key, default in (("tokenizer", "whitespace"), ("lowercase", False)):
+        if settings.get(key, default) != default:
+            warn(f"{key} ({SCORER_PARAMETERS[key].flag}) = {settings[key]!r} is not read by the {name} kernel, "
+                 "which tokenizes in its own way: it changes no estimate")
+
+
 def _one_kernel(name: str, settings: Mapping[str, Any], options: Mapping[str, Any], auto: bool = False) -> KernelPart:
+    if name in (AUTO, COMBINED):  # Auto() takes no tokenizer: a TypeError traceback otherwise
+        raise ValueError(f"kernels ({SCORER_PARAMETERS['kernels'].flag}): {name!r} is not a single kernel")
     shared = {key: settings[key] for key in ("tokenizer", "lowercase", "allow_download") if key in settings}
+    if not auto:
+        warn_unread_text_settings(name, settings)
     for key in BLEU_ONLY:
         if settings.get(key) is None:
             continue

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from gpu_neighbors.cli.commands import (default_encoders, default_threads, default_workers, fit_on_file, read_data,
-                                        saved_file, saved_training)
+                                        saved_inputs, saved_training)
 from gpu_neighbors.cli.options import (
     add_data_options,
     add_model_options,
@@ -92,7 +92,7 @@ def command_systems(args: argparse.Namespace) -> int:
     if args.plot is not None and Path(args.plot).suffix.lower() != ".png":
         raise InputError("--plot writes a PNG image: give a name ending in .png", path=args.plot)
     outputs = {flag: path for flag, path in (("--save", args.save), ("--plot", args.plot)) if path is not None}
-    training = {"--train": args.train} if args.train is not None else {"--scorer": saved_file(args.scorer)}
+    training = {"--train": args.train} if args.train is not None else saved_inputs(args.scorer)
     inputs = {**training, "--candidates": args.candidates}
     # The outputs are checked against the inputs, locked, and written as partial files renamed
     # into place at the end: a failed or killed run leaves the earlier files as they were.
@@ -165,7 +165,11 @@ def _labelled_training(train: ScoredData, args: argparse.Namespace, path: str) -
         line = train.lines[having.index(False)]
         raise InputError("missing, though other training texts have it", path=path, line=line,
                          field=args.system_field)
-    paired = args.pair_field is not None and all(args.pair_field in extra for extra in train.extra)
+    pairs = [args.pair_field is not None and args.pair_field in extra for extra in train.extra]
+    if any(pairs) and not all(pairs):  # not a silently unpaired comparison for one text's lack
+        raise InputError("missing, though other training texts have it", path=path,
+                         line=train.lines[pairs.index(False)], field=args.pair_field)
+    paired = all(pairs) and args.pair_field is not None
     names = [_label(extra[args.system_field], path, line, args.system_field)
              for extra, line in zip(train.extra, train.lines)]
     inputs = [_label(extra[args.pair_field], path, line, args.pair_field)

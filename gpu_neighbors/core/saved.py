@@ -82,19 +82,32 @@ def unpack_strings(data: torch.Tensor, ends: torch.Tensor) -> list[str]:
         raise ValueError("packed strings are not UTF-8") from None
 
 
+def check_folder(folder: str | os.PathLike[str], overwrite: bool = False,
+                 replace: str = "give overwrite=True") -> None:
+    """What `write` refuses, for a caller to check before a long fit: a file in place of the
+    folder, a saved scorer there unless `overwrite` (`replace` says how to ask for it), and a
+    folder holding anything else."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        if folder.exists():
+            raise FileExistsError(f"{folder}: is a file, not a folder to save a scorer in")
+        return
+    if (folder / CONFIG).exists() and not overwrite:
+        raise FileExistsError(f"{folder / CONFIG}: a saved scorer is already there; {replace} to replace it")
+    strangers = sorted(path.name for path in folder.iterdir()
+                       if path.name not in (CONFIG, TENSORS, TRAINING) and not path.name.endswith(".partial"))
+    if strangers:
+        raise FileExistsError(f"{folder}: holds {', '.join(strangers[:3])}, not a saved scorer: choose an empty folder")
+
+
 def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = False) -> Path:
     """Write `saved` to `folder` (made if missing); a folder that already holds a scorer is
     replaced only with `overwrite`, and one that holds anything else never."""
     from safetensors.torch import save
 
     folder = Path(folder)
+    check_folder(folder, overwrite)
     folder.mkdir(parents=True, exist_ok=True)
-    if (folder / CONFIG).exists() and not overwrite:
-        raise FileExistsError(f"{folder / CONFIG}: a saved scorer is already there; give overwrite=True to replace it")
-    strangers = sorted(path.name for path in folder.iterdir()
-                       if path.name not in (CONFIG, TENSORS, TRAINING) and not path.name.endswith(".partial"))
-    if strangers:
-        raise FileExistsError(f"{folder}: holds {', '.join(strangers[:3])}, not a saved scorer: choose an empty folder")
     reserved = sorted(set(saved.fields) & {"text", "score"})
     if reserved or any(len(values) != len(saved.texts) for values in saved.fields.values()):
         raise ValueError(f"fields must be one value per training text, named other than text and score "

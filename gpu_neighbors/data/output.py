@@ -82,14 +82,15 @@ class SafeOutput:
 
     def __init__(self, outputs: Mapping[str, PathLike | None], *,
                  inputs: Mapping[str, PathLike | None] | None = None, overwrite: bool = False,
-                 resume: bool = False, keep_partial: bool = False) -> None:
+                 resume: bool = False, keep_partial: bool = False, standard_output: bool = False) -> None:
         self.paths = [Path(path) for path in outputs.values()
                       if path is not None and str(path) != STANDARD_STREAM]
         self.keep_partial = keep_partial
         self._created: dict[Path, IO[bytes] | None] = {}
         self._locks: list[tuple[Path, IO[bytes]]] = []
         self.committed = False
-        check_outputs(outputs, inputs, overwrite=True)  # whether it exists: under the lock, below
+        # whether it exists: under the lock, below
+        check_outputs(outputs, inputs, overwrite=True, standard_output=standard_output)
         try:
             for path in self.paths:
                 try:
@@ -194,10 +195,16 @@ class SafeOutput:
 
 
 def check_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, PathLike | None] | None,
-                  *, overwrite: bool = False, resumable: bool = False) -> None:
+                  *, overwrite: bool = False, resumable: bool = False, standard_output: bool = False) -> None:
     """The checks `SafeOutput` makes before writing, for a command to make before a long read:
     each output a regular file or new and not named as a compressed file, no output or sidecar
-    an input or a symbolic link sidecar, and (unless `overwrite`) every output new."""
+    an input or a symbolic link sidecar, and (unless `overwrite`) every output new. `-`
+    (standard output) is refused unless `standard_output` and for the main output only: the
+    writers that take it (`writer.ResultWriter`) write it themselves; any other would be dropped."""
+    for index, (name, path) in enumerate(outputs.items()):
+        if str(path) == STANDARD_STREAM and not (standard_output and index == 0):
+            raise InputError(f"{name} is written to a file, not to standard output: give a file path",
+                             path=path)
     named = {name: path for name, path in outputs.items() if path is not None and str(path) != STANDARD_STREAM}
     for name, path in list(named.items()):
         refuse_compressed_name(path)

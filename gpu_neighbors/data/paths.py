@@ -10,6 +10,10 @@ from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike
 def check_distinct(inputs: Mapping[str, PathLike | None], outputs: Mapping[str, PathLike | None]) -> None:
     """Refuses any output that resolves (symlinks, `./`, hard links) to an input or to another
     output; keys name the files as the user knows them (e.g. the CLI flag)."""
+    piped = [name for name, path in inputs.items() if path is not None and str(path) == STANDARD_STREAM]
+    if len(piped) > 1:  # the first would read it all and leave the other nothing
+        raise InputError(f"{piped[0]} and {piped[1]} are both standard input, which can be read only once: "
+                         "give one of them a file", path=STANDARD_STREAM)
     named: list[tuple[str, PathLike, bool]] = []
     for paths, is_output in ((inputs, False), (outputs, True)):
         named += [(name, path, is_output) for name, path in paths.items()

@@ -60,8 +60,8 @@ class ResultWriter:
         if self.to_stdout and resume:
             raise InputError("cannot resume a run written to standard output", path=path)
         # Companions (a rejects file) are written beside the output and committed with it.
-        self._output = SafeOutput({"--output": path, **(companions or {})}, inputs=inputs,
-                                  overwrite=overwrite, resume=resume, keep_partial=self.resumable)
+        self._output = SafeOutput({"--output": path, **(companions or {})}, inputs=inputs, overwrite=overwrite,
+                                  resume=resume, keep_partial=self.resumable, standard_output=True)
         try:
             for companion in self._output.paths:
                 if companion != self.path:
@@ -194,7 +194,8 @@ class ResultWriter:
             raise InputError(f"cannot read the progress record: {exc}",
                              path=self.meta_path) from None
         valid = (isinstance(meta, dict) and {"header", "rows", "bytes", "complete"} <= meta.keys()
-                 and all(type(meta[key]) is int and meta[key] >= 0 for key in ("rows", "bytes")))
+                 and all(type(meta[key]) is int and meta[key] >= 0 for key in ("rows", "bytes"))
+                 and type(meta["complete"]) is bool and isinstance(meta.get("checkpoint", {}), dict))
         if not valid:
             raise InputError("not a progress record of gpu-neighbors", path=self.meta_path)
         return meta

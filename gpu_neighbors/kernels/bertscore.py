@@ -424,7 +424,8 @@ def default_layer(model: str) -> int:
                              "model bert-score knows; give a local folder (with --layer)")
         raise ValueError(
             f"no default layer for BERTScore model {model!r}: bert-score tunes layers only for "
-            "models it names; pass kernel_options={'layer': N} (N = number of layers kept)"
+            "models it names; give the layer: --layer N on the command line, BertScore(layer=N) in "
+            "Python (N = number of layers kept)"
         )
     return model2layers[model]
 

@@ -643,6 +643,21 @@ def test_resume_refuses_output_without_progress_record(tmp_path):
         ResultWriter(path, resume=True, header=HEADER)
 
 
+@pytest.mark.parametrize("field, value", [("checkpoint", None), ("checkpoint", [1]), ("complete", "yes"),
+                                          ("complete", 0)])
+def test_a_progress_record_with_a_damaged_field_is_refused(tmp_path, field, value):
+    """A record whose checkpoint was null ended --resume in an AttributeError traceback."""
+    path = tmp_path / "scores.jsonl"
+    interrupted_run(path, 6, 3)
+    meta = read_meta(path)
+    meta[field] = value
+    Path(f"{path}.meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    before = partial(path).read_bytes()
+    with pytest.raises(InputError, match="not a progress record"):
+        ResultWriter(path, resume=True, header=HEADER)
+    assert partial(path).read_bytes() == before
+
+
 def test_unwritable_rows_fail_before_writing(tmp_path):
     path = tmp_path / "scores.jsonl"
     with ResultWriter(path, header=HEADER) as writer:
