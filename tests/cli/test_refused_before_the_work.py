@@ -1,5 +1,6 @@
-"""Bad input found by the input audit: each case once failed (a traceback, an input destroyed, a
-bad value accepted) and is now a one-line refusal, exit status 2, with nothing lost."""
+"""Command lines that cannot do what they ask: each is one error line (exit status 2) before the
+work, with no input touched, or a warning where a flag given changes nothing. Each case once
+failed (a traceback, a saved scorer overwritten, a bad value run with the default)."""
 from __future__ import annotations
 
 import pytest
