@@ -245,7 +245,7 @@ class FittedScorer(TilePasses):
         texts = validate_texts(candidates, "candidates", allow_empty=True)
         plan = self._plan()
         chunks = {(first, last): self.kernel_.encode(texts[first:last]) for first, last in plan.chunks(len(texts))}
-        return PreparedCandidates(len(texts), plan, chunks, self.typicality_.of_texts(texts))
+        return PreparedCandidates(len(texts), plan, chunks, self.typicality_.of_texts(texts), self.kernel_)
 
     def _candidate_chunks(
         self, candidates: Sequence[str] | PreparedCandidates
@@ -253,6 +253,10 @@ class FittedScorer(TilePasses):
         """(encoding of candidates first..last-1, how many there are, the plan they were
         encoded for: None means any, their typicality statistics)."""
         if isinstance(candidates, PreparedCandidates):
+            if candidates.encoder is not self.kernel_:
+                raise ValueError("candidates were prepared by another scorer, or by this one before it was fitted or "
+                                 "loaded again: their encoding fits only the kernel that made it; prepare them with "
+                                 "this scorer")
             return candidates.encoded, candidates.size, candidates.plan, candidates.statistics
         texts = validate_texts(candidates, "candidates", allow_empty=True)
         encode = lambda first, last: self.kernel_.encode(texts[first:last])  # noqa: E731

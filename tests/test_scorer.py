@@ -108,6 +108,21 @@ def test_prepared_candidates_predict_as_their_texts(huse_texts, huse_scores, ker
     assert np.isfinite(scorer.predict(prepared).scores).sum() >= 10
 
 
+@pytest.mark.parametrize("kernel", ["rouge", "bleu", "tfidf"])
+def test_candidates_prepared_by_another_fit_are_refused(huse_texts, huse_scores, kernel):
+    """An encoding fits only the kernel that made it: another scorer's (rouge: silently other
+    numbers before; bleu, tfidf: a matrix-shape error deep in torch), or this one's before a refit."""
+    first = NeighborsScorer(kernel=kernel, device="cpu").fit(huse_texts[:50], huse_scores[:50])
+    other = NeighborsScorer(kernel=kernel, device="cpu").fit(huse_texts[50:100], huse_scores[50:100])
+    prepared = first.prepare(huse_texts[100:105])
+    for scorer in (other, first.fit(huse_texts[50:100], huse_scores[50:100])):
+        for call in (scorer.predict, scorer.predict_tensors):
+            with pytest.raises(ValueError, match="prepared by another scorer"):
+                call(prepared)
+    np.testing.assert_array_equal(first.predict(first.prepare(huse_texts[100:105])).scores,
+                                  other.predict(huse_texts[100:105]).scores)
+
+
 @pytest.mark.parametrize("estimator", ["threshold", "ridge", None])  # None: the default, top-k
 @pytest.mark.parametrize("sampled", [False, True])  # True: tuning, ridge fit and calibration on samples
 def test_candidate_order_and_training_order_do_not_matter(huse_texts, huse_scores, estimator, sampled, monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,12 +18,14 @@ from gpu_neighbors.core.validation import check_texts
 @dataclass(frozen=True)
 class PreparedCandidates:
     """Candidates encoded ahead (`NeighborsScorer.prepare`): each chunk of `plan` mapped to the
-    kernel's encoding of it."""
+    kernel's encoding of it. `encoder`: the fitted kernel that encoded them; an encoding is only
+    meaningful to that kernel (its vocabulary, its tables), so only it may score them."""
 
     size: int
     plan: TilePlan
     chunks: dict[tuple[int, int], Any]
     statistics: torch.Tensor  # `Typicality.of_texts` of the texts
+    encoder: object = field(repr=False, compare=False)
 
     def encoded(self, first: int, last: int) -> Any:
         return self.chunks[first, last]
