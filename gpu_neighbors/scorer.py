@@ -111,6 +111,8 @@ class NeighborsScorer(FittedScorer):
         before = dict(self.__dict__)
         try:
             FIT_PARAMETERS["min_coverage"].check(min_coverage)
+            if tune is not None and not isinstance(tune, (bool, np.bool_)):  # "no" would tune
+                raise ValueError(f"tune must be True, False or None, not {tune!r}")
             texts = validate_texts(texts, "training texts")
             quality = validate_scores(scores, len(texts), self.score_range)
             part, selection = self._choose(texts, quality, tune, min_coverage)

@@ -253,6 +253,16 @@ def test_bad_parameters_are_refused_clearly():
         NeighborsScorer().predict(["a"])
 
 
+def test_tune_is_true_false_or_none():
+    """tune="no" tuned before (any truthy value did); the scorer stays unfitted."""
+    scorer = NeighborsScorer(kernel="bleu", device="cpu")
+    for tune in ("no", "yes", 0, 1.0):
+        with pytest.raises(ValueError, match=re.escape(f"tune must be True, False or None, not {tune!r}")):
+            scorer.fit(TRAIN, QUALITY, tune=tune)
+    assert not hasattr(scorer, "kernel_")
+    assert scorer.fit(TRAIN, QUALITY, tune=np.bool_(False)).tuning_ is None
+
+
 def test_signature_records_every_setting():
     scorer = NeighborsScorer(kernel=Bleu(smoothing="exp", tokenizer="13a", lowercase=True),
                              estimator=Threshold(tau=0.1)).fit(TRAIN, QUALITY)
