@@ -181,6 +181,23 @@ def test_device_auto_picks_cpu_without_cuda():
     assert scorer.device_.type == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def test_a_device_this_machine_lacks_is_refused_by_name_as_a_string_or_torch_device(monkeypatch):
+    """torch.device("cuda") without CUDA failed deep in torch with an AssertionError (the string
+    was refused clearly), and "cuda:7" on a one-GPU machine passed the check."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cuda", torch.device("cuda"), torch.device("cuda", 0)):
+        with pytest.raises(ValueError, match="CUDA is not available here"):
+            NeighborsScorer(device=device).fit(TRAIN, QUALITY)
+    for device in ("mps", torch.device("mps"), torch.device("meta")):
+        with pytest.raises(ValueError, match="cannot score"):
+            NeighborsScorer(device=device).fit(TRAIN, QUALITY)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    for device in ("cuda:7", torch.device("cuda", 1)):
+        with pytest.raises(ValueError, match=r"this machine has 1 CUDA device\(s\)"):
+            NeighborsScorer(device=device).fit(TRAIN, QUALITY)
+
+
 @pytest.mark.parametrize(
     ("texts", "scores", "message"),
     [
