@@ -228,6 +228,19 @@ def test_scores_as_numpy_numbers_or_a_tensor():
     np.testing.assert_array_equal(NeighborsScorer().fit(texts, torch.tensor([0.25, 0.5, 1.0])).train_scores_, expected)
 
 
+def test_scores_as_a_generator_or_a_bfloat16_tensor_and_non_sequences_refused():
+    """Before: a generator of scores failed with "float() argument must be ... not 'generator'",
+    a bfloat16 tensor with numpy's "Got unsupported ScalarType BFloat16", a number alone with
+    "'float' object is not iterable"."""
+    texts = ["a b", "c d", "a d"]
+    expected = NeighborsScorer().fit(texts, [0.25, 0.5, 1.0]).train_scores_
+    for scores in ((value for value in [0.25, 0.5, 1.0]), torch.tensor([0.25, 0.5, 1.0], dtype=torch.bfloat16)):
+        np.testing.assert_array_equal(NeighborsScorer().fit(texts, scores).train_scores_, expected)
+    for scores, kind in ((0.5, "float"), (None, "NoneType"), (np.float64(0.5), "float64"), ("0.5", "str")):
+        with pytest.raises(TypeError, match=f"scores must be a sequence of numbers, not {kind}"):
+            NeighborsScorer().fit(texts[:1], scores)
+
+
 @pytest.mark.parametrize("kernel", ["tfidf", "auto", "combined"])
 def test_scores_in_any_strides_are_the_scorers_own_copy(kernel):
     """A reversed or strided view fits as its values do (torch takes no negative strides), and

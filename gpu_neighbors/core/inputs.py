@@ -4,7 +4,7 @@ reading a file can name the line."""
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,7 +90,13 @@ def validate_scores(
     scores: Sequence[float] | np.ndarray, count: int, score_range: tuple[float, float] | None
 ) -> np.ndarray:
     if isinstance(scores, torch.Tensor):
-        scores = scores.detach().cpu().numpy()
+        scores = scores.detach().cpu()
+        # numpy has no bfloat16; every float dtype is exact in float64
+        scores = (scores.to(torch.float64) if scores.dtype.is_floating_point else scores).numpy()
+    if isinstance(scores, (str, bytes)) or not isinstance(scores, (np.ndarray, Iterable)):
+        raise TypeError(f"scores must be a sequence of numbers, not {type(scores).__name__}")
+    if not isinstance(scores, np.ndarray):
+        scores = list(scores)  # once: a generator is read here, not by the checks and then np.array
     if not (isinstance(scores, np.ndarray) and scores.dtype.kind in "iuf"):
         for index, value in enumerate(scores):  # a string "0.5" would convert silently
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
