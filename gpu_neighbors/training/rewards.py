@@ -9,7 +9,7 @@ reference(s) from a dataset column (`sentence_bleu`, `rouge`). The function is a
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +89,10 @@ class RewardFunction:
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Sequence[int]]
                  | None = None, **kwargs: Any) -> list[float]:
+        if (isinstance(prompts, Sized) and isinstance(completions, Sized) and not isinstance(completions, str)
+                and len(prompts) != len(completions)):
+            raise ValueError(f"{self.__name__}: {len(prompts)} prompts but {len(completions)} completions: a "
+                             "trainer passes one prompt per completion")
         if isinstance(self.source, (BleuReward, RougeReward)):
             return self._aligned(self.source, completions, kwargs)
         scorer = self.source
@@ -193,6 +197,8 @@ def _evidence(prediction: TensorPrediction) -> dict[str, float]:
 def completion_texts(completions: Sequence[Any]) -> list[str]:
     """The text of each completion: a string as it is, a conversation as its assistant messages'
     text joined by newlines."""
+    if isinstance(completions, (str, bytes)):  # else each character would be rewarded
+        raise TypeError("completions must be a list of completions (strings or conversations), not one string")
     return [item if isinstance(item, str) else _conversation_text(item, index) for index, item in enumerate(completions)]
 
 

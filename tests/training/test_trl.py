@@ -133,6 +133,17 @@ def test_names_errors_and_default_undefined(scorer, tokenizer, huse_scores):
         reward_function("bleu")  # type: ignore[arg-type]
 
 
+def test_one_string_or_prompts_of_another_length_are_refused(scorer, huse_texts):
+    """completions="a text" was rewarded character by character (a list of 6 rewards), and
+    prompts of another length than the completions passed unremarked."""
+    for reward in (reward_function(scorer), reward_function(BleuReward()), reward_function(RougeReward())):
+        with pytest.raises(TypeError, match="not one string"):
+            reward(prompts=[""], completions="a text", reference=["a text"])
+        with pytest.raises(ValueError, match="3 prompts but 2 completions"):
+            reward(prompts=[""] * 3, completions=huse_texts[:2], reference=huse_texts[:2])
+        assert len(reward(prompts=[""] * 2, completions=huse_texts[:2], reference=huse_texts[:2])) == 2
+
+
 def test_rouge_reward_equals_rouge_score_multi(huse_texts):
     """Each completion's measure against the references of its row (one string or several),
     as rouge-score's score_multi; bad settings are refused when the reward is made."""
