@@ -6,6 +6,7 @@ estimates of it."""
 from __future__ import annotations
 
 import functools
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -359,9 +360,9 @@ class FittedScorer(TilePasses):
         fraction or seed is no such thing or too few texts would be kept (checked when a
         reward function is made, and at each draw)."""
         self._check_fitted()
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        if isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, numbers.Real) or not 0 < fraction <= 1:
             raise ValueError(f"subsample must be a fraction in (0, 1], not {fraction!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
             raise ValueError(f"seed must be an integer, not {seed!r}")
         size = round(fraction * self.num_train)
         fewest = self.estimator_.fewest(self.thresholds_)
@@ -380,6 +381,7 @@ class FittedScorer(TilePasses):
         its size, so nothing is refitted. The k-th call with a seed since the scorer was fitted
         (or loaded) draws the same subset in every run and on every device (`core.subsets`)."""
         size = self.subset_size(fraction, seed)
+        seed = int(seed)
         call = self._draws.get(seed, 0)
         self._draws[seed] = call + 1
         return TrainingSubset(mask=subset_mask(self.num_train, size, seed, call, device), size=size)

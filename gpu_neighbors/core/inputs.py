@@ -66,7 +66,7 @@ def validate_ids(input_ids: object, attention_mask: object) -> None:
 
 
 def finite(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(float(value)):
         raise ValueError(f"{name} must be a finite number or None, not {value!r}")
     return float(value)
 

@@ -8,6 +8,7 @@ reference(s) from a dataset column (`sentence_bleu`, `rouge`). The function is a
 """
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass
@@ -178,7 +179,8 @@ def reward_function(
     if token_ids:
         source.kernel_.check_ids()
     for setting, value in (("undefined", undefined), ("outside", outside)):
-        if value is not None and not (isinstance(value, (int, float)) and np.isfinite(value)):
+        if value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+                                  or not np.isfinite(value)):
             raise ValueError(f"{setting} must be a finite number (a reward reaches the trainer), not {value!r}")
     if subsample is not None:  # refused now, not at the trainer's first step
         source.subset_size(subsample, seed)

@@ -117,6 +117,27 @@ def test_clear_errors(tokenizer, huse_texts, huse_scores, candidates):
         NeighborsScorer().reward(candidates)
 
 
+def test_numpy_numbers_are_numbers_and_booleans_are_not(tokenizer, huse_texts, huse_scores, candidates):
+    """undefined=np.float32(0.1) was refused as "must be a finite number, not np.float32(0.1)",
+    seed=np.int64(3) as "must be an integer"; reward_function(undefined=True) was accepted when
+    made and refused at the trainer's first call."""
+    from gpu_neighbors import reward_function
+
+    scorer = fitted(tokenizer, huse_texts, huse_scores)
+    want = scorer.reward(candidates, undefined=0.25, outside=0.125, subsample=0.5, seed=3)
+    scorer = fitted(tokenizer, huse_texts, huse_scores)  # the same draw: the first with seed 3
+    got = scorer.reward(candidates, undefined=np.float32(0.25), outside=np.float16(0.125),
+                        subsample=np.float64(0.5), seed=np.int64(3))
+    assert torch.equal(got, want)
+    for setting in ("undefined", "outside"):
+        for bad in (True, np.bool_(False)):
+            with pytest.raises(ValueError, match=f"{setting} must be a finite number"):
+                reward_function(scorer, **{setting: bad})
+            with pytest.raises(ValueError, match=f"{setting} must be a finite number"):
+                scorer.reward(candidates, **{setting: bad})
+    assert len(reward_function(scorer, undefined=np.float32(0.1))(["p"], ["zzz qqq"])) == 1
+
+
 def test_the_training_loop_example_runs():
     """examples/training_loop.py end to end, two steps of each phase: rewards and the metric on
     the ids a transformers model generates."""
