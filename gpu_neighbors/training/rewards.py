@@ -65,6 +65,8 @@ class RougeReward:
         check_rouge_types([self.rouge_type])
         if self.measure not in ("fmeasure", "precision", "recall"):
             raise ValueError(f"measure must be fmeasure, precision or recall, not {self.measure!r}")
+        if not isinstance(self.use_stemmer, (bool, np.bool_)):  # "no" would stem, at the trainer's first step
+            raise ValueError(f"use_stemmer must be True or False, not {self.use_stemmer!r}")
         if self.tokenizer is not None:
             object.__setattr__(self, "tokenizer", make_tokenizer(self.tokenizer))
 
