@@ -10,7 +10,7 @@ estimator's reduction consumes them, so every kernel and estimator share this on
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -209,6 +209,13 @@ class NeighborsScorer(FittedScorer):
         fit took them (each text's system, for `systems`' self-check); None keeps those of the
         folder this scorer was loaded from. A loaded scorer has them as `training_fields_`."""
         self._check_fitted()
+        if fields is not None and not isinstance(fields, Mapping):
+            raise TypeError(f"fields must be a mapping of names to one value per training text, not "
+                            f"{type(fields).__name__}")
+        for name, values in (fields or {}).items():
+            if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+                raise TypeError(f"fields[{name!r}] must be a sequence of values, one per training text, not "
+                                f"{type(values).__name__}")
         kept = self.training_fields_ if fields is None else {name: list(values) for name, values in fields.items()}
         return saved.write(folder, saving.state_of(self, self.kernel_part_, kept), overwrite)
 

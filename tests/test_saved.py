@@ -333,6 +333,33 @@ def test_fields_kept_beside_the_training_texts_load_and_save_again(data, tmp_pat
         NeighborsScorer.load(folder)
 
 
+def test_fields_that_cannot_be_kept_are_refused_by_name_and_leave_no_folder(data, tmp_path):
+    """Before: fields=[...] raised AttributeError ('list' object has no attribute 'items'), a
+    string was kept one character per text, a value JSON cannot hold raised json's "Object of type
+    object is not JSON serializable"; and each refused save (a wrong length too) left an empty
+    folder behind. A file where the folder should be was a bare [Errno 17]."""
+    texts, _, _ = data
+    scorer = fitted(CASES["tfidf-default"], data)
+    for fields, error, message in [
+        (["a"] * len(texts), TypeError, "fields must be a mapping of names to one value per training text, not list"),
+        ({"system": "a" * len(texts)}, TypeError, r"fields\['system'\] must be a sequence of values, .* not str"),
+        ({"system": None}, TypeError, r"fields\['system'\] must be a sequence of values, .* not NoneType"),
+        ({"system": ["a", object(), *["b"] * (len(texts) - 2)]}, TypeError,
+         r"fields\['system'\]\[1\]: <object object at .*> \(object\) is not a JSON value"),
+        ({"system": ["a"]}, ValueError, "one value per training text"),
+    ]:
+        with pytest.raises(error, match=message):
+            scorer.save(tmp_path / "refused", fields=fields)
+        assert not (tmp_path / "refused").exists()
+    (tmp_path / "a-file").write_text("mine")
+    for overwrite in (False, True):
+        with pytest.raises(FileExistsError, match="a file is there, not a folder"):
+            scorer.save(tmp_path / "a-file", overwrite=overwrite)
+    assert (tmp_path / "a-file").read_text() == "mine"
+    assert NeighborsScorer.load(scorer.save(tmp_path / "nested" / "s", fields={"n": range(len(texts))})
+                                ).training_fields_ == {"n": list(range(len(texts)))}
+
+
 def test_training_texts_read_back_whatever_they_hold(data, tmp_path):
     """Line separators JSON writes unescaped (U+2028, U+0085, U+001C) stay inside their text; a
     training.jsonl record that is not {"text", "score"} and the fields, a line that is not one

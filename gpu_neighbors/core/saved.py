@@ -88,11 +88,13 @@ def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = 
     from safetensors.torch import save
 
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists() and not folder.is_dir():
+        raise FileExistsError(f"{folder}: a file is there, not a folder: choose a folder for the saved scorer")
     if (folder / CONFIG).exists() and not overwrite:
         raise FileExistsError(f"{folder / CONFIG}: a saved scorer is already there; give overwrite=True to replace it")
     strangers = sorted(path.name for path in folder.iterdir()
-                       if path.name not in (CONFIG, TENSORS, TRAINING) and not path.name.endswith(".partial"))
+                       if path.name not in (CONFIG, TENSORS, TRAINING) and not path.name.endswith(".partial")
+                       ) if folder.is_dir() else []
     if strangers:
         raise FileExistsError(f"{folder}: holds {', '.join(strangers[:3])}, not a saved scorer: choose an empty folder")
     reserved = sorted(set(saved.fields) & {"text", "score"})
@@ -108,7 +110,7 @@ def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = 
                for index, (text, score) in enumerate(zip(saved.texts, saved.scores)))
     payloads = {
         TENSORS: save(tensors),
-        TRAINING: "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records).encode("utf-8"),
+        TRAINING: "".join(_json_line(record, index, saved.fields) for index, record in enumerate(records)).encode(),
     }
     files = {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in payloads.items()}
     shapes = {name: {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
@@ -117,9 +119,24 @@ def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = 
               "tensors": shapes,
               "training": {"count": len(saved.texts), "fields": list(saved.fields)}}
     payloads[CONFIG] = (json.dumps(config, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    folder.mkdir(parents=True, exist_ok=True)  # only now: a save refused above leaves no folder behind
     for name in (TENSORS, TRAINING, CONFIG):  # scorer.json last: its presence means complete
         _write_atomically(folder / name, payloads[name])
     return folder
+
+
+def _json_line(record: dict[str, Any], index: int, fields: dict[str, list[Any]]) -> str:
+    """`record` (training text `index`) as a JSON line; a field value JSON cannot hold is named."""
+    try:
+        return json.dumps(record, ensure_ascii=False) + "\n"
+    except (TypeError, ValueError):
+        for name, values in fields.items():
+            try:
+                json.dumps(values[index])
+            except (TypeError, ValueError):
+                raise TypeError(f"fields[{name!r}][{index}]: {values[index]!r:.60} ({type(values[index]).__name__}) "
+                                "is not a JSON value") from None
+        raise
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
