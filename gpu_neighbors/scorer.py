@@ -83,8 +83,9 @@ class NeighborsScorer(FittedScorer):
         for name in RUN_SETTINGS:
             SCORER_PARAMETERS[name].check(getattr(self, name))
 
-    def get_params(self) -> dict[str, Any]:
-        """The constructor's settings, by name (as scikit-learn's `get_params`)."""
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's settings, by name (as scikit-learn's `get_params`, which
+        `sklearn.base.clone` calls with `deep`; the parts hold no nested parameters to expand)."""
         return {"kernel": self.kernel, "estimator": self.estimator, "level": self.intervals_part,
                 **{name: getattr(self, name) for name in RUN_SETTINGS}}
 

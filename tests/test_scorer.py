@@ -293,6 +293,17 @@ def test_tune_is_true_false_or_none():
     assert scorer.fit(TRAIN, QUALITY, tune=np.bool_(False)).tuning_ is None
 
 
+def test_scikit_learn_clone_copies_the_settings_unfitted():
+    """get_params took no `deep`, so sklearn.base.clone raised TypeError."""
+    clone = pytest.importorskip("sklearn.base").clone
+    scorer = NeighborsScorer(kernel=Bleu(smoothing="exp"), estimator=TopK(k=3), level=0.8, device="cpu",
+                             chunk_size=5).fit(TRAIN, QUALITY)
+    copied = clone(scorer)
+    assert not hasattr(copied, "kernel_") and copied.get_params(deep=False).keys() == scorer.get_params().keys()
+    assert repr(copied.get_params()) == repr(scorer.get_params(deep=True))
+    np.testing.assert_array_equal(copied.fit(TRAIN, QUALITY).predict(TRAIN).scores, scorer.predict(TRAIN).scores)
+
+
 def test_signature_records_every_setting():
     scorer = NeighborsScorer(kernel=Bleu(smoothing="exp", tokenizer="13a", lowercase=True),
                              estimator=Threshold(tau=0.1)).fit(TRAIN, QUALITY)
