@@ -202,6 +202,7 @@ def test_a_device_this_machine_lacks_is_refused_by_name_as_a_string_or_torch_dev
     ("texts", "scores", "message"),
     [
         ([], [], "empty training set"),
+        (["", "  \n"], [0.5, 0.2], "every text is empty or whitespace"),  # was: the 'replaced' perturbation ...
         (["a b", "c d"], [0.5], "lengths must match"),
         (["a b", "c d"], [0.5, float("nan")], r"scores\[1\]: nan is not a finite number"),
         (["a b", "c d"], [0.5, float("inf")], r"scores\[1\]: inf is not a finite number"),

@@ -39,6 +39,9 @@ def validate_texts(texts: Sequence[str], what: str, allow_empty: bool = False) -
     texts = check_texts(texts, what)
     if not texts and not allow_empty:
         raise ValueError(f"{what}: empty training set; give at least one scored text")
+    if not allow_empty and not any(text.split() for text in texts):
+        raise ValueError(f"{what}: every text is empty or whitespace, so there is nothing to learn from; give at "
+                         "least one text with words")
     return texts
 
 
