@@ -143,6 +143,9 @@ class Labelled:
     @classmethod
     def of(cls, systems: Sequence[str], inputs: Sequence[str] | None = None, **where: Any) -> Labelled:
         """From one label per candidate (lines 1, 2, ...)."""
+        for name, labels in (("systems", systems), ("inputs", inputs)):
+            if isinstance(labels, (str, bytes)):  # else each character would be a candidate's label
+                raise TypeError(f"{name} must be one label per candidate, not one string")
         collector = SystemCollector(paired=inputs is not None)
         collector.add(systems, np.zeros(len(systems)), range(1, len(systems) + 1), inputs)
         names, input_names, system, _, input_ids, lines = collector.labels()
@@ -184,7 +187,21 @@ def compare_systems(estimates: np.ndarray, systems: Sequence[str] | Labelled,
     Seeded: the same inputs give the same numbers, in any order of the candidates.
     """
     labelled = systems if isinstance(systems, Labelled) else Labelled.of(systems, inputs)
-    return _compare([np.asarray(estimates, np.float64)], labelled, resamples, trials, seed)[0]
+    return _compare([_per_candidate(estimates, "estimates")], labelled, resamples, trials, seed)[0]
+
+
+def _per_candidate(values: Any, name: str) -> np.ndarray:
+    """`values` as float64, one per candidate: finite, or NaN where undefined."""
+    try:
+        array = np.asarray(values, np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be numbers, one per candidate (NaN where undefined)") from None
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, one per candidate, not of shape {array.shape}")
+    infinite = np.flatnonzero(np.isinf(array))
+    if infinite.size:
+        raise ValueError(f"{name}[{infinite[0]}] is {array[infinite[0]]}: give finite numbers, NaN where undefined")
+    return array
 
 
 def _compare(columns: list[np.ndarray], labelled: Labelled, resamples: int, trials: int,
@@ -341,8 +358,10 @@ def leave_one_out_scale(estimates: np.ndarray, human: np.ndarray, systems: Seque
     `scorer.leave_one_out().scores`) and by its human scores on the texts that have an
     estimate, with the same draws, and the shrinkage factor between them."""
     labelled = systems if isinstance(systems, Labelled) else Labelled.of(systems, inputs)
-    estimates = np.asarray(estimates, np.float64)
-    human = np.where(np.isnan(estimates), np.nan, np.asarray(human, np.float64))
+    estimates, human = _per_candidate(estimates, "estimates"), _per_candidate(human, "human")
+    if human.shape != estimates.shape:
+        raise ValueError(f"{estimates.size} estimates but {human.size} human scores: one of each per candidate")
+    human = np.where(np.isnan(estimates), np.nan, human)
     estimated, humans = _compare([estimates, human], labelled, resamples, trials, seed)
     order = [row.system for row in estimated.systems]
     human_order = [row.system for row in humans.systems]
