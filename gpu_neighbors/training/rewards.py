@@ -102,6 +102,9 @@ class RewardFunction:
         if self.token_ids:
             if completion_ids is None:
                 raise ValueError(f"{self.__name__}: made with token_ids=True, but the trainer passed no completion_ids")
+            if isinstance(completions, Sized) and len(completion_ids) != len(completions):
+                raise ValueError(f"{self.__name__}: {len(completion_ids)} completion_ids rows but {len(completions)} "
+                                 "completions: one row of token ids per completion")
             ids, mask = padded(completion_ids, scorer.device_)
             rewards, prediction = scorer.rewarded(ids, self.undefined, self.subsample, self.seed, mask, self.outside)
         else:
@@ -227,11 +230,25 @@ def _conversation_text(messages: Any, index: int) -> str:
 
 
 def padded(rows: Sequence[Sequence[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ragged token-id lists -> ids [rows, longest] and attention mask, on `device`."""
-    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-    width = max(int(lengths.max()) if len(rows) else 0, 1)
+    """Ragged token-id lists -> ids [rows, longest] and attention mask, on `device`; a row that
+    is not a list of integers is refused by its index."""
+    arrays = [_token_ids(row, index) for index, row in enumerate(rows)]
+    lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
+    width = max(int(lengths.max()) if len(arrays) else 0, 1)
     mask = np.arange(width)[None, :] < lengths[:, None]
-    ids = np.zeros((len(rows), width), dtype=np.int64)
-    if len(rows):
-        ids[mask] = np.concatenate([np.asarray(row, dtype=np.int64) for row in rows])
+    ids = np.zeros((len(arrays), width), dtype=np.int64)
+    if len(arrays):
+        ids[mask] = np.concatenate(arrays)
     return torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device)
+
+
+def _token_ids(row: Any, index: int) -> np.ndarray:
+    """One row of `completion_ids` as int64 (a list of ints, or an integer tensor)."""
+    try:
+        array = None if row is None or isinstance(row, (str, bytes)) else np.asarray(
+            row.cpu() if isinstance(row, torch.Tensor) else row)
+    except (TypeError, ValueError):
+        array = None
+    if array is None or array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise TypeError(f"completion_ids[{index}] must be a list of integer token ids, not {_shown(row)}")
+    return array.astype(np.int64, copy=False)
