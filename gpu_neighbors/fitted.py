@@ -348,9 +348,14 @@ class FittedScorer(TilePasses):
         self._check_fitted()
         fill = float(np.mean(self.train_scores_)) if undefined is None else finite(undefined, "undefined")
         device = inputs.device if isinstance(inputs, torch.Tensor) else self.device_
-        subset = None if subsample is None else self.draw_subset(subsample, seed, device)
         penalty = self.outside_.bounds[0] if outside is None else finite(outside, "outside")
-        prediction = self.predict_tensors(inputs, subset, attention_mask)
+        subset = None if subsample is None else self.draw_subset(subsample, seed, device)
+        try:
+            prediction = self.predict_tensors(inputs, subset, attention_mask)
+        except BaseException:
+            if subsample is not None:  # a refused call draws nothing: the next call gets this draw
+                self._draws[int(seed)] -= 1
+            raise
         assert prediction.outside is not None  # every prediction is judged
         rewards = torch.where(prediction.covered, prediction.scores, fill)
         return torch.where(prediction.outside, penalty, rewards).to(REWARD_DTYPE), prediction

@@ -99,6 +99,20 @@ def test_subsets_are_fresh_per_call_and_reproducible_per_seed(tokenizer, huse_te
     assert torch.equal(first.reward(candidates, subsample=1.0), first.reward(candidates))
 
 
+def test_a_refused_call_draws_no_subset(tokenizer, huse_texts, huse_scores, candidates):
+    """A reward call refused for its inputs (a None text, a bad outside, a mask with texts) used
+    to advance the seed's draw count, so every later call drew other subsets than a run without
+    the mistake."""
+    first, again = (fitted(tokenizer, huse_texts, huse_scores) for _ in range(2))
+    for bad in ({"inputs": [*candidates[:3], None]}, {"inputs": candidates, "outside": float("nan")},
+                {"inputs": candidates, "attention_mask": torch.ones((len(candidates), 3))}):
+        with pytest.raises((TypeError, ValueError)):
+            first.reward(subsample=0.5, seed=1, **bad)
+    for _ in range(2):
+        assert torch.equal(first.reward(candidates, subsample=0.5, seed=1),
+                           again.reward(candidates, subsample=0.5, seed=1))
+
+
 def test_clear_errors(tokenizer, huse_texts, huse_scores, candidates):
     scorer = fitted(tokenizer, huse_texts, huse_scores)
     for bad in (0, -0.1, 1.5, "half", True):
