@@ -218,6 +218,9 @@ def test_parts_refuse_what_cannot_be_combined():
         Combined(["bleu", "bleu"])
     with pytest.raises(ValueError, match="single kernels"):
         Auto(["bleu", Combined(["bleu", "rouge"])])
+    for name in ("auto", "combined"):  # by name: was "Auto.__init__() got an unexpected keyword argument 'tokenizer'"
+        with pytest.raises(ValueError, match="'combined' takes single kernels"):
+            Combined([name, "rouge"])
     with pytest.raises(ValueError, match="chosen at fit"):
         Combined(["bleu", "rouge"]).build(torch_cpu())
     part = Combined(["bleu", Rouge(tokenizer="13a")], weights=[0.5, 0.5])
