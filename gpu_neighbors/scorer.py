@@ -33,6 +33,7 @@ from gpu_neighbors.core.validation import (
     FIT_PARAMETERS,
     MIN_TUNING_TEXTS,
     SCORER_PARAMETERS,
+    plain,
 )
 from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, estimator_part
 from gpu_neighbors.fitted import FittedScorer, library_threads
@@ -82,6 +83,9 @@ class NeighborsScorer(FittedScorer):
         self.progress, self.score_range = progress, score_range
         for name in RUN_SETTINGS:
             SCORER_PARAMETERS[name].check(getattr(self, name))
+        self.memory_budget, self.chunk_size, self.progress = plain(memory_budget), plain(chunk_size), plain(progress)
+        if score_range is not None and any(isinstance(end, np.generic) for end in score_range):
+            self.score_range = (plain(score_range[0]), plain(score_range[1]))
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor's settings, by name (as scikit-learn's `get_params`, which

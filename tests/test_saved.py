@@ -360,6 +360,24 @@ def test_fields_that_cannot_be_kept_are_refused_by_name_and_leave_no_folder(data
                                 ).training_fields_ == {"n": list(range(len(texts)))}
 
 
+@pytest.mark.parametrize("settings", [
+    {"kernel": "bleu", "estimator": TopK(k=np.int64(5), power=np.float32(2.0))},
+    {"kernel": "bleu", "estimator": Ridge(penalty=np.float32(0.5))},
+    {"kernel": Bleu(weights=(np.float64(0.5), np.float32(0.5))),
+     "estimator": Threshold(tau=np.float64(0.1), min_neighbors=np.int64(2), max_fraction=np.float32(0.5))},
+    {"kernel": "bleu", "score_range": (np.float32(0), np.int64(1)), "memory_budget": np.int64(10**8),
+     "chunk_size": np.int64(7)},
+])
+def test_settings_given_as_numpy_numbers_save_and_load(settings, data, tmp_path):
+    """Accepted at construction and fit, numpy scalars made save fail with json's "Object of type
+    int64 is not JSON serializable" (a grid from np.arange or np.linspace gives them)."""
+    scorer = fitted(settings, data)
+    loaded = NeighborsScorer.load(scorer.save(tmp_path / "s"))
+    _, _, candidates = data
+    assert str(loaded.signature) == str(scorer.signature)
+    assert loaded.predict(candidates).scores.tobytes() == scorer.predict(candidates).scores.tobytes()
+
+
 def test_training_texts_read_back_whatever_they_hold(data, tmp_path):
     """Line separators JSON writes unescaped (U+2028, U+0085, U+001C) stay inside their text; a
     training.jsonl record that is not {"text", "score"} and the fields, a line that is not one

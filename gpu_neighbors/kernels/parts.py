@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from gpu_neighbors.core.validation import DEFAULT_AUTO_KERNELS, SCORER_PARAMETERS
+from gpu_neighbors.core.validation import DEFAULT_AUTO_KERNELS, SCORER_PARAMETERS, plain
 from gpu_neighbors.kernels import KERNEL_NAMES, Kernel, kernel_class
 from gpu_neighbors.kernels.combined import CombinedKernel
 from gpu_neighbors.text.tokenizers import BUILT_IN_TOKENIZERS, Tokenizer, make_tokenizer
@@ -51,7 +51,7 @@ class KernelPart:
             SCORER_PARAMETERS[key].check(value)
         if "weights" in options:
             SCORER_PARAMETERS["weights"].check(options["weights"])
-            options["weights"] = tuple(options["weights"])
+            options["weights"] = tuple(plain(weight) for weight in options["weights"])
         self.tokenizer, self.lowercase, self.allow_download = tokenizer, lowercase, allow_download
         self.options = dict(options)
 
