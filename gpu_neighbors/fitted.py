@@ -197,8 +197,10 @@ class FittedScorer(TilePasses):
         if return_neighbors is None:
             return self._with_intervals(self.predict_tensors(candidates).numpy())
         self._check_fitted()
-        if isinstance(return_neighbors, bool) or not isinstance(return_neighbors, int) or return_neighbors < 1:
+        if (isinstance(return_neighbors, (bool, np.bool_)) or not isinstance(return_neighbors, numbers.Integral)
+                or return_neighbors < 1):
             raise ValueError(f"return_neighbors must be a positive integer or None, not {return_neighbors!r}")
+        return_neighbors = int(return_neighbors)
         encode, rows, plan, statistics = self._candidate_chunks(candidates)
         prediction, top = self._pass(encode, rows, plan=plan, neighbors=min(return_neighbors, self.num_train))
         assert top is not None  # asked for

@@ -227,6 +227,14 @@ def test_parts_refuse_what_cannot_be_combined():
     assert part_from_settings(json.loads(json.dumps(part.settings()))) == part
 
 
+def test_numpy_numbers_set_samples_and_weights():
+    """Auto(sample=np.int64(...)) and Combined weights of np.float32 were refused as no whole
+    number / no non-negative numbers."""
+    assert Auto(["bleu", "rouge"], sample=np.int64(20)) == Auto(["bleu", "rouge"], sample=20)
+    assert Combined(["bleu", "rouge"], weights=[np.float32(0.25), np.float32(0.75)], sample=np.int64(20)) == \
+        Combined(["bleu", "rouge"], weights=[0.25, 0.75], sample=20)
+
+
 def torch_cpu():
     import torch
 

@@ -305,6 +305,13 @@ def test_scikit_learn_clone_copies_the_settings_unfitted():
     np.testing.assert_array_equal(copied.fit(TRAIN, QUALITY).predict(TRAIN).scores, scorer.predict(TRAIN).scores)
 
 
+def test_return_neighbors_takes_a_numpy_integer():
+    """return_neighbors=np.int64(2) was refused as "must be a positive integer"."""
+    scorer = NeighborsScorer(kernel="bleu", device="cpu").fit(TRAIN, QUALITY)
+    got, want = scorer.predict(TRAIN[:3], return_neighbors=np.int64(2)), scorer.predict(TRAIN[:3], return_neighbors=2)
+    assert np.array_equal(got.neighbors.index, want.neighbors.index)
+
+
 def test_signature_records_every_setting():
     scorer = NeighborsScorer(kernel=Bleu(smoothing="exp", tokenizer="13a", lowercase=True),
                              estimator=Threshold(tau=0.1)).fit(TRAIN, QUALITY)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -209,8 +210,11 @@ def _compare(columns: list[np.ndarray], labelled: Labelled, resamples: int, tria
     """The comparison of each column of per-candidate values, all with the same draws (so
     resample r of one column and of another resample the same texts)."""
     for what, number in (("resamples", resamples), ("trials", trials)):
-        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        if isinstance(number, (bool, np.bool_)) or not isinstance(number, Integral) or number < 1:
             raise ValueError(f"{what} must be a positive integer, not {number!r}")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, Integral) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
+    resamples, trials, seed = int(resamples), int(trials), int(seed)
     for column in columns:
         if column.shape != labelled.system.shape:
             raise ValueError(f"{column.size} estimates for {labelled.system.size} candidates")

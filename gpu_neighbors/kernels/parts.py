@@ -11,8 +11,10 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from gpu_neighbors.core.validation import DEFAULT_AUTO_KERNELS, SCORER_PARAMETERS, plain
@@ -217,16 +219,16 @@ class Combined(KernelPart):
 
 def _check_weights(weights: Sequence[float], size: int) -> tuple[float, ...]:
     if isinstance(weights, str) or not isinstance(weights, Sequence) or len(weights) != size or not all(
-            isinstance(weight, (int, float)) and not isinstance(weight, bool) and math.isfinite(weight)
+            isinstance(weight, Real) and not isinstance(weight, (bool, np.bool_)) and math.isfinite(weight)
             and weight >= 0 for weight in weights) or abs(sum(weights) - 1) > 1e-9:
         raise ValueError(f"weights must be {size} non-negative numbers summing to 1 (one per kernel), not {weights!r}")
     return tuple(float(weight) for weight in weights)
 
 
 def _check_sample(sample: int | None) -> int | None:
-    if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 3):
+    if sample is not None and (isinstance(sample, (bool, np.bool_)) or not isinstance(sample, Integral) or sample < 3):
         raise ValueError(f"sample must be a whole number of training texts, at least 3, or None, not {sample!r}")
-    return sample
+    return None if sample is None else int(sample)
 
 
 class Auto:

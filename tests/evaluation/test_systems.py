@@ -100,6 +100,17 @@ def test_bad_estimates_and_labels_given_in_python_are_refused_by_name():
     assert compare_systems(with_nan, systems, resamples=50, trials=5).systems[0].covered in (3, 4)
 
 
+def test_numpy_integers_set_the_draws_and_a_bad_seed_is_named():
+    """resamples=np.int64(50) was refused as "must be a positive integer"; seed="x" failed in
+    numpy's SeedSequence."""
+    estimates, systems = np.linspace(0.0, 1.0, 12), ["a", "b", "c"] * 4
+    want = compare_systems(estimates, systems, resamples=50, trials=5, seed=3)
+    got = compare_systems(estimates, systems, resamples=np.int64(50), trials=np.int32(5), seed=np.uint8(3))
+    assert got.as_dict() == want.as_dict()
+    with pytest.raises(ValueError, match="seed must be a non-negative integer, not 'x'"):
+        compare_systems(estimates, systems, seed="x")
+
+
 def test_shrinkage_slope_is_the_ratio_of_differences_and_the_slope_of_pairwise_differences():
     assert shrinkage_slope(np.array([0.6, 0.5]), np.array([0.9, 0.5]))[0] == pytest.approx(0.25)
     rng = np.random.default_rng(0)
