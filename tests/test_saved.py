@@ -378,6 +378,19 @@ def test_settings_given_as_numpy_numbers_save_and_load(settings, data, tmp_path)
     assert loaded.predict(candidates).scores.tobytes() == scorer.predict(candidates).scores.tobytes()
 
 
+def test_a_training_text_with_a_lone_surrogate_saves_and_loads(data, tmp_path):
+    """The tensors pack texts with surrogatepass, but training.jsonl was encoded strictly: save
+    failed with "UnicodeEncodeError: 'utf-8' codec can't encode character '\\ud800'"."""
+    texts, scores, candidates = data
+    odd = [*texts[:-1], "a text read with surrogateescape \udcff here"]
+    scorer = NeighborsScorer(kernel="bleu", device="cpu").fit(odd, scores)
+    folder = scorer.save(tmp_path / "s", fields={"system": ["x \ud800"] * len(odd)})
+    loaded = NeighborsScorer.load(folder)
+    assert loaded.kernel_.train_texts == odd and loaded.training_fields_["system"][0] == "x \ud800"
+    assert loaded.predict(candidates).scores.tobytes() == scorer.predict(candidates).scores.tobytes()
+    assert json.loads((folder / TRAINING).read_text(encoding="utf-8").splitlines()[-1])["text"] == odd[-1]
+
+
 def test_training_texts_read_back_whatever_they_hold(data, tmp_path):
     """Line separators JSON writes unescaped (U+2028, U+0085, U+001C) stay inside their text; a
     training.jsonl record that is not {"text", "score"} and the fields, a line that is not one

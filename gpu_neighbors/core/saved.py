@@ -110,7 +110,9 @@ def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = 
                for index, (text, score) in enumerate(zip(saved.texts, saved.scores)))
     payloads = {
         TENSORS: save(tensors),
-        TRAINING: "".join(_json_line(record, index, saved.fields) for index, record in enumerate(records)).encode(),
+        # A lone surrogate (text decoded with surrogateescape) has no UTF-8: written as JSON's \ud800 escape
+        TRAINING: "".join(_json_line(record, index, saved.fields) for index, record in enumerate(records)).encode(
+            "utf-8", "backslashreplace"),
     }
     files = {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in payloads.items()}
     shapes = {name: {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
