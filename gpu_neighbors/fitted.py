@@ -6,6 +6,7 @@ estimates of it."""
 from __future__ import annotations
 
 import functools
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -196,8 +197,10 @@ class FittedScorer(TilePasses):
         if return_neighbors is None:
             return self._with_intervals(self.predict_tensors(candidates).numpy())
         self._check_fitted()
-        if isinstance(return_neighbors, bool) or not isinstance(return_neighbors, int) or return_neighbors < 1:
+        if (isinstance(return_neighbors, (bool, np.bool_)) or not isinstance(return_neighbors, numbers.Integral)
+                or return_neighbors < 1):
             raise ValueError(f"return_neighbors must be a positive integer or None, not {return_neighbors!r}")
+        return_neighbors = int(return_neighbors)
         encode, rows, plan, statistics = self._candidate_chunks(candidates)
         prediction, top = self._pass(encode, rows, plan=plan, neighbors=min(return_neighbors, self.num_train))
         assert top is not None  # asked for
@@ -245,7 +248,7 @@ class FittedScorer(TilePasses):
         texts = validate_texts(candidates, "candidates", allow_empty=True)
         plan = self._plan()
         chunks = {(first, last): self.kernel_.encode(texts[first:last]) for first, last in plan.chunks(len(texts))}
-        return PreparedCandidates(len(texts), plan, chunks, self.typicality_.of_texts(texts))
+        return PreparedCandidates(len(texts), plan, chunks, self.typicality_.of_texts(texts), self.kernel_)
 
     def _candidate_chunks(
         self, candidates: Sequence[str] | PreparedCandidates
@@ -253,6 +256,10 @@ class FittedScorer(TilePasses):
         """(encoding of candidates first..last-1, how many there are, the plan they were
         encoded for: None means any, their typicality statistics)."""
         if isinstance(candidates, PreparedCandidates):
+            if candidates.encoder is not self.kernel_:
+                raise ValueError("candidates were prepared by another scorer, or by this one before it was fitted or "
+                                 "loaded again: their encoding fits only the kernel that made it; prepare them with "
+                                 "this scorer")
             return candidates.encoded, candidates.size, candidates.plan, candidates.statistics
         texts = validate_texts(candidates, "candidates", allow_empty=True)
         encode = lambda first, last: self.kernel_.encode(texts[first:last])  # noqa: E731
@@ -343,9 +350,14 @@ class FittedScorer(TilePasses):
         self._check_fitted()
         fill = float(np.mean(self.train_scores_)) if undefined is None else finite(undefined, "undefined")
         device = inputs.device if isinstance(inputs, torch.Tensor) else self.device_
-        subset = None if subsample is None else self.draw_subset(subsample, seed, device)
         penalty = self.outside_.bounds[0] if outside is None else finite(outside, "outside")
-        prediction = self.predict_tensors(inputs, subset, attention_mask)
+        subset = None if subsample is None else self.draw_subset(subsample, seed, device)
+        try:
+            prediction = self.predict_tensors(inputs, subset, attention_mask)
+        except BaseException:
+            if subsample is not None:  # a refused call draws nothing: the next call gets this draw
+                self._draws[int(seed)] -= 1
+            raise
         assert prediction.outside is not None  # every prediction is judged
         rewards = torch.where(prediction.covered, prediction.scores, fill)
         return torch.where(prediction.outside, penalty, rewards).to(REWARD_DTYPE), prediction
@@ -355,9 +367,9 @@ class FittedScorer(TilePasses):
         fraction or seed is no such thing or too few texts would be kept (checked when a
         reward function is made, and at each draw)."""
         self._check_fitted()
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        if isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, numbers.Real) or not 0 < fraction <= 1:
             raise ValueError(f"subsample must be a fraction in (0, 1], not {fraction!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
             raise ValueError(f"seed must be an integer, not {seed!r}")
         size = round(fraction * self.num_train)
         fewest = self.estimator_.fewest(self.thresholds_)
@@ -376,6 +388,7 @@ class FittedScorer(TilePasses):
         its size, so nothing is refitted. The k-th call with a seed since the scorer was fitted
         (or loaded) draws the same subset in every run and on every device (`core.subsets`)."""
         size = self.subset_size(fraction, seed)
+        seed = int(seed)
         call = self._draws.get(seed, 0)
         self._draws[seed] = call + 1
         return TrainingSubset(mask=subset_mask(self.num_train, size, seed, call, device), size=size)

@@ -10,7 +10,7 @@ estimator's reduction consumes them, so every kernel and estimator share this on
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from gpu_neighbors.core.validation import (
     FIT_PARAMETERS,
     MIN_TUNING_TEXTS,
     SCORER_PARAMETERS,
+    plain,
 )
 from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, estimator_part
 from gpu_neighbors.fitted import FittedScorer, library_threads
@@ -82,9 +83,13 @@ class NeighborsScorer(FittedScorer):
         self.progress, self.score_range = progress, score_range
         for name in RUN_SETTINGS:
             SCORER_PARAMETERS[name].check(getattr(self, name))
+        self.memory_budget, self.chunk_size, self.progress = plain(memory_budget), plain(chunk_size), plain(progress)
+        if score_range is not None and any(isinstance(end, np.generic) for end in score_range):
+            self.score_range = (plain(score_range[0]), plain(score_range[1]))
 
-    def get_params(self) -> dict[str, Any]:
-        """The constructor's settings, by name (as scikit-learn's `get_params`)."""
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's settings, by name (as scikit-learn's `get_params`, which
+        `sklearn.base.clone` calls with `deep`; the parts hold no nested parameters to expand)."""
         return {"kernel": self.kernel, "estimator": self.estimator, "level": self.intervals_part,
                 **{name: getattr(self, name) for name in RUN_SETTINGS}}
 
@@ -111,6 +116,8 @@ class NeighborsScorer(FittedScorer):
         before = dict(self.__dict__)
         try:
             FIT_PARAMETERS["min_coverage"].check(min_coverage)
+            if tune is not None and not isinstance(tune, (bool, np.bool_)):  # "no" would tune
+                raise ValueError(f"tune must be True, False or None, not {tune!r}")
             texts = validate_texts(texts, "training texts")
             quality = validate_scores(scores, len(texts), self.score_range)
             part, selection = self._choose(texts, quality, tune, min_coverage)
@@ -207,6 +214,13 @@ class NeighborsScorer(FittedScorer):
         fit took them (each text's system, for `systems`' self-check); None keeps those of the
         folder this scorer was loaded from. A loaded scorer has them as `training_fields_`."""
         self._check_fitted()
+        if fields is not None and not isinstance(fields, Mapping):
+            raise TypeError(f"fields must be a mapping of names to one value per training text, not "
+                            f"{type(fields).__name__}")
+        for name, values in (fields or {}).items():
+            if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+                raise TypeError(f"fields[{name!r}] must be a sequence of values, one per training text, not "
+                                f"{type(values).__name__}")
         kept = self.training_fields_ if fields is None else {name: list(values) for name, values in fields.items()}
         return saved.write(folder, saving.state_of(self, self.kernel_part_, kept), overwrite)
 

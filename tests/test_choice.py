@@ -218,10 +218,21 @@ def test_parts_refuse_what_cannot_be_combined():
         Combined(["bleu", "bleu"])
     with pytest.raises(ValueError, match="single kernels"):
         Auto(["bleu", Combined(["bleu", "rouge"])])
+    for name in ("auto", "combined"):  # by name: was "Auto.__init__() got an unexpected keyword argument 'tokenizer'"
+        with pytest.raises(ValueError, match="'combined' takes single kernels"):
+            Combined([name, "rouge"])
     with pytest.raises(ValueError, match="chosen at fit"):
         Combined(["bleu", "rouge"]).build(torch_cpu())
     part = Combined(["bleu", Rouge(tokenizer="13a")], weights=[0.5, 0.5])
     assert part_from_settings(json.loads(json.dumps(part.settings()))) == part
+
+
+def test_numpy_numbers_set_samples_and_weights():
+    """Auto(sample=np.int64(...)) and Combined weights of np.float32 were refused as no whole
+    number / no non-negative numbers."""
+    assert Auto(["bleu", "rouge"], sample=np.int64(20)) == Auto(["bleu", "rouge"], sample=20)
+    assert Combined(["bleu", "rouge"], weights=[np.float32(0.25), np.float32(0.75)], sample=np.int64(20)) == \
+        Combined(["bleu", "rouge"], weights=[0.25, 0.75], sample=20)
 
 
 def torch_cpu():

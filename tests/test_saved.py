@@ -333,6 +333,64 @@ def test_fields_kept_beside_the_training_texts_load_and_save_again(data, tmp_pat
         NeighborsScorer.load(folder)
 
 
+def test_fields_that_cannot_be_kept_are_refused_by_name_and_leave_no_folder(data, tmp_path):
+    """Before: fields=[...] raised AttributeError ('list' object has no attribute 'items'), a
+    string was kept one character per text, a value JSON cannot hold raised json's "Object of type
+    object is not JSON serializable"; and each refused save (a wrong length too) left an empty
+    folder behind. A file where the folder should be was a bare [Errno 17]."""
+    texts, _, _ = data
+    scorer = fitted(CASES["tfidf-default"], data)
+    for fields, error, message in [
+        (["a"] * len(texts), TypeError, "fields must be a mapping of names to one value per training text, not list"),
+        ({"system": "a" * len(texts)}, TypeError, r"fields\['system'\] must be a sequence of values, .* not str"),
+        ({"system": None}, TypeError, r"fields\['system'\] must be a sequence of values, .* not NoneType"),
+        ({"system": ["a", object(), *["b"] * (len(texts) - 2)]}, TypeError,
+         r"fields\['system'\]\[1\]: <object object at .*> \(object\) is not a JSON value"),
+        ({"system": ["a"]}, ValueError, "one value per training text"),
+    ]:
+        with pytest.raises(error, match=message):
+            scorer.save(tmp_path / "refused", fields=fields)
+        assert not (tmp_path / "refused").exists()
+    (tmp_path / "a-file").write_text("mine")
+    for overwrite in (False, True):
+        with pytest.raises(FileExistsError, match="is a file, not a folder"):
+            scorer.save(tmp_path / "a-file", overwrite=overwrite)
+    assert (tmp_path / "a-file").read_text() == "mine"
+    assert NeighborsScorer.load(scorer.save(tmp_path / "nested" / "s", fields={"n": range(len(texts))})
+                                ).training_fields_ == {"n": list(range(len(texts)))}
+
+
+@pytest.mark.parametrize("settings", [
+    {"kernel": "bleu", "estimator": TopK(k=np.int64(5), power=np.float32(2.0))},
+    {"kernel": "bleu", "estimator": Ridge(penalty=np.float32(0.5))},
+    {"kernel": Bleu(weights=(np.float64(0.5), np.float32(0.5))),
+     "estimator": Threshold(tau=np.float64(0.1), min_neighbors=np.int64(2), max_fraction=np.float32(0.5))},
+    {"kernel": "bleu", "score_range": (np.float32(0), np.int64(1)), "memory_budget": np.int64(10**8),
+     "chunk_size": np.int64(7)},
+])
+def test_settings_given_as_numpy_numbers_save_and_load(settings, data, tmp_path):
+    """Accepted at construction and fit, numpy scalars made save fail with json's "Object of type
+    int64 is not JSON serializable" (a grid from np.arange or np.linspace gives them)."""
+    scorer = fitted(settings, data)
+    loaded = NeighborsScorer.load(scorer.save(tmp_path / "s"))
+    _, _, candidates = data
+    assert str(loaded.signature) == str(scorer.signature)
+    assert loaded.predict(candidates).scores.tobytes() == scorer.predict(candidates).scores.tobytes()
+
+
+def test_a_training_text_with_a_lone_surrogate_saves_and_loads(data, tmp_path):
+    """The tensors pack texts with surrogatepass, but training.jsonl was encoded strictly: save
+    failed with "UnicodeEncodeError: 'utf-8' codec can't encode character '\\ud800'"."""
+    texts, scores, candidates = data
+    odd = [*texts[:-1], "a text read with surrogateescape \udcff here"]
+    scorer = NeighborsScorer(kernel="bleu", device="cpu").fit(odd, scores)
+    folder = scorer.save(tmp_path / "s", fields={"system": ["x \ud800"] * len(odd)})
+    loaded = NeighborsScorer.load(folder)
+    assert loaded.kernel_.train_texts == odd and loaded.training_fields_["system"][0] == "x \ud800"
+    assert loaded.predict(candidates).scores.tobytes() == scorer.predict(candidates).scores.tobytes()
+    assert json.loads((folder / TRAINING).read_text(encoding="utf-8").splitlines()[-1])["text"] == odd[-1]
+
+
 def test_training_texts_read_back_whatever_they_hold(data, tmp_path):
     """Line separators JSON writes unescaped (U+2028, U+0085, U+001C) stay inside their text; a
     training.jsonl record that is not {"text", "score"} and the fields, a line that is not one

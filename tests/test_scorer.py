@@ -1,6 +1,8 @@
 """NeighborsScorer: the neighbour model by hand, invariance to tiling and order, validation."""
 from __future__ import annotations
 
+import copy
+import pickle
 import re
 import warnings
 
@@ -108,6 +110,38 @@ def test_prepared_candidates_predict_as_their_texts(huse_texts, huse_scores, ker
     assert np.isfinite(scorer.predict(prepared).scores).sum() >= 10
 
 
+@pytest.mark.parametrize("kernel", ["rouge", "bleu", "tfidf"])
+def test_candidates_prepared_by_another_fit_are_refused(huse_texts, huse_scores, kernel):
+    """An encoding fits only the kernel that made it: another scorer's (rouge: silently other
+    numbers before; bleu, tfidf: a matrix-shape error deep in torch), or this one's before a refit."""
+    first = NeighborsScorer(kernel=kernel, device="cpu").fit(huse_texts[:50], huse_scores[:50])
+    other = NeighborsScorer(kernel=kernel, device="cpu").fit(huse_texts[50:100], huse_scores[50:100])
+    prepared = first.prepare(huse_texts[100:105])
+    for scorer in (other, first.fit(huse_texts[50:100], huse_scores[50:100])):
+        for call in (scorer.predict, scorer.predict_tensors):
+            with pytest.raises(ValueError, match="prepared by another scorer"):
+                call(prepared)
+    np.testing.assert_array_equal(first.predict(first.prepare(huse_texts[100:105])).scores,
+                                  other.predict(huse_texts[100:105]).scores)
+
+
+@pytest.mark.parametrize("kernel, estimator", [("tfidf", None), ("bleu", None), ("rouge", None),
+                                               ("bleu", "threshold"), ("tfidf", "ridge"), ("combined", None)])
+def test_a_fitted_scorer_deep_copies_and_pickles(huse_texts, huse_scores, kernel, estimator):
+    """copy.deepcopy of a fitted scorer (before: NotImplementedError from torch, which deep-copies
+    no sparse CSR tensor) gives the same estimates and intervals, as pickling does, and refitting
+    the copy leaves the original as it was."""
+    scorer = NeighborsScorer(kernel=kernel, estimator=estimator, device="cpu").fit(huse_texts[:60], huse_scores[:60])
+    candidates = huse_texts[60:80]
+    want = scorer.predict(candidates)
+    for copied in (copy.deepcopy(scorer), pickle.loads(pickle.dumps(scorer))):
+        got = copied.predict(candidates)
+        for field in ("scores", "low", "high", "outside"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+        copied.fit(huse_texts[80:120], huse_scores[80:120])
+        np.testing.assert_array_equal(scorer.predict(candidates).scores, want.scores)
+
+
 @pytest.mark.parametrize("estimator", ["threshold", "ridge", None])  # None: the default, top-k
 @pytest.mark.parametrize("sampled", [False, True])  # True: tuning, ridge fit and calibration on samples
 def test_candidate_order_and_training_order_do_not_matter(huse_texts, huse_scores, estimator, sampled, monkeypatch):
@@ -147,10 +181,28 @@ def test_device_auto_picks_cpu_without_cuda():
     assert scorer.device_.type == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def test_a_device_this_machine_lacks_is_refused_by_name_as_a_string_or_torch_device(monkeypatch):
+    """torch.device("cuda") without CUDA failed deep in torch with an AssertionError (the string
+    was refused clearly), and "cuda:7" on a one-GPU machine passed the check."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cuda", torch.device("cuda"), torch.device("cuda", 0)):
+        with pytest.raises(ValueError, match="CUDA is not available here"):
+            NeighborsScorer(device=device).fit(TRAIN, QUALITY)
+    for device in ("mps", torch.device("mps"), torch.device("meta")):
+        with pytest.raises(ValueError, match="cannot score"):
+            NeighborsScorer(device=device).fit(TRAIN, QUALITY)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    for device in ("cuda:7", torch.device("cuda", 1)):
+        with pytest.raises(ValueError, match=r"this machine has 1 CUDA device\(s\)"):
+            NeighborsScorer(device=device).fit(TRAIN, QUALITY)
+
+
 @pytest.mark.parametrize(
     ("texts", "scores", "message"),
     [
         ([], [], "empty training set"),
+        (["", "  \n"], [0.5, 0.2], "every text is empty or whitespace"),  # was: the 'replaced' perturbation ...
         (["a b", "c d"], [0.5], "lengths must match"),
         (["a b", "c d"], [0.5, float("nan")], r"scores\[1\]: nan is not a finite number"),
         (["a b", "c d"], [0.5, float("inf")], r"scores\[1\]: inf is not a finite number"),
@@ -175,6 +227,19 @@ def test_scores_as_numpy_numbers_or_a_tensor():
         fitted = NeighborsScorer().fit(texts, scores).train_scores_
         assert fitted.dtype == np.float64 and fitted.shape == (3,)
     np.testing.assert_array_equal(NeighborsScorer().fit(texts, torch.tensor([0.25, 0.5, 1.0])).train_scores_, expected)
+
+
+def test_scores_as_a_generator_or_a_bfloat16_tensor_and_non_sequences_refused():
+    """Before: a generator of scores failed with "float() argument must be ... not 'generator'",
+    a bfloat16 tensor with numpy's "Got unsupported ScalarType BFloat16", a number alone with
+    "'float' object is not iterable"."""
+    texts = ["a b", "c d", "a d"]
+    expected = NeighborsScorer().fit(texts, [0.25, 0.5, 1.0]).train_scores_
+    for scores in ((value for value in [0.25, 0.5, 1.0]), torch.tensor([0.25, 0.5, 1.0], dtype=torch.bfloat16)):
+        np.testing.assert_array_equal(NeighborsScorer().fit(texts, scores).train_scores_, expected)
+    for scores, kind in ((0.5, "float"), (None, "NoneType"), (np.float64(0.5), "float64"), ("0.5", "str")):
+        with pytest.raises(TypeError, match=f"scores must be a sequence of numbers, not {kind}"):
+            NeighborsScorer().fit(texts[:1], scores)
 
 
 @pytest.mark.parametrize("kernel", ["tfidf", "auto", "combined"])
@@ -217,6 +282,34 @@ def test_bad_parameters_are_refused_clearly():
         NeighborsScorer().fit(["a", 3], [1.0, 2.0])
     with pytest.raises(RuntimeError, match="not fitted"):
         NeighborsScorer().predict(["a"])
+
+
+def test_tune_is_true_false_or_none():
+    """tune="no" tuned before (any truthy value did); the scorer stays unfitted."""
+    scorer = NeighborsScorer(kernel="bleu", device="cpu")
+    for tune in ("no", "yes", 0, 1.0):
+        with pytest.raises(ValueError, match=re.escape(f"tune must be True, False or None, not {tune!r}")):
+            scorer.fit(TRAIN, QUALITY, tune=tune)
+    assert not hasattr(scorer, "kernel_")
+    assert scorer.fit(TRAIN, QUALITY, tune=np.bool_(False)).tuning_ is None
+
+
+def test_scikit_learn_clone_copies_the_settings_unfitted():
+    """get_params took no `deep`, so sklearn.base.clone raised TypeError."""
+    clone = pytest.importorskip("sklearn.base").clone
+    scorer = NeighborsScorer(kernel=Bleu(smoothing="exp"), estimator=TopK(k=3), level=0.8, device="cpu",
+                             chunk_size=5).fit(TRAIN, QUALITY)
+    copied = clone(scorer)
+    assert not hasattr(copied, "kernel_") and copied.get_params(deep=False).keys() == scorer.get_params().keys()
+    assert repr(copied.get_params()) == repr(scorer.get_params(deep=True))
+    np.testing.assert_array_equal(copied.fit(TRAIN, QUALITY).predict(TRAIN).scores, scorer.predict(TRAIN).scores)
+
+
+def test_return_neighbors_takes_a_numpy_integer():
+    """return_neighbors=np.int64(2) was refused as "must be a positive integer"."""
+    scorer = NeighborsScorer(kernel="bleu", device="cpu").fit(TRAIN, QUALITY)
+    got, want = scorer.predict(TRAIN[:3], return_neighbors=np.int64(2)), scorer.predict(TRAIN[:3], return_neighbors=2)
+    assert np.array_equal(got.neighbors.index, want.neighbors.index)
 
 
 def test_signature_records_every_setting():

@@ -86,7 +86,10 @@ def mbr(
 def _group_codes(groups: Sequence[Hashable] | None, count: int) -> tuple[np.ndarray, list[Hashable]]:
     if groups is None:
         return np.zeros(count, dtype=np.int64), [None]
-    if isinstance(groups, str) or len(groups) != count:
+    if isinstance(groups, (str, bytes)):
+        raise ValueError(f"groups: give one label per candidate ({count}), not one string")
+    groups = list(groups)  # a generator or a pandas Series, as candidates may be
+    if len(groups) != count:
         raise ValueError(f"groups: give one label per candidate ({count}), not {len(groups)}")
     # Keyed by type too: Python's True == 1 == 1.0 would join groups a file spells differently.
     index: dict[tuple[type, Hashable], int] = {}

@@ -12,9 +12,11 @@ import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral, Real
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import torch
 
 from gpu_neighbors.allpairs.passes import fitted_kernel, kernel_settings, run_block
@@ -73,12 +75,14 @@ def pairs(
         raise ValueError("top_k and min_similarity select pairs for a .parquet output; a .npy output holds every pair")
     if suffix == ".parquet" and top_k is None and min_similarity is None:
         raise ValueError("a .parquet output needs top_k or min_similarity; the whole matrix goes to a .npy output")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+    if top_k is not None and (isinstance(top_k, (bool, np.bool_)) or not isinstance(top_k, Integral) or top_k < 1):
         raise ValueError(f"top_k must be a positive integer, not {top_k!r}")
-    if min_similarity is not None and (isinstance(min_similarity, bool)
-                                       or not isinstance(min_similarity, (int, float))
+    if min_similarity is not None and (isinstance(min_similarity, (bool, np.bool_))
+                                       or not isinstance(min_similarity, Real)
                                        or not torch.isfinite(torch.tensor(float(min_similarity)))):
         raise ValueError(f"min_similarity must be a finite number, not {min_similarity!r}")
+    top_k = None if top_k is None else int(top_k)
+    min_similarity = None if min_similarity is None else float(min_similarity)
     if held is None:
         check_outputs({"output": path}, inputs, overwrite=overwrite)
     rows = check_texts(candidates, "candidates", at_least=1)

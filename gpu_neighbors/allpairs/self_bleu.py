@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Integral
 
 import numpy as np
 import torch
@@ -53,11 +54,13 @@ def self_bleu(
     sample of that many texts, still each against all the others."""
     texts = check_texts(texts, "texts")
     weights = check_weights(weights)
-    if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
+    if sample is not None and (isinstance(sample, (bool, np.bool_)) or not isinstance(sample, Integral) or sample < 1):
         raise ValueError(f"sample must be a positive number of texts, not {sample!r}")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, Integral) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
     scores = self_bleu_scores(list(texts), make_tokenizer(tokenizer, lowercase), weights, smoothing,
                               resolve_device(device)).cpu().numpy()
     indices = np.arange(len(texts))
     if sample is not None and sample < len(texts):
-        indices = np.sort(np.random.default_rng(seed).choice(len(texts), size=sample, replace=False))
+        indices = np.sort(np.random.default_rng(int(seed)).choice(len(texts), size=int(sample), replace=False))
     return SelfBleu(indices=indices, scores=scores[indices], weights=weights, smoothing=smoothing)

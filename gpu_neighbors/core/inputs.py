@@ -4,8 +4,8 @@ reading a file can name the line."""
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,12 +18,14 @@ from gpu_neighbors.core.validation import check_texts
 @dataclass(frozen=True)
 class PreparedCandidates:
     """Candidates encoded ahead (`NeighborsScorer.prepare`): each chunk of `plan` mapped to the
-    kernel's encoding of it."""
+    kernel's encoding of it. `encoder`: the fitted kernel that encoded them; an encoding is only
+    meaningful to that kernel (its vocabulary, its tables), so only it may score them."""
 
     size: int
     plan: TilePlan
     chunks: dict[tuple[int, int], Any]
     statistics: torch.Tensor  # `Typicality.of_texts` of the texts
+    encoder: object = field(repr=False, compare=False)
 
     def encoded(self, first: int, last: int) -> Any:
         return self.chunks[first, last]
@@ -37,6 +39,9 @@ def validate_texts(texts: Sequence[str], what: str, allow_empty: bool = False) -
     texts = check_texts(texts, what)
     if not texts and not allow_empty:
         raise ValueError(f"{what}: empty training set; give at least one scored text")
+    if not allow_empty and not any(text.split() for text in texts):
+        raise ValueError(f"{what}: every text is empty or whitespace, so there is nothing to learn from; give at "
+                         "least one text with words")
     return texts
 
 
@@ -64,7 +69,7 @@ def validate_ids(input_ids: object, attention_mask: object) -> None:
 
 
 def finite(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(float(value)):
         raise ValueError(f"{name} must be a finite number or None, not {value!r}")
     return float(value)
 
@@ -88,7 +93,13 @@ def validate_scores(
     scores: Sequence[float] | np.ndarray, count: int, score_range: tuple[float, float] | None
 ) -> np.ndarray:
     if isinstance(scores, torch.Tensor):
-        scores = scores.detach().cpu().numpy()
+        scores = scores.detach().cpu()
+        # numpy has no bfloat16; every float dtype is exact in float64
+        scores = (scores.to(torch.float64) if scores.dtype.is_floating_point else scores).numpy()
+    if isinstance(scores, (str, bytes)) or not isinstance(scores, (np.ndarray, Iterable)):
+        raise TypeError(f"scores must be a sequence of numbers, not {type(scores).__name__}")
+    if not isinstance(scores, np.ndarray):
+        scores = list(scores)  # once: a generator is read here, not by the checks and then np.array
     if not (isinstance(scores, np.ndarray) and scores.dtype.kind in "iuf"):
         for index, value in enumerate(scores):  # a string "0.5" would convert silently
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):

@@ -107,7 +107,6 @@ def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = 
 
     folder = Path(folder)
     check_folder(folder, overwrite)
-    folder.mkdir(parents=True, exist_ok=True)
     reserved = sorted(set(saved.fields) & {"text", "score"})
     if reserved or any(len(values) != len(saved.texts) for values in saved.fields.values()):
         raise ValueError(f"fields must be one value per training text, named other than text and score "
@@ -121,7 +120,9 @@ def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = 
                for index, (text, score) in enumerate(zip(saved.texts, saved.scores)))
     payloads = {
         TENSORS: save(tensors),
-        TRAINING: "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records).encode("utf-8"),
+        # A lone surrogate (text decoded with surrogateescape) has no UTF-8: written as JSON's \ud800 escape
+        TRAINING: "".join(_json_line(record, index, saved.fields) for index, record in enumerate(records)).encode(
+            "utf-8", "backslashreplace"),
     }
     files = {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in payloads.items()}
     shapes = {name: {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
@@ -130,9 +131,24 @@ def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = 
               "tensors": shapes,
               "training": {"count": len(saved.texts), "fields": list(saved.fields)}}
     payloads[CONFIG] = (json.dumps(config, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    folder.mkdir(parents=True, exist_ok=True)  # only now: a save refused above leaves no folder behind
     for name in (TENSORS, TRAINING, CONFIG):  # scorer.json last: its presence means complete
         _write_atomically(folder / name, payloads[name])
     return folder
+
+
+def _json_line(record: dict[str, Any], index: int, fields: dict[str, list[Any]]) -> str:
+    """`record` (training text `index`) as a JSON line; a field value JSON cannot hold is named."""
+    try:
+        return json.dumps(record, ensure_ascii=False) + "\n"
+    except (TypeError, ValueError):
+        for name, values in fields.items():
+            try:
+                json.dumps(values[index])
+            except (TypeError, ValueError):
+                raise TypeError(f"fields[{name!r}][{index}]: {values[index]!r:.60} ({type(values[index]).__name__}) "
+                                "is not a JSON value") from None
+        raise
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

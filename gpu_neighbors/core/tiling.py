@@ -43,9 +43,8 @@ Value = TypeVar("Value")
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
-    """`auto` picks CUDA when present, else the CPU; anything else is taken as given."""
-    if isinstance(device, torch.device):
-        return device
+    """`auto` picks CUDA when present, else the CPU; a name or a `torch.device` must be the CPU
+    or a CUDA device this machine has."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -56,6 +55,9 @@ def resolve_device(device: str | torch.device) -> torch.device:
         raise ValueError(f"device {device!r} cannot score: use auto, cpu, cuda or cuda:N")
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} asked for, but CUDA is not available here")
+    if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r} asked for, but this machine has {torch.cuda.device_count()} CUDA "
+                         "device(s), numbered from 0")
     return resolved
 
 

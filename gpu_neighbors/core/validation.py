@@ -45,6 +45,12 @@ class NotFittedError(ValueError, AttributeError, RuntimeError):
     scikit-learn; RuntimeError because that is what such calls raised before."""
 
 
+def plain(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds (anything else as it is): a setting given as
+    np.int64(5) or np.float32(0.5) is kept, written to JSON and computed with as 5 or 0.5."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def check_is_fitted(estimator: object, attribute: str = "kernel_") -> None:
     """Raise NotFittedError unless `estimator` holds `attribute`, which only `fit` sets."""
     if not hasattr(estimator, attribute):

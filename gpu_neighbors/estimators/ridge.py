@@ -13,7 +13,7 @@ from gpu_neighbors.core.neighbours import Prediction, TensorPrediction, Threshol
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.core.topk import TopK as Ranking
-from gpu_neighbors.core.validation import SCORER_PARAMETERS, ParameterError, interval
+from gpu_neighbors.core.validation import SCORER_PARAMETERS, ParameterError, interval, plain
 from gpu_neighbors.estimators.base import Estimator, TilePass, check
 from gpu_neighbors.estimators.threshold import PAPER_MAX_FRACTION, PAPER_MIN_NEIGHBORS
 
@@ -26,7 +26,7 @@ class Ridge(Estimator):
     def __init__(self, *, penalty: float | None = None, tuning: str = "auto") -> None:
         super().__init__(tuning=tuning)
         check("penalty", penalty, interval(0, closed="neither"))
-        self.penalty = penalty
+        self.penalty = plain(penalty)
 
     def own_settings(self) -> dict[str, Any]:
         return {"penalty": self.penalty}

@@ -16,6 +16,7 @@ from gpu_neighbors.core.validation import (
     half_steps,
     interval,
     one_of,
+    plain,
 )
 from gpu_neighbors.estimators.base import Estimator, TilePass, check
 
@@ -56,8 +57,8 @@ class Threshold(Estimator):
         check("min_neighbors", min_neighbors, interval(1, integer=True))
         check("max_fraction", max_fraction, interval(0, 1, closed="right"))
         check_weighting(weighting, power)
-        self.tau, self.min_neighbors, self.max_fraction = tau, min_neighbors, max_fraction
-        self.weighting, self.power = weighting, power
+        self.tau, self.min_neighbors, self.max_fraction = plain(tau), plain(min_neighbors), plain(max_fraction)
+        self.weighting, self.power = weighting, plain(power)
 
     @classmethod
     def paper(cls, tau: float | None = None) -> Threshold:

@@ -8,7 +8,7 @@ from gpu_neighbors.core import tuning
 from gpu_neighbors.core.neighbours import TensorPrediction, Thresholds
 from gpu_neighbors.core.topk import TopK as Ranking
 from gpu_neighbors.core.topk import estimate_topk
-from gpu_neighbors.core.validation import DEFAULT_TOP_K, MAX_TOP_K, interval
+from gpu_neighbors.core.validation import DEFAULT_TOP_K, MAX_TOP_K, interval, plain
 from gpu_neighbors.estimators.base import Estimator, TilePass, check
 from gpu_neighbors.estimators.threshold import (
     PAPER_MAX_FRACTION,
@@ -30,7 +30,7 @@ class TopK(Estimator):
         super().__init__(tuning=tuning)
         check("k", k, interval(1, MAX_TOP_K, integer=True))
         check_weighting(weighting, power)
-        self.k, self.weighting, self.power = k, weighting, power
+        self.k, self.weighting, self.power = plain(k), weighting, plain(power)
 
     def own_settings(self) -> dict[str, Any]:
         return {"k": self.k, "weighting": self.weighting, "power": self.power}

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -143,6 +144,9 @@ class Labelled:
     @classmethod
     def of(cls, systems: Sequence[str], inputs: Sequence[str] | None = None, **where: Any) -> Labelled:
         """From one label per candidate (lines 1, 2, ...)."""
+        for name, labels in (("systems", systems), ("inputs", inputs)):
+            if isinstance(labels, (str, bytes)):  # else each character would be a candidate's label
+                raise TypeError(f"{name} must be one label per candidate, not one string")
         collector = SystemCollector(paired=inputs is not None)
         collector.add(systems, np.zeros(len(systems)), range(1, len(systems) + 1), inputs)
         names, input_names, system, _, input_ids, lines = collector.labels()
@@ -184,7 +188,21 @@ def compare_systems(estimates: np.ndarray, systems: Sequence[str] | Labelled,
     Seeded: the same inputs give the same numbers, in any order of the candidates.
     """
     labelled = systems if isinstance(systems, Labelled) else Labelled.of(systems, inputs)
-    return _compare([np.asarray(estimates, np.float64)], labelled, resamples, trials, seed)[0]
+    return _compare([_per_candidate(estimates, "estimates")], labelled, resamples, trials, seed)[0]
+
+
+def _per_candidate(values: Any, name: str) -> np.ndarray:
+    """`values` as float64, one per candidate: finite, or NaN where undefined."""
+    try:
+        array = np.asarray(values, np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be numbers, one per candidate (NaN where undefined)") from None
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, one per candidate, not of shape {array.shape}")
+    infinite = np.flatnonzero(np.isinf(array))
+    if infinite.size:
+        raise ValueError(f"{name}[{infinite[0]}] is {array[infinite[0]]}: give finite numbers, NaN where undefined")
+    return array
 
 
 def _compare(columns: list[np.ndarray], labelled: Labelled, resamples: int, trials: int,
@@ -192,8 +210,11 @@ def _compare(columns: list[np.ndarray], labelled: Labelled, resamples: int, tria
     """The comparison of each column of per-candidate values, all with the same draws (so
     resample r of one column and of another resample the same texts)."""
     for what, number in (("resamples", resamples), ("trials", trials)):
-        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        if isinstance(number, (bool, np.bool_)) or not isinstance(number, Integral) or number < 1:
             raise ValueError(f"{what} must be a positive integer, not {number!r}")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, Integral) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
+    resamples, trials, seed = int(resamples), int(trials), int(seed)
     for column in columns:
         if column.shape != labelled.system.shape:
             raise ValueError(f"{column.size} estimates for {labelled.system.size} candidates")
@@ -341,8 +362,10 @@ def leave_one_out_scale(estimates: np.ndarray, human: np.ndarray, systems: Seque
     `scorer.leave_one_out().scores`) and by its human scores on the texts that have an
     estimate, with the same draws, and the shrinkage factor between them."""
     labelled = systems if isinstance(systems, Labelled) else Labelled.of(systems, inputs)
-    estimates = np.asarray(estimates, np.float64)
-    human = np.where(np.isnan(estimates), np.nan, np.asarray(human, np.float64))
+    estimates, human = _per_candidate(estimates, "estimates"), _per_candidate(human, "human")
+    if human.shape != estimates.shape:
+        raise ValueError(f"{estimates.size} estimates but {human.size} human scores: one of each per candidate")
+    human = np.where(np.isnan(estimates), np.nan, human)
     estimated, humans = _compare([estimates, human], labelled, resamples, trials, seed)
     order = [row.system for row in estimated.systems]
     human_order = [row.system for row in humans.systems]

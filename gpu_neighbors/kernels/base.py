@@ -12,6 +12,7 @@ delegate to what a kernel writes (`_fit`, `_encode`, optionally `_encode_train` 
 """
 from __future__ import annotations
 
+import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Generic, TypeVar
@@ -49,6 +50,13 @@ class Kernel(ABC, Generic[Encoded]):
         self.device = device
         self.train_texts: list[str] = []
         self._fitted = False
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Kernel[Encoded]:
+        """A copy made through pickle: torch cannot deep-copy a sparse CSR tensor (the layout of
+        the n-gram and TF-IDF encodings) but pickles one, so a fitted scorer copies as it pickles."""
+        copied: Kernel[Encoded] = pickle.loads(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL))
+        memo[id(self)] = copied
+        return copied
 
     def fit(self, texts: Sequence[str]) -> None:
         """Encode the training set once; a later call replaces it."""

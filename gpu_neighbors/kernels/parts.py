@@ -11,11 +11,13 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
-from gpu_neighbors.core.validation import DEFAULT_AUTO_KERNELS, SCORER_PARAMETERS
+from gpu_neighbors.core.validation import DEFAULT_AUTO_KERNELS, SCORER_PARAMETERS, plain
 from gpu_neighbors.kernels import KERNEL_NAMES, Kernel, kernel_class
 from gpu_neighbors.kernels.combined import CombinedKernel
 from gpu_neighbors.text.tokenizers import BUILT_IN_TOKENIZERS, Tokenizer, make_tokenizer
@@ -51,7 +53,7 @@ class KernelPart:
             SCORER_PARAMETERS[key].check(value)
         if "weights" in options:
             SCORER_PARAMETERS["weights"].check(options["weights"])
-            options["weights"] = tuple(options["weights"])
+            options["weights"] = tuple(plain(weight) for weight in options["weights"])
         self.tokenizer, self.lowercase, self.allow_download = tokenizer, lowercase, allow_download
         self.options = dict(options)
 
@@ -150,6 +152,8 @@ def _single_parts(kernels: Sequence[str | KernelPart], owner: str, **text: Any) 
     """`kernels` as single kernels' parts (names with the text settings `text`), for `owner`."""
     if isinstance(kernels, str) or not isinstance(kernels, Sequence) or not kernels:
         raise ValueError(f"kernels must be a non-empty list of kernel names or parts, not {kernels!r}")
+    if any(isinstance(kernel, str) and kernel in (AUTO, COMBINED) for kernel in kernels):  # before the text settings
+        raise ValueError(f"kernels: {owner!r} takes single kernels, not 'auto' or 'combined'")
     parts = [kernel if isinstance(kernel, KernelPart) else kernel_part(kernel, **text) for kernel in kernels]
     if any(part.name in (AUTO, COMBINED) for part in parts):
         raise ValueError(f"kernels: {owner!r} takes single kernels, not 'auto' or 'combined'")
@@ -215,16 +219,16 @@ class Combined(KernelPart):
 
 def _check_weights(weights: Sequence[float], size: int) -> tuple[float, ...]:
     if isinstance(weights, str) or not isinstance(weights, Sequence) or len(weights) != size or not all(
-            isinstance(weight, (int, float)) and not isinstance(weight, bool) and math.isfinite(weight)
+            isinstance(weight, Real) and not isinstance(weight, (bool, np.bool_)) and math.isfinite(weight)
             and weight >= 0 for weight in weights) or abs(sum(weights) - 1) > 1e-9:
         raise ValueError(f"weights must be {size} non-negative numbers summing to 1 (one per kernel), not {weights!r}")
     return tuple(float(weight) for weight in weights)
 
 
 def _check_sample(sample: int | None) -> int | None:
-    if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 3):
+    if sample is not None and (isinstance(sample, (bool, np.bool_)) or not isinstance(sample, Integral) or sample < 3):
         raise ValueError(f"sample must be a whole number of training texts, at least 3, or None, not {sample!r}")
-    return sample
+    return None if sample is None else int(sample)
 
 
 class Auto:

@@ -57,9 +57,19 @@ def letters(language: str) -> str:
     return "".join(sorted({letter for word in words(language) for letter in word}))
 
 
+@cache
+def longest(listed: frozenset[str]) -> int:
+    """The length of the longest word of `listed` (0 for none)."""
+    return max(map(len, listed), default=0)
+
+
 def one_edit_from(run: str, listed: frozenset[str], alphabet: str) -> bool:
     """Whether a word of `listed` is `run` with one letter deleted, inserted or replaced, or
-    two adjacent letters swapped (the cheap edits tried first)."""
+    two adjacent letters swapped (the cheap edits tried first). A run longer than every listed
+    word by two or more is one edit from none: its edits (quadratic in its length, gigabytes for
+    a run of a few thousand letters) are never made."""
+    if len(run) > longest(listed) + 1:
+        return False
     splits = [(run[:cut], run[cut:]) for cut in range(len(run) + 1)]
     edits = (
         lambda: {left + right[1:] for left, right in splits if right},

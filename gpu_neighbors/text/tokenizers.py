@@ -68,7 +68,7 @@ class Tokenizer(ABC):
     splits_joined_texts: bool = False
 
     def __init__(self, lowercase: bool = False) -> None:
-        self.lowercase = lowercase
+        self.lowercase = _flag("lowercase", lowercase)
 
     def tokenize(self, text: str) -> list[str]:
         return self._split(text.lower() if self.lowercase else text)
@@ -200,7 +200,7 @@ class RougeScoreTokenizer(Tokenizer):
 
     def __init__(self, use_stemmer: bool = False) -> None:
         super().__init__(lowercase=False)  # always lowercased, in `_split`
-        self.use_stemmer = use_stemmer
+        self.use_stemmer = use_stemmer = _flag("use_stemmer", use_stemmer)
         self.name = "rouge-score-stem" if use_stemmer else "rouge-score"
         if use_stemmer:
             from nltk.stem.porter import PorterStemmer
@@ -243,6 +243,7 @@ class HuggingFaceTokenizer(Tokenizer):
 
     def __init__(self, name_or_path: str, lowercase: bool = False, allow_download: bool = False) -> None:
         super().__init__(lowercase)
+        allow_download = _flag("allow_download", allow_download)
         from transformers import AutoTokenizer
 
         try:
@@ -289,6 +290,13 @@ BUILT_IN_TOKENIZERS: dict[str, Callable[[bool], Tokenizer]] = {
     "rouge-score": RougeScoreTokenizer.named(stemmed=False),
     "rouge-score-stem": RougeScoreTokenizer.named(stemmed=True),
 }
+
+
+def _flag(name: str, value: object) -> bool:
+    """`value` as a bool; anything else refused, since "no" or 0.0 would silently read as set or not."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, not {value!r}")
+    return bool(value)
 
 
 def make_tokenizer(spec: str | Tokenizer, lowercase: bool = False, allow_download: bool = False) -> Tokenizer:

@@ -8,8 +8,9 @@ reference(s) from a dataset column (`sentence_bleu`, `rouge`). The function is a
 """
 from __future__ import annotations
 
+import numbers
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,8 @@ class RougeReward:
         check_rouge_types([self.rouge_type])
         if self.measure not in ("fmeasure", "precision", "recall"):
             raise ValueError(f"measure must be fmeasure, precision or recall, not {self.measure!r}")
+        if not isinstance(self.use_stemmer, (bool, np.bool_)):  # "no" would stem, at the trainer's first step
+            raise ValueError(f"use_stemmer must be True or False, not {self.use_stemmer!r}")
         if self.tokenizer is not None:
             object.__setattr__(self, "tokenizer", make_tokenizer(self.tokenizer))
 
@@ -89,12 +92,19 @@ class RewardFunction:
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Sequence[int]]
                  | None = None, **kwargs: Any) -> list[float]:
+        if (isinstance(prompts, Sized) and isinstance(completions, Sized) and not isinstance(completions, str)
+                and len(prompts) != len(completions)):
+            raise ValueError(f"{self.__name__}: {len(prompts)} prompts but {len(completions)} completions: a "
+                             "trainer passes one prompt per completion")
         if isinstance(self.source, (BleuReward, RougeReward)):
             return self._aligned(self.source, completions, kwargs)
         scorer = self.source
         if self.token_ids:
             if completion_ids is None:
                 raise ValueError(f"{self.__name__}: made with token_ids=True, but the trainer passed no completion_ids")
+            if isinstance(completions, Sized) and len(completion_ids) != len(completions):
+                raise ValueError(f"{self.__name__}: {len(completion_ids)} completion_ids rows but {len(completions)} "
+                                 "completions: one row of token ids per completion")
             ids, mask = padded(completion_ids, scorer.device_)
             rewards, prediction = scorer.rewarded(ids, self.undefined, self.subsample, self.seed, mask, self.outside)
         else:
@@ -174,7 +184,8 @@ def reward_function(
     if token_ids:
         source.kernel_.check_ids()
     for setting, value in (("undefined", undefined), ("outside", outside)):
-        if value is not None and not (isinstance(value, (int, float)) and np.isfinite(value)):
+        if value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+                                  or not np.isfinite(value)):
             raise ValueError(f"{setting} must be a finite number (a reward reaches the trainer), not {value!r}")
     if subsample is not None:  # refused now, not at the trainer's first step
         source.subset_size(subsample, seed)
@@ -193,6 +204,8 @@ def _evidence(prediction: TensorPrediction) -> dict[str, float]:
 def completion_texts(completions: Sequence[Any]) -> list[str]:
     """The text of each completion: a string as it is, a conversation as its assistant messages'
     text joined by newlines."""
+    if isinstance(completions, (str, bytes)):  # else each character would be rewarded
+        raise TypeError("completions must be a list of completions (strings or conversations), not one string")
     return [item if isinstance(item, str) else _conversation_text(item, index) for index, item in enumerate(completions)]
 
 
@@ -217,11 +230,25 @@ def _conversation_text(messages: Any, index: int) -> str:
 
 
 def padded(rows: Sequence[Sequence[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ragged token-id lists -> ids [rows, longest] and attention mask, on `device`."""
-    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-    width = max(int(lengths.max()) if len(rows) else 0, 1)
+    """Ragged token-id lists -> ids [rows, longest] and attention mask, on `device`; a row that
+    is not a list of integers is refused by its index."""
+    arrays = [_token_ids(row, index) for index, row in enumerate(rows)]
+    lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
+    width = max(int(lengths.max()) if len(arrays) else 0, 1)
     mask = np.arange(width)[None, :] < lengths[:, None]
-    ids = np.zeros((len(rows), width), dtype=np.int64)
-    if len(rows):
-        ids[mask] = np.concatenate([np.asarray(row, dtype=np.int64) for row in rows])
+    ids = np.zeros((len(arrays), width), dtype=np.int64)
+    if len(arrays):
+        ids[mask] = np.concatenate(arrays)
     return torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device)
+
+
+def _token_ids(row: Any, index: int) -> np.ndarray:
+    """One row of `completion_ids` as int64 (a list of ints, or an integer tensor)."""
+    try:
+        array = None if row is None or isinstance(row, (str, bytes)) else np.asarray(
+            row.cpu() if isinstance(row, torch.Tensor) else row)
+    except (TypeError, ValueError):
+        array = None
+    if array is None or array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise TypeError(f"completion_ids[{index}] must be a list of integer token ids, not {_shown(row)}")
+    return array.astype(np.int64, copy=False)

@@ -48,6 +48,16 @@ def test_mbr_bad_input(candidates, groups, message):
         mbr(candidates, groups, device="cpu")
 
 
+def test_groups_as_a_generator_like_the_candidates():
+    """Was "TypeError: object of type 'generator' has no len()"."""
+    texts, labels = ["a b c", "a b d", "x y z", "x y w"], [0, 0, 1, 1]
+    want = mbr(texts, labels, device="cpu")
+    got = mbr(iter(texts), (label for label in labels), device="cpu")
+    assert got.selected.tolist() == want.selected.tolist() and got.labels == want.labels
+    with pytest.raises(ValueError, match="one label per candidate .4., not one string"):
+        mbr(texts, "aabb", device="cpu")
+
+
 def test_an_unhashable_group_label_is_named():
     with pytest.raises(TypeError, match=r"groups\[1\]: a group label must be hashable .*, not list"):
         mbr(["a", "b"], ["x", ["x"]], device="cpu")

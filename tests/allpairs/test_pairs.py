@@ -92,6 +92,23 @@ def test_pairs_bad_input(tmp_path):
     assert not list(tmp_path.glob("*.partial"))
 
 
+def test_numpy_numbers_are_numbers_for_pairs_and_self_bleu(texts, tmp_path, pq):
+    """top_k=np.int64(2) was refused as "top_k must be a positive integer, not np.int64(2)",
+    min_similarity=np.float32(...) likewise; self_bleu's sample too, and its seed="x" failed in
+    numpy's SeedSequence."""
+    import gpu_neighbors
+
+    want = pairs(texts[:6], texts, output=tmp_path / "a.parquet", top_k=2, min_similarity=0.25, device="cpu")
+    got = pairs(texts[:6], texts, output=tmp_path / "b.parquet", top_k=np.int64(2), min_similarity=np.float32(0.25),
+                device="cpu")
+    assert got.pairs == want.pairs
+    assert pq.read_table(tmp_path / "a.parquet").equals(pq.read_table(tmp_path / "b.parquet"))
+    sampled = gpu_neighbors.self_bleu(texts, sample=np.int64(3), seed=np.int64(1), device="cpu")
+    assert np.array_equal(sampled.indices, gpu_neighbors.self_bleu(texts, sample=3, seed=1, device="cpu").indices)
+    with pytest.raises(ValueError, match="seed must be a non-negative integer, not 'x'"):
+        gpu_neighbors.self_bleu(texts, sample=3, seed="x", device="cpu")
+
+
 def test_the_npy_writer_never_follows_a_link(tmp_path):
     """A link put where the output mechanism made the partial file is refused, and its target
     is left as it was."""

@@ -79,6 +79,38 @@ def test_bad_labels_are_refused_naming_file_line_and_field():
         compare_systems(np.ones(4), ["a", "a", "b", "b"], resamples=0)
 
 
+def test_bad_estimates_and_labels_given_in_python_are_refused_by_name():
+    """Before: systems="abab..." compared one system per character; an infinite estimate gave a
+    mean of inf and NaN bounds; human scores of another length a numpy broadcast error; strings
+    numpy's "could not convert string to float"; a 2-D array "12 estimates for 12 candidates"."""
+    estimates, systems = np.linspace(0.0, 1.0, 12), ["a", "b", "c"] * 4
+    for call, error, message in [
+        (lambda: compare_systems(estimates, "abc" * 4), TypeError, "systems must be one label per candidate"),
+        (lambda: compare_systems(estimates, systems, inputs="i" * 12), TypeError, "inputs must be one label"),
+        (lambda: compare_systems(np.r_[estimates[:-1], np.inf], systems), ValueError, r"estimates\[11\] is inf"),
+        (lambda: compare_systems(["x"] * 12, systems), TypeError, "estimates must be numbers"),
+        (lambda: compare_systems(estimates.reshape(3, 4), systems), ValueError, r"not of shape \(3, 4\)"),
+        (lambda: leave_one_out_scale(estimates, estimates[:-1], systems), ValueError, "12 estimates but 11 human"),
+        (lambda: leave_one_out_scale(estimates, np.r_[estimates[:-1], -np.inf], systems), ValueError,
+         r"human\[11\] is -inf"),
+    ]:
+        with pytest.raises(error, match=message):
+            call()
+    with_nan = np.r_[estimates[:-1], np.nan]
+    assert compare_systems(with_nan, systems, resamples=50, trials=5).systems[0].covered in (3, 4)
+
+
+def test_numpy_integers_set_the_draws_and_a_bad_seed_is_named():
+    """resamples=np.int64(50) was refused as "must be a positive integer"; seed="x" failed in
+    numpy's SeedSequence."""
+    estimates, systems = np.linspace(0.0, 1.0, 12), ["a", "b", "c"] * 4
+    want = compare_systems(estimates, systems, resamples=50, trials=5, seed=3)
+    got = compare_systems(estimates, systems, resamples=np.int64(50), trials=np.int32(5), seed=np.uint8(3))
+    assert got.as_dict() == want.as_dict()
+    with pytest.raises(ValueError, match="seed must be a non-negative integer, not 'x'"):
+        compare_systems(estimates, systems, seed="x")
+
+
 def test_shrinkage_slope_is_the_ratio_of_differences_and_the_slope_of_pairwise_differences():
     assert shrinkage_slope(np.array([0.6, 0.5]), np.array([0.9, 0.5]))[0] == pytest.approx(0.25)
     rng = np.random.default_rng(0)

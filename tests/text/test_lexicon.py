@@ -39,6 +39,17 @@ def test_each_kind_of_edit_is_one_edit(run, edit):
     assert not one_edit_from("rseturant", listed, alphabet)  # two edits
 
 
+def test_a_run_longer_than_every_listed_word_is_judged_without_making_its_edits():
+    """A token of 8,000 letters took 10 s and 3 GB (every edit of it was made: quadratic in its
+    length), and one of 100,000 letters had the process killed for memory."""
+    longest_word = max(map(len, words("en")))
+    assert not one_edit_from("x" * 100_000, words("en"), "abc")
+    assert not is_misspelt("y" * 100_000, "en")
+    word = max(words("en"), key=len)
+    assert one_edit_from(word + "q", words("en"), "abc") and len(word) == longest_word  # the bound is exact
+    assert not one_edit_from(word + "qq", frozenset({word}), "abc")
+
+
 def test_each_language_has_its_own_list_and_none_judges_nothing():
     german = ["Straße", "Häuser", "schön", "und"]
     assert not any(is_misspelt(token, "de") for token in german)

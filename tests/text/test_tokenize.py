@@ -122,6 +122,22 @@ def test_vocabulary_is_frozen_on_training_tokens():
     assert batch.rows.tolist() == [0, 0, 0] and batch.positions.tolist() == [0, 1, 2]
 
 
+def test_switches_that_are_not_booleans_are_refused():
+    """lowercase="no" lowercased, use_stemmer="no" stemmed (any truthy value set them), in
+    self_bleu, rouge, sentence_bleu and RougeReward alike."""
+    import gpu_neighbors
+
+    for call, name in [(lambda: gpu_neighbors.self_bleu(["a b", "c d"], lowercase="no"), "lowercase"),
+                       (lambda: gpu_neighbors.sentence_bleu(["A b"], ["a b"], lowercase=1), "lowercase"),
+                       (lambda: make_tokenizer("13a", lowercase="False"), "lowercase"),
+                       (lambda: gpu_neighbors.rouge(["a running"], ["a runs"], use_stemmer="no"), "use_stemmer"),
+                       (lambda: gpu_neighbors.RougeReward(use_stemmer="no"), "use_stemmer"),
+                       (lambda: HuggingFaceTokenizer(MODEL_PATH, allow_download="no"), "allow_download")]:
+        with pytest.raises(ValueError, match=f"{name} must be True or False, not"):
+            call()
+    assert make_tokenizer("whitespace", lowercase=np.bool_(True)).tokenize("A b") == ["a", "b"]
+
+
 def test_lowercase_makes_case_variants_neighbours():
     train = ["The Cat Sat On The Mat", "the cat sat on the mat today", "A Dog Ran"]
     scores = [0.2, 0.4, 0.9]

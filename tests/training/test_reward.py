@@ -99,6 +99,20 @@ def test_subsets_are_fresh_per_call_and_reproducible_per_seed(tokenizer, huse_te
     assert torch.equal(first.reward(candidates, subsample=1.0), first.reward(candidates))
 
 
+def test_a_refused_call_draws_no_subset(tokenizer, huse_texts, huse_scores, candidates):
+    """A reward call refused for its inputs (a None text, a bad outside, a mask with texts) used
+    to advance the seed's draw count, so every later call drew other subsets than a run without
+    the mistake."""
+    first, again = (fitted(tokenizer, huse_texts, huse_scores) for _ in range(2))
+    for bad in ({"inputs": [*candidates[:3], None]}, {"inputs": candidates, "outside": float("nan")},
+                {"inputs": candidates, "attention_mask": torch.ones((len(candidates), 3))}):
+        with pytest.raises((TypeError, ValueError)):
+            first.reward(subsample=0.5, seed=1, **bad)
+    for _ in range(2):
+        assert torch.equal(first.reward(candidates, subsample=0.5, seed=1),
+                           again.reward(candidates, subsample=0.5, seed=1))
+
+
 def test_clear_errors(tokenizer, huse_texts, huse_scores, candidates):
     scorer = fitted(tokenizer, huse_texts, huse_scores)
     for bad in (0, -0.1, 1.5, "half", True):
@@ -115,6 +129,27 @@ def test_clear_errors(tokenizer, huse_texts, huse_scores, candidates):
         scorer.reward(candidates, attention_mask=torch.ones((len(candidates), 3)))
     with pytest.raises(RuntimeError, match="not fitted"):
         NeighborsScorer().reward(candidates)
+
+
+def test_numpy_numbers_are_numbers_and_booleans_are_not(tokenizer, huse_texts, huse_scores, candidates):
+    """undefined=np.float32(0.1) was refused as "must be a finite number, not np.float32(0.1)",
+    seed=np.int64(3) as "must be an integer"; reward_function(undefined=True) was accepted when
+    made and refused at the trainer's first call."""
+    from gpu_neighbors import reward_function
+
+    scorer = fitted(tokenizer, huse_texts, huse_scores)
+    want = scorer.reward(candidates, undefined=0.25, outside=0.125, subsample=0.5, seed=3)
+    scorer = fitted(tokenizer, huse_texts, huse_scores)  # the same draw: the first with seed 3
+    got = scorer.reward(candidates, undefined=np.float32(0.25), outside=np.float16(0.125),
+                        subsample=np.float64(0.5), seed=np.int64(3))
+    assert torch.equal(got, want)
+    for setting in ("undefined", "outside"):
+        for bad in (True, np.bool_(False)):
+            with pytest.raises(ValueError, match=f"{setting} must be a finite number"):
+                reward_function(scorer, **{setting: bad})
+            with pytest.raises(ValueError, match=f"{setting} must be a finite number"):
+                scorer.reward(candidates, **{setting: bad})
+    assert len(reward_function(scorer, undefined=np.float32(0.1))(["p"], ["zzz qqq"])) == 1
 
 
 def test_the_training_loop_example_runs():

@@ -133,6 +133,35 @@ def test_names_errors_and_default_undefined(scorer, tokenizer, huse_scores):
         reward_function("bleu")  # type: ignore[arg-type]
 
 
+def test_one_string_or_prompts_of_another_length_are_refused(scorer, huse_texts):
+    """completions="a text" was rewarded character by character (a list of 6 rewards), and
+    prompts of another length than the completions passed unremarked."""
+    for reward in (reward_function(scorer), reward_function(BleuReward()), reward_function(RougeReward())):
+        with pytest.raises(TypeError, match="not one string"):
+            reward(prompts=[""], completions="a text", reference=["a text"])
+        with pytest.raises(ValueError, match="3 prompts but 2 completions"):
+            reward(prompts=[""] * 3, completions=huse_texts[:2], reference=huse_texts[:2])
+        assert len(reward(prompts=[""] * 2, completions=huse_texts[:2], reference=huse_texts[:2])) == 2
+
+
+def test_completion_ids_that_are_not_one_row_of_integers_per_completion_are_refused(scorer, tokenizer, huse_texts):
+    """Before: one row of ids for two completions returned one reward, silently; float ids failed
+    deep in the bleu kernel (a tensor-size RuntimeError), a None row with "object of type
+    'NoneType' has no len()", string ids with int()'s "invalid literal"."""
+    reward = reward_function(scorer, token_ids=True)
+    rows = [tokenizer.hf(text, add_special_tokens=False)["input_ids"] for text in huse_texts[:2]]
+    with pytest.raises(ValueError, match="1 completion_ids rows but 2 completions"):
+        reward(prompts=["p", "p"], completions=huse_texts[:2], completion_ids=rows[:1])
+    for bad, shown in (([1.5, 2.7], "a list"), (None, "None"), (["a", "b"], "a list"), ("abc", "a str"),
+                       ([[1, 2], [3, 4]], "a list")):
+        with pytest.raises(TypeError, match=rf"completion_ids\[1\] must be a list of integer token ids, not {shown}"):
+            reward(prompts=["p", "p"], completions=huse_texts[:2], completion_ids=[rows[0], bad])
+    want = reward(prompts=["p", "p"], completions=huse_texts[:2], completion_ids=rows)
+    assert reward(prompts=["p", "p"], completions=huse_texts[:2],
+                  completion_ids=[np.array(rows[0], np.int32), torch.tensor(rows[1])]) == want
+    assert len(reward(prompts=["p"], completions=[""], completion_ids=[[]])) == 1
+
+
 def test_rouge_reward_equals_rouge_score_multi(huse_texts):
     """Each completion's measure against the references of its row (one string or several),
     as rouge-score's score_multi; bad settings are refused when the reward is made."""
