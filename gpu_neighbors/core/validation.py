@@ -78,7 +78,7 @@ def interval(
     def accepts(value: Any) -> bool:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral if integer else Real):
             return False
-        if not math.isfinite(value):
+        if not isinstance(value, Integral) and not math.isfinite(value):  # an int is finite, however large
             return False
         if low is not None and (value < low or (value == low and not left)):
             return False

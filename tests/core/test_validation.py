@@ -20,6 +20,7 @@ from gpu_neighbors.core.validation import (
     NotFittedError,
     ParameterError,
     check_is_fitted,
+    interval,
     validate_parameters,
 )
 from gpu_neighbors.cli.parts import parts_from_settings
@@ -71,6 +72,14 @@ def test_ranges_and_types_are_enforced(name, refused, accepted):
             validate_parameters({name: value})
     for value in accepted:
         validate_parameters({name: value})
+
+
+def test_an_integer_past_float_range_is_a_finite_number():
+    """math.isfinite raises OverflowError on 10**400: such an int is judged by its bounds alone."""
+    assert interval(0, integer=True).accepts(10**400)
+    assert interval().accepts(10**400)
+    assert not interval(high=1).accepts(10**400)
+    assert not interval().accepts(float("inf"))
 
 
 def test_bad_setting_is_refused_by_its_part_at_construction():
