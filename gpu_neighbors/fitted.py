@@ -6,7 +6,6 @@ estimates of it."""
 from __future__ import annotations
 
 import functools
-import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -38,7 +37,7 @@ from gpu_neighbors.core.tiling import (
     reduce_tiles,
 )
 from gpu_neighbors.core.topk import Both, TopK as Ranking
-from gpu_neighbors.core.validation import check_is_fitted
+from gpu_neighbors.core.validation import check_is_fitted, interval
 from gpu_neighbors.estimators import Estimator, RidgeFit, TilePass
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import Kernel, kernel_threads
@@ -197,8 +196,7 @@ class FittedScorer(TilePasses):
         if return_neighbors is None:
             return self._with_intervals(self.predict_tensors(candidates).numpy())
         self._check_fitted()
-        if (isinstance(return_neighbors, (bool, np.bool_)) or not isinstance(return_neighbors, numbers.Integral)
-                or return_neighbors < 1):
+        if not interval(1, integer=True).accepts(return_neighbors):
             raise ValueError(f"return_neighbors must be a positive integer or None, not {return_neighbors!r}")
         return_neighbors = int(return_neighbors)
         encode, rows, plan, statistics = self._candidate_chunks(candidates)
@@ -367,9 +365,9 @@ class FittedScorer(TilePasses):
         fraction or seed is no such thing or too few texts would be kept (checked when a
         reward function is made, and at each draw)."""
         self._check_fitted()
-        if isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, numbers.Real) or not 0 < fraction <= 1:
+        if not interval(0, 1, closed="right").accepts(fraction):
             raise ValueError(f"subsample must be a fraction in (0, 1], not {fraction!r}")
-        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+        if not interval(integer=True).accepts(seed):
             raise ValueError(f"seed must be an integer, not {seed!r}")
         size = round(fraction * self.num_train)
         fewest = self.estimator_.fewest(self.thresholds_)

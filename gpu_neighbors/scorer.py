@@ -28,6 +28,7 @@ from gpu_neighbors.core.outside import OutlierTest, OutsideRule
 from gpu_neighbors.core.pairwise import DEFAULT_SIMILARITY_ERROR, PairwiseSimilarities
 from gpu_neighbors.core.tiling import TransientCache, resolve_device
 from gpu_neighbors.core.validation import (
+    BOOLEAN,
     DEFAULT_LEVEL,
     DEFAULT_MIN_COVERAGE,
     FIT_PARAMETERS,
@@ -116,7 +117,7 @@ class NeighborsScorer(FittedScorer):
         before = dict(self.__dict__)
         try:
             FIT_PARAMETERS["min_coverage"].check(min_coverage)
-            if tune is not None and not isinstance(tune, (bool, np.bool_)):  # "no" would tune
+            if tune is not None and not BOOLEAN.accepts(tune):  # "no" would tune
                 raise ValueError(f"tune must be True, False or None, not {tune!r}")
             texts = validate_texts(texts, "training texts")
             quality = validate_scores(scores, len(texts), self.score_range)

@@ -12,15 +12,13 @@ import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from numbers import Integral, Real
 from pathlib import Path
 from typing import IO, Any
 
-import numpy as np
 import torch
 
 from gpu_neighbors.allpairs.passes import fitted_kernel, kernel_settings, run_block
-from gpu_neighbors.core.validation import check_texts
+from gpu_neighbors.core.validation import check_texts, interval
 from gpu_neighbors.core.reductions import MaskBelow, NpyReduction, PairsAboveReduction
 from gpu_neighbors.core.topk import TopKReduction
 from gpu_neighbors.data.output import SafeOutput, check_outputs
@@ -75,11 +73,9 @@ def pairs(
         raise ValueError("top_k and min_similarity select pairs for a .parquet output; a .npy output holds every pair")
     if suffix == ".parquet" and top_k is None and min_similarity is None:
         raise ValueError("a .parquet output needs top_k or min_similarity; the whole matrix goes to a .npy output")
-    if top_k is not None and (isinstance(top_k, (bool, np.bool_)) or not isinstance(top_k, Integral) or top_k < 1):
+    if top_k is not None and not interval(1, integer=True).accepts(top_k):
         raise ValueError(f"top_k must be a positive integer, not {top_k!r}")
-    if min_similarity is not None and (isinstance(min_similarity, (bool, np.bool_))
-                                       or not isinstance(min_similarity, Real)
-                                       or not torch.isfinite(torch.tensor(float(min_similarity)))):
+    if min_similarity is not None and not interval().accepts(min_similarity):
         raise ValueError(f"min_similarity must be a finite number, not {min_similarity!r}")
     top_k = None if top_k is None else int(top_k)
     min_similarity = None if min_similarity is None else float(min_similarity)

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from numbers import Integral
 
 import numpy as np
 import torch
 
 from gpu_neighbors.core.threads import one_thread
 from gpu_neighbors.core.tiling import resolve_device
-from gpu_neighbors.core.validation import check_texts
+from gpu_neighbors.core.validation import check_texts, interval
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, check_weights
 from gpu_neighbors.kernels.bleu_sets import self_bleu as self_bleu_scores
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
@@ -54,9 +53,9 @@ def self_bleu(
     sample of that many texts, still each against all the others."""
     texts = check_texts(texts, "texts")
     weights = check_weights(weights)
-    if sample is not None and (isinstance(sample, (bool, np.bool_)) or not isinstance(sample, Integral) or sample < 1):
+    if sample is not None and not interval(1, integer=True).accepts(sample):
         raise ValueError(f"sample must be a positive number of texts, not {sample!r}")
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, Integral) or seed < 0:
+    if not interval(0, integer=True).accepts(seed):
         raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
     scores = self_bleu_scores(list(texts), make_tokenizer(tokenizer, lowercase), weights, smoothing,
                               resolve_device(device)).cpu().numpy()

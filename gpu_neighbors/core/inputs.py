@@ -6,13 +6,13 @@ from __future__ import annotations
 import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
 from gpu_neighbors.core.tiling import TilePlan
-from gpu_neighbors.core.validation import check_texts
+from gpu_neighbors.core.validation import check_texts, interval
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,9 @@ def validate_ids(input_ids: object, attention_mask: object) -> None:
 
 
 def finite(value: object, name: str) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(float(value)):
+    if not interval().accepts(value):
         raise ValueError(f"{name} must be a finite number or None, not {value!r}")
-    return float(value)
+    return float(cast(numbers.Real, value))  # a real number: `accepts` said so
 
 
 class ScoreError(ValueError):

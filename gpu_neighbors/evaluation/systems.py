@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
-from numbers import Integral
 from typing import Any
 
 import numpy as np
 
+from gpu_neighbors.core import validation
 from gpu_neighbors.core.caller_warnings import beyond_float_is_inf, warn
 from gpu_neighbors.data.errors import InputError, PathLike
 from gpu_neighbors.evaluation.significance import (
@@ -210,9 +210,9 @@ def _compare(columns: list[np.ndarray], labelled: Labelled, resamples: int, tria
     """The comparison of each column of per-candidate values, all with the same draws (so
     resample r of one column and of another resample the same texts)."""
     for what, number in (("resamples", resamples), ("trials", trials)):
-        if isinstance(number, (bool, np.bool_)) or not isinstance(number, Integral) or number < 1:
+        if not validation.interval(1, integer=True).accepts(number):
             raise ValueError(f"{what} must be a positive integer, not {number!r}")
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, Integral) or seed < 0:
+    if not validation.interval(0, integer=True).accepts(seed):
         raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
     resamples, trials, seed = int(resamples), int(trials), int(seed)
     for column in columns:

@@ -9,15 +9,12 @@ any Python call. `settings()` says what a part is, as JSON, so a saved scorer ca
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Mapping, Sequence
-from numbers import Integral, Real
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 
-from gpu_neighbors.core.validation import DEFAULT_AUTO_KERNELS, SCORER_PARAMETERS, plain
+from gpu_neighbors.core.validation import DEFAULT_AUTO_KERNELS, SCORER_PARAMETERS, interval, plain
 from gpu_neighbors.kernels import KERNEL_NAMES, Kernel, kernel_class
 from gpu_neighbors.kernels.combined import CombinedKernel
 from gpu_neighbors.text.tokenizers import BUILT_IN_TOKENIZERS, Tokenizer, make_tokenizer
@@ -219,14 +216,13 @@ class Combined(KernelPart):
 
 def _check_weights(weights: Sequence[float], size: int) -> tuple[float, ...]:
     if isinstance(weights, str) or not isinstance(weights, Sequence) or len(weights) != size or not all(
-            isinstance(weight, Real) and not isinstance(weight, (bool, np.bool_)) and math.isfinite(weight)
-            and weight >= 0 for weight in weights) or abs(sum(weights) - 1) > 1e-9:
+            interval(0).accepts(weight) for weight in weights) or abs(sum(weights) - 1) > 1e-9:
         raise ValueError(f"weights must be {size} non-negative numbers summing to 1 (one per kernel), not {weights!r}")
     return tuple(float(weight) for weight in weights)
 
 
 def _check_sample(sample: int | None) -> int | None:
-    if sample is not None and (isinstance(sample, (bool, np.bool_)) or not isinstance(sample, Integral) or sample < 3):
+    if sample is not None and not interval(3, integer=True).accepts(sample):
         raise ValueError(f"sample must be a whole number of training texts, at least 3, or None, not {sample!r}")
     return None if sample is None else int(sample)
 

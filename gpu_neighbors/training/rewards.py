@@ -8,7 +8,6 @@ reference(s) from a dataset column (`sentence_bleu`, `rouge`). The function is a
 """
 from __future__ import annotations
 
-import numbers
 import os
 from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from gpu_neighbors.kernels.aligned_rouge import check_rouge_types, rouge
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 from gpu_neighbors.kernels.bleu_settings import check_setting
 from gpu_neighbors.core.neighbours import TensorPrediction
+from gpu_neighbors.core.validation import BOOLEAN, interval
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
@@ -65,7 +65,7 @@ class RougeReward:
         check_rouge_types([self.rouge_type])
         if self.measure not in ("fmeasure", "precision", "recall"):
             raise ValueError(f"measure must be fmeasure, precision or recall, not {self.measure!r}")
-        if not isinstance(self.use_stemmer, (bool, np.bool_)):  # "no" would stem, at the trainer's first step
+        if not BOOLEAN.accepts(self.use_stemmer):  # "no" would stem, at the trainer's first step
             raise ValueError(f"use_stemmer must be True or False, not {self.use_stemmer!r}")
         if self.tokenizer is not None:
             object.__setattr__(self, "tokenizer", make_tokenizer(self.tokenizer))
@@ -184,8 +184,7 @@ def reward_function(
     if token_ids:
         source.kernel_.check_ids()
     for setting, value in (("undefined", undefined), ("outside", outside)):
-        if value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
-                                  or not np.isfinite(value)):
+        if value is not None and not interval().accepts(value):
             raise ValueError(f"{setting} must be a finite number (a reward reaches the trainer), not {value!r}")
     if subsample is not None:  # refused now, not at the trainer's first step
         source.subset_size(subsample, seed)
