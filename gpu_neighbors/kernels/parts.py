@@ -149,11 +149,10 @@ def _single_parts(kernels: Sequence[str | KernelPart], owner: str, **text: Any) 
     """`kernels` as single kernels' parts (names with the text settings `text`), for `owner`."""
     if isinstance(kernels, str) or not isinstance(kernels, Sequence) or not kernels:
         raise ValueError(f"kernels must be a non-empty list of kernel names or parts, not {kernels!r}")
-    if any(isinstance(kernel, str) and kernel in (AUTO, COMBINED) for kernel in kernels):  # before the text settings
+    names = [kernel if isinstance(kernel, str) else getattr(kernel, "name", None) for kernel in kernels]
+    if AUTO in names or COMBINED in names:  # by name, before the text settings (Auto takes none)
         raise ValueError(f"kernels: {owner!r} takes single kernels, not 'auto' or 'combined'")
     parts = [kernel if isinstance(kernel, KernelPart) else kernel_part(kernel, **text) for kernel in kernels]
-    if any(part.name in (AUTO, COMBINED) for part in parts):
-        raise ValueError(f"kernels: {owner!r} takes single kernels, not 'auto' or 'combined'")
     return tuple(part for part in parts if isinstance(part, KernelPart))
 
 
