@@ -436,11 +436,12 @@ def load_model(name: str, layer: int, allow_download: bool = False):
     ships is never run."""
     from transformers import AutoModel, AutoTokenizer
 
-    where = {"local_files_only": not allow_download, "trust_remote_code": False}
     try:
         with hub_access(allow_download):
-            tokenizer = AutoTokenizer.from_pretrained(name, **where)
-            model = AutoModel.from_pretrained(name, **where)
+            tokenizer = AutoTokenizer.from_pretrained(
+                name, local_files_only=not allow_download, trust_remote_code=False)
+            model = AutoModel.from_pretrained(
+                name, local_files_only=not allow_download, trust_remote_code=False)
     except Exception as error:  # a damaged folder fails in many ways, each an input error
         raise ValueError(
             f"cannot load BERTScore model {name!r}: give a local folder or a model already in the "
