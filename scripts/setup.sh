@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Set-up shared by the README commands: a virtual environment .venv in the project root with the
-# project and everything its tests and examples use. Safe to run again: it reinstalls only when
-# pyproject.toml changed. Meant to be sourced or run; prints what it does.
+# Set-up shared by the README commands: a virtual environment .venv in the project root holding
+# exactly the packages of requirements.lock (the environment the suite passed in), then the
+# project itself, editable. Safe to run again: it reinstalls only when the lock or pyproject.toml
+# changed. Meant to be sourced or run; prints what it does. `bash scripts/lock.sh` refreshes
+# the lock from the newest releases.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
+lock="$root/requirements.lock"
 python="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 
 if [ ! -x "$venv/bin/python" ]; then
@@ -14,16 +17,19 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 
 stamp="$venv/.gpu-neighbors-installed"
-wanted="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
+wanted="$(cat "$root/pyproject.toml" "$lock" | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-    # torch first, pinned: a bare "torch" requirement resolves to a multi-GB CUDA build, while
-    # 2.13.0 is the CPU build this project is tested with (and satisfies the package's range).
-    if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
-        echo "setup: installing torch 2.13.0" >&2
-        "$venv/bin/pip" install --quiet "torch==2.13.0"
+    # Every package at its locked version (torch is the CPU build 2.13.0+cpu, which pip takes from
+    # this machine's wheel folder), then the project without resolving anything again.
+    echo "setup: installing the packages of requirements.lock" >&2
+    "$venv/bin/pip" install --quiet -r "$lock"
+    "$venv/bin/pip" install --quiet --no-deps -e "$root"
+    # A requirement of pyproject.toml the lock lacks or contradicts stops here, by name.
+    if ! conflicts="$("$venv/bin/pip" check 2>&1)"; then
+        echo "setup: the lock does not satisfy the project's requirements (bash scripts/lock.sh refreshes it):" >&2
+        echo "$conflicts" >&2
+        exit 1
     fi
-    echo "setup: installing gpu-neighbors with its test extras" >&2
-    "$venv/bin/pip" install --quiet -e "$root[test,parquet,report,metrics,ray]"
     echo "$wanted" > "$stamp"
 fi
 
