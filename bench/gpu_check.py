@@ -255,9 +255,27 @@ def first_differing_operation(host_stats: Any, device_stats: Any, device_quality
     """`moments` run on the host's copy and on the device, every torch operation recorded: the
     first whose output differs between the two at `row`, with its inputs there."""
     import torch
+
+    host = recorded_operations(host_stats, device_quality.to(torch.device("cpu")), row)
+    return first_difference(host, recorded_operations(device_stats, device_quality, row))
+
+
+# Functions of the project that are one operation to the probe: each corrects, in exact
+# arithmetic, what its inner operations round their own way on each device (rounded_sqrt: the
+# host's torch.sqrt misses the nearest float now and then, CUDA's does not), so only its result
+# may be compared.
+WHOLE_OPERATIONS = ("rounded_sqrt",)
+
+
+def recorded_operations(stats: Any, quality: Any, row: int) -> list[tuple[str, list[Any], Any]]:
+    """Every torch operation of `moments(stats, quality)` in order, each with its inputs and output
+    at `row`; a function of WHOLE_OPERATIONS is one entry, its own operations unrecorded."""
+    import functools
+
+    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from gpu_neighbors.core.neighbours import moments
+    from gpu_neighbors.core import neighbours
 
     def at_row(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -265,21 +283,42 @@ def first_differing_operation(host_stats: Any, device_stats: Any, device_quality
             return value[row].tolist() if value.dim() and value.shape[0] > row else value.tolist()
         return value if isinstance(value, (int, float, bool, str)) or value is None else repr(value)
 
-    def trace(stats: Any, quality: Any) -> list[tuple[str, list[Any], Any]]:
-        operations: list[tuple[str, list[Any], Any]] = []
+    operations: list[tuple[str, list[Any], Any]] = []
+    inside = [0]  # depth of WHOLE_OPERATIONS calls: their own operations are not recorded
 
-        class Recording(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-                out = func(*args, **(kwargs or {}))
+    class Recording(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            if not inside[0]:
                 operations.append((str(func), [at_row(arg) for arg in args], at_row(out)))
-                return out
+            return out
 
+    def whole(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def recorded(*args: Any) -> Any:
+            inside[0] += 1
+            try:
+                out = function(*args)
+            finally:
+                inside[0] -= 1
+            if not inside[0]:
+                operations.append((name, [at_row(arg) for arg in args], at_row(out)))
+            return out
+        return recorded
+
+    originals = {name: getattr(neighbours, name) for name in WHOLE_OPERATIONS}
+    try:
+        for name, function in originals.items():
+            setattr(neighbours, name, whole(name, function))
         with Recording():
-            moments(stats, quality)
-        return operations
+            neighbours.moments(stats, quality)
+    finally:
+        for name, function in originals.items():
+            setattr(neighbours, name, function)
+    return operations
 
-    host = trace(host_stats, device_quality.to(torch.device("cpu")))
-    device = trace(device_stats, device_quality)
+
+def first_difference(host: list[tuple[str, list[Any], Any]], device: list[tuple[str, list[Any], Any]]) -> dict[str, Any]:
     for index, (left, right) in enumerate(zip(host, device)):
         if left[0] != right[0]:
             return {"index": index, "operations_diverge": [left[0], right[0]]}
@@ -604,17 +643,29 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=STEP_SECONDS, help="seconds before a step's child is stopped")
     parser.add_argument("--budget", type=float, default=None, help="seconds for all the steps together: a step's "
                         "child is stopped before they are spent, and a step with under a minute left is not started")
+    parser.add_argument("--deadline", type=float, default=None, help="the same as a time (seconds since the epoch, "
+                        "`date +%%s`): a calling script's clock, started before its installs and this start-up")
     args = parser.parse_args(joined_pytest_args(argv))
     args.steps = [step for given in args.steps for step in (STEPS if given == "all" else (given,))]
     return args
 
 
+def run_deadline(args: argparse.Namespace) -> float:
+    """The monotonic time by which every step must be done: the nearer of --budget from now and
+    --deadline, less the margin for writing the results."""
+    now = time.monotonic()
+    ends = [now + args.budget] if args.budget is not None else []
+    if args.deadline is not None:
+        ends.append(now + args.deadline - time.time())
+    return min(ends) - BUDGET_MARGIN if ends else math.inf
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(sys.argv[1:] if argv is None else argv)
-    deadline = None if args.budget is None else time.monotonic() + args.budget - BUDGET_MARGIN
+    deadline = run_deadline(args)
     passed = True
     for step in args.steps:
-        left = math.inf if deadline is None else deadline - time.monotonic()
+        left = deadline - time.monotonic()
         if left < 60:
             print(f"gpu check {step}: not started, {max(left, 0):.0f} s of the budget left", file=sys.stderr, flush=True)
             passed = False

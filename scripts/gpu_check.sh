@@ -129,4 +129,5 @@ tar -xzf "$pack/wordnet.tar.gz" -C "$scratch/wordnet"
 export PYTHONPATH="$root:$scratch/site${PYTHONPATH:+:$PYTHONPATH}"
 export GPU_NEIGHBORS_SHARED="$pack/shared" WNSEARCHDIR="$scratch/wordnet" XDG_CACHE_HOME="$scratch/cache"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 GPU_CHECK_PACK_LOG="$pack_log"
-exec "$python" bench/gpu_check.py "$@"
+export TMPDIR="$scratch/tmp"  # the random models and every test's temporary files: this run's own
+"$python" bench/gpu_check.py "$@"

@@ -124,3 +124,47 @@ def test_the_throughput_step_writes_each_figure_as_measured(tmp_path):
                     "--output", str(output), "--parts", "score"], check=True, capture_output=True, cwd=BENCH.parent)
     last = json.loads(output.read_text(encoding="utf-8").splitlines()[-1])
     assert last["part"] == "score" and last["skipped"].endswith("s of the budget left") and "exit" not in last
+
+
+def test_a_deadline_given_by_the_calling_script_stops_steps_from_starting(check, tmp_path, monkeypatch, capsys):
+    """The device script starts its clock before the installs and Python's start-up: a deadline
+    already past starts no step (and no child), and the nearer of --budget and --deadline holds."""
+    import time
+
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    assert check.main(["collect", "tests", "--device", "cpu", "--deadline", f"{time.time() - 1:.0f}"]) == 1
+    assert capsys.readouterr().err.count("not started") == 2 and not (tmp_path / "out").exists()
+    args = check.parse_arguments(["collect", "--budget", "500", "--deadline", f"{time.time() + 100:.0f}"])
+    left = check.run_deadline(args) - time.monotonic()
+    assert 100 - check.BUDGET_MARGIN - 5 < left <= 100 - check.BUDGET_MARGIN + 1
+
+
+def test_the_probe_takes_rounded_sqrt_as_one_operation(check, huse_texts, huse_scores):
+    """Roots a device rounds its own way inside `rounded_sqrt` (corrected there, in exact
+    arithmetic) are no difference: the probe compares rounded_sqrt's result, not its insides."""
+    import math
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from gpu_neighbors import NeighborsScorer
+
+    class RootsOff(TorchDispatchMode):
+        """Every float64 square root an ulp up, as a device's library might round it."""
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.ops.aten.sqrt.default and out.dtype == torch.float64:
+                out = torch.where(out > 0, torch.nextafter(out, torch.full_like(out, math.inf)), out)
+            return out
+
+    with check.recorded_moments() as calls:
+        NeighborsScorer(kernel="bleu").fit(huse_texts[:120], huse_scores[:120]).predict(huse_texts[120:160])
+    stats, quality, (_, std) = calls[-1]
+    row = int(torch.nonzero(torch.isfinite(std) & (std > 0))[0])
+    host = check.recorded_operations(stats, quality, row)
+    with RootsOff():
+        device = check.recorded_operations(stats, quality, row)
+    assert {name for name, _, _ in host if "sqrt" in name} == {"rounded_sqrt"}
+    assert check.first_difference(host, device) == {"operations": [len(host), len(device)],
+                                                    "found": "no operation differs"}
