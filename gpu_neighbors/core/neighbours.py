@@ -41,7 +41,7 @@ def quantised_weights(similarity: torch.Tensor, power: float) -> torch.Tensor:
     plain mean (every weight one unit).
 
     p is a multiple of 1/2 (`check_power`), and k^p is built from multiplications and one square
-    root (`portable.rounded_sqrt`: torch's is an ulp off on CUDA) in a fixed order: rounded the
+    root (`portable.rounded_sqrt`: torch's CPU root is an ulp off now and then) in a fixed order: rounded the
     same way on every device, where a library `pow` may not be, and a weight an ulp off can round
     to another unit."""
     if power == 0:

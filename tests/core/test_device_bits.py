@@ -63,8 +63,9 @@ class CudaArithmetic(TorchDispatchMode):
     """What PyTorch's CUDA kernels do that the CPU's do not, as seen on an H200 (issue 31): a
     float tensor divided by a host number (a Python number or a 0-d tensor) is multiplied by the
     number's reciprocal (aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu, "compute a *
-    reciprocal(b)"), and a float64 square root may be an ulp off (here: every other one, one ulp
-    up or down by position)."""
+    reciprocal(b)"), and a float64 square root that is an ulp away from the host's (on the H200
+    the GPU's roots were the nearest floats and torch's CPU roots the ones an ulp off; either way
+    the two devices disagree: here every other root is moved one ulp up or down by position)."""
 
     def __init__(self) -> None:
         super().__init__()
