@@ -37,12 +37,14 @@ if [ "${1:-}" = "list" ]; then
     packed "${2:?list KIND: pinned, binary, built or optional}"
     exit 0
 fi
-# The Pythons to pack for: the device image's 3.12 and the preparing Python's own (hypothesis
-# ships compiled wheels per Python; with this one too the pack can be tried here in a bare
-# environment). GPU_CHECK_PYTHONS overrides.
+# The Pythons to pack for: the device image's 3.12; for the preparing Python's own only the pinned
+# kind (the same pure wheels, and hypothesis's compiled one: 1 MB), so that the suite runs in a
+# bare environment here too, skipping what a compiled package would have run. GPU_CHECK_PYTHONS="3.12
+# 3.11" packs everything for both (14 MB more: too much to travel beside the rest).
 if [ "${1:-}" = "prepare" ]; then
     python="${PYTHON:-$root/.venv/bin/python}"
-    PYTHONS="${GPU_CHECK_PYTHONS:-3.12 $("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')}"
+    PYTHONS="${GPU_CHECK_PYTHONS:-3.12}"
+    own="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
     shared="${GPU_NEIGHBORS_SHARED:-$root/../shared}"
     rm -rf "$pack" && mkdir -p "$pack/wheels" "$pack/minilm" "$pack/shared/data"
     # Each at the version the suite passes with here (a benchmark's peer not installed here: the newest)
@@ -56,12 +58,17 @@ if [ "${1:-}" = "prepare" ]; then
             fi
         done
     }
-    wanted=($(at_version $(packed pinned) $(packed binary)))
-    for version in $PYTHONS; do  # a pure wheel is one file for all; hypothesis has compiled ones now
+    download() {  # the wheels of packages $2... for CPython $1 on x86-64 Linux
+        local version="$1"
+        shift
         "$python" -m pip download --quiet --no-deps --only-binary=:all: --python-version "$version" \
             --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-            --platform manylinux2014_x86_64 -d "$pack/wheels" "${wanted[@]}"
+            --platform manylinux2014_x86_64 -d "$pack/wheels" "$@"
+    }
+    for version in $PYTHONS; do  # a pure wheel is one file for all; hypothesis has compiled ones now
+        download "$version" $(at_version $(packed pinned) $(packed binary))
     done
+    case " $PYTHONS " in *" $own "*) ;; *) download "$own" $(at_version $(packed pinned)) ;; esac
     # rouge-score ships only a source release: build its (pure Python) wheel
     "$python" -m pip wheel --quiet --no-deps -w "$pack/wheels" "$(at_version rouge-score)"
     # fast-bleu too, with C++ in it: built by a Python 3.12 here, in a throwaway environment
