@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from sklearn.linear_model import LogisticRegression
 
 from gpu_neighbors.core.discriminant import CLAMP, PENALTY, LinearScore
 
@@ -18,6 +17,7 @@ def two_classes(seed: int = 0, real: int = 300, copies: int = 900) -> tuple[np.n
 
 
 def test_the_fit_is_scikit_learns_penalised_logistic_regression():
+    LogisticRegression = pytest.importorskip("sklearn.linear_model", reason="scikit-learn is not installed").LogisticRegression
     """Same objective: each real text weighs copies / real, the copies 1, and the penalty
     (PENALTY times a real text's weight) / 2 times the squared weights, the intercept unpenalised
     (scikit-learn's C is its inverse)."""
