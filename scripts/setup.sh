@@ -22,8 +22,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
         echo "setup: installing torch 2.13.0" >&2
         "$venv/bin/pip" install --quiet "torch==2.13.0"
     fi
-    echo "setup: installing gpu-neighbors with its test extras" >&2
-    "$venv/bin/pip" install --quiet -e "$root[test,parquet,report,metrics,ray]"
+    echo "setup: installing gpu-neighbors with its test and docs extras" >&2
+    "$venv/bin/pip" install --quiet -e "$root[test,parquet,report,metrics,ray,docs]"
     echo "$wanted" > "$stamp"
 fi
 
