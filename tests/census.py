@@ -2,8 +2,7 @@
 kernels PyTorch declares, and the host synchronisations of every tile counted.
 
 CI has no CUDA machine (the GPU check runs only now and then), so the CUDA path is checked by
-construction. A
-`TorchDispatchMode` sees each aten operation below autograd (composite-implicit operations
+construction. A `TorchDispatchMode` sees each aten operation below autograd (composite-implicit operations
 already decomposed into the ones that run) with its tensors' dtypes and layouts, while the
 workloads of `run_workloads` drive every kernel and every pass on the CPU. Each (operation,
 layouts, dtypes) seen must be on the committed list `census_ops.txt`, where it names the
