@@ -1,8 +1,8 @@
 """The operation census: every aten operation the package runs, checked against the CUDA
 kernels PyTorch declares, and the host synchronisations of every tile counted.
 
-No CUDA machine runs the suite, so the CUDA path is checked by construction. A
-`TorchDispatchMode` sees each aten operation below autograd (composite-implicit operations
+CI has no CUDA machine (the GPU check runs only now and then), so the CUDA path is checked by
+construction. A `TorchDispatchMode` sees each aten operation below autograd (composite-implicit operations
 already decomposed into the ones that run) with its tensors' dtypes and layouts, while the
 workloads of `run_workloads` drive every kernel and every pass on the CPU. Each (operation,
 layouts, dtypes) seen must be on the committed list `census_ops.txt`, where it names the

@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"candidates scored and made durable per step ({DEFAULT_BATCH_SIZE})")
     score.add_argument("--threads", type=thread_count, default=None, metavar="N",
                        help="CPU threads for torch (default on the CPU: 1, never slower than "
-                            "torch's one per core on a busy machine, see README; on a GPU: torch's)")
+                            "torch's one per core on a busy machine, see docs/benchmarks.md; on a GPU: torch's)")
     score.add_argument("--workers", type=workers, default=None, metavar="N",
                        help="threads that read and encode candidates ahead of the scoring (default: "
                             "one per core given), and batches scored at once, each in its own thread "

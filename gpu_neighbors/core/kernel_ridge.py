@@ -18,7 +18,7 @@ y_i - f_{-i}(s_i) = alpha_i / (A^-1)_ii, for any K, symmetric or not (Cawley and
 for the symmetric case). With G = K + lambda I, the Schur complement of the border gives
 (A^-1)_ii = (G^-1)_ii - (G^-1 1)_i (1^T G^-1)_i / (1^T G^-1 1). One inverse of G per lambda
 (cubic in n); a symmetric K is diagonalised once and every lambda costs O(n^2). Beyond a few
-thousand training texts the cubic cost dominates: see README, "Kernel ridge at scale".
+thousand training texts the cubic cost dominates: see docs/benchmarks.md, "Kernel ridge at scale".
 
 The scorer's estimator "ridge" fits on similarities quantised to whole 2^-20 units (`quantised`,
 the unit of the neighbour weights) and predicts through the tile loop (`RidgeReduction`): each

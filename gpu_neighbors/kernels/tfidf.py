@@ -158,7 +158,7 @@ class TfidfKernel(Kernel[EncodedTfidf]):
     # The paper has none: chosen on its development data (HUSE summarization) to keep the share
     # of neighbour pairs that the paper's thresholds keep there: 21.8% of the off-diagonal pairs
     # reach 0.03, against 22.0% for BLEU* at 0.08 and 22.5% for ROUGE-L at 0.06 (leave-one-out
-    # tuning of tau there picks 0.035). See README, Kernels.
+    # tuning of tau there picks 0.035). See docs/method.md, Kernels.
     default_tau = 0.03
     uses_tokenizer = False
     # Exact: a sum of integers times 2^-53 (module docstring); one ulp of 1, so that a threshold
