@@ -22,6 +22,15 @@ import torch
 TEST_DEVICE = os.environ.get("GPU_NEIGHBORS_TEST_DEVICE", "cpu")
 
 
+def needs(*modules: str) -> pytest.MarkDecorator:
+    """Skips a test, naming what is missing, where an optional package it runs is absent (a bare
+    device environment: bench/gpu_pack.txt). For a package imported inside the code under test
+    (pyarrow for Parquet, matplotlib for figures, scikit-learn for the baseline, lxml under
+    sacrebleu), which pytest.importorskip in the test cannot reach."""
+    missing = [module for module in modules if importlib.util.find_spec(module) is None]
+    return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} (not installed)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cpu_only: checks the CPU path itself; skipped on another test device")
     if os.environ.get("GPU_NEIGHBORS_DETERMINISTIC") == "1":

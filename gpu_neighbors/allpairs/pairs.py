@@ -21,6 +21,7 @@ from gpu_neighbors.allpairs.passes import fitted_kernel, kernel_settings, run_bl
 from gpu_neighbors.core.validation import check_texts, interval
 from gpu_neighbors.core.reductions import MaskBelow, NpyReduction, PairsAboveReduction
 from gpu_neighbors.core.topk import TopKReduction
+from gpu_neighbors.data.formats import import_pyarrow
 from gpu_neighbors.data.output import SafeOutput, check_outputs
 from gpu_neighbors.kernels import threads_by_kernel
 from gpu_neighbors.text.tokenizers import Tokenizer
@@ -81,6 +82,8 @@ def pairs(
     min_similarity = None if min_similarity is None else float(min_similarity)
     if held is None:
         check_outputs({"output": path}, inputs, overwrite=overwrite)
+    if suffix != ".npy":
+        import_pyarrow(path, "writing Parquet")  # refused before the work, naming the extra
     rows = check_texts(candidates, "candidates", at_least=1)
     itself = train is None
     columns = rows if train is None else check_texts(train, "train", at_least=1)

@@ -7,8 +7,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+
+try:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+except ImportError:
+    raise ImportError("the figures need matplotlib: pip install 'gpu-neighbors[report]'") from None
 
 from gpu_neighbors.evaluation.agreement import Agreement
 from gpu_neighbors.evaluation.calibration import CoveragePoint

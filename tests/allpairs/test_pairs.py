@@ -124,3 +124,14 @@ def test_the_npy_writer_never_follows_a_link(tmp_path):
         NpyReduction(link, 2, 2)
     assert error.value.errno == errno.ELOOP
     assert target.read_text(encoding="utf-8") == "keep me\n"
+
+
+def test_parquet_pairs_without_pyarrow_name_the_extra_before_the_work(texts, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    output = tmp_path / "top.parquet"
+    with pytest.raises(InputError, match=r"writing Parquet needs pyarrow: pip install 'gpu-neighbors\[parquet\]'"):
+        pairs(texts[:3], texts[3:], output=output, top_k=2, device="cpu")
+    assert list(tmp_path.iterdir()) == []

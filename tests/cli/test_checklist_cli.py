@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import write_jsonl
+from conftest import needs, write_jsonl
 from gpu_neighbors import NeighborsScorer, Threshold
 from gpu_neighbors.cli import main
 from gpu_neighbors.evaluation import tables
@@ -60,6 +60,7 @@ def test_evaluate_refuses_checklist_options_alone(tmp_path, data_file, capsys):
     assert "needs at least 5 scored texts" in capsys.readouterr().err
 
 
+@needs('matplotlib')
 def test_report_checklist_section(tmp_path, huse_records, capsys):
     data = write_jsonl(tmp_path / "small.jsonl", huse_records[:60])
     argv = ["report", "--data", str(data), "--out", str(tmp_path / "out"), "--kernels", "bleu,rouge",

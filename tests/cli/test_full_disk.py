@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_jsonl
+from conftest import needs, write_jsonl
 
 PAGE = 4096
 DISK = 4 << 20  # the tmpfs: room for every finished output of one command
@@ -75,8 +75,10 @@ def command(case: str, files: dict[str, Path], out: Path) -> list[str]:
     }[case]
 
 
-CASES = ["score jsonl", "score rejects", "score parquet", "self-bleu", "mbr", "pairs npy", "pairs parquet",
-         "report", "systems save", "systems plot"]
+CASES = ["score jsonl", "score rejects", pytest.param("score parquet", marks=needs("pyarrow")), "self-bleu", "mbr",
+         "pairs npy", pytest.param("pairs parquet", marks=needs("pyarrow")),
+         pytest.param("report", marks=needs("matplotlib")), "systems save",
+         pytest.param("systems plot", marks=needs("matplotlib"))]
 RESUME_RECORDS = (".partial", ".meta.json")  # what a failed JSON Lines score keeps for --resume
 
 

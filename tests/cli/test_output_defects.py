@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_jsonl
+from conftest import needs, write_jsonl
 from gpu_neighbors.cli import main
 
 
@@ -150,6 +150,7 @@ def test_15_rows_before_damage_in_a_gzip_file_are_written(tmp_path, files, capsy
     assert len(Path(f"{output}.partial").read_text(encoding="utf-8").splitlines()) == lines
 
 
+@needs('pyarrow')
 def test_15_parquet_pairs_on_a_full_disk_is_the_disk_s_message(tmp_path, files, capsys, monkeypatch):
     import resource
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_jsonl
+from conftest import needs, write_jsonl
 from gpu_neighbors.cli import main
 
 LIMIT = 2048  # bytes a limited run may write to any one file: more than a lock or progress record
@@ -85,7 +85,8 @@ def limited_child() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-@pytest.mark.parametrize("name", list(OUTPUTS))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=needs("matplotlib")) if name == "report" else name
+                                  for name in OUTPUTS])
 def test_a_full_disk_or_a_kill_mid_write_keeps_the_finished_outputs(tmp_path, files, name, capsys):
     output = tmp_path / OUTPUTS[name]
     argv = command(name, files, output)
@@ -181,6 +182,7 @@ def test_a_second_run_on_the_same_output_fails_at_once(tmp_path, files):
     assert len(outputs["mbr"].read_text(encoding="utf-8").splitlines()) == 60
 
 
+@needs("matplotlib")
 def test_a_held_lock_refuses_report_too(tmp_path, files, capsys):
     page = tmp_path / "report" / "report.md"
     page.parent.mkdir()

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, needs
 from gpu_neighbors.cli import main
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.systems import Labelled, leave_one_out_scale
@@ -72,6 +72,7 @@ def test_means_equal_score_output_and_reordering_changes_nothing(files, capsys):
         assert _json(capsys)["candidates"] == result["candidates"]
 
 
+@needs('matplotlib')
 def test_training_scale_equals_the_python_function(huse_records, tmp_path, capsys):
     assert main(["systems", "--train", str(HUSE), "--system-field", "source", "--json", "--paper-thresholds",
                  "--plot", str(tmp_path / "systems.png"), "--save", str(tmp_path / "systems.json"), *DRAWS]) == 0
@@ -165,3 +166,16 @@ def test_outputs_are_written_safely(tmp_path, capsys):
     assert main(["systems", "--train", str(bad), "--system-field", "source", "--save", str(save),
                  "--overwrite", *DRAWS]) == 2
     assert save.read_text(encoding="utf-8") == "earlier\n" and not list(tmp_path.glob("*.partial"))
+
+
+def test_a_plot_without_matplotlib_names_the_extra(tmp_path, capsys, monkeypatch):
+    import sys
+
+    for name in [name for name in sys.modules if name == "matplotlib" or name.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.delitem(sys.modules, "gpu_neighbors.evaluation.plots", raising=False)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["systems", "--train", str(HUSE), "--system-field", "source", "--paper-thresholds",
+                 "--plot", str(tmp_path / "systems.png"), *DRAWS]) == 2
+    assert "the figures need matplotlib: pip install 'gpu-neighbors[report]'" in capsys.readouterr().err
+    assert not (tmp_path / "systems.png").exists()

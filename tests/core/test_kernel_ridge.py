@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import needs
 from gpu_neighbors.core import kernel_ridge
 
 
@@ -39,6 +40,7 @@ def test_closed_form_loo_equals_refits(symmetric, penalty):
     np.testing.assert_allclose(model.predict(matrix) + penalty * model.alpha, scores, atol=1e-9)
 
 
+@needs('sklearn')
 def test_linear_kernel_is_ridge_with_an_intercept():
     from sklearn.linear_model import Ridge, RidgeCV
 

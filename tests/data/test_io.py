@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_DATA as HUSE
+from conftest import needs
 from gpu_neighbors.data import (
     Candidate,
     InputError,
@@ -261,7 +262,7 @@ def test_damaged_gzip_is_an_input_error(tmp_path):
 # ---------------------------------------------------------------- candidates
 
 CANDIDATE_NAMES = ["c.jsonl", "c.jsonl.gz", "c.csv", "c.csv.gz", "c.tsv", "c.tsv.gz", "c.txt",
-                   "c.txt.gz", "candidates", "c.parquet"]
+                   "c.txt.gz", "candidates", pytest.param("c.parquet", marks=needs("pyarrow"))]
 
 
 def write_candidates(path: Path, texts: list[str]) -> list[int]:

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from conftest import needs
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.cli import main
@@ -34,6 +35,7 @@ def test_tau_for_a_kernel_not_compared_is_refused(huse_texts, huse_scores):
         compare_kernels(huse_texts[:20], huse_scores[:20], ["bleu"], taus={"meteor": 0.2})
 
 
+@needs('sklearn')
 def test_cli_adds_human_rows_from_judgments(tmp_path, huse_records, capsys):
     data = tmp_path / "huse.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in huse_records[:60]), encoding="utf-8")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+from conftest import needs
 from gpu_neighbors.evaluation import significance
 from gpu_neighbors.evaluation.significance import interval, paired_tests, unpaired_tests
 
@@ -43,6 +44,7 @@ def _sacrebleu_mean_metric():
     return metric
 
 
+@needs("lxml")
 @pytest.mark.parametrize("test_type", ["bs", "ar"])
 def test_paired_tests_equal_sacrebleu(test_type):
     from sacrebleu.significance import PairedTest

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ADVERSARIAL_TEXTS
+from conftest import ADVERSARIAL_TEXTS, needs
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.kernels.parts import Tfidf
 from gpu_neighbors.estimators import Threshold
@@ -60,6 +60,7 @@ def texts(huse_texts) -> tuple[list[str], list[str]]:
     return train, huse_texts[::-1] + ADVERSARIAL_TEXTS + MORE_ADVERSARIAL + UNSEEN
 
 
+@needs('sklearn')
 def test_features_equal_scikit_learn(texts):
     train, candidates = texts
     ours = TfidfFeatures()
@@ -80,6 +81,7 @@ def test_features_equal_scikit_learn(texts):
     assert empty.indptr.tolist() == [0, 0, 0, 0]
 
 
+@needs('sklearn')
 def test_similarities_equal_scikit_learn(texts):
     train, candidates = texts
     kernel = fitted(train)
@@ -206,6 +208,7 @@ def test_scorer_fits_and_predicts(huse_texts, huse_scores):
     assert np.isfinite(tuned.predict(huse_texts[150:]).scores).all()
 
 
+@needs('sklearn')
 def test_kernel_ridge_is_the_tfidf_ridge_baseline(huse_texts, huse_scores):
     """Ridge on the union's features is kernel ridge on their dot products (with the intercept
     unpenalised). Ours are those dot products halved, and (K/2 + lambda I) a = y - b is

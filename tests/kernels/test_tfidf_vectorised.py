@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import needs
 from gpu_neighbors.evaluation import baselines
 from gpu_neighbors.text.tfidf import TfidfFeatures
 
@@ -37,6 +38,7 @@ def test_a_training_set_without_words_has_no_features():
     assert ours.num_features == 0 and ours.transform(CANDIDATES).indices.size == 0
 
 
+@needs("sklearn")
 @pytest.mark.parametrize("train", [TRAIN, ["a"], ["a b", "b a"]])
 def test_rows_equal_scikit_learn(train):
     ours = TfidfFeatures()

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import needs
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.scoring import streaming
 from gpu_neighbors.cli import main
@@ -105,7 +106,7 @@ def score_args(train: Path, candidates: Path, output: Path, *extra: str) -> list
 
 @pytest.mark.parametrize("name", [
     "c.jsonl", "c.jsonl.gz", "c.csv", "c.csv.gz", "c.tsv", "c.tsv.gz", "c.txt", "c.txt.gz",
-    "c.parquet",
+    pytest.param("c.parquet", marks=needs("pyarrow")),
 ])
 def test_every_format_streams_the_same_rows_as_predict(tmp_path, train_file, candidates, expected, name):
     source = write_candidates(tmp_path / name, candidates)
@@ -321,6 +322,7 @@ def test_output_bytes_are_json_dumps_of_each_row(tmp_path, train_file, candidate
     assert output.read_text(encoding="utf-8") == "".join(rows)
 
 
+@needs("pyarrow")
 def test_a_parquet_output_holds_the_rows_of_the_jsonl_output(tmp_path, train_file, candidates):
     import pyarrow.parquet as pq  # the test set-up installs the parquet extra
     source = write_candidates(tmp_path / "c.jsonl", candidates)
@@ -333,6 +335,7 @@ def test_a_parquet_output_holds_the_rows_of_the_jsonl_output(tmp_path, train_fil
     assert not Path(f"{parquet}.partial").exists()
 
 
+@needs("pyarrow")
 def test_a_parquet_output_cannot_be_resumed_or_silently_replaced(tmp_path, train_file, candidates, capsys):
     source = write_candidates(tmp_path / "c.jsonl", candidates[:50])
     output = tmp_path / "out.parquet"

@@ -16,6 +16,7 @@ from gpu_neighbors.kernels.parts import Bleu
 from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
 from gpu_neighbors.training.rewards import RewardFunction
+from conftest import needs
 from minilm import MODEL_PATH
 
 
@@ -181,6 +182,7 @@ def test_rouge_reward_equals_rouge_score_multi(huse_texts):
         reward_function(RougeReward(), token_ids=True)
 
 
+@needs('lxml')
 def test_bleu_reward_takes_the_peers_settings(huse_texts):
     """sacrebleu's sentence BLEU defaults (exp smoothing, effective order) and NLTK's method7,
     as the reward: the values sacrebleu and NLTK give; a list of weight tuples is refused."""
