@@ -1,7 +1,7 @@
 """The BLEU settings of NLTK and sacrebleu beyond what the device tables (`bleu_tables`) hold:
 NLTK's smoothing methods 4-7, a custom epsilon / k / alpha, `auto_reweigh`, several weight tuples
-at once (NLTK 3.8's list of BLEU-n), and sacrebleu's formula (`effective_order`, floor and add-k
-smoothing with any value).
+at once (NLTK 3.8's list of BLEU-n), weights above MAX_TABLE_WEIGHT, and sacrebleu's formula
+(`effective_order`, floor and add-k smoothing with any value).
 
 These formulas mix counts from several orders, the hypothesis length and (NLTK's methods 5 and 6)
 the last hypothesis's own n-grams, so they are not a product of per-order tables: the clipped
@@ -57,8 +57,8 @@ class BleuSetting:
 
     @property
     def on_tables(self) -> bool:
-        """Whether the device tables compute it (one weight tuple, a table smoothing at its
-        default value, NLTK's formula as it is)."""
+        """Whether the device tables compute it (one weight tuple of weights up to
+        MAX_TABLE_WEIGHT, a table smoothing at its default value, NLTK's formula as it is)."""
         return (not self.several and not self.auto_reweigh and not self.sacrebleu and self.smoothing in SMOOTHINGS
                 and (self.smoothing != "epsilon" or self.smooth_value == EPSILON)
                 and max(self.weights[0]) <= MAX_TABLE_WEIGHT)
