@@ -176,11 +176,11 @@ class ResultWriter:
         if meta["complete"]:
             raise InputError("cannot resume: the finished output no longer matches its progress "
                              "record; pass --overwrite to score again", path=self.path)
-        if size >= meta["bytes"]:
-            rows, keep = meta["rows"], meta["bytes"]
-        else:
-            rows, keep = _complete_lines(self.partial_path, size) if size else (0, 0)
+        if size < meta["bytes"]:
             self.checkpoint = {}  # it described rows that are gone
+        # The rows are the complete lines within what the record vouches for, counted: its "rows"
+        # figure is checked against nothing where it has no checkpoint.
+        rows, keep = _complete_lines(self.partial_path, min(size, meta["bytes"])) if size else (0, 0)
         if size > keep:
             os.ftruncate(self._file.fileno(), keep)
         return rows, keep
