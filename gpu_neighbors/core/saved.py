@@ -14,13 +14,18 @@ and renamed into place, scorer.json last, so a folder with a scorer.json at its 
 complete one (the discipline of `data/output.py`, which sits above the scorer and so cannot be
 imported here). Reading never unpickles and never runs code from the folder: JSON, safetensors
 and JSON lines only, and every file is checked against scorer.json (size, digest, then dtypes
-and shapes) before it is used. Each refusal is one line naming the file.
+and shapes) before it is used. Only regular files are read, never through a link (a link could
+read another file, /dev/zero without end; a FIFO would never answer), and each file's size on
+disk is compared with the recorded one before a byte of it is read. Each refusal is one line
+naming the file.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +42,7 @@ FORMAT = "gpu-neighbors scorer"
 FORMAT_VERSION = 5
 CONFIG, TENSORS, TRAINING = "scorer.json", "tensors.safetensors", "training.jsonl"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+MAX_CONFIG_BYTES = 16 << 20  # scorer.json: settings and figures, a few kilobytes; nothing records its size
 # The training texts and scores also ride in the tensors (packed UTF-8, float64): the copy `read`
 # uses, since decoding them costs a seventh of parsing training.jsonl, which is there for people
 # to read and is parsed only for the fields kept beside the texts.
@@ -175,12 +181,14 @@ def read(folder: str | os.PathLike[str]) -> SavedScorer:
 
     folder = Path(folder)
     config_path = folder / CONFIG
-    if not folder.is_dir() or not config_path.is_file():
+    if not folder.is_dir() or not (config_path.exists() or config_path.is_symlink()):
         raise SavedScorerError(f"{folder}: not a saved scorer (no {CONFIG} in it)")
     try:
-        config = json.loads(config_path.read_bytes())
+        config = json.loads(_regular_file(config_path, None))
     except (ValueError, UnicodeDecodeError) as error:
         raise SavedScorerError(f"{config_path}: not a saved scorer's settings (not JSON: {error})") from None
+    except RecursionError:
+        raise SavedScorerError(f"{config_path}: not a saved scorer's settings (nested too deeply)") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise SavedScorerError(f"{config_path}: not a saved scorer's settings (no \"format\": \"{FORMAT}\")")
     version = config.get("format_version")
@@ -205,19 +213,59 @@ def read(folder: str | os.PathLike[str]) -> SavedScorer:
 
 def _checked_bytes(folder: Path, name: str, config: Mapping[str, Any]) -> bytes:
     path = folder / name
-    expected = (config.get("files") or {}).get(name)
-    if not isinstance(expected, dict):
+    expected = _section(folder / CONFIG, config, "files").get(name)
+    size = expected.get("size") if isinstance(expected, dict) else None
+    if not isinstance(expected, dict) or type(size) is not int or size < 0:
         raise SavedScorerError(f"{folder / CONFIG}: records no size and digest for {name}")
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise SavedScorerError(f"{path}: cannot be read ({error.strerror or error})") from None
-    if len(data) != expected.get("size"):
-        raise SavedScorerError(f"{path}: {len(data)} bytes, but {CONFIG} says {expected.get('size')} "
-                               "(truncated or replaced)")
+    data = _regular_file(path, size)
     if hashlib.sha256(data).hexdigest() != expected.get("sha256"):
         raise SavedScorerError(f"{path}: its SHA-256 is not the one {CONFIG} records (changed since it was saved)")
     return data
+
+
+def _regular_file(path: Path, size: int | None) -> bytes:
+    """The bytes of `path`, a regular file (not a link, a FIFO or a device) of `size` bytes
+    (None: at most MAX_CONFIG_BYTES), both checked on the open file before it is read."""
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            raise SavedScorerError(f"{path}: is a symbolic link; a saved scorer's files are regular files in its "
+                                   "folder")
+        # O_NONBLOCK: opening a FIFO would otherwise wait for a writer; a regular file ignores it
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        reason = "is a symbolic link" if error.errno == errno.ELOOP else f"cannot be read ({error.strerror or error})"
+        raise SavedScorerError(f"{path}: {reason}") from None
+    try:
+        _check_status(path, os.fstat(descriptor), size)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    with os.fdopen(descriptor, "rb") as handle:
+        try:
+            data = handle.read((MAX_CONFIG_BYTES if size is None else size) + 1)  # the + 1: one that grew since
+        except OSError as error:
+            raise SavedScorerError(f"{path}: cannot be read ({error.strerror or error})") from None
+    if size is not None and len(data) != size:
+        raise SavedScorerError(f"{path}: {len(data)} bytes, but {CONFIG} says {size} (changed while read)")
+    return data
+
+
+def _check_status(path: Path, status: os.stat_result, size: int | None) -> None:
+    if not stat.S_ISREG(status.st_mode):
+        raise SavedScorerError(f"{path}: is not a regular file; a saved scorer's files are regular files")
+    if size is None and status.st_size > MAX_CONFIG_BYTES:
+        raise SavedScorerError(f"{path}: {status.st_size} bytes, more than a saved scorer's settings hold "
+                               f"({MAX_CONFIG_BYTES})")
+    if size is not None and status.st_size != size:
+        raise SavedScorerError(f"{path}: {status.st_size} bytes, but {CONFIG} says {size} (truncated or replaced)")
+
+
+def _section(path: Path, config: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """scorer.json's `name` section, an object (refused naming `path` where it is something else)."""
+    section = config.get(name)
+    if not isinstance(section, dict):
+        raise SavedScorerError(f"{path}: its {name!r} entry must be an object, not {section!r:.60}")
+    return section
 
 
 def _check_tensors(path: Path, tensors: Mapping[str, torch.Tensor], declared: Any) -> None:
@@ -239,7 +287,7 @@ def _training_set(path: Path, tensors: dict[str, torch.Tensor], config: Mapping[
         texts = unpack_strings(packed[0], packed[1])
     except (KeyError, ValueError) as error:
         raise SavedScorerError(f"{path}: the training texts cannot be read ({error})") from None
-    count = (config.get("training") or {}).get("count")
+    count = _section(path.parent / CONFIG, config, "training").get("count")
     if len(texts) != count or packed[2].shape != (len(texts),):
         raise SavedScorerError(f"{path}: {len(texts)} training texts and {packed[2].numel()} scores, but {CONFIG} "
                                f"says {count}")
@@ -250,7 +298,7 @@ def _fields(path: Path, data: bytes, config: Mapping[str, Any], texts: list[str]
             scores: list[float]) -> dict[str, list[Any]]:
     """The fields kept beside the training texts, read from training.jsonl, whose texts and
     scores must be the tensors' (read only where there are fields)."""
-    names = (config.get("training") or {}).get("fields", [])
+    names = _section(path.parent / CONFIG, config, "training").get("fields", [])
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
         raise SavedScorerError(f"{path.parent / CONFIG}: the training fields must be a list of names, not {names!r}")
     if not names:
@@ -287,11 +335,13 @@ def _records(path: Path, data: bytes) -> list[Any]:
         records: list[Any] = json.loads("[" + ",".join(lines) + "]")
         if len(records) == len(lines):  # else a line held two values, or none
             return records
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     for number, line in enumerate(lines, start=1):
         try:
             json.loads(line)
         except ValueError:
             raise SavedScorerError(f"{path}:{number}: not a JSON line") from None
+        except RecursionError:
+            raise SavedScorerError(f"{path}:{number}: a value nested too deeply") from None
     raise SavedScorerError(f"{path}: not JSON lines (one record a line)")
