@@ -113,7 +113,7 @@ def command_score(args: argparse.Namespace) -> int:
                              announce=not args.quiet)
         header = {"train": spelled_once(args.train), "train_content_sha256": train.digest()}
     else:  # the run records which scorer it used: --resume refuses another
-        scorer = NeighborsScorer.load(args.scorer, device=args.device)
+        scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download)
         header = {"scorer": spelled_once(args.scorer), "scorer_sha256": file_digest(saved_file(args.scorer))}
     summary = score_file(
         scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
@@ -263,7 +263,7 @@ def _evaluate_saved(args: argparse.Namespace) -> int:
     """evaluate --scorer: a saved scorer's estimates of --data's texts against their scores."""
     if args.heldout is not None:
         raise ValueError("--heldout is for a scorer fitted here: with --scorer, --data holds the held-out texts")
-    scorer = NeighborsScorer.load(args.scorer, device=args.device)
+    scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download)
     data = read_data(args, args.data)
     prediction = scorer.predict(data.texts)
     assert prediction.low is not None and prediction.high is not None and prediction.outside is not None
