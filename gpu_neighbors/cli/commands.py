@@ -19,7 +19,7 @@ from gpu_neighbors.core.saved import CONFIG, TENSORS, TRAINING, check_folder
 from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
-from gpu_neighbors.data.output import check_outputs
+from gpu_neighbors.data.output import check_outputs, locked
 from gpu_neighbors.data.paths import spelled_once
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.agreement import agreement
@@ -174,15 +174,16 @@ def command_fit(args: argparse.Namespace) -> int:
     """Fit once and save: the signature, and the leave-one-out agreement the settings were
     tuned on (or, untuned, the scorer's leave-one-out rho on its training set)."""
     kept = _kept_fields(args)
-    check_folder(args.save, args.overwrite, replace="pass --overwrite")  # before the fit, not after it
-    data = read_data(args, args.train, keep_fields=kept)
-    for name in kept:
-        if not any(name in extra for extra in data.extra):
-            raise InputError("no record has it (--keep-fields)", path=args.train, field=name)
-    scorer = fit_on_file(scorer_from_args(args), data, args.train, args.score_field, args.tune, args.min_coverage,
-                         announce=True)
-    fields = {name: [extra.get(name) for extra in data.extra] for name in kept}
-    folder = scorer.save(args.save, overwrite=args.overwrite, fields=fields)
+    with locked(args.save):  # the lock every writing command takes: a second run on the folder fails at once
+        check_folder(args.save, args.overwrite, replace="pass --overwrite")  # before the fit, not after it
+        data = read_data(args, args.train, keep_fields=kept)
+        for name in kept:
+            if not any(name in extra for extra in data.extra):
+                raise InputError("no record has it (--keep-fields)", path=args.train, field=name)
+        scorer = fit_on_file(scorer_from_args(args), data, args.train, args.score_field, args.tune,
+                             args.min_coverage, announce=True)
+        fields = {name: [extra.get(name) for extra in data.extra] for name in kept}
+        folder = scorer.save(args.save, overwrite=args.overwrite, fields=fields)
     if scorer.tuning_ is not None:
         figures = f"tuned by leave-one-out: rho {scorer.tuning_.spearman:.3f}, coverage {scorer.tuning_.coverage:.2f}"
     else:

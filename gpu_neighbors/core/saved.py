@@ -11,8 +11,12 @@
 
 Writing: each file goes to NAME.partial (created exclusively, never through a link), is fsynced
 and renamed into place, scorer.json last, so a folder with a scorer.json at its name is a
-complete one (the discipline of `data/output.py`, which sits above the scorer and so cannot be
-imported here). Reading never unpickles and never runs code from the folder: JSON, safetensors
+complete one (with `data/output.py`'s steps, `core/files.py`). A scorer that is replaced stays
+whole until its successor is: the new one is written complete into the sibling folder
+FOLDER.partial, and the two folders are swapped in one step (renameat2's exchange; where a
+system lacks it, two renames, between which a kill leaves the old scorer at FOLDER.replaced).
+A full disk, an error or a kill at any point leaves the old scorer loadable; whatever a save
+leaves beside the folder holds only a scorer's files, and the next save removes it. Reading never unpickles and never runs code from the folder: JSON, safetensors
 and JSON lines only, and every file is checked against scorer.json (size, digest, then dtypes
 and shapes) before it is used. Only regular files are read, never through a link (a link could
 read another file, /dev/zero without end; a FIFO would never answer), and each file's size on
@@ -27,12 +31,15 @@ import json
 import os
 import stat
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from gpu_neighbors.core.files import CLOEXEC, NOFOLLOW, create_new, exchange, fsync_directory, naming
 
 FORMAT = "gpu-neighbors scorer"
 # 2: the training texts and scores are in the tensors (1 kept them in training.jsonl alone);
@@ -41,7 +48,8 @@ FORMAT = "gpu-neighbors scorer"
 # a folder of another version is refused in one line
 FORMAT_VERSION = 5
 CONFIG, TENSORS, TRAINING = "scorer.json", "tensors.safetensors", "training.jsonl"
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# Everything a saved scorer's folder may hold: its files, and their partial files while written.
+OWN_FILES = frozenset(name + suffix for name in (CONFIG, TENSORS, TRAINING) for suffix in ("", ".partial"))
 MAX_CONFIG_BYTES = 16 << 20  # scorer.json: settings and figures, a few kilobytes; nothing records its size
 # The training texts and scores also ride in the tensors (packed UTF-8, float64): the copy `read`
 # uses, since decoding them costs a seventh of parsing training.jsonl, which is there for people
@@ -91,24 +99,29 @@ def unpack_strings(data: torch.Tensor, ends: torch.Tensor) -> list[str]:
 def check_folder(folder: str | os.PathLike[str], overwrite: bool = False,
                  replace: str = "give overwrite=True") -> None:
     """What `write` refuses, for a caller to check before a long fit: a file in place of the
-    folder, a saved scorer there unless `overwrite` (`replace` says how to ask for it), and a
-    folder holding anything else."""
+    folder, a saved scorer there unless `overwrite` (`replace` says how to ask for it), a folder
+    holding anything else, and beside a scorer to replace, a FOLDER.partial or FOLDER.replaced
+    that holds anything but a scorer's files (a save's leftovers, which it removes)."""
     folder = Path(folder)
     if not folder.is_dir():
         if folder.exists():
             raise FileExistsError(f"{folder}: is a file, not a folder to save a scorer in")
         return
-    if (folder / CONFIG).exists() and not overwrite:
+    if os.path.lexists(folder / CONFIG) and not overwrite:
         raise FileExistsError(f"{folder / CONFIG}: a saved scorer is already there; {replace} to replace it")
-    strangers = sorted(path.name for path in folder.iterdir()
-                       if path.name not in (CONFIG, TENSORS, TRAINING) and not path.name.endswith(".partial"))
+    strangers = sorted(path.name for path in folder.iterdir() if path.name not in OWN_FILES)
     if strangers:
         raise FileExistsError(f"{folder}: holds {', '.join(strangers[:3])}, not a saved scorer: choose an empty folder")
+    if os.path.lexists(folder / CONFIG):
+        for suffix in (".partial", ".replaced"):
+            _leftover_files(_sibling(folder, suffix))
 
 
 def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = False) -> Path:
     """Write `saved` to `folder` (made if missing); a folder that already holds a scorer is
-    replaced only with `overwrite`, and one that holds anything else never."""
+    replaced only with `overwrite`, and one that holds anything else never. All or nothing: a
+    scorer replaced stays whole and loadable until the new one is complete (module docstring);
+    an OS error names its file."""
     from safetensors.torch import save
 
     folder = Path(folder)
@@ -137,10 +150,72 @@ def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = 
               "tensors": shapes,
               "training": {"count": len(saved.texts), "fields": list(saved.fields)}}
     payloads[CONFIG] = (json.dumps(config, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
-    folder.mkdir(parents=True, exist_ok=True)  # only now: a save refused above leaves no folder behind
+    if not os.path.lexists(folder / CONFIG):  # nothing to keep whole: written in place, scorer.json last
+        folder.mkdir(parents=True, exist_ok=True)  # only now: a save refused above leaves no folder behind
+        _write_files(folder, payloads)
+        return folder
+    _replace(Path(os.path.realpath(folder)), payloads)
+    return folder
+
+
+def _write_files(folder: Path, payloads: Mapping[str, bytes]) -> None:
     for name in (TENSORS, TRAINING, CONFIG):  # scorer.json last: its presence means complete
         _write_atomically(folder / name, payloads[name])
-    return folder
+
+
+def _replace(folder: Path, payloads: Mapping[str, bytes]) -> None:
+    """The scorer in `folder` replaced by `payloads`' as one step: written complete into the
+    sibling FOLDER.partial, then swapped in (`exchange`), the old one removed after."""
+    staging, aside = _sibling(folder, ".partial"), _sibling(folder, ".replaced")
+    for leftover in (staging, aside):  # of a save killed before it finished: only a scorer's files
+        _remove(leftover, _leftover_files(leftover))
+    staging.mkdir()
+    replaced = staging  # where the old scorer is once the new one is in place
+    try:
+        _write_files(staging, payloads)
+        fsync_directory(staging)
+        if not exchange(staging, folder):  # two renames: between them, the old scorer is at `aside`
+            os.rename(folder, aside)
+            try:
+                os.rename(staging, folder)
+            except BaseException:
+                os.rename(aside, folder)
+                raise
+            replaced = aside
+        fsync_directory(folder.parent)
+    finally:  # the unfinished new scorer, or the old one once replaced; a failure here loses nothing
+        for leftover in {staging, replaced}:
+            with suppress(OSError):
+                _remove(leftover, _leftover_files(leftover))
+
+
+def _sibling(folder: Path, suffix: str) -> Path:
+    """FOLDER + suffix beside the folder itself (a link to one: beside its target)."""
+    real = Path(os.path.realpath(folder))
+    return real.with_name(real.name + suffix)
+
+
+def _leftover_files(folder: Path) -> list[str]:
+    """The names in `folder`, a save's leftover beside the scorer it wrote (nothing if it is
+    missing); refused where it is not a folder holding a scorer's files alone."""
+    if not os.path.lexists(folder):
+        return []
+    if folder.is_symlink() or not folder.is_dir():
+        raise FileExistsError(f"{folder}: is not the folder a save of the scorer beside it leaves: move it away")
+    names = sorted(os.listdir(folder))
+    strangers = [name for name in names if name not in OWN_FILES]
+    if strangers:
+        raise FileExistsError(f"{folder}: holds {', '.join(strangers[:3])}, not what a save of the scorer beside it "
+                              "leaves: move it away")
+    return names
+
+
+def _remove(folder: Path, names: list[str]) -> None:
+    if not os.path.lexists(folder):
+        return
+    for name in names:
+        (folder / name).unlink()
+    folder.rmdir()
 
 
 def _json_line(record: dict[str, Any], index: int, fields: dict[str, list[Any]]) -> str:
@@ -159,19 +234,12 @@ def _json_line(record: dict[str, Any], index: int, fields: dict[str, list[Any]])
 
 def _write_atomically(path: Path, data: bytes) -> None:
     partial = path.with_name(path.name + ".partial")
-    partial.unlink(missing_ok=True)  # a stale one, or a planted link: removing a link never follows it
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666)
-    with os.fdopen(descriptor, "wb") as handle:
+    with naming(partial), create_new(partial) as handle:  # a full disk's error names the file
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(partial, path)
-    if os.name == "posix":
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+    fsync_directory(path.parent)
 
 
 def read(folder: str | os.PathLike[str]) -> SavedScorer:
@@ -231,7 +299,7 @@ def _regular_file(path: Path, size: int | None) -> bytes:
             raise SavedScorerError(f"{path}: is a symbolic link; a saved scorer's files are regular files in its "
                                    "folder")
         # O_NONBLOCK: opening a FIFO would otherwise wait for a writer; a regular file ignores it
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | NOFOLLOW | CLOEXEC)
     except OSError as error:
         reason = "is a symbolic link" if error.errno == errno.ELOOP else f"cannot be read ({error.strerror or error})"
         raise SavedScorerError(f"{path}: {reason}") from None

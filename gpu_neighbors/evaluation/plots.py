@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from gpu_neighbors.core.files import naming
 from gpu_neighbors.evaluation.agreement import Agreement
 from gpu_neighbors.evaluation.calibration import CoveragePoint
 from gpu_neighbors.evaluation.protocols import CurvePoint, SweepPoint
@@ -33,7 +34,8 @@ def _figure(width: float = 7.0, height: float = 4.2) -> Figure:
 
 
 def _save(figure: Figure, path: Path) -> Path:
-    figure.savefig(path, dpi=DPI, bbox_inches="tight", format="png")  # the path may be a .partial
+    with naming(path):  # a full disk's error names the image
+        figure.savefig(path, dpi=DPI, bbox_inches="tight", format="png")  # the path may be a .partial
     return path
 
 
