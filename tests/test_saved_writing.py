@@ -180,3 +180,28 @@ def test_a_link_to_the_folder_replaces_the_folder_it_names(scorers, tmp_path):
     link.symlink_to(folder, target_is_directory=True)
     NeighborsScorer.load(scorers["new"], device="cpu").save(link, overwrite=True)
     assert link.is_symlink() and which(folder, scorers) == "new" and os.listdir(folder.parent) == ["scorer"]
+
+
+def test_a_mount_point_is_refused_before_the_fit_and_a_bind_mount_at_the_swap(scorers, tmp_path, monkeypatch):
+    """A scorer in a folder that is a mount point cannot be swapped: check_folder (which fit
+    --save calls before fitting) says so; a bind mount, which looks like any folder, is refused
+    at the swap (EBUSY) with the same reason, the old scorer kept."""
+    folder = old_in_place(scorers, tmp_path)
+    new = NeighborsScorer.load(scorers["new"], device="cpu")
+    with monkeypatch.context() as patch:
+        patch.setattr(saved, "exchange", lambda first, second: (_ for _ in ()).throw(
+            OSError(errno.EBUSY, os.strerror(errno.EBUSY), str(second))))
+        with pytest.raises(OSError, match="which a mount point cannot be: save into a folder inside it"):
+            new.save(folder, overwrite=True)
+    assert which(folder, scorers) == "old" and os.listdir(folder.parent) == ["scorer"]
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("no file system can be mounted here (not root)")
+    try:
+        new.save(mount)  # a first save writes in place: nothing to swap
+        with pytest.raises(FileExistsError, match=r"mount: a mount point, and a saved scorer is replaced by swapping"):
+            saved.check_folder(mount, overwrite=True)
+        assert which(mount, scorers) == "new"
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)

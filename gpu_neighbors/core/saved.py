@@ -113,6 +113,8 @@ def check_folder(folder: str | os.PathLike[str], overwrite: bool = False,
     if strangers:
         raise FileExistsError(f"{folder}: holds {', '.join(strangers[:3])}, not a saved scorer: choose an empty folder")
     if os.path.lexists(folder / CONFIG):
+        if os.path.ismount(os.path.realpath(folder)):
+            raise FileExistsError(f"{folder}: a mount point, and {MOUNTED}")
         for suffix in (".partial", ".replaced"):
             _leftover_files(_sibling(folder, suffix))
 
@@ -163,6 +165,11 @@ def _write_files(folder: Path, payloads: Mapping[str, bytes]) -> None:
         _write_atomically(folder / name, payloads[name])
 
 
+# Why a folder that is a mount point (or a bind mount) cannot hold a scorer that is replaced.
+MOUNTED = ("a saved scorer is replaced by swapping its folder with the new one written beside it, which a mount "
+           "point cannot be: save into a folder inside it")
+
+
 def _replace(folder: Path, payloads: Mapping[str, bytes]) -> None:
     """The scorer in `folder` replaced by `payloads`' as one step: written complete into the
     sibling FOLDER.partial, then swapped in (`exchange`), the old one removed after."""
@@ -174,19 +181,32 @@ def _replace(folder: Path, payloads: Mapping[str, bytes]) -> None:
     try:
         _write_files(staging, payloads)
         fsync_directory(staging)
-        if not exchange(staging, folder):  # two renames: between them, the old scorer is at `aside`
-            os.rename(folder, aside)
-            try:
-                os.rename(staging, folder)
-            except BaseException:
-                os.rename(aside, folder)
-                raise
-            replaced = aside
+        replaced = _swap(staging, folder, aside)
         fsync_directory(folder.parent)
     finally:  # the unfinished new scorer, or the old one once replaced; a failure here loses nothing
         for leftover in {staging, replaced}:
             with suppress(OSError):
                 _remove(leftover, _leftover_files(leftover))
+
+
+def _swap(staging: Path, folder: Path, aside: Path) -> Path:
+    """The complete new scorer at `staging` put in `folder`'s place; returns where the old one
+    is then. In one step where the system can (`exchange`), else by two renames, between which
+    the old scorer is at `aside`."""
+    try:
+        if exchange(staging, folder):
+            return staging
+        os.rename(folder, aside)
+    except OSError as error:
+        if error.errno in (errno.EBUSY, errno.EXDEV):
+            raise OSError(error.errno, f"{error.strerror}: {MOUNTED}", str(folder)) from None
+        raise
+    try:
+        os.rename(staging, folder)
+    except BaseException:
+        os.rename(aside, folder)
+        raise
+    return aside
 
 
 def _sibling(folder: Path, suffix: str) -> Path:
