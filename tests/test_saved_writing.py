@@ -19,7 +19,7 @@ import pytest
 
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.core import files, saved
-from gpu_neighbors.core.saved import CONFIG, TENSORS
+from gpu_neighbors.core.saved import CONFIG, TENSORS, SavedScorerError
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +205,19 @@ def test_a_mount_point_is_refused_before_the_fit_and_a_bind_mount_at_the_swap(sc
         assert which(mount, scorers) == "new"
     finally:
         subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_save_stopped_between_its_two_renames_says_where_the_old_scorer_is(scorers, tmp_path, monkeypatch):
+    """Without renameat2's exchange, a kill between the two renames leaves no scorer at the
+    name: loading it says where the old one is (FOLDER.replaced), and a save there clears it."""
+    folder = old_in_place(scorers, tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(saved, "exchange", lambda first, second: False)
+        renames = iter([os.rename])
+        patch.setattr(os, "rename", lambda *args: next(renames)(*args))  # the first one only
+        with pytest.raises(StopIteration):  # the second rename never comes: as if killed there
+            NeighborsScorer.load(scorers["new"], device="cpu").save(folder, overwrite=True)
+    with pytest.raises(SavedScorerError, match=r"scorer: not a saved scorer \(no scorer.json in it\); a save that "
+                                               r"replaced it was stopped .* the earlier scorer is in .*scorer.replaced"):
+        NeighborsScorer.load(folder, device="cpu")
+    assert which(folder.parent / "scorer.replaced", scorers) == "old"

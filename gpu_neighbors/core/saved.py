@@ -270,7 +270,10 @@ def read(folder: str | os.PathLike[str]) -> SavedScorer:
     folder = Path(folder)
     config_path = folder / CONFIG
     if not folder.is_dir() or not (config_path.exists() or config_path.is_symlink()):
-        raise SavedScorerError(f"{folder}: not a saved scorer (no {CONFIG} in it)")
+        replaced = _sibling(folder, ".replaced")
+        where = (f"; a save that replaced it was stopped between its two renames: the earlier scorer is in "
+                 f"{replaced}" if (replaced / CONFIG).is_file() else "")
+        raise SavedScorerError(f"{folder}: not a saved scorer (no {CONFIG} in it){where}")
     try:
         config = json.loads(_regular_file(config_path, None))
     except (ValueError, UnicodeDecodeError) as error:
