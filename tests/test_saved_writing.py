@@ -221,3 +221,10 @@ def test_a_save_stopped_between_its_two_renames_says_where_the_old_scorer_is(sco
                                                r"replaced it was stopped .* the earlier scorer is in .*scorer.replaced"):
         NeighborsScorer.load(folder, device="cpu")
     assert which(folder.parent / "scorer.replaced", scorers) == "old"
+
+
+def test_the_replaced_folder_keeps_its_permissions(scorers, tmp_path):
+    folder = old_in_place(scorers, tmp_path)
+    folder.chmod(0o750)
+    NeighborsScorer.load(scorers["new"], device="cpu").save(folder, overwrite=True)
+    assert which(folder, scorers) == "new" and folder.stat().st_mode & 0o777 == 0o750

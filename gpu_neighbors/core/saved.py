@@ -16,9 +16,11 @@ whole until its successor is: the new one is written complete into the sibling f
 FOLDER.partial, and the two folders are swapped in one step (renameat2's exchange; where a
 system lacks it, two renames, between which a kill leaves the old scorer at FOLDER.replaced).
 A full disk, an error or a kill at any point leaves the old scorer loadable; whatever a save
-leaves beside the folder holds only a scorer's files, and the next save removes it. Reading never unpickles and never runs code from the folder: JSON, safetensors
-and JSON lines only, and every file is checked against scorer.json (size, digest, then dtypes
-and shapes) before it is used. Only regular files are read, never through a link (a link could
+leaves beside the folder holds only a scorer's files, and the next save removes it.
+
+Reading never unpickles and never runs code from the folder: JSON, safetensors and JSON lines
+only, and every file is checked against scorer.json (size, digest, then dtypes and shapes)
+before it is used. Only regular files are read, never through a link (a link could
 read another file, /dev/zero without end; a FIFO would never answer), and each file's size on
 disk is compared with the recorded one before a byte of it is read. Each refusal is one line
 naming the file.
@@ -51,6 +53,9 @@ CONFIG, TENSORS, TRAINING = "scorer.json", "tensors.safetensors", "training.json
 # Everything a saved scorer's folder may hold: its files, and their partial files while written.
 OWN_FILES = frozenset(name + suffix for name in (CONFIG, TENSORS, TRAINING) for suffix in ("", ".partial"))
 MAX_CONFIG_BYTES = 16 << 20  # scorer.json: settings and figures, a few kilobytes; nothing records its size
+# Why a folder that is a mount point (or a bind mount) cannot hold a scorer that is replaced.
+MOUNTED = ("a saved scorer is replaced by swapping its folder with the new one written beside it, which a mount "
+           "point cannot be: save into a folder inside it")
 # The training texts and scores also ride in the tensors (packed UTF-8, float64): the copy `read`
 # uses, since decoding them costs a seventh of parsing training.jsonl, which is there for people
 # to read and is parsed only for the fields kept beside the texts.
@@ -165,11 +170,6 @@ def _write_files(folder: Path, payloads: Mapping[str, bytes]) -> None:
         _write_atomically(folder / name, payloads[name])
 
 
-# Why a folder that is a mount point (or a bind mount) cannot hold a scorer that is replaced.
-MOUNTED = ("a saved scorer is replaced by swapping its folder with the new one written beside it, which a mount "
-           "point cannot be: save into a folder inside it")
-
-
 def _replace(folder: Path, payloads: Mapping[str, bytes]) -> None:
     """The scorer in `folder` replaced by `payloads`' as one step: written complete into the
     sibling FOLDER.partial, then swapped in (`exchange`), the old one removed after."""
@@ -179,6 +179,7 @@ def _replace(folder: Path, payloads: Mapping[str, bytes]) -> None:
     staging.mkdir()
     replaced = staging  # where the old scorer is once the new one is in place
     try:
+        staging.chmod(stat.S_IMODE(os.stat(folder).st_mode))  # who may read it, as before
         _write_files(staging, payloads)
         fsync_directory(staging)
         replaced = _swap(staging, folder, aside)
