@@ -8,10 +8,17 @@ the scores' exact limbs and tie ranks; the tie ranks are saved too and must come
 Everything `fit` chose or learned on top is stored exactly -- tuned settings, the tuning's
 figures, the automatic kernel choice, the ridge model, the calibration -- so a loaded scorer
 predicts the same bits as the one saved.
+
+Nothing read back is trusted for being in scorer.json (which no digest covers) or in tensors
+scorer.json vouches for: every fitted setting, figure and calibration value is checked on load
+against what the constructor, its flag or `fit` would have allowed (`saved_settings`,
+`SAVED_TENSORS`: one entry a value), and a value outside it is refused naming its place.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -20,11 +27,13 @@ import torch
 from gpu_neighbors._version import __version__
 from gpu_neighbors.core import kernel_ridge
 from gpu_neighbors.core.conformal import Calibration
+from gpu_neighbors.core.inputs import ScoreError, validate_scores
 from gpu_neighbors.core.discriminant import LinearScore
 from gpu_neighbors.core.outside import OutlierTest, OutsideRule
 from gpu_neighbors.core.neighbours import Thresholds
-from gpu_neighbors.core.saved import TENSORS, SavedScorer, SavedScorerError, pack_strings, unpack_strings
-from gpu_neighbors.core.tuning import TuningResult
+from gpu_neighbors.core.saved import CONFIG, TENSORS, SavedScorer, SavedScorerError, pack_strings, unpack_strings
+from gpu_neighbors.core.tuning import DEFAULT_MIN_NEIGHBORS, TuningResult
+from gpu_neighbors.core.validation import BOOLEAN, PARAMETERS, Constraint, interval
 from gpu_neighbors.estimators import Estimator, RidgeFit, estimator_from_settings
 from gpu_neighbors.fitted import FittedScorer
 from gpu_neighbors.intervals import Intervals
@@ -107,13 +116,14 @@ def _prefixed(stored: SavedScorer, prefix: str) -> dict[str, torch.Tensor]:
     return {name.removeprefix(prefix): tensor for name, tensor in stored.tensors.items() if name.startswith(prefix)}
 
 
-def constructor_of(saved: SavedScorer) -> dict[str, Any]:
-    """The constructor's settings of the scorer that was saved (device aside)."""
+def constructor_of(saved: SavedScorer, allow_download: bool = False) -> dict[str, Any]:
+    """The constructor's settings of the scorer that was saved (device aside), its parts
+    allowed to download only where `allow_download` (`with_downloads`)."""
     parts, run = _section(saved, "parts"), _section(saved, "run")
     try:
         estimator = None if parts.get("estimator") is None else estimator_from_settings(parts["estimator"])
         score_range = run.get("score_range")
-        return {"kernel": part_from_settings(parts["kernel"]), "estimator": estimator,
+        return {"kernel": part_from_settings(with_downloads(parts["kernel"], allow_download)), "estimator": estimator,
                 "level": Intervals(**parts["intervals"]), "memory_budget": run.get("memory_budget"),
                 "chunk_size": run.get("chunk_size"),
                 "score_range": None if score_range is None else (float(score_range[0]), float(score_range[1]))}
@@ -121,17 +131,31 @@ def constructor_of(saved: SavedScorer) -> dict[str, Any]:
         raise SavedScorerError(f"scorer.json: the parts' settings cannot be rebuilt ({error})") from None
 
 
-def fitted_parts(saved: SavedScorer) -> tuple[KernelPart, Estimator]:
-    """The kernel and estimator the scorer was fitted with (with `Auto`, the chosen kernel)."""
+def fitted_parts(saved: SavedScorer, allow_download: bool = False) -> tuple[KernelPart, Estimator]:
+    """The kernel and estimator the scorer was fitted with (with `Auto`, the chosen kernel),
+    allowed to download only where `allow_download`."""
     fitted = _section(saved, "fitted")
     try:
-        kernel = part_from_settings(fitted["kernel"])
+        kernel = part_from_settings(with_downloads(fitted["kernel"], allow_download))
         estimator = estimator_from_settings(fitted["estimator"])
     except (KeyError, TypeError, ValueError) as error:
         raise SavedScorerError(f"scorer.json: the fitted parts cannot be rebuilt ({error})") from None
     if isinstance(kernel, Auto):
         raise SavedScorerError("scorer.json: the fitted kernel must be one kernel, not auto")
     return kernel, estimator
+
+
+def with_downloads(settings: Any, allow_download: bool) -> Any:
+    """A kernel part's saved settings with `allow_download` in place of the saved one (and in
+    the kernels of a choice or a combination): the caller of a load decides whether it may
+    reach the hub, never the folder. Anything else as it is, for the part to refuse."""
+    if not isinstance(settings, dict):
+        return settings
+    given = {**settings, **({"allow_download": allow_download} if "allow_download" in settings else {})}
+    if isinstance(given.get("kernels"), list):
+        given["kernels"] = [{**kernel, "allow_download": allow_download} if isinstance(kernel, dict) else kernel
+                            for kernel in given["kernels"]]
+    return given
 
 
 def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
@@ -175,10 +199,9 @@ def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int,
     if not np.isfinite([score.intercept, *score.weights]).all():
         raise ValueError("the degeneracy score's coefficients are not all finite")
     columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(TEST_LOW_IS_ATYPICAL)))
-    products = tensors["outside_products"].numpy()
-    if any(column.ndim != 1 or column.size > size or np.any(np.diff(column) < 0) for column in columns) or (
-            products.ndim != 1 or products.size != size or np.any(np.diff(products) < 0)):
-        raise ValueError("the outlier test's tensors are not sorted calibration values")
+    products = tensors["outside_products"].numpy()  # their values: checked on load (SAVED_TENSORS)
+    if any(column.size > size for column in columns) or products.size != size:
+        raise ValueError(f"the outlier test's tensors are not the calibration values of {size} texts")
     test = OutlierTest(columns, TEST_LOW_IS_ATYPICAL, size, products, TEST_ALONE)
     return scorer.intervals_part.outside_rule(test, score, scorer.train_scores_, scorer.score_range)
 
@@ -201,8 +224,118 @@ def _section(saved: SavedScorer, name: str) -> dict[str, Any]:
 
 
 def training_scores(saved: SavedScorer) -> np.ndarray:
-    """The training scores, float64 bits as saved."""
-    scores = np.asarray(saved.scores, dtype=np.float64)
-    if not np.isfinite(scores).all():
-        raise SavedScorerError(f"{TENSORS}: a training score is not a finite number")
-    return scores
+    """The training scores, float64 bits as saved, checked as `fit` checks them: finite, and in
+    the saved score range."""
+    score_range = _section(saved, "run").get("score_range")
+    try:
+        return validate_scores(np.asarray(saved.scores, dtype=np.float64), len(saved.texts),
+                               None if score_range is None else (score_range[0], score_range[1]))
+    except ScoreError as error:
+        raise SavedScorerError(f"{TENSORS}: training score {error.index}: {error.reason}") from None
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a saved value must be; null (or no entry) passes where `optional`."""
+
+    constraint: Constraint
+    optional: bool = False
+
+
+OBJECT = Constraint("an object", lambda value: isinstance(value, dict))
+# A figure that may be undefined (NaN: a rho with no estimate to rank), but a number.
+FIGURE = Constraint("a number", lambda value: isinstance(value, Real) and not isinstance(value, bool))
+FIGURES = Constraint("an object of numbers", lambda value: isinstance(value, dict) and all(
+    FIGURE.accepts(figure) for figure in value.values()))
+
+
+def _setting(name: str, optional: bool = False) -> Expected:
+    """What the constructor's (or fit's) setting `name` takes, from the one parameter table."""
+    return Expected(PARAMETERS[name].constraint, optional)
+
+
+def _thresholds(section: str, num_train: int) -> dict[str, Expected]:
+    """A `Thresholds` saved at `section`: each field as its setting takes it; a, which no
+    setting bounds, at most the training texts or the most the tuning grid tries (past the
+    training texts every estimate is undefined, past int64 a load failed)."""
+    neighbours = interval(1, max(num_train, *DEFAULT_MIN_NEIGHBORS), integer=True)
+    return {section: Expected(OBJECT), f"{section}.tau": _setting("tau"),
+            f"{section}.min_neighbors": Expected(neighbours), f"{section}.max_fraction": _setting("max_fraction"),
+            f"{section}.power": _setting("power"), f"{section}.estimator": _setting("estimator"),
+            f"{section}.top_k": _setting("top_k", optional=True),
+            f"{section}.penalty": _setting("penalty", optional=True)}
+
+
+def saved_settings(num_train: int) -> dict[str, Expected]:
+    """Every value of scorer.json that `load` uses as it is (the parts' settings go through the
+    parts' constructors), by its dotted place, a section before what it holds; for a scorer of
+    `num_train` training texts. A new saved value is one entry here."""
+    return {
+        "run": Expected(OBJECT), "run.memory_budget": _setting("memory_budget", optional=True),
+        "run.chunk_size": _setting("chunk_size", optional=True),
+        "run.score_range": _setting("score_range", optional=True),
+        "fitted": Expected(OBJECT),
+        **_thresholds("fitted.thresholds", num_train),
+        "fitted.tuning": Expected(OBJECT, optional=True),
+        **_thresholds("fitted.tuning.thresholds", num_train),
+        "fitted.tuning.spearman": Expected(FIGURE), "fitted.tuning.coverage": Expected(interval(0, 1)),
+        "fitted.tuning.min_coverage": _setting("min_coverage"), "fitted.tuning.feasible": Expected(BOOLEAN),
+        "fitted.tuning.settings_tried": Expected(interval(1, integer=True)),
+        "fitted.selection": Expected(FIGURES, optional=True),
+        "fitted.calibration_floor": Expected(interval(0, closed="neither")),
+        "fitted.outside_texts": Expected(interval(1, integer=True)),
+        "fitted.ridge": Expected(OBJECT, optional=True),
+        "fitted.ridge.intercept": Expected(interval()), "fitted.ridge.penalty": _setting("penalty"),
+    }
+
+
+def _float64s(description: str, accepts: Callable[[np.ndarray], bool]) -> Constraint:
+    return Constraint(description, lambda tensor: isinstance(tensor, torch.Tensor) and tensor.dim() == 1
+                      and tensor.dtype == torch.float64 and accepts(tensor.numpy()))
+
+
+def _ascending(values: np.ndarray) -> bool:
+    return bool(np.isfinite(values).all() and (np.diff(values) >= 0).all())
+
+
+FINITE = _float64s("finite float64 values", lambda values: bool(np.isfinite(values).all()))
+# The saved tensors `load` uses as they are (the encoding's are checked by the kernel and the
+# typicality tables as they are read), by name: a new one is one entry here.
+SAVED_TENSORS: dict[str, Expected] = {
+    "calibration_residuals": Expected(_float64s("ascending finite non-negative float64 values",
+                                                lambda values: _ascending(values) and bool((values >= 0).all()))),
+    **{f"outside_{index}": Expected(_float64s("ascending finite float64 values", _ascending))
+       for index in range(len(TEST_LOW_IS_ATYPICAL))},
+    "outside_products": Expected(_float64s("ascending float64 values in (0, 1]", lambda values: _ascending(values)
+                                           and bool(((values > 0) & (values <= 1)).all()))),
+    "ridge_alpha": Expected(FINITE, optional=True),
+    "ridge_loo": Expected(FINITE, optional=True),
+}
+
+
+def check_saved(saved: SavedScorer) -> None:
+    """Refuse, naming it, the first saved value outside what `saved_settings` and
+    `SAVED_TENSORS` say it must be."""
+    for place, expected in saved_settings(len(saved.texts)).items():
+        *sections, name = place.split(".")
+        holder: Any = saved.config
+        for section in sections:
+            holder = holder.get(section) if isinstance(holder, dict) else None
+        if holder is None:  # an optional section that is null: its own entry said so
+            continue
+        _check(f"{CONFIG}: {place}", holder.get(name), expected)
+    for name, expected in SAVED_TENSORS.items():
+        _check(f"{TENSORS}: tensor {name!r}", saved.tensors.get(name), expected)
+
+
+def _check(what: str, value: Any, expected: Expected) -> None:
+    if value is None:
+        if expected.optional:
+            return
+        problem = "but is missing"
+    elif expected.constraint.accepts(value):
+        return
+    else:
+        problem = "and is not" if isinstance(value, torch.Tensor) else f"not {value!r:.60}"
+    raise SavedScorerError(f"{what} must be {expected.constraint.description}"
+                           f"{' or null' if expected.optional else ''}, {problem}")

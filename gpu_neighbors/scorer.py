@@ -229,7 +229,8 @@ class NeighborsScorer(FittedScorer):
     def fitted(cls, scorer: NeighborsScorer | str | os.PathLike[str], device: str | torch.device | None = None,
                ) -> NeighborsScorer:
         """`scorer` if it is a fitted scorer, else the saved scorer in folder `scorer` (on
-        `device`): what training loops, metrics and rewards take."""
+        `device`, with no downloads: load it yourself to allow them): what training loops,
+        metrics and rewards take."""
         if isinstance(scorer, NeighborsScorer):
             scorer._check_fitted()
             return scorer
@@ -238,13 +239,19 @@ class NeighborsScorer(FittedScorer):
         raise TypeError(f"a fitted NeighborsScorer or a saved scorer's folder, not {type(scorer).__name__}")
 
     @classmethod
-    def load(cls, folder: str | os.PathLike[str], device: str | torch.device | None = None) -> NeighborsScorer:
+    def load(cls, folder: str | os.PathLike[str], device: str | torch.device | None = None,
+             allow_download: bool = False) -> NeighborsScorer:
         """A scorer saved by `save`, on `device` (None: auto), predicting the same bits as the
-        scorer that saved it. Nothing in the folder is unpickled or run; a folder that is not a
-        complete, unchanged saved scorer is refused with the file named (`core/saved.py`)."""
+        scorer that saved it. Nothing in the folder is unpickled or run, and no tokenizer or
+        model comes from the hub unless `allow_download` (whatever the folder says); a folder
+        that is not a complete, unchanged saved scorer, or whose settings and fitted values are
+        not ones `fit` could have made, is refused with the file named (`core/saved.py`,
+        `saving.check_saved`)."""
+        SCORER_PARAMETERS["allow_download"].check(allow_download)
         stored = saved.read(folder)
-        scorer = cls(**saving.constructor_of(stored), device="auto" if device is None else device)
-        kernel, estimator = saving.fitted_parts(stored)
+        saving.check_saved(stored)
+        scorer = cls(**saving.constructor_of(stored, allow_download), device="auto" if device is None else device)
+        kernel, estimator = saving.fitted_parts(stored, allow_download)
         with kernel_threads(kernel.name):
             scorer._encode(kernel, estimator, stored.texts, saving.training_scores(stored), stored)
         saving.restore(scorer, stored)

@@ -27,12 +27,12 @@ from gpu_neighbors import (
     WhitespaceTokenizer,
     __version__,
 )
-from safetensors.torch import load_file, save_file
 
 from gpu_neighbors.core.saved import (CONFIG, FORMAT_VERSION, TENSORS, TRAINING, SavedScorerError, pack_strings,
                                       unpack_strings)
 from gpu_neighbors.text.tfidf import TfidfFeatures
 from gpu_neighbors.text.typicality import Typicality
+from forged import forge_tensors, record_file, rewrite_config
 from minilm import MODEL_PATH
 
 CASES = {
@@ -147,19 +147,6 @@ def saved(data, tmp_path):
     return fitted(CASES["tfidf-ridge"], data).save(tmp_path / "saved")
 
 
-def rewrite_config(folder, change) -> None:
-    config = json.loads((folder / CONFIG).read_text())
-    change(config)
-    (folder / CONFIG).write_text(json.dumps(config))
-
-
-def record_file(folder, name) -> None:
-    """Make scorer.json vouch for the file as it now is (a tamperer who also edits the JSON)."""
-    data = (folder / name).read_bytes()
-    rewrite_config(folder, lambda config: config["files"].__setitem__(
-        name, {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}))
-
-
 def test_a_newer_or_older_format_is_refused(saved):
     rewrite_config(saved, lambda config: config.__setitem__("format_version", FORMAT_VERSION + 1))
     with pytest.raises(SavedScorerError, match=rf"scorer.json: format version {FORMAT_VERSION + 1} is newer"):
@@ -250,17 +237,6 @@ def test_a_folder_that_is_not_a_saved_scorer_is_refused(tmp_path, saved):
         NeighborsScorer.load(saved)
 
 
-def forge_tensors(folder, change) -> None:
-    """Change tensors and make scorer.json vouch for them (a tamperer who edits both files)."""
-    tensors = load_file(folder / TENSORS)
-    change(tensors)
-    save_file(tensors, folder / TENSORS)
-    record_file(folder, TENSORS)
-    rewrite_config(folder, lambda config: config.__setitem__("tensors", {
-        name: {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
-        for name, tensor in tensors.items()}))
-
-
 def test_the_default_scorer_loads_its_encoding_without_encoding_again(data, tmp_path, monkeypatch):
     """The TF-IDF kernel's features and the typicality tables are read, not rebuilt: building
     either is made to fail, and the loaded scorer still gives the saver's bits."""
@@ -287,7 +263,7 @@ def test_the_default_scorer_loads_its_encoding_without_encoding_again(data, tmp_
     ("training.text_ends", lambda tensor: tensor.flip(0), "training texts cannot be read .*ends are not increasing"),
     ("training.texts", lambda tensor: tensor.fill_(0xFF), "training texts cannot be read .*not UTF-8"),
     ("training.scores", lambda tensor: tensor[:-1], "89 scores, but scorer.json says 90"),
-    ("training.scores", lambda tensor: tensor.fill_(float("nan")), "a training score is not a finite number"),
+    ("training.scores", lambda tensor: tensor.fill_(float("nan")), "training score 0: nan is not a finite number"),
 ])
 def test_a_forged_encoding_is_refused_before_it_is_used(data, tmp_path, name, change, message):
     """Indices out of range in a sparse tensor built without checks would read past its

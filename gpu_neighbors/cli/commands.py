@@ -19,7 +19,7 @@ from gpu_neighbors.core.saved import CONFIG, TENSORS, TRAINING, check_folder
 from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
-from gpu_neighbors.data.output import check_outputs
+from gpu_neighbors.data.output import check_outputs, locked
 from gpu_neighbors.data.paths import spelled_once
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.agreement import agreement
@@ -113,7 +113,7 @@ def command_score(args: argparse.Namespace) -> int:
                              announce=not args.quiet)
         header = {"train": spelled_once(args.train), "train_content_sha256": train.digest()}
     else:  # the run records which scorer it used: --resume refuses another
-        scorer = NeighborsScorer.load(args.scorer, device=args.device)
+        scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download)
         header = {"scorer": spelled_once(args.scorer), "scorer_sha256": file_digest(saved_file(args.scorer))}
     summary = score_file(
         scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
@@ -174,15 +174,16 @@ def command_fit(args: argparse.Namespace) -> int:
     """Fit once and save: the signature, and the leave-one-out agreement the settings were
     tuned on (or, untuned, the scorer's leave-one-out rho on its training set)."""
     kept = _kept_fields(args)
-    check_folder(args.save, args.overwrite, replace="pass --overwrite")  # before the fit, not after it
-    data = read_data(args, args.train, keep_fields=kept)
-    for name in kept:
-        if not any(name in extra for extra in data.extra):
-            raise InputError("no record has it (--keep-fields)", path=args.train, field=name)
-    scorer = fit_on_file(scorer_from_args(args), data, args.train, args.score_field, args.tune, args.min_coverage,
-                         announce=True)
-    fields = {name: [extra.get(name) for extra in data.extra] for name in kept}
-    folder = scorer.save(args.save, overwrite=args.overwrite, fields=fields)
+    with locked(args.save):  # the lock every writing command takes: a second run on the folder fails at once
+        check_folder(args.save, args.overwrite, replace="pass --overwrite")  # before the fit, not after it
+        data = read_data(args, args.train, keep_fields=kept)
+        for name in kept:
+            if not any(name in extra for extra in data.extra):
+                raise InputError("no record has it (--keep-fields)", path=args.train, field=name)
+        scorer = fit_on_file(scorer_from_args(args), data, args.train, args.score_field, args.tune,
+                             args.min_coverage, announce=True)
+        fields = {name: [extra.get(name) for extra in data.extra] for name in kept}
+        folder = scorer.save(args.save, overwrite=args.overwrite, fields=fields)
     if scorer.tuning_ is not None:
         figures = f"tuned by leave-one-out: rho {scorer.tuning_.spearman:.3f}, coverage {scorer.tuning_.coverage:.2f}"
     else:
@@ -263,7 +264,7 @@ def _evaluate_saved(args: argparse.Namespace) -> int:
     """evaluate --scorer: a saved scorer's estimates of --data's texts against their scores."""
     if args.heldout is not None:
         raise ValueError("--heldout is for a scorer fitted here: with --scorer, --data holds the held-out texts")
-    scorer = NeighborsScorer.load(args.scorer, device=args.device)
+    scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download)
     data = read_data(args, args.data)
     prediction = scorer.predict(data.texts)
     assert prediction.low is not None and prediction.high is not None and prediction.outside is not None

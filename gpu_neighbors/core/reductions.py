@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import torch
 
+from gpu_neighbors.core.files import NOFOLLOW, naming
 from gpu_neighbors.core.neighbours import decode_limbs
 from gpu_neighbors.core.tiling import Reduction, Tile
 
@@ -82,14 +83,14 @@ class NpyReduction:
         self.columns = columns
         # Never through a symbolic link: the caller made the file (exclusively) for us, and a link
         # put in its place since would send the matrix into the link's target.
-        flags = os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-        with os.fdopen(os.open(self.path, flags), "wb") as handle:
+        flags = os.O_WRONLY | os.O_TRUNC | NOFOLLOW
+        with naming(self.path), os.fdopen(os.open(self.path, flags), "wb") as handle:  # sized: past a limit, named
             header = {"descr": np.lib.format.dtype_to_descr(NPY_DTYPE), "fortran_order": False,
                       "shape": (rows, columns)}
             np.lib.format.write_array_header_2_0(handle, header)
             self.offset = handle.tell()
             handle.truncate(self.offset + rows * columns * NPY_DTYPE.itemsize)
-        self.descriptor: int | None = os.open(self.path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+        self.descriptor: int | None = os.open(self.path, os.O_WRONLY | NOFOLLOW)
 
     def add(self, tile: Tile) -> None:
         assert self.descriptor is not None, "the file is closed: result() was called"
@@ -105,7 +106,8 @@ class NpyReduction:
 
     def result(self) -> Path:
         if self.descriptor is not None:
-            os.fsync(self.descriptor)
+            with naming(self.path):
+                os.fsync(self.descriptor)
             os.close(self.descriptor)
             self.descriptor = None
         return self.path

@@ -11,23 +11,37 @@
 
 Writing: each file goes to NAME.partial (created exclusively, never through a link), is fsynced
 and renamed into place, scorer.json last, so a folder with a scorer.json at its name is a
-complete one (the discipline of `data/output.py`, which sits above the scorer and so cannot be
-imported here). Reading never unpickles and never runs code from the folder: JSON, safetensors
-and JSON lines only, and every file is checked against scorer.json (size, digest, then dtypes
-and shapes) before it is used. Each refusal is one line naming the file.
+complete one (with `data/output.py`'s steps, `core/files.py`). A scorer that is replaced stays
+whole until its successor is: the new one is written complete into the sibling folder
+FOLDER.partial, and the two folders are swapped in one step (renameat2's exchange; where a
+system lacks it, two renames, between which a kill leaves the old scorer at FOLDER.replaced).
+A full disk, an error or a kill at any point leaves the old scorer loadable; whatever a save
+leaves beside the folder holds only a scorer's files, and the next save removes it.
+
+Reading never unpickles and never runs code from the folder: JSON, safetensors and JSON lines
+only, and every file is checked against scorer.json (size, digest, then dtypes and shapes)
+before it is used. Only regular files are read, never through a link (a link could
+read another file, /dev/zero without end; a FIFO would never answer), and each file's size on
+disk is compared with the recorded one before a byte of it is read. Each refusal is one line
+naming the file.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from gpu_neighbors.core.files import CLOEXEC, NOFOLLOW, create_new, exchange, fsync_directory, naming
 
 FORMAT = "gpu-neighbors scorer"
 # 2: the training texts and scores are in the tensors (1 kept them in training.jsonl alone);
@@ -36,7 +50,12 @@ FORMAT = "gpu-neighbors scorer"
 # a folder of another version is refused in one line
 FORMAT_VERSION = 5
 CONFIG, TENSORS, TRAINING = "scorer.json", "tensors.safetensors", "training.jsonl"
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# Everything a saved scorer's folder may hold: its files, and their partial files while written.
+OWN_FILES = frozenset(name + suffix for name in (CONFIG, TENSORS, TRAINING) for suffix in ("", ".partial"))
+MAX_CONFIG_BYTES = 16 << 20  # scorer.json: settings and figures, a few kilobytes; nothing records its size
+# Why a folder that is a mount point (or a bind mount) cannot hold a scorer that is replaced.
+MOUNTED = ("a saved scorer is replaced by swapping its folder with the new one written beside it, which a mount "
+           "point cannot be: save into a folder inside it")
 # The training texts and scores also ride in the tensors (packed UTF-8, float64): the copy `read`
 # uses, since decoding them costs a seventh of parsing training.jsonl, which is there for people
 # to read and is parsed only for the fields kept beside the texts.
@@ -85,24 +104,31 @@ def unpack_strings(data: torch.Tensor, ends: torch.Tensor) -> list[str]:
 def check_folder(folder: str | os.PathLike[str], overwrite: bool = False,
                  replace: str = "give overwrite=True") -> None:
     """What `write` refuses, for a caller to check before a long fit: a file in place of the
-    folder, a saved scorer there unless `overwrite` (`replace` says how to ask for it), and a
-    folder holding anything else."""
+    folder, a saved scorer there unless `overwrite` (`replace` says how to ask for it), a folder
+    holding anything else, and beside a scorer to replace, a FOLDER.partial or FOLDER.replaced
+    that holds anything but a scorer's files (a save's leftovers, which it removes)."""
     folder = Path(folder)
     if not folder.is_dir():
         if folder.exists():
             raise FileExistsError(f"{folder}: is a file, not a folder to save a scorer in")
         return
-    if (folder / CONFIG).exists() and not overwrite:
+    if os.path.lexists(folder / CONFIG) and not overwrite:
         raise FileExistsError(f"{folder / CONFIG}: a saved scorer is already there; {replace} to replace it")
-    strangers = sorted(path.name for path in folder.iterdir()
-                       if path.name not in (CONFIG, TENSORS, TRAINING) and not path.name.endswith(".partial"))
+    strangers = sorted(path.name for path in folder.iterdir() if path.name not in OWN_FILES)
     if strangers:
         raise FileExistsError(f"{folder}: holds {', '.join(strangers[:3])}, not a saved scorer: choose an empty folder")
+    if os.path.lexists(folder / CONFIG):
+        if os.path.ismount(os.path.realpath(folder)):
+            raise FileExistsError(f"{folder}: a mount point, and {MOUNTED}")
+        for suffix in (".partial", ".replaced"):
+            _leftover_files(_sibling(folder, suffix))
 
 
 def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = False) -> Path:
     """Write `saved` to `folder` (made if missing); a folder that already holds a scorer is
-    replaced only with `overwrite`, and one that holds anything else never."""
+    replaced only with `overwrite`, and one that holds anything else never. All or nothing: a
+    scorer replaced stays whole and loadable until the new one is complete (module docstring);
+    an OS error names its file."""
     from safetensors.torch import save
 
     folder = Path(folder)
@@ -131,10 +157,86 @@ def write(folder: str | os.PathLike[str], saved: SavedScorer, overwrite: bool = 
               "tensors": shapes,
               "training": {"count": len(saved.texts), "fields": list(saved.fields)}}
     payloads[CONFIG] = (json.dumps(config, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
-    folder.mkdir(parents=True, exist_ok=True)  # only now: a save refused above leaves no folder behind
+    if not os.path.lexists(folder / CONFIG):  # nothing to keep whole: written in place, scorer.json last
+        folder.mkdir(parents=True, exist_ok=True)  # only now: a save refused above leaves no folder behind
+        _write_files(folder, payloads)
+        return folder
+    _replace(Path(os.path.realpath(folder)), payloads)
+    return folder
+
+
+def _write_files(folder: Path, payloads: Mapping[str, bytes]) -> None:
     for name in (TENSORS, TRAINING, CONFIG):  # scorer.json last: its presence means complete
         _write_atomically(folder / name, payloads[name])
-    return folder
+
+
+def _replace(folder: Path, payloads: Mapping[str, bytes]) -> None:
+    """The scorer in `folder` replaced by `payloads`' as one step: written complete into the
+    sibling FOLDER.partial, then swapped in (`exchange`), the old one removed after."""
+    staging, aside = _sibling(folder, ".partial"), _sibling(folder, ".replaced")
+    for leftover in (staging, aside):  # of a save killed before it finished: only a scorer's files
+        _remove(leftover, _leftover_files(leftover))
+    staging.mkdir()
+    replaced = staging  # where the old scorer is once the new one is in place
+    try:
+        staging.chmod(stat.S_IMODE(os.stat(folder).st_mode))  # who may read it, as before
+        _write_files(staging, payloads)
+        fsync_directory(staging)
+        replaced = _swap(staging, folder, aside)
+        fsync_directory(folder.parent)
+    finally:  # the unfinished new scorer, or the old one once replaced; a failure here loses nothing
+        for leftover in {staging, replaced}:
+            with suppress(OSError):
+                _remove(leftover, _leftover_files(leftover))
+
+
+def _swap(staging: Path, folder: Path, aside: Path) -> Path:
+    """The complete new scorer at `staging` put in `folder`'s place; returns where the old one
+    is then. In one step where the system can (`exchange`), else by two renames, between which
+    the old scorer is at `aside`."""
+    try:
+        if exchange(staging, folder):
+            return staging
+        os.rename(folder, aside)
+    except OSError as error:
+        if error.errno in (errno.EBUSY, errno.EXDEV):
+            raise OSError(error.errno, f"{error.strerror}: {MOUNTED}", str(folder)) from None
+        raise
+    try:
+        os.rename(staging, folder)
+    except BaseException:
+        os.rename(aside, folder)
+        raise
+    return aside
+
+
+def _sibling(folder: Path, suffix: str) -> Path:
+    """FOLDER + suffix beside the folder itself (a link to one: beside its target)."""
+    real = Path(os.path.realpath(folder))
+    return real.with_name(real.name + suffix)
+
+
+def _leftover_files(folder: Path) -> list[str]:
+    """The names in `folder`, a save's leftover beside the scorer it wrote (nothing if it is
+    missing); refused where it is not a folder holding a scorer's files alone."""
+    if not os.path.lexists(folder):
+        return []
+    if folder.is_symlink() or not folder.is_dir():
+        raise FileExistsError(f"{folder}: is not the folder a save of the scorer beside it leaves: move it away")
+    names = sorted(os.listdir(folder))
+    strangers = [name for name in names if name not in OWN_FILES]
+    if strangers:
+        raise FileExistsError(f"{folder}: holds {', '.join(strangers[:3])}, not what a save of the scorer beside it "
+                              "leaves: move it away")
+    return names
+
+
+def _remove(folder: Path, names: list[str]) -> None:
+    if not os.path.lexists(folder):
+        return
+    for name in names:
+        (folder / name).unlink()
+    folder.rmdir()
 
 
 def _json_line(record: dict[str, Any], index: int, fields: dict[str, list[Any]]) -> str:
@@ -153,19 +255,12 @@ def _json_line(record: dict[str, Any], index: int, fields: dict[str, list[Any]])
 
 def _write_atomically(path: Path, data: bytes) -> None:
     partial = path.with_name(path.name + ".partial")
-    partial.unlink(missing_ok=True)  # a stale one, or a planted link: removing a link never follows it
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666)
-    with os.fdopen(descriptor, "wb") as handle:
+    with naming(partial), create_new(partial) as handle:  # a full disk's error names the file
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(partial, path)
-    if os.name == "posix":
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+    fsync_directory(path.parent)
 
 
 def read(folder: str | os.PathLike[str]) -> SavedScorer:
@@ -175,12 +270,17 @@ def read(folder: str | os.PathLike[str]) -> SavedScorer:
 
     folder = Path(folder)
     config_path = folder / CONFIG
-    if not folder.is_dir() or not config_path.is_file():
-        raise SavedScorerError(f"{folder}: not a saved scorer (no {CONFIG} in it)")
+    if not folder.is_dir() or not (config_path.exists() or config_path.is_symlink()):
+        replaced = _sibling(folder, ".replaced")
+        where = (f"; a save that replaced it was stopped between its two renames: the earlier scorer is in "
+                 f"{replaced}" if (replaced / CONFIG).is_file() else "")
+        raise SavedScorerError(f"{folder}: not a saved scorer (no {CONFIG} in it){where}")
     try:
-        config = json.loads(config_path.read_bytes())
+        config = json.loads(_regular_file(config_path, None))
     except (ValueError, UnicodeDecodeError) as error:
         raise SavedScorerError(f"{config_path}: not a saved scorer's settings (not JSON: {error})") from None
+    except RecursionError:
+        raise SavedScorerError(f"{config_path}: not a saved scorer's settings (nested too deeply)") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise SavedScorerError(f"{config_path}: not a saved scorer's settings (no \"format\": \"{FORMAT}\")")
     version = config.get("format_version")
@@ -205,19 +305,59 @@ def read(folder: str | os.PathLike[str]) -> SavedScorer:
 
 def _checked_bytes(folder: Path, name: str, config: Mapping[str, Any]) -> bytes:
     path = folder / name
-    expected = (config.get("files") or {}).get(name)
-    if not isinstance(expected, dict):
+    expected = _section(folder / CONFIG, config, "files").get(name)
+    size = expected.get("size") if isinstance(expected, dict) else None
+    if not isinstance(expected, dict) or type(size) is not int or size < 0:
         raise SavedScorerError(f"{folder / CONFIG}: records no size and digest for {name}")
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise SavedScorerError(f"{path}: cannot be read ({error.strerror or error})") from None
-    if len(data) != expected.get("size"):
-        raise SavedScorerError(f"{path}: {len(data)} bytes, but {CONFIG} says {expected.get('size')} "
-                               "(truncated or replaced)")
+    data = _regular_file(path, size)
     if hashlib.sha256(data).hexdigest() != expected.get("sha256"):
         raise SavedScorerError(f"{path}: its SHA-256 is not the one {CONFIG} records (changed since it was saved)")
     return data
+
+
+def _regular_file(path: Path, size: int | None) -> bytes:
+    """The bytes of `path`, a regular file (not a link, a FIFO or a device) of `size` bytes
+    (None: at most MAX_CONFIG_BYTES), both checked on the open file before it is read."""
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            raise SavedScorerError(f"{path}: is a symbolic link; a saved scorer's files are regular files in its "
+                                   "folder")
+        # O_NONBLOCK: opening a FIFO would otherwise wait for a writer; a regular file ignores it
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | NOFOLLOW | CLOEXEC)
+    except OSError as error:
+        reason = "is a symbolic link" if error.errno == errno.ELOOP else f"cannot be read ({error.strerror or error})"
+        raise SavedScorerError(f"{path}: {reason}") from None
+    try:
+        _check_status(path, os.fstat(descriptor), size)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    with os.fdopen(descriptor, "rb") as handle:
+        try:
+            data = handle.read((MAX_CONFIG_BYTES if size is None else size) + 1)  # the + 1: one that grew since
+        except OSError as error:
+            raise SavedScorerError(f"{path}: cannot be read ({error.strerror or error})") from None
+    if size is not None and len(data) != size:
+        raise SavedScorerError(f"{path}: {len(data)} bytes, but {CONFIG} says {size} (changed while read)")
+    return data
+
+
+def _check_status(path: Path, status: os.stat_result, size: int | None) -> None:
+    if not stat.S_ISREG(status.st_mode):
+        raise SavedScorerError(f"{path}: is not a regular file; a saved scorer's files are regular files")
+    if size is None and status.st_size > MAX_CONFIG_BYTES:
+        raise SavedScorerError(f"{path}: {status.st_size} bytes, more than a saved scorer's settings hold "
+                               f"({MAX_CONFIG_BYTES})")
+    if size is not None and status.st_size != size:
+        raise SavedScorerError(f"{path}: {status.st_size} bytes, but {CONFIG} says {size} (truncated or replaced)")
+
+
+def _section(path: Path, config: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """scorer.json's `name` section, an object (refused naming `path` where it is something else)."""
+    section = config.get(name)
+    if not isinstance(section, dict):
+        raise SavedScorerError(f"{path}: its {name!r} entry must be an object, not {section!r:.60}")
+    return section
 
 
 def _check_tensors(path: Path, tensors: Mapping[str, torch.Tensor], declared: Any) -> None:
@@ -239,7 +379,7 @@ def _training_set(path: Path, tensors: dict[str, torch.Tensor], config: Mapping[
         texts = unpack_strings(packed[0], packed[1])
     except (KeyError, ValueError) as error:
         raise SavedScorerError(f"{path}: the training texts cannot be read ({error})") from None
-    count = (config.get("training") or {}).get("count")
+    count = _section(path.parent / CONFIG, config, "training").get("count")
     if len(texts) != count or packed[2].shape != (len(texts),):
         raise SavedScorerError(f"{path}: {len(texts)} training texts and {packed[2].numel()} scores, but {CONFIG} "
                                f"says {count}")
@@ -250,7 +390,7 @@ def _fields(path: Path, data: bytes, config: Mapping[str, Any], texts: list[str]
             scores: list[float]) -> dict[str, list[Any]]:
     """The fields kept beside the training texts, read from training.jsonl, whose texts and
     scores must be the tensors' (read only where there are fields)."""
-    names = (config.get("training") or {}).get("fields", [])
+    names = _section(path.parent / CONFIG, config, "training").get("fields", [])
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
         raise SavedScorerError(f"{path.parent / CONFIG}: the training fields must be a list of names, not {names!r}")
     if not names:
@@ -287,11 +427,13 @@ def _records(path: Path, data: bytes) -> list[Any]:
         records: list[Any] = json.loads("[" + ",".join(lines) + "]")
         if len(records) == len(lines):  # else a line held two values, or none
             return records
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     for number, line in enumerate(lines, start=1):
         try:
             json.loads(line)
         except ValueError:
             raise SavedScorerError(f"{path}:{number}: not a JSON line") from None
+        except RecursionError:
+            raise SavedScorerError(f"{path}:{number}: a value nested too deeply") from None
     raise SavedScorerError(f"{path}: not JSON lines (one record a line)")

@@ -118,8 +118,9 @@ def _is_range(value: Any) -> bool:
 def _is_weights(value: Any) -> bool:
     if not isinstance(value, (tuple, list)) or not len(value) >= 1:
         return False
-    non_negative = interval(0)
-    return all(non_negative.accepts(weight) for weight in value) and abs(math.fsum(value) - 1) <= 1e-6
+    # each in [0, 1 + 1e-6] first: then the sum cannot pass float range (fsum raises OverflowError)
+    weight = interval(0, 1 + 1e-6)
+    return all(weight.accepts(each) for each in value) and abs(math.fsum(value) - 1) <= 1e-6
 
 
 def _is_names(value: Any) -> bool:

@@ -17,24 +17,25 @@ the main output last: a file at an output's own name is therefore always a finis
 a run that fails, is killed or meets a full disk leaves the earlier outputs (all of them) as
 they were. A resumable writer (`writer.ResultWriter`) keeps its partial file and its progress
 record (`NAME.meta.json`, which from the start of a run describes that run, so that it can be
-resumed) for the next run; every other command removes its partial files.
+resumed) for the next run; every other command removes its partial files. Every OS error names
+the file it met (`core.files`: a full disk's write names none of its own). An output written by
+another writer (a saved scorer's folder, `core/saved.py`) takes the same lock (`locked`).
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from gpu_neighbors.core.files import CLOEXEC, NOFOLLOW, create_new, fsync_directory, naming
 from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike
 from gpu_neighbors.data.paths import check_distinct
 
 SIDECARS = (".partial", ".lock", ".meta.json", ".meta.json.tmp")
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def sidecar(path: PathLike, suffix: str) -> Path:
@@ -42,29 +43,22 @@ def sidecar(path: PathLike, suffix: str) -> Path:
     return Path(f"{path}{suffix}")
 
 
-def create_new(path: Path) -> IO[bytes]:
-    """`path` opened for writing as a new file. A stale file of that name is removed first
-    (removing a symbolic link removes the link, never its target); the open then neither
-    follows a link nor takes over a file made meanwhile by someone else."""
-    path.unlink(missing_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-    return os.fdopen(os.open(path, flags, 0o666), "wb")
-
-
 def open_existing(path: Path) -> IO[bytes]:
     """`path` opened to read and append without following a link (a resumed partial file)."""
-    return os.fdopen(os.open(path, os.O_RDWR | os.O_APPEND | _NOFOLLOW | _CLOEXEC), "r+b")
+    return os.fdopen(os.open(path, os.O_RDWR | os.O_APPEND | NOFOLLOW | CLOEXEC), "r+b")
 
 
-def fsync_directory(directory: Path) -> None:
-    """Makes a rename durable; POSIX only (Windows cannot open a directory)."""
-    if os.name != "posix":
-        return
-    descriptor = os.open(directory, os.O_RDONLY)
+@contextlib.contextmanager
+def locked(path: PathLike) -> Iterator[None]:
+    """The lock `SafeOutput` takes beside each output, held around the block, for an output
+    written by another writer (a saved scorer's folder, `core/saved.py`): a second run on it
+    fails at once."""
+    output = Path(path)  # "folder/" locks folder.lock beside it, not .lock inside it
+    handle = _lock_beside(output)
     try:
-        os.fsync(descriptor)
+        yield
     finally:
-        os.close(descriptor)
+        _unlock(output, handle)
 
 
 class SafeOutput:
@@ -93,12 +87,7 @@ class SafeOutput:
         check_outputs(outputs, inputs, overwrite=True, standard_output=standard_output)
         try:
             for path in self.paths:
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                except FileExistsError as error:
-                    raise InputError(f"cannot create its folder: {error.filename} is a file",
-                                     path=path) from None
-                self._locks.append((path, _exclusive_lock(sidecar(path, ".lock"), path)))
+                self._locks.append((path, _lock_beside(path)))
             if not (overwrite or resume):  # checked again now that the run holds the lock
                 _check_new(outputs, keep_partial)
         except BaseException:
@@ -140,16 +129,18 @@ class SafeOutput:
         return handle
 
     def commit(self) -> None:
-        """Every partial file made durable and renamed into place, the main output last."""
+        """Every partial file made durable and renamed into place, the main output last; an
+        error (a full disk) names the partial file it met."""
         order = sorted(self._created, key=lambda path: path == self.main)
         for target in order:
             handle = self._created[target]
-            if handle is None:
-                handle = open(self.partial(target), "rb")  # noqa: SIM115 - closed below
-            elif not handle.closed:
-                handle.flush()
-            os.fsync(handle.fileno())
-            handle.close()
+            with naming(self.partial(target)):
+                if handle is None:
+                    handle = open(self.partial(target), "rb")  # noqa: SIM115 - closed below
+                elif not handle.closed:
+                    handle.flush()
+                os.fsync(handle.fileno())
+                handle.close()
         for target in order:
             os.replace(self.partial(target), target)
         for directory in {target.parent for target in order}:
@@ -168,9 +159,7 @@ class SafeOutput:
     def release(self) -> None:
         """Releases the locks (removing the lock files)."""
         while self._locks:
-            path, handle = self._locks.pop()
-            sidecar(path, ".lock").unlink(missing_ok=True)
-            handle.close()  # closing the descriptor releases the flock
+            _unlock(*self._locks.pop())
 
     def __enter__(self) -> SafeOutput:
         return self
@@ -258,9 +247,23 @@ def check_regular(path: Path) -> None:
                          path=path)
 
 
+def _lock_beside(output: Path) -> IO[bytes]:
+    """`output`'s folder made if missing, and the lock beside `output` taken."""
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as error:
+        raise InputError(f"cannot create its folder: {error.filename} is a file", path=output) from None
+    return _exclusive_lock(sidecar(output, ".lock"), output)
+
+
+def _unlock(output: Path, handle: IO[bytes]) -> None:
+    sidecar(output, ".lock").unlink(missing_ok=True)
+    handle.close()  # closing the descriptor releases the flock
+
+
 def _exclusive_lock(lock_path: Path, output: Path) -> IO[bytes]:
     """Holds an exclusive flock on `lock_path` for the life of the run, or fails at once."""
-    flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _CLOEXEC
+    flags = os.O_WRONLY | os.O_CREAT | NOFOLLOW | CLOEXEC
     handle = os.fdopen(os.open(lock_path, flags, 0o666), "wb")
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

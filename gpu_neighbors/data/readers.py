@@ -18,9 +18,9 @@ from typing import IO, Any, TypeVar
 
 import numpy as np
 
+from gpu_neighbors.core.files import create_new
 from gpu_neighbors.data.errors import InputError, PathLike, preview
 from gpu_neighbors.data.jsonlines import orjson
-from gpu_neighbors.data.output import create_new
 from gpu_neighbors.data.formats import (
     BLOCK_LINES,
     FORMATS,

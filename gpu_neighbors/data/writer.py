@@ -5,6 +5,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -13,7 +14,8 @@ import numpy as np
 
 from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike, preview
 from gpu_neighbors.data.formats import COUNT_CHUNK_BYTES, import_pyarrow
-from gpu_neighbors.data.output import SafeOutput, create_new, sidecar
+from gpu_neighbors.core.files import create_new, naming
+from gpu_neighbors.data.output import SafeOutput, sidecar
 from gpu_neighbors.data.jsonlines import Column, UnwritableRow, encode_columns, encode_rows, plain_json
 
 _MISSING = object()
@@ -115,15 +117,21 @@ class ResultWriter:
             raise InputError(f"cannot resume: the run is finished with {self._done:,} rows, but "
                              f"the input now has more; pass --overwrite to score it again",
                              path=self.path)
-        self._file.write(data)
-        self._file.flush()
+        with self._naming():
+            self._file.write(data)
+            self._file.flush()
         self._done += data.count(b"\n")  # JSON escapes every newline inside a value
         self._bytes += len(data)
         if checkpoint is not None:
             self.checkpoint = _json_normalised(checkpoint)
         if not self.to_stdout:
-            os.fsync(self._file.fileno())
+            with self._naming():
+                os.fsync(self._file.fileno())
             self._save_meta()
+
+    def _naming(self) -> AbstractContextManager[None]:
+        """An OS error of the partial file (a full disk) names it; standard output's are its own."""
+        return nullcontext() if self.to_stdout else naming(self.partial_path)
 
     def close(self, complete: bool = True) -> None:
         """Closes the output; `complete` moves the partial file into place and marks the run
@@ -176,11 +184,11 @@ class ResultWriter:
         if meta["complete"]:
             raise InputError("cannot resume: the finished output no longer matches its progress "
                              "record; pass --overwrite to score again", path=self.path)
-        if size >= meta["bytes"]:
-            rows, keep = meta["rows"], meta["bytes"]
-        else:
-            rows, keep = _complete_lines(self.partial_path, size) if size else (0, 0)
+        if size < meta["bytes"]:
             self.checkpoint = {}  # it described rows that are gone
+        # The rows are the complete lines within what the record vouches for, counted: its "rows"
+        # figure is checked against nothing where it has no checkpoint.
+        rows, keep = _complete_lines(self.partial_path, min(size, meta["bytes"])) if size else (0, 0)
         if size > keep:
             os.ftruncate(self._file.fileno(), keep)
         return rows, keep
@@ -207,7 +215,7 @@ class ResultWriter:
                    "complete": self.complete, "checkpoint": self.checkpoint}
         temporary = self.meta_path.with_name(self.meta_path.name + ".tmp")
         try:
-            with create_new(temporary) as file:
+            with create_new(temporary) as file, naming(temporary):
                 file.write((json.dumps(payload, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
                 file.flush()
                 os.fsync(file.fileno())
@@ -259,19 +267,21 @@ class ParquetResultWriter(ResultWriter):
                               for name, values in columns.items()})
         except (pa.ArrowException, TypeError, ValueError) as error:
             raise ValueError(f"{self.path}: result rows from {self._done} cannot be written: {error}") from None
-        if self._parquet is None:
-            self._parquet = pa.parquet.ParquetWriter(self._file, table.schema)
-        else:
-            table = table.cast(self._parquet.schema)
-        self._parquet.write_table(table)
+        with self._naming():
+            if self._parquet is None:
+                self._parquet = pa.parquet.ParquetWriter(self._file, table.schema)
+            else:
+                table = table.cast(self._parquet.schema)
+            self._parquet.write_table(table)
         self._done += table.num_rows
 
     def close(self, complete: bool = True) -> None:
         if self._parquet is not None and not self._closed:
             try:
-                self._parquet.close()  # writes the footer; the file stays open
-                self._file.flush()
-                os.fsync(self._file.fileno())  # on disk before the rename makes it the output
+                with self._naming():
+                    self._parquet.close()  # writes the footer; the file stays open
+                    self._file.flush()
+                    os.fsync(self._file.fileno())  # on disk before the rename makes it the output
             except BaseException:  # a full disk: the partial files removed, the locks released
                 super().close(complete=False)
                 if complete:  # else the run's own error is the one to report

@@ -14,6 +14,7 @@ try:
 except ImportError:
     raise ImportError("the figures need matplotlib: pip install 'gpu-neighbors[report]'") from None
 
+from gpu_neighbors.core.files import naming
 from gpu_neighbors.evaluation.agreement import Agreement
 from gpu_neighbors.evaluation.calibration import CoveragePoint
 from gpu_neighbors.evaluation.protocols import CurvePoint, SweepPoint
@@ -37,7 +38,8 @@ def _figure(width: float = 7.0, height: float = 4.2) -> Figure:
 
 
 def _save(figure: Figure, path: Path) -> Path:
-    figure.savefig(path, dpi=DPI, bbox_inches="tight", format="png")  # the path may be a .partial
+    with naming(path):  # a full disk's error names the image
+        figure.savefig(path, dpi=DPI, bbox_inches="tight", format="png")  # the path may be a .partial
     return path
 
 

@@ -261,11 +261,11 @@ def _length_groups(order: np.ndarray, candidate_lengths: np.ndarray, reference_l
     """`order` (pairs by ascending candidate + reference length) cut into groups whose summed
     lengths lie within a factor of 2 (so no pair waits for more than twice its own steps), and
     whose LCS tables [pairs, Lr + 1, Lc + 1] (int16, from vectors of `words`) stay within
-    MASK_TABLE_ENTRIES int64 words."""
+    MASK_TABLE_ENTRIES int64 words. No pairs (no sentence on one side of every row), no groups."""
     total = candidate_lengths[order] + reference_lengths[order]
     cuts = np.flatnonzero(np.diff(np.floor(np.log2(np.maximum(total, 1))))) + 1
     groups: list[np.ndarray] = []
-    for part in np.split(order, cuts):
+    for part in np.split(order, cuts) if order.size else []:
         widest = int(reference_lengths[part].max())
         cell = (int(candidate_lengths[part].max()) + 1) * (num_words(widest) * BITS_PER_WORD + widest + 1)
         step = max(1, MASK_TABLE_ENTRIES // cell)

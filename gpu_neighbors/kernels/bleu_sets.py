@@ -9,6 +9,7 @@ sort of the set's n-grams per order (`shared_matches`), not a comparison of ever
 """
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Sequence
 
@@ -33,8 +34,8 @@ def check_weights(weights: Sequence[float], *, most_orders: int | None = None, n
     for value in values:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"weights must be real numbers, not {value!r} ({type(value).__name__})")
-        if not value >= 0:
-            raise ValueError(f"weights must be non-negative, not {value!r}")
+        if not 0 <= value < math.inf:
+            raise ValueError(f"weights must be finite and non-negative, not {value!r}")
     if normalised and abs(sum(values) - 1.0) > 1e-6:
         raise ValueError(f"weights must sum to 1, not {sum(values):g} ({', '.join(map(str, values))})")
     return tuple(float(value) for value in values)

@@ -1,7 +1,7 @@
 """The BLEU settings of NLTK and sacrebleu beyond what the device tables (`bleu_tables`) hold:
 NLTK's smoothing methods 4-7, a custom epsilon / k / alpha, `auto_reweigh`, several weight tuples
-at once (NLTK 3.8's list of BLEU-n), and sacrebleu's formula (`effective_order`, floor and add-k
-smoothing with any value).
+at once (NLTK 3.8's list of BLEU-n), weights above MAX_TABLE_WEIGHT, and sacrebleu's formula
+(`effective_order`, floor and add-k smoothing with any value).
 
 These formulas mix counts from several orders, the hypothesis length and (NLTK's methods 5 and 6)
 the last hypothesis's own n-grams, so they are not a product of per-order tables: the clipped
@@ -31,6 +31,10 @@ ALL_SMOOTHINGS = (*SMOOTHINGS, *NLTK_METHODS, *GENERAL_SMOOTHINGS)
 # (method6); sacrebleu's floor and add-k values.
 SMOOTH_VALUES = {"epsilon": EPSILON, "method4": 5.0, "method6": 5.0, "method7": 5.0, "floor": 0.1, "add-k": 1.0}
 SACREBLEU_SMOOTHINGS = ("none", "exp", "floor", "add-k")
+# The tables hold p^w as m^w / t^w, finite for every weight up to this and every int64 count
+# (16 ln 2^63 = 699 < 709, where float64's exp overflows). NLTK takes weights of any size: larger
+# ones take the host formula, exp(w log p) of the ratio itself, as NLTK computes it.
+MAX_TABLE_WEIGHT = 16.0
 MY_LOG_ZERO = -9999999999.0  # sacrebleu's log of a zero precision
 
 
@@ -53,10 +57,11 @@ class BleuSetting:
 
     @property
     def on_tables(self) -> bool:
-        """Whether the device tables compute it (one weight tuple, a table smoothing at its
-        default value, NLTK's formula as it is)."""
+        """Whether the device tables compute it (one weight tuple of weights up to
+        MAX_TABLE_WEIGHT, a table smoothing at its default value, NLTK's formula as it is)."""
         return (not self.several and not self.auto_reweigh and not self.sacrebleu and self.smoothing in SMOOTHINGS
-                and (self.smoothing != "epsilon" or self.smooth_value == EPSILON))
+                and (self.smoothing != "epsilon" or self.smooth_value == EPSILON)
+                and max(self.weights[0]) <= MAX_TABLE_WEIGHT)
 
     @property
     def orders(self) -> int:
@@ -71,9 +76,9 @@ class BleuSetting:
 def check_setting(weights: Sequence[float] | Sequence[Sequence[float]], smoothing: str,
                   smooth_value: float | None = None, auto_reweigh: bool = False,
                   effective_order: bool = False) -> BleuSetting:
-    """The setting, or a one-line error naming the argument."""
-    several = bool(weights) and not isinstance(weights, str) and all(
-        isinstance(item, Sequence) and not isinstance(item, str) for item in weights)
+    """The setting, or a one-line error naming the argument. `weights` as NLTK takes them: one
+    tuple, list or numpy array, or several (a list of them, or a 2-D array)."""
+    several = not isinstance(weights, str) and len(weights) > 0 and all(map(_is_weight_tuple, weights))
     groups = cast(Sequence[Sequence[float]], weights) if several else [cast(Sequence[float], weights)]
     tuples = tuple(check_weights(item, most_orders=None, normalised=False) for item in groups)
     if smoothing not in ALL_SMOOTHINGS:
@@ -99,6 +104,11 @@ def check_setting(weights: Sequence[float] | Sequence[Sequence[float]], smoothin
         raise ValueError(f"smoothing method6 needs at least 3 orders (NLTK reads the trigram precision), got "
                          f"{setting.orders}")
     return setting
+
+
+def _is_weight_tuple(item: object) -> bool:
+    return (isinstance(item, Sequence) and not isinstance(item, str)) or (isinstance(item, np.ndarray)
+                                                                         and item.ndim == 1)
 
 
 def nltk_bleu(setting: BleuSetting, matches: np.ndarray, denominators: np.ndarray, lengths: np.ndarray,
@@ -153,8 +163,9 @@ def nltk_bleu(setting: BleuSetting, matches: np.ndarray, denominators: np.ndarra
             w[short] = np.where(np.arange(orders)[None, :] < lengths[short, None],
                                 1 / np.maximum(lengths[short, None], 1), 0.0)
         total = np.zeros(len(lengths))
-        for n in range(orders):  # in order, as math.fsum would not matter at 1e-9
-            total = total + w[:, n] * logs[:, n]
+        with np.errstate(over="ignore"):  # weights past 1e306 (NLTK's fsum overflows): -inf, so 0
+            for n in range(orders):  # in order, as math.fsum would not matter at 1e-9
+                total = total + w[:, n] * logs[:, n]
         scores.append(penalty * portable.exp(total))
     return np.where((matches[:, 0] == 0)[:, None], 0.0, np.stack(scores, axis=1))
 

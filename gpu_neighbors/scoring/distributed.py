@@ -86,22 +86,22 @@ def serialize_scorer(scorer: NeighborsScorer) -> dict[str, bytes]:
         return {file.name: file.read_bytes() for file in path.iterdir()}
 
 
-def load_scorer(payload: dict[str, bytes], device: torch.device) -> NeighborsScorer:
+def load_scorer(payload: dict[str, bytes], device: torch.device, allow_download: bool = False) -> NeighborsScorer:
     """The scorer of `serialize_scorer` on `device`, loaded as any saved scorer is (every file
-    checked, nothing unpickled)."""
+    checked, nothing unpickled; downloads only where `allow_download`, as the driver's scorer)."""
     with tempfile.TemporaryDirectory() as folder:
         for name, data in payload.items():
             (Path(folder) / Path(name).name).write_bytes(data)
-        return NeighborsScorer.load(folder, device=device)
+        return NeighborsScorer.load(folder, device=device, allow_download=allow_download)
 
 
 class ScoringActor:
     """One member of the actor pool: loads the scorer once, then scores batches of rows."""
 
-    def __init__(self, payload: list[Any], text_column: str) -> None:
+    def __init__(self, payload: list[Any], text_column: str, allow_download: bool = False) -> None:
         ray = import_ray()
         device = torch.device("cuda") if ray.get_gpu_ids() else torch.device("cpu")
-        self.scorer = load_scorer(ray.get(payload[0]), device)
+        self.scorer = load_scorer(ray.get(payload[0]), device, allow_download)
         self.text_column = text_column
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -159,7 +159,8 @@ def score_dataset(
         raise ValueError(f"num_actors must be at least 1, not {num_actors} (num_gpus={num_gpus})")
     return dataset.map_batches(
         ScoringActor,
-        fn_constructor_kwargs={"payload": [ray.put(payload)], "text_column": text_column},
+        fn_constructor_kwargs={"payload": [ray.put(payload)], "text_column": text_column,
+                               "allow_download": scorer.kernel_part_.allow_download},
         batch_size=batch_size,
         batch_format="numpy",
         num_gpus=num_gpus,

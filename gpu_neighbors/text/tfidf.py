@@ -194,6 +194,10 @@ class TfidfFeatures:
         features.idf = tables["idf"]
         if features.idf.dtype != np.float64 or features.idf.shape != (features.num_features,):
             raise ValueError(f"the idf weights are not {features.num_features} float64 values")
+        # ln((1 + n) / (1 + df)) + 1 >= 1: a weight that is not a positive number (-1 looped
+        # forever in the kernel's quantising, NaN made every similarity garbage) is a forgery
+        if not (np.isfinite(features.idf) & (features.idf > 0)).all():
+            raise ValueError("the idf weights are not all finite positive numbers")
         return features
 
     def transform(self, texts: Sequence[str]) -> FeatureRows:

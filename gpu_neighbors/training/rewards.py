@@ -209,22 +209,35 @@ def completion_texts(completions: Sequence[Any]) -> list[str]:
 
 
 def _conversation_text(messages: Any, index: int) -> str:
+    """The assistant messages' text of completion `index`; what cannot be read as such (a role
+    "Assistant", content that is neither a string, a list of parts nor None) is refused by its
+    index, never scored as an empty text."""
     if not isinstance(messages, Sequence) or not all(isinstance(m, Mapping) for m in messages):
         raise TypeError(f"completions[{index}]: expected a string or a list of messages, got {type(messages).__name__}")
     parts = []
-    for message in messages:
-        if message.get("role", "assistant") != "assistant":
+    for position, message in enumerate(messages):
+        role = message.get("role", "assistant")
+        if role != "assistant":
+            if isinstance(role, str) and role.strip().casefold() == "assistant":
+                raise ValueError(f"completions[{index}]: message {position}'s role {role!r} is not 'assistant' "
+                                 "(chat templates spell roles in lower case)")
             continue
         content = message.get("content")
         if isinstance(content, str):
             parts.append(content)
-        elif isinstance(content, Sequence):  # multimodal content: its text parts
+        elif isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):  # multimodal: text parts
             for number, part in enumerate(content):
-                if isinstance(part, Mapping) and part.get("type") == "text":
+                if not isinstance(part, Mapping):
+                    raise TypeError(f"completions[{index}]: content part {number} of an assistant message is "
+                                    f"{type(part).__name__}, not a {{\"type\": ...}} part")
+                if part.get("type") == "text":
                     if not isinstance(part.get("text"), str):
                         raise ValueError(f"completions[{index}]: content part {number} of an assistant message "
                                          f"is of type 'text' but holds no string 'text'")
                     parts.append(part["text"])
+        elif content is not None:  # None: a message of tool calls alone
+            raise TypeError(f"completions[{index}]: message {position}'s content is {type(content).__name__}, not a "
+                            "string or a list of content parts")
     return "\n".join(parts)
 
 

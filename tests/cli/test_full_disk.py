@@ -72,13 +72,14 @@ def command(case: str, files: dict[str, Path], out: Path) -> list[str]:
                    "--folds", "2", "--runs", "1", "--sizes", "15", "--resamples", "0", *cpu],
         "systems save": [*systems, "--save", str(out / "systems.md")],
         "systems plot": [*systems, "--plot", str(out / "systems.png")],
+        "fit save": ["fit", "--train", str(files["train"]), "--save", str(out / "scorer"), "--kernel", "tfidf", *cpu],
     }[case]
 
 
 CASES = ["score jsonl", "score rejects", pytest.param("score parquet", marks=needs("pyarrow")), "self-bleu", "mbr",
          "pairs npy", pytest.param("pairs parquet", marks=needs("pyarrow")),
          pytest.param("report", marks=needs("matplotlib")), "systems save",
-         pytest.param("systems plot", marks=needs("matplotlib"))]
+         pytest.param("systems plot", marks=needs("matplotlib")), "fit save"]
 RESUME_RECORDS = (".partial", ".meta.json")  # what a failed JSON Lines score keeps for --resume
 
 
@@ -115,5 +116,10 @@ def test_a_full_disk_fails_the_run_and_keeps_every_finished_output(disk, inputs,
     rerun = cli([*argv, "--overwrite"])
     assert rerun.returncode == 2, (rerun.stdout, rerun.stderr)
     assert "No space left on device" in rerun.stderr and "Traceback" not in rerun.stderr, rerun.stderr
+    assert f"error: {disk}/" in rerun.stderr, rerun.stderr  # issue 50: the file it was writing, named
     assert "->" not in rerun.stdout + rerun.stderr  # no success line
     assert snapshot(disk, RESUME_RECORDS if resumable else ()) == finished  # as they were, nothing else left
+    if case == "fit save":  # issue 50: the old scorer.json beside the new tensors, refused on load
+        from gpu_neighbors import NeighborsScorer
+
+        assert NeighborsScorer.load(disk / "scorer", device="cpu").num_train == 60

@@ -105,6 +105,7 @@ def test_a_full_disk_or_a_kill_mid_write_keeps_the_finished_outputs(tmp_path, fi
         code = main([*argv, "--overwrite"])
     error = capsys.readouterr().err
     assert code == 2 and "File too large" in error and "Traceback" not in error, error
+    assert f"error: {output}" in error, error  # issue 50: the file named (its partial file, or the report's)
     # the output and its rejects as they were; nothing else left behind but a resumable run's record
     assert snapshot(tmp_path, RESUME_RECORDS if name == "score" else ()) == finished
 
@@ -191,3 +192,50 @@ def test_a_held_lock_refuses_report_too(tmp_path, files, capsys):
         assert main(command("report", files, tmp_path / "report")) == 2
     assert "another gpu-neighbors run is writing this output" in capsys.readouterr().err
     assert not page.exists()
+
+
+def fit_command(files: dict[str, Path], folder: Path, train: str = "train") -> list[str]:
+    return ["fit", "--train", str(files[train]), "--save", str(folder), "--kernel", "tfidf", "--device", "cpu"]
+
+
+def test_fit_save_on_a_full_disk_or_killed_keeps_the_old_scorer(tmp_path, files, capsys):
+    """Issue 50: `fit --save DIR --overwrite` on a full disk stopped with "No space left on device"
+    (naming no file), leaving the old scorer.json beside the new tensors: the old scorer was lost.
+    Now the new scorer is written beside the folder and swapped in whole: a full disk, or a kill
+    at the write that fills it, leaves the old scorer as it was, and loadable."""
+    folder = tmp_path / "saved" / "scorer"
+    assert main(fit_command(files, folder)) == 0
+    capsys.readouterr()
+    finished = snapshot(tmp_path)
+    with file_size_limit(LIMIT):
+        code = main([*fit_command(files, folder, "data"), "--overwrite"])
+    error = capsys.readouterr().err
+    assert code == 2 and "File too large" in error and "Traceback" not in error, error
+    assert f"error: {folder}.partial/" in error, error  # the file it was writing
+    assert snapshot(tmp_path) == finished  # nothing else left beside it
+    from gpu_neighbors import NeighborsScorer
+
+    assert NeighborsScorer.load(folder, device="cpu").num_train == 60
+    environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    killed = subprocess.run([sys.executable, "-c", KILLED_AT_LIMIT, *fit_command(files, folder, "data"), "--overwrite"],
+                            env=environment, preexec_fn=limited_child, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGXFSZ, killed.stderr
+    assert snapshot(tmp_path, (".partial", ".lock")) == finished  # only the killed save's partial files differ
+    assert NeighborsScorer.load(folder, device="cpu").num_train == 60
+    assert main([*fit_command(files, folder, "data"), "--overwrite"]) == 0  # clears what the kill left
+    assert NeighborsScorer.load(folder, device="cpu").num_train == 60 and sorted(os.listdir(folder.parent)) == [
+        "scorer"]
+
+
+def test_a_second_fit_on_the_same_folder_fails_at_once(tmp_path, files, capsys):
+    """Issue 50: `fit --save` took no lock (two runs at once: one removed the other's
+    scorer.json.partial). It takes the one every writing command takes, before it reads or fits."""
+    from gpu_neighbors.data.output import locked
+
+    folder = tmp_path / "scorer"
+    with locked(folder):  # another run, writing the folder
+        assert main(fit_command(files, folder)) == 2
+    error = capsys.readouterr().err
+    assert "another gpu-neighbors run is writing this output" in error and "Traceback" not in error, error
+    assert not folder.exists() and not Path(f"{folder}.lock").exists()
+    assert main(fit_command(files, folder)) == 0 and not Path(f"{folder}.lock").exists()

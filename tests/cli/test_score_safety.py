@@ -207,7 +207,8 @@ def test_a_full_disk_is_one_message(tmp_path, files, capsys, monkeypatch):
     monkeypatch.setattr(writer.os, "fsync", no_space)
     assert main(score(train, candidates, tmp_path / "out.jsonl")) == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("gpu-neighbors: warning: ")]
-    assert lines == ["gpu-neighbors: error: No space left on device"]
+    assert len(lines) == 1 and lines[0].startswith(f"gpu-neighbors: error: {tmp_path / 'out.jsonl'}"), lines
+    assert lines[0].endswith(": No space left on device")  # issue 50: which file, named
 
 
 def test_device_meta_is_refused(tmp_path, files, capsys):

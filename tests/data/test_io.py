@@ -570,6 +570,23 @@ def test_resume_cuts_a_torn_tail_beyond_the_progress_record(tmp_path):
     assert read_meta(path)["complete"] is True
 
 
+@pytest.mark.parametrize("change", [100, -5])
+def test_resume_counts_the_rows_on_disk_not_the_records_figure(tmp_path, change):
+    """Issue 50: a progress record with no checkpoint (nothing to check the rows against) whose
+    "rows" said 100 more than the file held resumed 100 rows on: 199,900 rows for 200,000
+    candidates, every index after shifted. The rows are the complete lines the record vouches
+    for."""
+    path = tmp_path / "scores.jsonl"
+    interrupted_run(path, 20, 4)
+    meta = read_meta(path)
+    assert meta["checkpoint"] == {}
+    Path(f"{path}.meta.json").write_text(json.dumps({**meta, "rows": meta["rows"] + change}), encoding="utf-8")
+    with ResultWriter(path, resume=True, header=HEADER) as writer:
+        assert writer.done == 20
+        write_rows(writer, 60, 6)
+    assert path.read_bytes() == reference_bytes(60)
+
+
 @pytest.mark.parametrize("cut", [1, 10, "all_but_last_line", "everything"])
 def test_resume_after_data_lost_below_the_record(tmp_path, cut):
     path = tmp_path / "scores.jsonl"

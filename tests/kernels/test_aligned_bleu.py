@@ -392,3 +392,44 @@ def test_corpus_bleu_counts_a_candidate_without_reference_as_nltk_with_an_empty_
     ours = gpu_neighbors.corpus_bleu(ids, ids[:, None, :], reference_counts=torch.tensor([1, 0, 1]))
     theirs = bleu_score.corpus_bleu([[[1, 2, 3, 4, 5]], [[]], [[6, 7, 8, 9, 9]]], ids.tolist())
     assert abs(float(ours) - theirs) <= 1e-9 and theirs < 1.0
+
+
+def test_numpy_weights_as_nltk_takes_them(pairs):
+    """Issue 50: numpy weights raised "the truth value of an array is ambiguous"; NLTK takes
+    them, one array as one tuple and a 2-D array as one tuple a row."""
+    candidates, references = pairs
+    for weights in (np.array([0.25] * 4), np.array([0.5, 0.5])):
+        ours = gpu_neighbors.sentence_bleu(candidates, references, weights=weights)
+        np.testing.assert_allclose(ours.numpy(), nltk_sentence(candidates, references, weights, "none"),
+                                   rtol=0, atol=1e-9)
+    several = gpu_neighbors.sentence_bleu(candidates, references, weights=np.array([[0.5, 0.5], [1.0, 0.0]]))
+    for column, weights in enumerate([(0.5, 0.5), (1.0, 0.0)]):
+        np.testing.assert_allclose(several[:, column].numpy(), nltk_sentence(candidates, references, weights, "none"),
+                                   rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("weights", [(1e6,), (700,), (40.0, 3.0), (0.0, 1e6), (1e300, 1e300)])
+@pytest.mark.parametrize("smoothing", list(NLTK_SMOOTHING))
+def test_large_weights_as_nltk(weights, smoothing):
+    """Issue 50: NLTK allows weights of any size; (1e6,) gave NaN on 'a b' against itself (NLTK
+    1.0) and (700,) gave 0.0 where NLTK gives 5.4e-124: p^w, which is not the ratio of two powers
+    that overflow. Compared relatively, as NLTK's numbers are tiny."""
+    candidates = ["a b", "a b c", "a b c d e f", "x y", "a b a b a b"]
+    references = [["a b"], ["a b d"], ["a b c d e g", "a c"], ["x z w"], ["a b a b"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning reaches the caller either
+        ours = gpu_neighbors.sentence_bleu(candidates, references, weights=weights, smoothing=smoothing).numpy()
+    try:
+        theirs = nltk_sentence(candidates, references, weights, smoothing)
+    except OverflowError:  # NLTK's fsum of two logs past float range: its limit is 0
+        theirs = None
+    if theirs is not None:
+        np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=0)
+    assert np.isfinite(ours).all()
+    if weights == (700,):
+        assert ours[1] == pytest.approx(5.4e-124, rel=0.01)
+
+
+def test_weights_that_are_not_finite_are_refused():
+    with pytest.raises(ValueError, match="weights must be finite"):
+        gpu_neighbors.sentence_bleu(["a"], ["a"], weights=(float("inf"),))

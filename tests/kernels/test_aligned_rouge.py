@@ -219,3 +219,38 @@ def test_clear_errors():
         gpu_neighbors.rouge(["a", "b"], [["a"], []])
     with pytest.raises(TypeError, match="text candidates need text references"):
         gpu_neighbors.rouge(["a"], torch.zeros((1, 2), dtype=torch.long))
+
+
+# rouge-score's own test cases (rouge_scorer_test.py), as (target, prediction) pairs with the
+# values it asserts: short texts, empty ones, one of non-word characters alone.
+ROUGE_SCORE_CASES = [
+    ("testing one two", "testing", {"rouge1": (1, 1 / 3, 1 / 2)}),
+    ("testing one two", "", {name: (0, 0, 0) for name in ("rouge1", "rouge2", "rougeL", "rougeLsum")}),
+    ("testing one two", "testing one", {"rouge2": (1, 1 / 2, 2 / 3), "rougeL": (1, 2 / 3, 4 / 5)}),
+    ("testing one two", "testing two", {"rougeL": (1, 2 / 3, 4 / 5)}),
+    ("w1 w2 w3 w4 w5", "w1 w2 w6 w7 w8\nw1 w3 w8 w9 w5", {"rougeLsum": (0.4, 0.8, 0.4 * 0.8 * 2 / 1.2)}),
+    ("w1 w2 w3 w4 w5", "", {"rougeLsum": (0, 0, 0)}),
+    ("", "w1", {"rougeLsum": (0, 0, 0)}),
+    ("w1 w2 w3 w4 w5", "/", {"rougeLsum": (0, 0, 0)}),
+]
+
+
+@pytest.mark.parametrize(("target", "prediction", "expected"), ROUGE_SCORE_CASES)
+def test_rouge_scores_own_cases_one_call_each(target, prediction, expected):
+    """Issue 50: a call in which no pair has tokens on both sides (target "testing one two",
+    prediction "") raised "zero-size array to reduction operation maximum" under rougeLsum;
+    rouge-score gives 0, 0, 0. Each case alone in its call, as rouge-score's tests score them,
+    against rouge-score itself and the values its tests assert."""
+    ours = gpu_neighbors.rouge([prediction], [[target]], rouge_types=TYPES)
+    assert_equal(ours, rouge_score_values([prediction], [[target]], TYPES), TYPES)
+    for name, values in expected.items():
+        got = tuple(getattr(ours[name], field).item() for field in FIELDS)
+        assert got == pytest.approx(values, abs=1e-12), name
+
+
+def test_aligned_rouge_with_no_pair_holding_tokens_on_both_sides():
+    """Issue 50: the metric's update of such a batch raised; it adds zeros, as rouge-score."""
+    metric = gpu_neighbors.AlignedRouge(rouge_types=["rougeLsum", "rougeL"])
+    metric.update(["", "w1"], ["testing one two", ""])
+    assert {key: value.item() for key, value in metric.compute().items()} == {
+        **{f"{name}_{field}": 0.0 for name in ("rougeLsum", "rougeL") for field in FIELDS}, "count": 2}

@@ -61,8 +61,9 @@ def test_bleu_defaults_to_bleu_star_and_weights_reach_the_signature(huse_texts, 
     assert not torch.equal(default.similarity(huse_texts[30:40]), bleu4.similarity(huse_texts[30:40]))
 
 
-@pytest.mark.parametrize("weights", [(0.5, 0.6), (), (0.2,) * 4 + (0.3,), (1.5, -0.5), (True,)])
+@pytest.mark.parametrize("weights", [(0.5, 0.6), (), (0.2,) * 4 + (0.3,), (1.5, -0.5), (True,), (1e308, 1e308)])
 def test_bad_weights_are_refused(huse_texts, huse_scores, weights):
+    """Issue 50: weights whose sum passes float range raised OverflowError (math.fsum's)."""
     with pytest.raises(ParameterError, match="weights must be non-negative weights"):
         NeighborsScorer(kernel=Bleu(weights=weights), device="cpu").fit(huse_texts[:10], huse_scores[:10])
 

@@ -238,3 +238,26 @@ print("DONE")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert "DONE" in done.stdout, done.stderr
     assert "WARNING" not in done.stdout and "Warning" not in done.stderr, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("completion", "message"), [
+    ([{"role": "Assistant", "content": "a cat"}], r"completions\[1\]: message 0's role 'Assistant' is not 'assistant'"),
+    ([{"role": "assistant", "content": b"a cat"}], r"completions\[1\]: message 0's content is bytes"),
+    ([{"role": "assistant", "content": {"type": "text", "text": "a cat"}}],
+     r"completions\[1\]: message 0's content is dict"),
+    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": 3}],
+     r"completions\[1\]: message 1's content is int"),
+    ([{"role": "assistant", "content": ["a cat"]}], r"completions\[1\]: content part 0 .* is str, not"),
+    (None, r"completions\[1\]: expected a string or a list of messages, got NoneType"),
+    (7, r"completions\[1\]: expected a string or a list of messages, got int"),
+])
+def test_a_conversation_the_reward_cannot_read_is_refused_by_its_index(completion, message):
+    """Issue 50: role "Assistant", bytes or dict content (and a bare string among the content
+    parts) scored 0.0 silently, where a None or int completion raised naming its index."""
+    from gpu_neighbors import BleuReward, reward_function
+
+    bleu = reward_function(BleuReward())
+    with pytest.raises((TypeError, ValueError), match=message):
+        bleu(["p", "p"], ["a cat", completion], reference=["a cat", "a cat"])
+    tool_call = [{"role": "assistant", "content": None, "tool_calls": []}, {"role": "assistant", "content": "a cat"}]
+    assert bleu(["p"], [tool_call], reference=["a cat"]) == bleu(["p"], ["a cat"], reference=["a cat"])
