@@ -14,7 +14,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 
 stamp="$venv/.gpu-neighbors-installed"
-wanted="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
+# Reinstalled when the requirements or the compiled loops change (setup.py builds the .pyx).
+wanted="$(cat "$root/pyproject.toml" "$root/setup.py" "$root"/gpu_neighbors/text/_compiled.pyx | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
     # torch first, pinned: a bare "torch" requirement resolves to a multi-GB CUDA build, while
     # 2.13.0 is the CPU build this project is tested with (and satisfies the package's range).

@@ -64,6 +64,15 @@ class KeyIndex:
             waiting[winners] = False
             pending, slots = pending[waiting], (slots[waiting] + 1) & self._mask
 
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+        """The index as plain arrays, for the compiled loops (`text.compiled`): (position by key
+        with its last slot -1, or empty), (slots, or empty), (keys with the empty slot's
+        sentinel last, or empty), the home slot's shift and the slots' mask."""
+        empty = np.zeros(0, dtype=np.int64)
+        if self._dense is not None:
+            return self._dense, empty, empty, 0, 0
+        return empty, self._slots, self._keys, int(self._shift), self._mask
+
     def _home(self, keys: np.ndarray) -> np.ndarray:
         return ((keys.view(np.uint64) * _MULTIPLIER) >> self._shift).view(np.int64)
 

@@ -1,0 +1,9 @@
+# The compiled host loops (_compiled.pyx), for the type checker.
+import numpy as np
+
+def char_walk(padded: np.ndarray, size: int, lookups: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]],
+              positions: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> None: ...
+def count_rows(rows: np.ndarray, features: np.ndarray, bounds: np.ndarray, indptr: np.ndarray,
+               indices: np.ndarray, counts: np.ndarray) -> None: ...
+def weigh_rows(indptr: np.ndarray, indices: np.ndarray, counts: np.ndarray, tf_of_count: np.ndarray, idf: np.ndarray,
+               word_features: int, values: np.ndarray) -> None: ...
