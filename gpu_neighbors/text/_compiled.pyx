@@ -193,3 +193,17 @@ def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const int6
                     values[i] = values[i] / words
                 else:
                     values[i] = values[i] / chars
+
+
+def find_keys(const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[::1] keys, int shift, int64_t mask,
+              const int64_t[::1] asked, int64_t[::1] found):
+    """`KeyIndex.find`: each asked key's position in the table the index (`KeyIndex.arrays()`)
+    was made from, or -1, into `found`."""
+    cdef Py_ssize_t i, size = asked.shape[0]
+    if found.shape[0] != size:
+        raise ValueError("find_keys' output is not as long as the keys asked")
+    if not dense.shape[0] and not slots.shape[0]:
+        raise ValueError("find_keys takes a dense table or hash slots")
+    with nogil:
+        for i in range(size):
+            found[i] = _find(asked[i], dense, slots, keys, shift, mask)

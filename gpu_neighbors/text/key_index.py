@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpu_neighbors.text.compiled import native
+
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, odd
 DENSE_KEYS = 1 << 16
 DENSE_PER_KEY = 8  # so at most 512 KiB, or 64 bytes a key (the hash: about 40)
@@ -81,6 +83,11 @@ class KeyIndex:
         keys = np.ascontiguousarray(keys, dtype=np.int64)
         if self._dense is not None:
             return self._dense[np.minimum(keys.view(np.uint64), np.uint64(self._dense.size - 1))]
+        shape, keys = keys.shape, keys.reshape(-1)
+        if native is not None:  # the same probes, key by key in C
+            found = np.empty(keys.size, dtype=np.int64)
+            native.find_keys(*self.arrays(), keys, found)
+            return found.reshape(shape)
         size = self.table.size
         slots = self._home(keys)
         positions = self._slots[slots]
@@ -95,4 +102,4 @@ class KeyIndex:
             found[probing[hit]] = positions[hit]
             going_on = ~hit & (positions != size)
             probing, slots = probing[going_on], slots[going_on]
-        return found
+        return found.reshape(shape)
