@@ -7,13 +7,13 @@ walk stops where a character leaves the word or an n-gram is not in the vocabula
 implementations of that loop over the same arrays, the same answers checked:
 
   * numpy: the package's whole-array passes (`_char_walk` with `KeyIndex.find`);
-  * numba: one `njit(nogil=True, cache=True)` loop, position by position;
-  * Cython: the same loop, typed memoryviews, compiled here by `cythonize` with the machine's
-    gcc (-O3), bounds checks and wraparound off.
+  * Cython: the package's own loop (`gpu_neighbors/text/_compiled.pyx`, `char_walk`), built
+    afresh here as setup.py builds it (the machine's gcc, -O3), its build timed;
+  * numba: the same loop ported to one `njit(nogil=True, cache=True)` function.
 
 Training texts: `--train` HUSE-spliced texts; candidates: `--candidates` more; one thread, best
 of `--repeats` each. numba's compile time (first call, no cache) and a cached process's first
-call are reported too. Needs `pip install numba cython` (Cython only for this comparison).
+call are reported too. Needs numba and cython (the bench extra).
 """
 from __future__ import annotations
 
@@ -30,136 +30,50 @@ import numpy as np
 
 from huse import spliced_texts
 
-CYTHON_SOURCE = r"""
-# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3
-import numpy as np
-cimport numpy as cnp
-from libc.stdint cimport int64_t, uint64_t
-
-cdef inline int64_t find(int64_t key, const int64_t[:] slots, const int64_t[:] keys, int shift,
-                         int64_t mask, const int64_t[:] dense) noexcept nogil:
-    cdef int64_t slot, position, size
-    if dense.shape[0]:
-        if key < 0 or key >= dense.shape[0] - 1:
-            return -1
-        return dense[key]
-    size = keys.shape[0] - 1
-    slot = <int64_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15ULL) >> shift)
-    while True:
-        position = slots[slot]
-        if keys[position] == key:
-            return position
-        if position == size:
-            return -1
-        slot = (slot + 1) & mask
-
-def walk(const int64_t[:] padded, int64_t size, list tables):
-    cdef Py_ssize_t n = padded.shape[0], p, order, count = 0
-    cdef int64_t ident, following
-    out_positions = np.empty(4 * n, dtype=np.int64)
-    out_ids = np.empty(4 * n, dtype=np.int64)
-    cdef int64_t[:] positions = out_positions, ids = out_ids
-    cdef const int64_t[:] s0 = tables[0][0], k0 = tables[0][1], d0 = tables[0][4]
-    cdef const int64_t[:] s1 = tables[1][0], k1 = tables[1][1], d1 = tables[1][4]
-    cdef const int64_t[:] s2 = tables[2][0], k2 = tables[2][1], d2 = tables[2][4]
-    cdef const int64_t[:] s3 = tables[3][0], k3 = tables[3][1], d3 = tables[3][4]
-    cdef int h0 = tables[0][2], h1 = tables[1][2], h2 = tables[2][2], h3 = tables[3][2]
-    cdef int64_t m0 = tables[0][3], m1 = tables[1][3], m2 = tables[2][3], m3 = tables[3][3]
-    with nogil:
-        for p in range(n):
-            ident = padded[p]
-            if ident < 0:
-                continue
-            for order in range(4):
-                if p + order + 1 >= n:
-                    break
-                following = padded[p + order + 1]
-                if following < 0:
-                    break
-                if order == 0:
-                    ident = find(ident * size + following, s0, k0, h0, m0, d0)
-                elif order == 1:
-                    ident = find(ident * size + following, s1, k1, h1, m1, d1)
-                elif order == 2:
-                    ident = find(ident * size + following, s2, k2, h2, m2, d2)
-                else:
-                    ident = find(ident * size + following, s3, k3, h3, m3, d3)
-                if ident < 0:
-                    break
-                positions[count] = p + order * n
-                ids[count] = ident
-                count += 1
-    return out_positions[:count], out_ids[:count]
-"""
-
+ROOT = Path(__file__).resolve().parents[1]
 
 def numba_walk():
-    """The walk in numba over flat arrays: each order's slots, keys and dense table concatenated,
-    with their starts and sizes. One function: the lookup written as a helper `njit` function,
-    even with inline="always", ran 13x slower (a typed list of arrays, 27x)."""
+    """The package's compiled walk (`_compiled.char_walk`) ported to numba, over the same flat
+    tables (`key_index.concatenated`) and into the same outputs. One function: the lookup written
+    as a helper `njit` function, even with inline="always", ran 13x slower (a typed list of
+    arrays, 27x)."""
     from numba import njit
 
     @njit(nogil=True, cache=True)
-    def walk(padded, size, slots, keys, dense, starts, sizes, shifts, masks):
+    def walk(padded, size, dense, slots, keys, bounds, positions, ids, counts):
         n = padded.size
-        positions = np.empty(4 * n, dtype=np.int64)
-        ids = np.empty(4 * n, dtype=np.int64)
-        count = 0
+        counts[:] = 0
         for p in range(n):
             ident = padded[p]
             if ident < 0:
                 continue
-            for order in range(4):
+            for order in range(bounds.shape[0]):
                 if p + order + 1 >= n:
                     break
                 following = padded[p + order + 1]
                 if following < 0:
                     break
                 key = ident * size + following
-                if sizes[order, 2]:
-                    ident = -1 if key >= sizes[order, 2] - 1 else dense[starts[order, 2] + key]
+                if bounds[order, 1]:
+                    ident = -1 if key >= bounds[order, 1] - 1 else dense[bounds[order, 0] + key]
                 else:
-                    top = sizes[order, 1] - 1
-                    slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(shifts[order]))
+                    slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(bounds[order, 5]))
                     ident = -1
                     while True:
-                        position = slots[starts[order, 0] + slot]
-                        if keys[starts[order, 1] + position] == key:
+                        position = slots[bounds[order, 2] + slot]
+                        if keys[bounds[order, 3] + position] == key:
                             ident = position
                             break
-                        if position == top:
+                        if position == bounds[order, 4] - 1:
                             break
-                        slot = (slot + 1) & masks[order]
+                        slot = (slot + 1) & bounds[order, 6]
                 if ident < 0:
                     break
-                positions[count] = p + order * n
-                ids[count] = ident
-                count += 1
-        return positions[:count], ids[:count]
+                positions[order, counts[order]] = p
+                ids[order, counts[order]] = ident
+                counts[order] += 1
 
     return walk
-
-
-def flat_tables(tables) -> tuple[np.ndarray, ...]:
-    """`tables_of`'s lookups as the flat arrays `numba_walk` reads."""
-    columns = [[np.ascontiguousarray(table[index], dtype=np.int64) for table in tables] for index in (0, 1, 4)]
-    sizes = np.array([[len(column[order]) for column in columns] for order in range(len(tables))], dtype=np.int64)
-    starts = np.zeros_like(sizes)
-    starts[1:] = np.cumsum(sizes, axis=0)[:-1]
-    return (*(np.concatenate(column) for column in columns), starts, sizes,
-            np.array([table[2] for table in tables], dtype=np.int64), np.array([table[3] for table in tables], dtype=np.int64))
-
-
-def tables_of(features) -> list[tuple[np.ndarray, np.ndarray, int, int, np.ndarray]]:
-    """Each char order's lookup as plain arrays: (slots, keys, shift, mask, dense)."""
-    empty = np.zeros(0, dtype=np.int64)
-    out = []
-    for index in features.lookups().chars:
-        if index._dense is not None:
-            out.append((empty, empty, 0, 0, index._dense))
-        else:
-            out.append((index._slots, index._keys, int(index._shift), int(index._mask), empty))
-    return out
 
 
 def padded_of(features, texts: list[str]) -> np.ndarray:
@@ -173,21 +87,23 @@ def padded_of(features, texts: list[str]) -> np.ndarray:
     return _padded_words(char_ids, kinds, points.runs((kinds & SPACE_CLASS) == 0), lookups.space_id)
 
 
-def numpy_walk(features, padded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def numpy_walk(features, padded: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     from gpu_neighbors.text.tfidf import CHAR_ORDERS
 
     indexes = dict(zip(CHAR_ORDERS, features.lookups().chars))
-    positions, ids = [], []
-    walk = features._char_walk(padded, lambda order, keys: indexes[order].find(keys))
-    for order, (where, found) in enumerate(walk):
-        positions.append(where + order * padded.size)
-        ids.append(found)
-    return np.concatenate(positions), np.concatenate(ids)
+    return list(features._char_walk(padded, lambda order, keys: indexes[order].find(keys)))
 
 
-def sorted_pairs(positions: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(positions, kind="stable")
-    return positions[order], ids[order]
+def compiled_walk(walk, padded: np.ndarray, size: int, tables) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A compiled walk's per-order (positions, ids), as `numpy_walk` gives them."""
+    positions = np.empty((4, padded.size), dtype=np.int64)
+    ids, counts = np.empty_like(positions), np.zeros(4, dtype=np.int64)
+    walk(padded, size, *tables, positions, ids, counts)
+    return [(positions[order, :count], ids[order, :count]) for order, count in enumerate(counts.tolist())]
+
+
+def same(one, other) -> bool:
+    return all(np.array_equal(a, b) and np.array_equal(c, d) for (a, c), (b, d) in zip(one, other))
 
 
 def best(function, repeats: int) -> float:
@@ -200,14 +116,14 @@ def best(function, repeats: int) -> float:
 
 
 def build_cython(folder: Path):
-    """Compile CYTHON_SOURCE into `folder` and import it (gcc, -O3)."""
+    """The package's Cython loops (`gpu_neighbors/text/_compiled.pyx`) built afresh in `folder`
+    as setup.py builds them (gcc, -O3), timed, and imported: (its char_walk, build seconds)."""
     source = folder / "walk_cy.pyx"
-    source.write_text(CYTHON_SOURCE)
-    setup = folder / "setup.py"
-    setup.write_text(
-        "from setuptools import setup, Extension\nfrom Cython.Build import cythonize\nimport numpy\n"
-        "setup(ext_modules=cythonize([Extension('walk_cy', ['walk_cy.pyx'], include_dirs=[numpy.get_include()],"
-        " extra_compile_args=['-O3'])], quiet=True))\n")
+    source.write_text((ROOT / "gpu_neighbors" / "text" / "_compiled.pyx").read_text())
+    (folder / "setup.py").write_text(
+        "from setuptools import setup, Extension\nfrom Cython.Build import cythonize\n"
+        "setup(ext_modules=cythonize([Extension('walk_cy', ['walk_cy.pyx'], "
+        "extra_compile_args=['-O3', '-ffp-contract=off'])], quiet=True))\n")
     start = time.perf_counter()
     subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=folder, check=True,
                    capture_output=True)
@@ -215,16 +131,16 @@ def build_cython(folder: Path):
     sys.path.insert(0, str(folder))
     import walk_cy  # type: ignore[import-not-found]
 
-    return walk_cy.walk, seconds
+    return walk_cy.char_walk, seconds
 
 
 def first_call_in_fresh_process(cache: Path) -> float:
     """Seconds of the first numba call in a new process whose cache (`cache`) is already filled."""
     code = ("import sys, time; sys.path.insert(0, %r); import numpy as np; import bench_compilers as b; "
             "w = b.numba_walk(); t = time.perf_counter(); "
-            "z = np.zeros(0, dtype=np.int64); d = np.full(12, -1, dtype=np.int64); "
-            "w(np.zeros(8, dtype=np.int64), 2, z, z, d, np.zeros((4, 3), dtype=np.int64), "
-            "np.full((4, 3), 3, dtype=np.int64), np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64)); "
+            "z = np.zeros(0, dtype=np.int64); o = np.zeros((4, 8), dtype=np.int64); "
+            "w(np.full(8, -1, dtype=np.int64), 2, np.full(4, -1, dtype=np.int64), z, z, "
+            "np.array([[0, 1, 0, 0, 0, 0, 0]] * 4, dtype=np.int64), o, o.copy(), np.zeros(4, dtype=np.int64)); "
             "print(time.perf_counter() - t)") % str(Path(__file__).parent)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
@@ -237,6 +153,7 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    from gpu_neighbors.text.key_index import concatenated
     from gpu_neighbors.text.tfidf import TfidfFeatures
 
     rng = random.Random(0)
@@ -244,30 +161,26 @@ def main() -> None:
     features.fit(spliced_texts(args.train, rng))
     padded = padded_of(features, spliced_texts(args.candidates, rng))
     size = max(features.alphabet.size, 1)
-    tables = tables_of(features)
-    expected = sorted_pairs(*numpy_walk(features, padded))
+    tables = concatenated(features.lookups().chars)
+    expected = numpy_walk(features, padded)
 
     with tempfile.TemporaryDirectory() as folder:
         os.environ["NUMBA_CACHE_DIR"] = str(Path(folder) / "numba")
         walk = numba_walk()
-        arguments = (padded, size, *flat_tables(tables))
         start = time.perf_counter()
-        got = walk(*arguments)
+        assert same(compiled_walk(walk, padded, size, tables), expected)
         compile_seconds = time.perf_counter() - start
-        assert all(np.array_equal(a, b) for a, b in zip(sorted_pairs(*got), expected))
         cached_first = first_call_in_fresh_process(Path(folder) / "numba")
         cy_walk, cy_build = build_cython(Path(folder))
-        cy_tables = [tuple(table) for table in tables]
-        got = cy_walk(padded, size, cy_tables)
-        assert all(np.array_equal(a, b) for a, b in zip(sorted_pairs(*got), expected))
+        assert same(compiled_walk(cy_walk, padded, size, tables), expected)
         seconds = {
             "numpy (the package's passes)": best(lambda: numpy_walk(features, padded), args.repeats),
-            "numba njit(nogil=True)": best(lambda: walk(*arguments), args.repeats),
-            "Cython (gcc -O3)": best(lambda: cy_walk(padded, size, cy_tables), args.repeats),
+            "numba njit(nogil=True)": best(lambda: compiled_walk(walk, padded, size, tables), args.repeats),
+            "Cython (gcc -O3)": best(lambda: compiled_walk(cy_walk, padded, size, tables), args.repeats),
         }
     positions = int((padded >= 0).sum())
     print(f"char_wb n-gram walk: {args.candidates:,} candidates against {args.train:,} training texts, "
-          f"{positions:,} positions, {expected[0].size:,} n-grams found; one thread, best of {args.repeats}")
+          f"{positions:,} positions, {sum(found.size for _, found in expected):,} n-grams found; one thread, best of {args.repeats}")
     print("| implementation | ms | ns a position | us a candidate | against numpy |")
     print("|---|---:|---:|---:|---:|")
     base = seconds["numpy (the package's passes)"]

@@ -1,7 +1,7 @@
 # The compiled host loops (_compiled.pyx), for the type checker.
 import numpy as np
 
-def char_walk(padded: np.ndarray, size: int, lookups: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]],
+def char_walk(padded: np.ndarray, size: int, dense: np.ndarray, slots: np.ndarray, keys: np.ndarray, bounds: np.ndarray,
               positions: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> None: ...
 def count_rows(rows: np.ndarray, features: np.ndarray, bounds: np.ndarray, indptr: np.ndarray,
                indices: np.ndarray, counts: np.ndarray) -> None: ...

@@ -9,85 +9,87 @@ from libc.stdlib cimport qsort
 cdef uint64_t MULTIPLIER = 0x9E3779B97F4A7C15ULL  # key_index._MULTIPLIER: the same home slots
 
 
-cdef inline int64_t _find(int64_t key, const int64_t[::1] dense, const int64_t[::1] slots,
-                          const int64_t[::1] keys, int shift, int64_t mask) noexcept nogil:
-    """`KeyIndex.find` of one key: its position in the sorted table, or -1."""
-    cdef int64_t slot, position, size
-    if dense.shape[0]:
-        if key < 0 or key >= dense.shape[0] - 1:
+cdef inline const int64_t* _start(const int64_t[::1] values) noexcept nogil:
+    return &values[0] if values.shape[0] else NULL
+
+
+cdef inline int64_t _find(int64_t key, const int64_t* dense, int64_t dense_size, const int64_t* slots,
+                          const int64_t* keys, int64_t keys_size, int shift, int64_t mask) noexcept nogil:
+    """`KeyIndex.find` of one key in one index (`KeyIndex.arrays()`): its position in the
+    sorted table, or -1."""
+    cdef int64_t slot, position
+    if dense_size:
+        if key < 0 or key >= dense_size - 1:
             return -1
         return dense[key]
     if key < 0:
         return -1
-    size = keys.shape[0] - 1
     slot = <int64_t>((<uint64_t>key * MULTIPLIER) >> shift)
     while True:
         position = slots[slot]
         if keys[position] == key:
             return position
-        if position == size:
+        if position == keys_size - 1:
             return -1
         slot = (slot + 1) & mask
 
 
-def char_walk(const int64_t[::1] padded, int64_t size, list lookups, int64_t[:, ::1] positions,
+def char_walk(const int64_t[::1] padded, int64_t size, const int64_t[::1] dense, const int64_t[::1] slots,
+              const int64_t[::1] keys, const int64_t[:, ::1] bounds, int64_t[:, ::1] positions,
               int64_t[:, ::1] ids, int64_t[::1] counts):
-    """`TfidfFeatures._char_walk` with its lookups, in one pass: for each order k (0 = bigrams)
-    of `lookups` (each `KeyIndex.arrays()`), the positions of `padded` where an n-gram of the
-    vocabulary starts, ascending, in positions[k, :counts[k]], and its id in ids[k, :counts[k]]."""
-    cdef Py_ssize_t n = padded.shape[0], p, order, orders = len(lookups)
+    """`TfidfFeatures._char_walk` with its lookups, in one pass: for each order k (0 = bigrams),
+    the positions of `padded` where an n-gram of the vocabulary starts, ascending, in
+    positions[k, :counts[k]], and its id in ids[k, :counts[k]]. Each order's index
+    (`KeyIndex.arrays()`) lies in the concatenated `dense`, `slots` and `keys`: bounds[k] holds
+    its dense start and size, slots start, keys start and size, shift and mask."""
+    cdef Py_ssize_t n = padded.shape[0], p, order, orders = bounds.shape[0]
     cdef int64_t ident, following
-    if orders != 4 or positions.shape[0] != 4 or ids.shape[0] != 4 or counts.shape[0] != 4:
-        raise ValueError("char_walk takes four orders")
+    if bounds.shape[1] != 7 or positions.shape[0] != orders or ids.shape[0] != orders or counts.shape[0] != orders:
+        raise ValueError("char_walk takes seven bounds and an output row per order")
     if positions.shape[1] < n or ids.shape[1] < n:
         raise ValueError("char_walk's outputs hold fewer positions than the padded words")
-    cdef const int64_t[::1] d0 = lookups[0][0], s0 = lookups[0][1], k0 = lookups[0][2]
-    cdef const int64_t[::1] d1 = lookups[1][0], s1 = lookups[1][1], k1 = lookups[1][2]
-    cdef const int64_t[::1] d2 = lookups[2][0], s2 = lookups[2][1], k2 = lookups[2][2]
-    cdef const int64_t[::1] d3 = lookups[3][0], s3 = lookups[3][1], k3 = lookups[3][2]
-    cdef int h0 = lookups[0][3], h1 = lookups[1][3], h2 = lookups[2][3], h3 = lookups[3][3]
-    cdef int64_t m0 = lookups[0][4], m1 = lookups[1][4], m2 = lookups[2][4], m3 = lookups[3][4]
-    cdef int64_t c0 = 0, c1 = 0, c2 = 0, c3 = 0
+    for order in range(orders):
+        if (bounds[order, 0] + bounds[order, 1] > dense.shape[0] or bounds[order, 3] + bounds[order, 4] > keys.shape[0]
+                or (not bounds[order, 1] and not bounds[order, 4])):
+            raise ValueError("char_walk's bounds pass its tables, or name neither a dense table nor a hash")
+        counts[order] = 0
+    cdef const int64_t* dense_start = _start(dense)
+    cdef const int64_t* slots_start = _start(slots)
+    cdef const int64_t* keys_start = _start(keys)
     with nogil:
         for p in range(n):
             ident = padded[p]
             if ident < 0:
                 continue
-            for order in range(4):
+            for order in range(orders):
                 if p + order + 1 >= n:
                     break
                 following = padded[p + order + 1]
                 if following < 0:
                     break
-                if order == 0:
-                    ident = _find(ident * size + following, d0, s0, k0, h0, m0)
-                    if ident < 0:
-                        break
-                    positions[0, c0] = p
-                    ids[0, c0] = ident
-                    c0 += 1
-                elif order == 1:
-                    ident = _find(ident * size + following, d1, s1, k1, h1, m1)
-                    if ident < 0:
-                        break
-                    positions[1, c1] = p
-                    ids[1, c1] = ident
-                    c1 += 1
-                elif order == 2:
-                    ident = _find(ident * size + following, d2, s2, k2, h2, m2)
-                    if ident < 0:
-                        break
-                    positions[2, c2] = p
-                    ids[2, c2] = ident
-                    c2 += 1
-                else:
-                    ident = _find(ident * size + following, d3, s3, k3, h3, m3)
-                    if ident < 0:
-                        break
-                    positions[3, c3] = p
-                    ids[3, c3] = ident
-                    c3 += 1
-    counts[0], counts[1], counts[2], counts[3] = c0, c1, c2, c3
+                ident = _find(ident * size + following, dense_start + bounds[order, 0], bounds[order, 1],
+                              slots_start + bounds[order, 2], keys_start + bounds[order, 3], bounds[order, 4],
+                              <int>bounds[order, 5], bounds[order, 6])
+                if ident < 0:
+                    break
+                positions[order, counts[order]] = p
+                ids[order, counts[order]] = ident
+                counts[order] += 1
+
+
+def find_keys(const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[::1] keys, int shift, int64_t mask,
+              const int64_t[::1] asked, int64_t[::1] found):
+    """`KeyIndex.find`: each asked key's position in the table the index (`KeyIndex.arrays()`)
+    was made from, or -1, into `found`."""
+    cdef Py_ssize_t i, size = asked.shape[0]
+    if found.shape[0] != size:
+        raise ValueError("find_keys' output is not as long as the keys asked")
+    if not dense.shape[0] and not slots.shape[0]:
+        raise ValueError("find_keys takes a dense table or hash slots")
+    with nogil:
+        for i in range(size):
+            found[i] = _find(asked[i], _start(dense), dense.shape[0], _start(slots), _start(keys), keys.shape[0],
+                             shift, mask)
 
 
 cdef int _ascending(const void* a, const void* b) noexcept nogil:
@@ -193,17 +195,3 @@ def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const int6
                     values[i] = values[i] / words
                 else:
                     values[i] = values[i] / chars
-
-
-def find_keys(const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[::1] keys, int shift, int64_t mask,
-              const int64_t[::1] asked, int64_t[::1] found):
-    """`KeyIndex.find`: each asked key's position in the table the index (`KeyIndex.arrays()`)
-    was made from, or -1, into `found`."""
-    cdef Py_ssize_t i, size = asked.shape[0]
-    if found.shape[0] != size:
-        raise ValueError("find_keys' output is not as long as the keys asked")
-    if not dense.shape[0] and not slots.shape[0]:
-        raise ValueError("find_keys takes a dense table or hash slots")
-    with nogil:
-        for i in range(size):
-            found[i] = _find(asked[i], dense, slots, keys, shift, mask)

@@ -103,3 +103,26 @@ class KeyIndex:
             going_on = ~hit & (positions != size)
             probing, slots = probing[going_on], slots[going_on]
         return found.reshape(shape)
+
+
+def concatenated(indexes: list[KeyIndex]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Several indexes' `arrays()` as one dense table, one slots array and one keys array, with
+    each index's bounds in them (int64 [indexes, 7]: dense start and size, slots start, keys
+    start and size, shift, mask): what a compiled loop over several tables reads."""
+    arrays = [index.arrays() for index in indexes]
+    dense = [item[0] for item in arrays]
+    slots = [item[1] for item in arrays]
+    keys = [item[2] for item in arrays]
+    bounds = np.zeros((len(arrays), 7), dtype=np.int64)
+    for column, parts in ((0, dense), (2, slots), (3, keys)):
+        sizes = np.array([part.size for part in parts], dtype=np.int64)
+        bounds[:, column] = np.cumsum(sizes) - sizes
+        if column != 2:
+            bounds[:, column + 1] = sizes
+    bounds[:, 5] = [item[3] for item in arrays]
+    bounds[:, 6] = [item[4] for item in arrays]
+
+    def joined(parts: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    return joined(dense), joined(slots), joined(keys), bounds

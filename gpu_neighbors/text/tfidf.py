@@ -51,7 +51,7 @@ import numpy as np
 
 from gpu_neighbors.text.characters import SPACE as SPACE_CLASS, WORD, CodePoints, Runs, classes
 from gpu_neighbors.text.compiled import native
-from gpu_neighbors.text.key_index import KeyIndex
+from gpu_neighbors.text.key_index import KeyIndex, concatenated
 
 WORD_PATTERN = r"(?u)\b\w+\b"  # the baseline's token_pattern: maximal runs of word characters
 WORD_ORDERS = (1, 2)
@@ -109,6 +109,11 @@ class Lookups:
     word_ends: list[np.ndarray]
     bigrams: KeyIndex
     chars: list[KeyIndex]
+
+    @functools.cached_property
+    def walk_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The char n-gram indexes as the compiled walk reads them (`key_index.concatenated`)."""
+        return concatenated(self.chars)
 
 
 class TfidfFeatures:
@@ -279,8 +284,8 @@ class TfidfFeatures:
         positions = np.empty((len(CHAR_ORDERS), padded.size), dtype=np.int64)
         ids = np.empty_like(positions)
         counts = np.zeros(len(CHAR_ORDERS), dtype=np.int64)
-        native.char_walk(np.ascontiguousarray(padded, dtype=np.int64), max(self.alphabet.size, 1),
-                         [index.arrays() for index in lookups.chars], positions, ids, counts)
+        native.char_walk(np.ascontiguousarray(padded, dtype=np.int64), max(self.alphabet.size, 1), *lookups.walk_tables,
+                         positions, ids, counts)
         for order, count in enumerate(counts.tolist()):
             yield positions[order, :count], ids[order, :count]
 

@@ -48,9 +48,14 @@ def _texts(huse_records: list[dict], seed: int) -> list[str]:
 
 
 @pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+@pytest.mark.parametrize("hashed", [False, True], ids=["default-tables", "hashed-tables"])
 @pytest.mark.parametrize("count_texts", [1 << 14, 7])
-def test_tfidf_fit_and_transform_are_the_same_bits_compiled_or_not(huse_records, monkeypatch, count_texts):
+def test_tfidf_fit_and_transform_are_the_same_bits_compiled_or_not(huse_records, monkeypatch, count_texts, hashed):
+    """Also with every table hashed (a small training set's tables are indexed by key)."""
     monkeypatch.setattr("gpu_neighbors.text.tfidf.COUNT_TEXTS", count_texts)
+    if hashed:
+        monkeypatch.setattr("gpu_neighbors.text.key_index.DENSE_KEYS", 0)
+        monkeypatch.setattr("gpu_neighbors.text.key_index.DENSE_PER_KEY", 0)
     training = [record["text"] for record in huse_records[:120]] + ["ÆØÅ tøken", "x"]
     candidates = _texts(huse_records[120:], seed=count_texts)
     fitted = TfidfFeatures()
