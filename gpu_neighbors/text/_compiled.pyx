@@ -195,3 +195,53 @@ def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const int6
                     values[i] = values[i] / words
                 else:
                     values[i] = values[i] / chars
+
+
+def word_ids(const int64_t[::1] char_ids, const int64_t[::1] starts, const int64_t[::1] lengths, int64_t size,
+             const int64_t[::1] ends, const int64_t[:, ::1] end_bounds, const int64_t[::1] dense,
+             const int64_t[::1] slots, const int64_t[::1] keys, const int64_t[:, ::1] bounds, int64_t[::1] found):
+    """`TfidfFeatures._unigram_ids`: each token's word id (-1: not a vocabulary word), walked
+    character by character through the vocabulary's trie. A token is char_ids[starts[t]:starts[t] +
+    lengths[t]] (alphabet ids, -1 unknown); the word ending at depth d's nodes is in `ends` at
+    end_bounds[d - 1] (start, size); the nodes of depth d + 1 are found from (node * size +
+    character) in index d - 1 of the concatenated `dense`, `slots`, `keys` (`bounds`, as
+    `char_walk`'s)."""
+    cdef Py_ssize_t tokens = starts.shape[0], t, depths = end_bounds.shape[0], depth
+    cdef int64_t node, following
+    if lengths.shape[0] != tokens or found.shape[0] != tokens:
+        raise ValueError("word_ids takes a start, a length and an output per token")
+    if end_bounds.shape[1] != 2 or bounds.shape[1] != 7 or bounds.shape[0] < depths - 1:
+        raise ValueError("word_ids takes an end table per depth and an index per depth past the first")
+    for depth in range(depths):
+        if end_bounds[depth, 0] + end_bounds[depth, 1] > ends.shape[0]:
+            raise ValueError("word_ids' end bounds pass its table")
+    for depth in range(depths - 1):
+        if bounds[depth, 0] + bounds[depth, 1] > dense.shape[0] or bounds[depth, 3] + bounds[depth, 4] > keys.shape[0]:
+            raise ValueError("word_ids' bounds pass its tables")
+    for t in range(tokens):
+        if lengths[t] < 1 or starts[t] < 0 or starts[t] + lengths[t] > char_ids.shape[0]:
+            raise ValueError("word_ids' tokens pass the characters")
+    cdef const int64_t* dense_start = _start(dense)
+    cdef const int64_t* slots_start = _start(slots)
+    cdef const int64_t* keys_start = _start(keys)
+    with nogil:
+        for t in range(tokens):
+            found[t] = -1
+            if not depths:
+                continue
+            node = char_ids[starts[t]]
+            depth = 1
+            while True:
+                if lengths[t] == depth:
+                    if node >= 0 and node < end_bounds[depth - 1, 1]:
+                        found[t] = ends[end_bounds[depth - 1, 0] + node]
+                    break
+                if node < 0 or depth == depths:
+                    break
+                following = char_ids[starts[t] + depth]
+                if following < 0:
+                    break
+                node = _find(node * size + following, dense_start + bounds[depth - 1, 0], bounds[depth - 1, 1],
+                             slots_start + bounds[depth - 1, 2], keys_start + bounds[depth - 1, 3],
+                             bounds[depth - 1, 4], <int>bounds[depth - 1, 5], bounds[depth - 1, 6])
+                depth += 1

@@ -115,6 +115,16 @@ class Lookups:
         """The char n-gram indexes as the compiled walk reads them (`key_index.concatenated`)."""
         return concatenated(self.chars)
 
+    @functools.cached_property
+    def trie_tables(self) -> tuple[np.ndarray, ...]:
+        """The word trie as the compiled walk reads it: every depth's word ends concatenated,
+        each depth's (start, size) in them, then the node indexes (`key_index.concatenated`)."""
+        sizes = np.array([ends.size for ends in self.word_ends], dtype=np.int64)
+        end_bounds = np.stack([np.cumsum(sizes) - sizes, sizes], axis=1) if sizes.size else np.zeros((0, 2), np.int64)
+        ends = np.concatenate(self.word_ends) if self.word_ends else np.zeros(0, dtype=np.int64)
+        return (ends.astype(np.int64), np.ascontiguousarray(end_bounds, dtype=np.int64),
+                *concatenated(self.word_nodes))
+
 
 class TfidfFeatures:
     """The two analyzers' vocabularies and idf weights from a training set (`fit`), and the
@@ -230,6 +240,10 @@ class TfidfFeatures:
         through the vocabulary's trie."""
         found = np.full(tokens.starts.size, -1, dtype=np.int64)
         size = max(self.alphabet.size, 1)
+        if native is not None:  # token by token in C: the same walk
+            native.word_ids(np.ascontiguousarray(char_ids, dtype=np.int64), tokens.starts.astype(np.int64),
+                            tokens.lengths.astype(np.int64), size, *lookups.trie_tables, found)
+            return found
         active = np.arange(tokens.starts.size, dtype=np.int64) if lookups.word_ends else found[:0]
         nodes = char_ids[tokens.starts[active]]
         depth = 1
