@@ -245,3 +245,29 @@ def word_ids(const int64_t[::1] char_ids, const int64_t[::1] starts, const int64
                              slots_start + bounds[depth - 1, 2], keys_start + bounds[depth - 1, 3],
                              bounds[depth - 1, 4], <int>bounds[depth - 1, 5], bounds[depth - 1, 6])
                 depth += 1
+
+
+def pad_words(const int64_t[::1] char_ids, const int64_t[::1] starts, const int64_t[::1] lengths,
+              const int64_t[::1] texts, int64_t space_id, int64_t[::1] padded, int64_t[::1] text_of_position):
+    """`tfidf._padded_words` and each padded position's text, in one pass: word r (characters
+    char_ids[starts[r]:starts[r] + lengths[r]], of text texts[r]) becomes " w " in alphabet ids
+    followed by a -1 separator, all words concatenated."""
+    cdef Py_ssize_t words = starts.shape[0], r, i, position = 0, total = 0
+    if lengths.shape[0] != words or texts.shape[0] != words:
+        raise ValueError("pad_words takes a start, a length and a text per word")
+    for r in range(words):
+        if lengths[r] < 0 or starts[r] < 0 or starts[r] + lengths[r] > char_ids.shape[0]:
+            raise ValueError("pad_words' words pass the characters")
+        total += lengths[r] + 3
+    if padded.shape[0] != total or text_of_position.shape[0] != total:
+        raise ValueError("pad_words' outputs are not the padded words' length")
+    with nogil:
+        for r in range(words):
+            padded[position] = space_id
+            for i in range(lengths[r]):
+                padded[position + 1 + i] = char_ids[starts[r] + i]
+            padded[position + lengths[r] + 1] = space_id
+            padded[position + lengths[r] + 2] = -1
+            for i in range(lengths[r] + 3):
+                text_of_position[position + i] = texts[r]
+            position += lengths[r] + 3

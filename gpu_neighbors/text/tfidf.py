@@ -312,8 +312,14 @@ class TfidfFeatures:
         return Grams([tokens.texts[kept], bigram_rows[known][found]], [ids[kept], bigrams[found] + len(self.unigrams)])
 
     def _char_grams(self, char_ids: np.ndarray, kinds: np.ndarray, words: Runs, lookups: Lookups) -> Grams:
-        padded = _padded_words(char_ids, kinds, words, lookups.space_id)
-        text_of_position = np.repeat(words.texts, words.lengths + 3)
+        if native is not None:  # the padded words and each position's text in one pass
+            size = int(words.lengths.sum()) + 3 * words.lengths.size
+            padded, text_of_position = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
+            native.pad_words(np.ascontiguousarray(char_ids, dtype=np.int64), words.starts.astype(np.int64),
+                             words.lengths.astype(np.int64), words.texts, lookups.space_id, padded, text_of_position)
+        else:
+            padded = _padded_words(char_ids, kinds, words, lookups.space_id)
+            text_of_position = np.repeat(words.texts, words.lengths + 3)
         rows, features = [], []
         for (positions, ids), offset in zip(self._looked_up_walk(padded, lookups), self.char_offsets):
             rows.append(text_of_position[positions])
