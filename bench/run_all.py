@@ -7,7 +7,8 @@ through the CLI, scaling in C and |S|, peak memory), the host path (bench_host: 
 candidates against 10 training texts, against the simplest read-and-write loop), the default
 predict against scikit-learn + sparse_dot_topn (bench_predict), then the
 all-pairs jobs (bench_allpairs:
-Self-BLEU, MBR against mbrs, pairs to .npy). The machine (CPU, cores, memory, GPU,
+Self-BLEU, MBR against mbrs, pairs to .npy), then the host's compiled loops (issue 52:
+bench_compilers, bench_encoding, bench_long_text, bench_cmp, as child processes). The machine (CPU, cores, memory, GPU,
 torch, load average before and after, as the machine may be shared) is recorded beside the
 figures. On a CUDA machine the benchmarks measure the GPU path (their device is "auto"); a
 benchmark that cannot run is reported as such, with the reason, and the others still run.
@@ -238,6 +239,34 @@ def module_section(module_name: str, title: str, quick: bool) -> list[str]:
         return [f"## {title}", "", f"Not run. {module_name} failed: {type(error).__name__}: {error}", ""]
 
 
+# The host's compiled loops (issue 52): each script's own table, run as a child process (its
+# sizes shrunk with --quick), in the order the issue names its targets.
+HOST_COMMANDS = (
+    ("bench_compilers.py", [], ["--candidates", "2000", "--train", "300", "--repeats", "1"]),
+    ("bench_encoding.py", [], ["--candidates", "5000", "--train", "300", "--repeats", "1"]),
+    ("bench_long_text.py", ["--kernel", "tfidf"], ["--kernel", "tfidf", "--train", "300", "--tokens", "4000",
+                                                   "--candidate-tokens", "5000"]),
+    ("bench_cmp.py", [], ["--candidates", "2000", "--train", "300"]),
+)
+
+
+def host_section(quick: bool) -> list[str]:
+    """The issue-52 scripts' printed results, one block each (or why one failed)."""
+    import subprocess
+
+    lines = ["## The host's compiled loops (issue 52)", "",
+             "Each script's own output (its docstring says what it times), one after another; load average "
+             "is printed by each.", ""]
+    for script, arguments, quick_arguments in HOST_COMMANDS:
+        command = [sys.executable, str(BENCH / script), *(quick_arguments if quick else arguments)]
+        print(f"== {script}", file=sys.stderr, flush=True)
+        done = subprocess.run(command, capture_output=True, text=True, cwd=BENCH)
+        shown = " ".join(["python", f"bench/{script}", *command[2:]])
+        lines += [f"`{shown}`" + ("" if done.returncode == 0 else f" (exit status {done.returncode})"), "",
+                  "```", *(done.stdout.strip() or done.stderr.strip()[-2000:]).splitlines(), "```", ""]
+    return lines
+
+
 def _link(path: Path, output: Path) -> str:
     return os.path.relpath(path, output.resolve().parent)
 
@@ -302,6 +331,7 @@ def main() -> None:
     lines += module_section("bench_host", "Host path", args.quick)
     lines += module_section("bench_predict", "Default predict", args.quick)
     lines += module_section("bench_allpairs", "All-pairs jobs", args.quick)
+    lines += host_section(args.quick)
     if info["gpu"] == "none":
         lines += ["## GPU", "",
                   "No CUDA device here: every figure above is the CPU path. An estimate of GPU "

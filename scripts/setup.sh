@@ -17,13 +17,15 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 
 stamp="$venv/.gpu-neighbors-installed"
-wanted="$(cat "$root/pyproject.toml" "$lock" | sha256sum | cut -d' ' -f1)"
+# Reinstalled when the lock, the requirements or the compiled loops change (setup.py builds the .pyx).
+wanted="$(cat "$root/pyproject.toml" "$lock" "$root/setup.py" "$root"/gpu_neighbors/text/_compiled.pyx | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
     # Every package at its locked version (torch is the CPU build 2.13.0+cpu, which pip takes from
-    # this machine's wheel folder), then the project without resolving anything again.
+    # this machine's wheel folder; setuptools and Cython, which build the compiled loops, too),
+    # then the project, built with those and without resolving anything again.
     echo "setup: installing the packages of requirements.lock" >&2
     "$venv/bin/pip" install --quiet -r "$lock"
-    "$venv/bin/pip" install --quiet --no-deps -e "$root"
+    "$venv/bin/pip" install --quiet --no-deps --no-build-isolation -e "$root"
     # A requirement of pyproject.toml the lock lacks or contradicts stops here, by name.
     if ! conflicts="$("$venv/bin/pip" check 2>&1)"; then
         echo "setup: the lock does not satisfy the project's requirements (bash scripts/lock.sh refreshes it):" >&2

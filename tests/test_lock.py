@@ -34,10 +34,13 @@ def locked() -> dict[str, Version]:
 
 
 def project_requirements() -> list[Requirement]:
-    """The project's requirements with its dev extra, the extras it names expanded."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    """The project's requirements with its dev extra (the extras it names expanded) and what its
+    build requires (setup.sh builds it with the locked ones)."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    project = pyproject["project"]
     extras = project["optional-dependencies"]
-    wanted, todo, seen = [Requirement(text) for text in project["dependencies"]], ["dev"], set()
+    wanted = [Requirement(text) for text in project["dependencies"] + pyproject["build-system"]["requires"]]
+    todo, seen = ["dev"], set()
     while todo:
         extra = todo.pop()
         seen.add(extra)

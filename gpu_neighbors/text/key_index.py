@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpu_neighbors.text.compiled import native
+
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, odd
 DENSE_KEYS = 1 << 16
 DENSE_PER_KEY = 8  # so at most 512 KiB, or 64 bytes a key (the hash: about 40)
@@ -64,6 +66,15 @@ class KeyIndex:
             waiting[winners] = False
             pending, slots = pending[waiting], (slots[waiting] + 1) & self._mask
 
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+        """The index as plain arrays, for the compiled loops (`text.compiled`): (position by key
+        with its last slot -1, or empty), (slots, or empty), (keys with the empty slot's
+        sentinel last, or empty), the home slot's shift and the slots' mask."""
+        empty = np.zeros(0, dtype=np.int64)
+        if self._dense is not None:
+            return self._dense, empty, empty, 0, 0
+        return empty, self._slots, self._keys, int(self._shift), self._mask
+
     def _home(self, keys: np.ndarray) -> np.ndarray:
         return ((keys.view(np.uint64) * _MULTIPLIER) >> self._shift).view(np.int64)
 
@@ -72,6 +83,11 @@ class KeyIndex:
         keys = np.ascontiguousarray(keys, dtype=np.int64)
         if self._dense is not None:
             return self._dense[np.minimum(keys.view(np.uint64), np.uint64(self._dense.size - 1))]
+        shape, keys = keys.shape, keys.reshape(-1)
+        if native is not None:  # the same probes, key by key in C
+            found = np.empty(keys.size, dtype=np.int64)
+            native.find_keys(*self.arrays(), keys, found)
+            return found.reshape(shape)
         size = self.table.size
         slots = self._home(keys)
         positions = self._slots[slots]
@@ -86,4 +102,27 @@ class KeyIndex:
             found[probing[hit]] = positions[hit]
             going_on = ~hit & (positions != size)
             probing, slots = probing[going_on], slots[going_on]
-        return found
+        return found.reshape(shape)
+
+
+def concatenated(indexes: list[KeyIndex]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Several indexes' `arrays()` as one dense table, one slots array and one keys array, with
+    each index's bounds in them (int64 [indexes, 7]: dense start and size, slots start, keys
+    start and size, shift, mask): what a compiled loop over several tables reads."""
+    arrays = [index.arrays() for index in indexes]
+    dense = [item[0] for item in arrays]
+    slots = [item[1] for item in arrays]
+    keys = [item[2] for item in arrays]
+    bounds = np.zeros((len(arrays), 7), dtype=np.int64)
+    for column, parts in ((0, dense), (2, slots), (3, keys)):
+        sizes = np.array([part.size for part in parts], dtype=np.int64)
+        bounds[:, column] = np.cumsum(sizes) - sizes
+        if column != 2:
+            bounds[:, column + 1] = sizes
+    bounds[:, 5] = [item[3] for item in arrays]
+    bounds[:, 6] = [item[4] for item in arrays]
+
+    def joined(parts: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    return joined(dense), joined(slots), joined(keys), bounds

@@ -50,7 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpu_neighbors.text.characters import SPACE as SPACE_CLASS, WORD, CodePoints, Runs, classes
-from gpu_neighbors.text.key_index import KeyIndex
+from gpu_neighbors.text.compiled import native
+from gpu_neighbors.text.key_index import KeyIndex, concatenated
 
 WORD_PATTERN = r"(?u)\b\w+\b"  # the baseline's token_pattern: maximal runs of word characters
 WORD_ORDERS = (1, 2)
@@ -89,10 +90,11 @@ class FeatureRows:
 
 @dataclass(frozen=True)
 class Grams:
-    """Every vocabulary n-gram occurrence of a chunk: its text and its feature id."""
+    """Every vocabulary n-gram occurrence of a chunk: its text and its feature id, in parts
+    (one an n-gram order) each in text order."""
 
-    rows: np.ndarray
-    features: np.ndarray
+    rows: list[np.ndarray]
+    features: list[np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,21 @@ class Lookups:
     word_ends: list[np.ndarray]
     bigrams: KeyIndex
     chars: list[KeyIndex]
+
+    @functools.cached_property
+    def walk_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The char n-gram indexes as the compiled walk reads them (`key_index.concatenated`)."""
+        return concatenated(self.chars)
+
+    @functools.cached_property
+    def trie_tables(self) -> tuple[np.ndarray, ...]:
+        """The word trie as the compiled walk reads it: every depth's word ends concatenated,
+        each depth's (start, size) in them, then the node indexes (`key_index.concatenated`)."""
+        sizes = np.array([ends.size for ends in self.word_ends], dtype=np.int64)
+        end_bounds = np.stack([np.cumsum(sizes) - sizes, sizes], axis=1) if sizes.size else np.zeros((0, 2), np.int64)
+        ends = np.concatenate(self.word_ends) if self.word_ends else np.zeros(0, dtype=np.int64)
+        return (ends.astype(np.int64), np.ascontiguousarray(end_bounds, dtype=np.int64),
+                *concatenated(self.word_nodes))
 
 
 class TfidfFeatures:
@@ -227,6 +244,10 @@ class TfidfFeatures:
         through the vocabulary's trie."""
         found = np.full(tokens.starts.size, -1, dtype=np.int64)
         size = max(self.alphabet.size, 1)
+        if native is not None:  # token by token in C: the same walk
+            native.word_ids(np.ascontiguousarray(char_ids, dtype=np.int64), tokens.starts.astype(np.int64),
+                            tokens.lengths.astype(np.int64), size, *lookups.trie_tables, found)
+            return found
         active = np.arange(tokens.starts.size, dtype=np.int64) if lookups.word_ends else found[:0]
         nodes = char_ids[tokens.starts[active]]
         depth = 1
@@ -271,25 +292,43 @@ class TfidfFeatures:
             positions, ids = positions[found], ids[found]
             yield positions, ids
 
+    def _looked_up_walk(self, padded: np.ndarray, lookups: Lookups) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """`_char_walk` with each order's n-grams found in the fitted tables: one compiled pass
+        where the install built it (`text.compiled`), else numpy's passes (the same answers)."""
+        if native is None:
+            indexes = dict(zip(CHAR_ORDERS, lookups.chars))
+            yield from self._char_walk(padded, lambda order, keys: indexes[order].find(keys))
+            return
+        positions = np.empty((len(CHAR_ORDERS), padded.size), dtype=np.int64)
+        ids = np.empty_like(positions)
+        counts = np.zeros(len(CHAR_ORDERS), dtype=np.int64)
+        native.char_walk(np.ascontiguousarray(padded, dtype=np.int64), max(self.alphabet.size, 1), *lookups.walk_tables,
+                         positions, ids, counts)
+        for order, count in enumerate(counts.tolist()):
+            yield positions[order, :count], ids[order, :count]
+
     def _word_grams(self, char_ids: np.ndarray, tokens: Runs, lookups: Lookups) -> Grams:
         ids = self._unigram_ids(char_ids, tokens, lookups)
         keys, bigram_rows, known = self._bigram_keys(ids, tokens)
         bigrams = lookups.bigrams.find(keys[known])
         kept = ids >= 0
         found = bigrams >= 0
-        return Grams(np.concatenate([tokens.texts[kept], bigram_rows[known][found]]),
-                     np.concatenate([ids[kept], bigrams[found] + len(self.unigrams)]))
+        return Grams([tokens.texts[kept], bigram_rows[known][found]], [ids[kept], bigrams[found] + len(self.unigrams)])
 
     def _char_grams(self, char_ids: np.ndarray, kinds: np.ndarray, words: Runs, lookups: Lookups) -> Grams:
-        padded = _padded_words(char_ids, kinds, words, lookups.space_id)
-        text_of_position = np.repeat(words.texts, words.lengths + 3)
-        rows, features = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
-        indexes = dict(zip(CHAR_ORDERS, lookups.chars))
-        walk = self._char_walk(padded, lambda order, keys: indexes[order].find(keys))
-        for (positions, ids), offset in zip(walk, self.char_offsets):
+        if native is not None:  # the padded words and each position's text in one pass
+            size = int(words.lengths.sum()) + 3 * words.lengths.size
+            padded, text_of_position = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
+            native.pad_words(np.ascontiguousarray(char_ids, dtype=np.int64), words.starts.astype(np.int64),
+                             words.lengths.astype(np.int64), words.texts, lookups.space_id, padded, text_of_position)
+        else:
+            padded = _padded_words(char_ids, kinds, words, lookups.space_id)
+            text_of_position = np.repeat(words.texts, words.lengths + 3)
+        rows, features = [], []
+        for (positions, ids), offset in zip(self._looked_up_walk(padded, lookups), self.char_offsets):
             rows.append(text_of_position[positions])
             features.append(ids + offset)
-        return Grams(np.concatenate(rows), np.concatenate(features))
+        return Grams(rows, features)
 
     def _counts(self, lowered: list[str]) -> list[FeatureRows]:
         """Occurrence counts (float64) of every vocabulary n-gram per text, sorted by feature, in
@@ -304,8 +343,15 @@ class TfidfFeatures:
         char_ids = lookups.char_ids[points.codes].astype(np.int64)
         words = self._word_grams(char_ids, points.runs((kinds & WORD) > 0), lookups)
         chars = self._char_grams(char_ids, kinds, points.runs((kinds & SPACE_CLASS) == 0), lookups)
-        rows = np.concatenate([words.rows, chars.rows])
-        features = np.concatenate([words.features, chars.features])
+        rows = np.concatenate(words.rows + chars.rows)
+        features = np.concatenate(words.features + chars.features)
+        if native is not None:  # each text's orders sorted apart: the same table as the sort's
+            bounds = np.cumsum([0] + [part.size for part in words.rows + chars.rows], dtype=np.int64)
+            indptr = np.empty(num_texts + 1, dtype=np.int64)
+            indices, counts = np.empty(rows.size, dtype=np.int64), np.empty(rows.size, dtype=np.int64)
+            native.count_rows(rows, features, bounds, indptr, indices, counts)
+            stored = int(indptr[-1])
+            return FeatureRows(indptr, indices[:stored], counts[:stored].astype(np.float64), self.num_features)
         width = max(self.num_features, 1)
         keys, counts = _distinct(rows * width + features)
         indptr = np.searchsorted(keys, np.arange(num_texts + 1, dtype=np.int64) * width)
@@ -329,6 +375,15 @@ class TfidfFeatures:
 
     def _weighted(self, counts: FeatureRows) -> FeatureRows:
         """Sublinear tf times idf, each block l2-normalised per text."""
+        if native is not None:  # the same operations in the same order, in one pass
+            occurrences = counts.values.astype(np.int64)
+            present = np.flatnonzero(np.bincount(occurrences)) if occurrences.size else occurrences
+            tf_of_count = np.zeros(int(present[-1]) + 1 if present.size else 1)
+            tf_of_count[present] = [1 + math.log(count) for count in present.tolist()]
+            values = np.empty(occurrences.size)
+            native.weigh_rows(counts.indptr, counts.indices, occurrences, tf_of_count, self.idf, self.word_features,
+                              values)
+            return FeatureRows(counts.indptr, counts.indices, values, self.num_features)
         tf = _by_distinct(counts.values.astype(np.int64), lambda count: 1 + math.log(count))
         values = tf * self.idf[counts.indices]
         # Squares summed per (text, block) in feature order: a text's norm depends on it alone.

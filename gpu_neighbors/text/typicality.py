@@ -72,6 +72,10 @@ TEST_ALONE = (True, False, True, True, True, False, True)
 FIT_ROWS = 1 << 12  # texts padded at once
 SHORT_TEXT = 64  # characters: texts up to twice this long share a slice whatever their lengths
 PAIR_BLOCK = 1 << 22  # bigram keys of position pairs (`order`) made at once
+# The order statistic counts a row's pairs of positions one by one (width^2 lookups) unless its
+# width^2 passes this many times the bigram table's size and the vocabulary's, where it reads the
+# table instead (linear in the row's length; the same integers either way).
+TABLE_PAIRS = 4
 # Devices whose tables count the other keys by a hash index of them on the host (`KeyIndex`);
 # elsewhere by binary search on the device.
 HASHED_ON = frozenset({"cpu"})
@@ -346,6 +350,13 @@ class HeldOut:
     endings: torch.Tensor
 
 
+def _by_length(texts: Sequence[str]) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """The texts' order by length (characters) and its slices of similar lengths."""
+    sizes = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    order = np.argsort(sizes, kind="stable")
+    return order, _similar_lengths(sizes[order])
+
+
 def _similar_lengths(ascending: np.ndarray) -> list[tuple[int, int]]:
     """(first, last) slices of ascending text lengths: at most FIT_ROWS texts each, the longest at
     most twice the first's (or SHORT_TEXT)."""
@@ -385,16 +396,14 @@ class Typicality:
                  language: str = LANGUAGE) -> None:
         self.tokenizer, self.device, self.language = tokenizer, device, language
         self.vocabulary = Vocabulary()
-        slices = []
-        for first in range(0, len(texts), FIT_ROWS):
-            tokenized = tokenizer.tokenize_many(texts[first : first + FIT_ROWS])
-            self.vocabulary.add(tokenized)  # before the ids: a slice's own tokens are known
-            slices.append(tokenized)
+        for first in range(0, len(texts), FIT_ROWS):  # ids in order of first occurrence
+            self.vocabulary.add(tokenizer.tokenize_many(texts[first : first + FIT_ROWS]))
         self.vocab_size = len(self.vocabulary)
         self.wordlike = wordlike_table(self.vocabulary)
         unigrams, bigrams, endings, characters = [], [], [], []
-        for tokenized in slices:
-            rows = Tokens.of(tokenized, self.vocabulary, self.wordlike, None, language, device)
+        order, slices = _by_length(texts)
+        for first, last in slices:  # counted in slices of similar lengths: one long text pads no others
+            rows = self._tokens([texts[index] for index in order[first:last]])
             unigrams.append(_per_row_distinct(rows.ids))
             bigrams.append(_per_row_distinct(_bigrams(rows.ids, rows.lengths, self.vocab_size)[0]))
             endings.append(rows.endings[rows.endings >= 0])
@@ -448,10 +457,9 @@ class Typicality:
         # By length, in slices whose longest text is at most twice its shortest, so that a slice's
         # rows pad to about their own width: the order statistic reads every pair of positions of
         # the padded rows. A row's statistics do not depend on the other rows of its slice.
-        sizes = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-        order = np.argsort(sizes, kind="stable")
+        order, slices = _by_length(texts)
         parts = [torch.zeros((0, len(STATISTICS)), dtype=torch.float64, device=self.device)]
-        for first, last in _similar_lengths(sizes[order]):
+        for first, last in slices:
             rows = order[first:last]
             tokens = self._tokens([texts[index] for index in rows], left_out=own or originals is not None)
             excluded = tokens if own else None if originals is None else self._tokens([originals[i] for i in rows])
@@ -600,18 +608,77 @@ class Typicality:
             front = torch.sort((~known).to(torch.uint8), dim=1, stable=True).indices
             width = int(known.sum(dim=1).max())
             ids, known = torch.gather(ids, 1, front[:, :width]), torch.gather(known, 1, front[:, :width])
-            position = position[:width]
-        block_rows = max(1, PAIR_BLOCK // max(1, width * width))
-        block_positions = max(1, PAIR_BLOCK // max(1, block_rows * width))
-        parts = []
-        for first in range(0, rows, block_rows):
-            block = slice(first, first + block_rows)
-            count = torch.zeros_like(lengths[block])
-            for left in range(0, width, block_positions):
-                span = slice(left, left + block_positions)
-                pairs = ids[block, span, None] * size + ids[block, None, :]
-                valid = known[block, span, None] & known[block, None, :]
-                valid &= position[span, None] != position[None, :]
-                count = count + held(pairs, valid, None if excluded is None else excluded[block])
-            parts.append(count)
-        return total + (torch.cat(parts) if parts else torch.zeros_like(lengths))
+        if width * width > TABLE_PAIRS * (table.keys.numel() + size):
+            pairs = _held_pairs_by_table(ids, known, excluded, table, size, host_waits)
+        else:
+            pairs = _held_pairs_by_position(ids, known, excluded, table, size, host_waits)
+        return total + pairs
+
+
+def _held_pairs_by_position(ids: torch.Tensor, known: torch.Tensor, excluded: torch.Tensor | None,
+                            table: DocumentFrequency, size: int, host_waits: bool) -> torch.Tensor:
+    """int64 [rows]: the ordered pairs of distinct positions of known tokens whose bigram key
+    (first * `size` + second) a training text holds other than the row's `excluded` one, each
+    pair looked up: width^2 lookups a row, the cheaper way for rows short beside the table."""
+    rows, width = ids.shape
+    position = torch.arange(width, device=ids.device)
+    block_rows = max(1, PAIR_BLOCK // max(1, width * width))
+    block_positions = max(1, PAIR_BLOCK // max(1, block_rows * width))
+    parts = [torch.zeros(0, dtype=torch.int64, device=ids.device)]
+    for first in range(0, rows, block_rows):
+        block = slice(first, first + block_rows)
+        count = torch.zeros(ids[block].shape[0], dtype=torch.int64, device=ids.device)
+        for left in range(0, width, block_positions):
+            span = slice(left, left + block_positions)
+            pairs = ids[block, span, None] * size + ids[block, None, :]
+            valid = known[block, span, None] & known[block, None, :]
+            valid &= position[span, None] != position[None, :]
+            keys = torch.where(valid, pairs, torch.full_like(pairs, -1))
+            owner = None if excluded is None else excluded[block]
+            count = count + _held(table, keys, owner, host_waits).flatten(1).sum(dim=1)
+        parts.append(count)
+    return torch.cat(parts)
+
+
+def _held_pairs_by_table(ids: torch.Tensor, known: torch.Tensor, excluded: torch.Tensor | None,
+                         table: DocumentFrequency, size: int, host_waits: bool) -> torch.Tensor:
+    """`_held_pairs_by_position`'s count read from the table's side, linear in a row's length:
+    with m(a) the row's occurrences of token a, the pairs of distinct positions holding bigram
+    (a, b) number m(a) (m(b) - [a = b]); summed over every bigram of the table, less those the
+    row's excluded text alone holds (a table count of 1 and a key of the excluded row). Exact
+    integers, so the same count as pair by pair; which of the two runs is read from shapes."""
+    rows, width = ids.shape
+    device = ids.device
+    block_rows = max(1, PAIR_BLOCK // max(1, size + 1))
+    block_keys = max(1, PAIR_BLOCK // block_rows)
+    keys = table.keys
+    parts = [torch.zeros(0, dtype=torch.int64, device=device)]
+    for first in range(0, rows, block_rows):
+        block = slice(first, first + block_rows)
+        block_ids, block_known = ids[block], known[block]
+        # occurrences per token id, column `size` gathering the unknown tokens (never read)
+        occurrences = torch.zeros((block_ids.shape[0], size + 1), dtype=torch.int64, device=device)
+        occurrences.scatter_add_(1, torch.where(block_known, block_ids, torch.full_like(block_ids, size)),
+                                 block_known.long())
+
+        def pairs_of(bigrams: torch.Tensor) -> torch.Tensor:
+            """[block rows, len(bigrams)] (or per row: [block rows, n]): m(a) (m(b) - [a = b])."""
+            first_token, second_token = bigrams // size, bigrams % size
+            if bigrams.dim() == 1:
+                first_token, second_token = first_token.expand(occurrences.shape[0], -1), \
+                    second_token.expand(occurrences.shape[0], -1)
+            second = torch.gather(occurrences, 1, second_token) - (first_token == second_token).long()
+            return torch.gather(occurrences, 1, first_token) * second
+
+        count = torch.zeros(block_ids.shape[0], dtype=torch.int64, device=device)
+        for start in range(0, keys.numel(), block_keys):
+            count = count + pairs_of(keys[start:start + block_keys]).sum(dim=1)
+        if excluded is not None and excluded.shape[1]:
+            own = excluded[block]  # sorted per row: each distinct key once, keys < 0 none
+            distinct = own >= 0
+            distinct[:, 1:] &= own[:, 1:] != own[:, :-1]
+            alone = distinct & (table.count(own, host_waits) == 1)
+            safe = torch.where(alone, own, torch.zeros_like(own))
+            count = count - torch.where(alone, pairs_of(safe), torch.zeros_like(own)).sum(dim=1)
+        parts.append(count)
+    return torch.cat(parts)

@@ -14,11 +14,15 @@ def binary_search(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return np.where(table[position] == keys, position, -1)
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
 @pytest.mark.parametrize("dense", [False, True], ids=["hashed", "dense"])
 @pytest.mark.parametrize("size", [0, 1, 2, 7, 1000, 50_000])
-def test_positions_equal_binary_search(size, dense, monkeypatch):
-    """By hash and by a table indexed by the key (forced each way), on keys past the table's,
-    negative ones and colliding ones."""
+def test_positions_equal_binary_search(size, dense, compiled, monkeypatch):
+    """By hash and by a table indexed by the key (forced each way), probed in C where built
+    (`text.compiled`) or by numpy's passes, on keys past the table's, negative ones and
+    colliding ones."""
+    if not compiled:
+        monkeypatch.setattr("gpu_neighbors.text.key_index.native", None)
     monkeypatch.setattr("gpu_neighbors.text.key_index.DENSE_KEYS", 1 << 30 if dense else 0)
     monkeypatch.setattr("gpu_neighbors.text.key_index.DENSE_PER_KEY", 0)
     assert (KeyIndex(np.arange(3, dtype=np.int64))._dense is not None) == dense
@@ -30,3 +34,5 @@ def test_positions_equal_binary_search(size, dense, monkeypatch):
     keys = np.concatenate([table, table[::-1], rng.integers(-5, 8 * size + 20, 3 * size + 10), [-1, 0, 2**62]])
     assert np.array_equal(KeyIndex(table).find(keys), binary_search(table, keys))
     assert KeyIndex(table).find(np.zeros(0, dtype=np.int64)).shape == (0,)
+    grid = keys[: keys.size // 2 * 2].reshape(2, -1)
+    assert np.array_equal(KeyIndex(table).find(grid), binary_search(table, grid))

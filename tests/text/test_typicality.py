@@ -268,3 +268,52 @@ def test_the_vocabulary_is_judged_for_spelling_only_where_a_text_is_left_out(hus
     tokens = typicality.vocabulary.tokens()
     assert judged[tokens.index("servd")] and not judged[tokens.index("resturant")]  # held by two texts
     assert own[-2, 4] == 1 / 3 and own[-1, 4] == 0  # servd alone; resturant held by the other text
+
+
+@pytest.mark.parametrize("table_pairs", [0, 1 << 62], ids=["by-table", "by-position"])
+def test_the_order_statistic_counts_the_same_pairs_from_the_table_or_by_position(huse_records, monkeypatch,
+                                                                                 table_pairs):
+    """The pairs of positions a training text holds in any order, counted pair by pair or read
+    from the bigram table's side: the same integers for new texts, training texts left out of
+    their own counts and copies without their originals (repeated tokens, unknown ones and
+    bigrams only the left-out text holds included)."""
+    training = [record["text"] for record in huse_records[:80]] + ["the the cat the cat", "solo bigram here"]
+    texts = [record["text"] for record in huse_records[80:110]] + ADVERSARIAL_TEXTS + [
+        "", "x", "the the the the", "cat the the cat zzz the", "solo bigram here here solo"]
+    default = Typicality(training, WHITESPACE, CPU)
+    expected = [default.of_texts(texts), default.of_texts(training, own=True),
+                default.of_texts(texts[:len(training)], originals=training[:len(texts)])]
+    monkeypatch.setattr("gpu_neighbors.text.typicality.TABLE_PAIRS", table_pairs)
+    monkeypatch.setattr("gpu_neighbors.text.typicality.PAIR_BLOCK", 997)  # blocks of rows and of keys
+    got = [default.of_texts(texts), default.of_texts(training, own=True),
+           default.of_texts(texts[:len(training)], originals=training[:len(texts)])]
+    for one, other in zip(got, expected):
+        np.testing.assert_array_equal(one.numpy(), other.numpy())  # NaN rows alike
+    np.testing.assert_array_equal(got[0].numpy(), reference(training, texts))
+
+
+def test_a_long_texts_order_statistic_reads_work_linear_in_its_length(huse_records, monkeypatch):
+    """A text of n tokens asks the tables for O(n + table) keys, not one per pair of positions
+    (n^2: a 50,000-token line took minutes), and gets the reference's statistics; its own
+    statistics as a training text too."""
+    from gpu_neighbors.text.typicality import DocumentFrequency
+
+    training = [record["text"] for record in huse_records[:60]]
+    words = " ".join(training).split()
+    long_text = " ".join(words[index % len(words)] for index in range(3_000)) + " unseen1 unseen2 unseen1"
+    typicality = Typicality(training + [long_text], WHITESPACE, CPU)
+    asked = []
+    count = DocumentFrequency.count
+
+    def counting(self, keys, host_waits=True):
+        asked.append(keys.numel())
+        return count(self, keys, host_waits)
+
+    monkeypatch.setattr(DocumentFrequency, "count", counting)
+    new = typicality.of_texts([long_text, long_text[:5_000]]).numpy()
+    own = typicality.of_texts(training + [long_text], own=True).numpy()[-1]
+    tables = typicality.tables
+    bound = 50 * (len(long_text.split()) + tables.bigrams.keys.numel() + typicality.vocab_size) * 3
+    assert sum(asked) < bound
+    np.testing.assert_array_equal(new, reference(training + [long_text], [long_text, long_text[:5_000]]))
+    np.testing.assert_array_equal(own, reference(training, [long_text])[0])
