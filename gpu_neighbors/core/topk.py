@@ -377,26 +377,11 @@ def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: fl
     running sums along each row, read at every k (tuning's grid reads all its k from one list).
     Each running sum is exact, as the sums are, so each k gets the bits of its own sum; and
     only which entries come before each k counts, not their order there (`rank_segments`)."""
-    top = top.first(max(ks))
-    positive = (top.index >= 0) & (top.similarity > 0)
-    weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)
-    index = top.index.clamp(min=0, max=max(quality.raw.numel() - 1, 0))  # in range: the product reads by it unchecked
-    rows, width = index.shape
-    at = [min(k, width) for k in ks]  # host ints: reading them makes no copy to the device
-    ends = sorted(set(at))
-    read = [ends.index(position) for position in at]
-
-    def running(segments: torch.Tensor) -> torch.Tensor:
-        """Sums of each row's first `at` entries from its segments' sums [rows, segments, ...]:
-        running sums in int64 (a float cumsum has no deterministic CUDA kernel), read at each k."""
-        sums = segments.to(torch.int64).cumsum(dim=1)
-        return torch.stack([sums[:, position] for position in read], dim=1)  # int indices: no copy to the device
-
-    sums = running(_segment_sums(weights, index, ends, quality.weighted_columns))
-    counts = running(_segment_totals(positive, ends))
+    sums, counts = running_sums(top, quality, ks, power)
+    rows = sums.shape[0]
     predictions = []
     for position in range(len(ks)):
-        stats = NeighborStats.zeros(rows, len(quality.bands), index.device, power, weighted=True)
+        stats = NeighborStats.zeros(rows, len(quality.bands), sums.device, power, weighted=True)
         stats.add_sums(slice(None), sums[:, position])
         stats.count = counts[:, position]
         mean, std = moments(stats, quality)
@@ -410,6 +395,30 @@ def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: fl
             estimator="topk",
         ))
     return predictions
+
+
+def running_sums(top: TopK, quality: Quality, ks: Sequence[int], power: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact int64 sums of weight x `quality.weighted_columns` over each row's first k entries
+    of `top` with a positive similarity, for each k of `ks` [rows, len(ks), columns], and how
+    many entries those are [rows, len(ks)] (`estimate_topk_grid` reads its estimates off
+    them; nested tuning subtracts one text from them)."""
+    top = top.first(max(ks))
+    positive = (top.index >= 0) & (top.similarity > 0)
+    weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)
+    index = top.index.clamp(min=0, max=max(quality.raw.numel() - 1, 0))  # in range: the product reads by it unchecked
+    width = index.shape[1]
+    at = [min(k, width) for k in ks]  # host ints: reading them makes no copy to the device
+    ends = sorted(set(at))
+    read = [ends.index(position) for position in at]
+
+    def running(segments: torch.Tensor) -> torch.Tensor:
+        """Sums of each row's first `at` entries from its segments' sums [rows, segments, ...]:
+        running sums in int64 (a float cumsum has no deterministic CUDA kernel), read at each k."""
+        sums = segments.to(torch.int64).cumsum(dim=1)
+        return torch.stack([sums[:, position] for position in read], dim=1)  # int indices: no copy to the device
+
+    return (running(_segment_sums(weights, index, ends, quality.weighted_columns)),
+            running(_segment_totals(positive, ends)))
 
 
 def _segment_sums(weights: torch.Tensor, index: torch.Tensor, ends: list[int], table: torch.Tensor) -> torch.Tensor:
