@@ -54,6 +54,24 @@ def _ranks_of_one(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def _ranks_of_draws(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """`_ranks` of each row of `values[draws]` (finite values, drawn with replacement) without a
+    sort per row (the bootstrap ranks a thousand draws of every agreement): a drawn value's
+    average rank is the draws of smaller values plus half of those of its own value, plus a
+    half, counted by value group (the same halves and whole numbers, exact)."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.r_[True, ordered[1:] != ordered[:-1]]
+    group = np.empty(values.size, dtype=np.int64)
+    group[order] = np.cumsum(starts) - 1
+    groups = int(starts.sum())
+    drawn = group[draws]
+    counts = np.bincount((drawn + groups * np.arange(draws.shape[0])[:, None]).ravel(),
+                         minlength=groups * draws.shape[0]).reshape(draws.shape[0], groups)
+    ranks = (np.cumsum(counts, axis=1) - counts) + (counts + 1) * 0.5
+    return np.take_along_axis(ranks, drawn, axis=1)
+
+
 def _pearson_rows(a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> np.ndarray:
     count = valid.sum(axis=1)
     safe = np.maximum(count, 1)
@@ -96,7 +114,7 @@ def spearman_interval(
     if resamples < 1 or x.size < 3:
         return float("nan"), float("nan")
     draws = np.random.default_rng(seed).integers(0, x.size, size=(resamples, x.size))
-    rhos = spearman_rows(x[draws], y[draws])
+    rhos = _pearson_rows(_ranks_of_draws(x, draws), _ranks_of_draws(y, draws), np.ones(draws.shape, dtype=bool))
     rhos = rhos[np.isfinite(rhos)]
     if rhos.size == 0:
         return float("nan"), float("nan")

@@ -32,7 +32,7 @@ from gpu_neighbors.core.neighbours import (
     weighted_mean,
 )
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
-from gpu_neighbors.core.topk import NO_INDEX, TopK, estimate_topk_grid, order_top, running_sums
+from gpu_neighbors.core.topk import TopK, estimate_topk_grid, running_sums
 from gpu_neighbors.core.tuning import TuningGrid, TuningResult, choose, tune
 
 # Entries of the inner estimates (fold x k x text) or sums (pair x column) held at once: 32 MB.
@@ -64,7 +64,7 @@ def nested_topk(
     ks = grid.k_values(size - 2)  # as `tune` takes them for n - 1 training texts
     ends = sorted({*ks, *(k + 1 for k in ks)})  # at most n - 1: every other text is ranked
     quality = similarities.quality(everything)
-    top = _ranking(similarities, quality, ends[-1])
+    top = similarities.top(everything, everything, ends)
     shared = _encoded_alike(similarities.scores, quality)
     rho, coverage = _inner_scores(similarities, top, quality, ks, ends, grid, everything[shared], progress)
     tunings: list[TuningResult | None] = [None] * size
@@ -93,18 +93,6 @@ def _encoded_alike(scores: np.ndarray, quality: Quality) -> np.ndarray:
         alike[fold] = bool(np.array_equal(magnitude_bands(rest), np.delete(bands, fold))) and \
             Quality.encode(torch.from_numpy(rest)).bands == quality.bands
     return alike
-
-
-def _ranking(similarities: PairwiseSimilarities, quality: Quality, width: int) -> TopK:
-    """Every text's first `width` others in the top-k order (similarity, then tie rank), each
-    text last in its own row: the order of `PairwiseSimilarities.top`, whole, where its lists
-    are ordered only between their ends (one ordering costs less than two dozen ends'
-    selections)."""
-    size = len(similarities)
-    matrix = similarities.matrix.clone()
-    matrix.fill_diagonal_(-torch.inf)
-    top = order_top(TopK(matrix, torch.arange(size).expand(size, size)), width, quality.tie_rank)
-    return TopK(top.similarity, top.index.masked_fill(torch.isinf(top.similarity), NO_INDEX))
 
 
 def _inner_scores(

@@ -33,6 +33,7 @@ from gpu_neighbors.core.neighbours import (
     excluded_pairs,
     moments,
     quantised_weights,
+    weighted_mean,
 )
 from gpu_neighbors.core.sparse import csr_matrix
 from gpu_neighbors.core.tiling import Reduction, Tile
@@ -372,11 +373,14 @@ def estimate_topk(top: TopK, quality: Quality, k: int, power: float) -> TensorPr
     return estimate_topk_grid(top, quality, [k], power)[0]
 
 
-def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: float) -> list[TensorPrediction]:
+def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: float,
+                       spread: bool = True) -> list[TensorPrediction]:
     """`estimate_topk` at each k of `ks` from one pass over the first max(ks) entries of `top`:
     running sums along each row, read at every k (tuning's grid reads all its k from one list).
     Each running sum is exact, as the sums are, so each k gets the bits of its own sum; and
-    only which entries come before each k counts, not their order there (`rank_segments`)."""
+    only which entries come before each k counts, not their order there (`rank_segments`).
+    `spread` False: the estimates alone, std NaN (tuning ranks estimates; the spread's exact
+    square roots were a third of its time)."""
     sums, counts = running_sums(top, quality, ks, power)
     rows = sums.shape[0]
     predictions = []
@@ -384,7 +388,11 @@ def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: fl
         stats = NeighborStats.zeros(rows, len(quality.bands), sums.device, power, weighted=True)
         stats.add_sums(slice(None), sums[:, position])
         stats.count = counts[:, position]
-        mean, std = moments(stats, quality)
+        if spread:
+            mean, std = moments(stats, quality)
+        else:
+            mean = weighted_mean(stats.weight, stats.total, quality)
+            std = torch.full_like(mean, float("nan"))
         defined = stats.count > 0
         nan = torch.full_like(mean, float("nan"))
         predictions.append(TensorPrediction(

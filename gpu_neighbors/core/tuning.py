@@ -217,7 +217,7 @@ def _tune_topk(
     top = similarities.top(items, items, ks)
     rows: list[tuple[Thresholds, float, float]] = []
     for power in grid.powers:
-        predictions = similarities.estimate_top(top, items, ks, float(power))
+        predictions = similarities.estimate_top(top, items, ks, float(power), spread=False)
         rho = spearman_rows(np.stack([prediction.scores for prediction in predictions]), truth)
         for k, r, prediction in zip(ks, rho, predictions):
             setting = Thresholds(base.tau, base.min_neighbors, base.max_fraction, float(power), "topk", k)

@@ -234,12 +234,15 @@ def learning_curve(
             raise ValueError(f"subset size {size} must be between 2 and the number of items ({num_items})")
     rng = np.random.default_rng(seed)
     points = []
+    done: dict[bytes, Agreement] = {}  # a subset drawn again (every one of the whole set) is not run again
     for size in sizes:
         results = []
         for _ in range(runs):
             subset = np.sort(rng.choice(num_items, size=size, replace=False))
-            prediction = similarities.leave_one_out(subset, thresholds)
-            results.append(agreement(prediction, similarities.scores[subset], resamples=0))
+            if subset.tobytes() not in done:
+                prediction = similarities.leave_one_out(subset, thresholds)
+                done[subset.tobytes()] = agreement(prediction, similarities.scores[subset], resamples=0)
+            results.append(done[subset.tobytes()])
         rhos = np.array([result.spearman for result in results])
         rhos = rhos[np.isfinite(rhos)]
         coverage = np.array([result.coverage for result in results])

@@ -90,3 +90,32 @@ def test_ranks_of_one_vector_against_many_masks_are_the_average_ranks():
         expected = _ranks(np.broadcast_to(truth, estimates.shape), valid)
         assert np.array_equal(np.where(valid, _ranks_of_one(truth, valid), 0), np.where(valid, expected, 0))
         assert spearman_rows(estimates, truth).shape == (rows,)
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_top_read_off_one_ordering_is_the_selection_of_each_subset(seed, monkeypatch):
+    """`PairwiseSimilarities.top` reads subsets off one ordering of every row (and `subset`
+    carries it over): each k's first k are the set `rank_segments` selects, so every estimate
+    is the same bits."""
+    from gpu_neighbors.core import pairwise
+
+    similarities = data(seed, 40)
+    rng = np.random.default_rng(seed)
+    ks = [1, 2, 5, 13, 40]
+    for rows, columns in [(np.arange(40), np.arange(40)), (np.sort(rng.choice(40, 15, replace=False)),
+                                                          np.sort(rng.choice(40, 30, replace=False)))]:
+        ordered = similarities.subset(np.arange(40)).top(rows, columns, ks)
+        monkeypatch.setattr(pairwise, "MAX_ORDERED", 0)
+        selected = similarities.top(rows, columns, ks)
+        monkeypatch.undo()
+        assert ordered.index.shape == selected.index.shape
+        for k in ks:
+            first = min(k, ordered.index.shape[1])
+            for row in range(rows.size):
+                assert set(ordered.index[row, :first].tolist()) == set(selected.index[row, :first].tolist())
+        for power in (0.0, 1.5):
+            ours = similarities.estimate_top(ordered, columns, ks, power)
+            theirs = similarities.estimate_top(selected, columns, ks, power)
+            for a, b in zip(ours, theirs):
+                assert np.array_equal(a.scores, b.scores, equal_nan=True) and np.array_equal(a.std, b.std,
+                                                                                              equal_nan=True)
