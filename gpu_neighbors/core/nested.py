@@ -37,7 +37,7 @@ from gpu_neighbors.core.tuning import TuningGrid, TuningResult, choose, tune
 
 # Entries of the inner estimates (fold x k x text) or sums (pair x column) held at once: 32 MB.
 HELD_ENTRIES = 1 << 22
-Progress = Callable[[int], None]  # told how many more folds are done
+Progress = Callable[[float], None]  # told how many more folds are done (parts of one, too)
 
 
 @dataclass(frozen=True)
@@ -130,8 +130,8 @@ def _inner_scores(
             rho[rows, flat] = spearman_rows(estimates.reshape(-1, size), similarities.scores).reshape(part.size,
                                                                                                     len(ks))
             coverage[rows, flat] = np.isfinite(estimates).sum(axis=2) / (size - 1)
-            if progress is not None and which == len(grid.powers) - 1:
-                progress(part.size)
+            if progress is not None:  # a fold is done once every power has been through it
+                progress(part.size / len(grid.powers))
     return rho, coverage
 
 
