@@ -123,7 +123,7 @@ def _inner_scores(
             estimates = np.empty((part.size, len(ks), size))
             for place, (scores, defined) in enumerate(whole):
                 estimates[:, place] = np.where(defined, scores, np.nan)
-            pairs.write(estimates, part, ks, changed)
+            pairs.write(estimates, part, changed)
             estimates[np.arange(part.size), :, part] = np.nan  # a fold's own text is no training text
             flat = slice(which * len(ks), (which + 1) * len(ks))
             rows = slice(start, start + part.size)
@@ -168,38 +168,39 @@ class Pairs:
         return cls(rows, folds, places, positive[rows, folds])
 
     def estimates(self, matrix: torch.Tensor, quality: Quality, power: float, ks: list[int], ends: list[int],
-                  sums: torch.Tensor, counts: torch.Tensor) -> list[np.ndarray]:
-        """For each k: each pair's inner estimate (NaN where none; anything for a pair at or
-        beyond its place k), from the sums of j's first k + 1 less f's term."""
+                  sums: torch.Tensor, counts: torch.Tensor) -> list[tuple[np.ndarray, np.ndarray]]:
+        """For each k: the pairs with f among j's first k (positions in these arrays, ascending)
+        and each one's inner estimate (NaN where none), from the sums of j's first k + 1 less
+        f's term."""
         weights = torch.where(self.positive, quantised_weights(matrix[self.rows, self.folds], power), 0.0)
         columns = _mean_sums(quality.weighted_columns, quality)
         lost = self.positive.to(torch.int64)
+        step = max(1, HELD_ENTRIES // columns[0].numel())
         result = []
         for k in ks:
             after, total = sums[:, ends.index(k + 1)], counts[:, ends.index(k + 1)]
             inside = torch.nonzero(self.places < k).flatten()
-            scores = np.full(self.rows.numel(), np.nan)
-            step = max(1, HELD_ENTRIES // columns[0].numel())
+            scores = np.empty(inside.numel())
             for start in range(0, inside.numel(), step):
                 chosen = inside[start : start + step]
                 j, f = self.rows[chosen], self.folds[chosen]
                 term = (weights[chosen][:, None, None] * columns[f]).to(torch.int64)
                 mean, defined = _estimates(after[j] - term, total[j] - lost[chosen], quality)
-                scores[chosen.numpy()] = np.where(defined, mean, np.nan)
-            result.append(scores)
+                scores[start : start + chosen.numel()] = np.where(defined, mean, np.nan)
+            result.append((inside.numpy(), scores))
         return result
 
-    def write(self, estimates: np.ndarray, folds: np.ndarray, ks: list[int], changed: list[np.ndarray]) -> None:
+    def write(self, estimates: np.ndarray, folds: np.ndarray, changed: list[tuple[np.ndarray, np.ndarray]]) -> None:
         """Into `estimates` [len(folds), ks, texts] of ascending `folds`: their changed pairs'
         estimates at each k (`changed`, from `estimates`)."""
-        sorted_folds = self.folds.numpy()
+        sorted_folds, rows = self.folds.numpy(), self.rows.numpy()
         first, last = np.searchsorted(sorted_folds, [folds[0], folds[-1] + 1])
-        slot = np.searchsorted(folds, sorted_folds[first:last])
-        ours = np.flatnonzero(folds[np.minimum(slot, folds.size - 1)] == sorted_folds[first:last])
-        slot, rows, places = slot[ours], self.rows.numpy()[first:last][ours], self.places.numpy()[first:last][ours]
-        for position, (k, scores) in enumerate(zip(ks, changed)):
-            inside = np.flatnonzero(places < k)
-            estimates[slot[inside], position, rows[inside]] = scores[first:last][ours][inside]
+        for position, (inside, scores) in enumerate(changed):
+            low, high = np.searchsorted(inside, [first, last])
+            pairs = inside[low:high]
+            slot = np.searchsorted(folds, sorted_folds[pairs])
+            ours = folds[np.minimum(slot, folds.size - 1)] == sorted_folds[pairs]
+            estimates[slot[ours], position, rows[pairs][ours]] = scores[low:high][ours]
 
 
 def _prediction_at_choices(similarities: PairwiseSimilarities, top: TopK, quality: Quality,
