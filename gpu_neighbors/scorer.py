@@ -395,7 +395,7 @@ def _tuning_pass(scorer: NeighborsScorer, texts: list[str]) -> tuple[np.ndarray 
     if scorer.num_train <= MAX_TUNING_TEXTS:
         return None, scorer.training_pass()
     warn(f"tuning on a random sample of {MAX_TUNING_TEXTS} of the {scorer.num_train} training texts "
-         "(a and b are chosen for a training set of that size)")
+         f"({scorer.estimator_.tuned} chosen for a training set of that size)")
     sample = canonical_sample(scorer._canonical, MAX_TUNING_TEXTS, seed=0)
     clone = NeighborsScorer(kernel=scorer.kernel_part_, device=scorer.device, memory_budget=scorer.memory_budget,
                             chunk_size=scorer.chunk_size, score_range=None)

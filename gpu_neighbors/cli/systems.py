@@ -80,7 +80,7 @@ def add_systems_command(subparsers: Any) -> None:
     parser.add_argument("--threads", type=thread_count, default=None, metavar="N", help="CPU threads for torch (as score)")
     parser.add_argument("--workers", type=workers, default=None, metavar="N", help="batches encoded and scored at once (as score)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_data_options(parser)
+    add_data_options(parser, data_format=False)
     add_model_options(parser)
     add_tuning_options(parser)
     parser.set_defaults(handler=command_systems)
