@@ -26,7 +26,10 @@ from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.saved import TENSORS, SavedScorer, SavedScorerError, pack_strings, unpack_strings
 from gpu_neighbors.core.tuning import TuningResult
 from gpu_neighbors.estimators import Estimator, RidgeFit, estimator_from_settings
+from gpu_neighbors.estimators.stacking import Stacking
 from gpu_neighbors.fitted import FittedScorer
+from gpu_neighbors.fluency import FittedFluency, Fluency, check_weights
+from gpu_neighbors.fluency.outlier import FLUENCY_ALONE, FLUENCY_LOW_IS_ATYPICAL, WithinLength
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.parts import Auto, KernelPart, part_from_settings
@@ -46,6 +49,9 @@ def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[An
                   for index, column in enumerate(scorer.outside_.test.columns)},
                "outside_products": torch.as_tensor(scorer.outside_.test.products, dtype=torch.float64),
                **encoding_tensors(scorer)}
+    if scorer.within_ is not None:
+        tensors.update(fluency_center=torch.as_tensor(scorer.within_.center),
+                       fluency_scale=torch.as_tensor(scorer.within_.scale))
     if ridge is not None:
         tensors.update(ridge_alpha=torch.as_tensor(ridge.model.alpha), ridge_loo=torch.as_tensor(ridge.model.loo),
                        ridge_similar=torch.as_tensor(ridge.loo.num_neighbors))
@@ -57,7 +63,8 @@ def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[An
         "signature": str(scorer.signature),
         "parts": {"kernel": scorer.kernel.settings(),
                   "estimator": None if scorer.estimator is None else scorer.estimator.settings(),
-                  "intervals": scorer.intervals_part.settings()},
+                  "intervals": scorer.intervals_part.settings(),
+                  "fluency": None if scorer.fluency is None else scorer.fluency.settings()},
         "run": {"memory_budget": scorer.memory_budget, "chunk_size": scorer.chunk_size,
                 "score_range": None if scorer.score_range is None else list(scorer.score_range)},
         "fitted": {"kernel": kernel.settings(), "kernel_settings": dict(scorer.signature.kernel_settings),
@@ -67,9 +74,43 @@ def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[An
                    "outside_texts": scorer.outside_.test.size,
                    "degeneracy": _degeneracy_settings(scorer.outside_.degeneracy),
                    "ridge": None if ridge is None else {"intercept": ridge.model.intercept,
-                                                        "penalty": ridge.model.penalty}},
+                                                        "penalty": ridge.model.penalty},
+                   "fluency": _fluency_settings(scorer)},
     }
     return SavedScorer(config, tensors, list(scorer.kernel_.train_texts), scorer.train_scores_.tolist(), fields)
+
+
+def _fluency_settings(scorer: FittedScorer) -> dict[str, Any] | None:
+    """The fluency model a scorer ran (its name and weights' SHA-256, never the weights), the
+    dtype, whether it joined the estimate (the stacked model) and the figures that decided it."""
+    fluency = scorer.fluency_
+    if fluency is None:
+        return None
+    return {"name": fluency.files.name, "sha256": fluency.files.sha256,
+            "dtype": str(fluency.dtype).removeprefix("torch."),
+            "stacking": None if scorer.stacking_ is None else scorer.stacking_.settings(),
+            "selection": scorer.fluency_selection_}
+
+
+def fluency_of(saved: SavedScorer, part: Fluency | None, device: torch.device) -> FittedFluency | None:
+    """The fluency model a saved scorer was fitted with, found where `part` says (the saved
+    part's place, or one given at load) and refused unless its weights are those saved."""
+    fitted = _section(saved, "fitted").get("fluency")
+    if fitted is None:
+        return None
+    try:
+        name, digest, dtype = str(fitted["name"]), str(fitted["sha256"]), getattr(torch, str(fitted["dtype"]))
+    except (KeyError, TypeError, AttributeError) as error:
+        raise SavedScorerError(f"scorer.json: the fluency model cannot be named ({error})") from None
+    files = None if part is None else part.files()
+    if files is None:
+        raise SavedScorerError(f"scorer.json: the scorer was fitted with fluency model {name}, which is not here: "
+                               "fetch it (gpu-neighbors fetch-model) or give its path (fluency=PATH, --fluency PATH)")
+    try:
+        check_weights(files, name, digest)
+    except ValueError as error:
+        raise SavedScorerError(f"scorer.json: {error}") from None
+    return FittedFluency(files, dtype, device)
 
 
 def encoding_tensors(scorer: FittedScorer) -> dict[str, torch.Tensor]:
@@ -115,6 +156,7 @@ def constructor_of(saved: SavedScorer) -> dict[str, Any]:
         score_range = run.get("score_range")
         return {"kernel": part_from_settings(parts["kernel"]), "estimator": estimator,
                 "level": Intervals(**parts["intervals"]), "memory_budget": run.get("memory_budget"),
+                "fluency": None if parts.get("fluency") is None else Fluency(**parts["fluency"]),
                 "chunk_size": run.get("chunk_size"),
                 "score_range": None if score_range is None else (float(score_range[0]), float(score_range[1]))}
     except (KeyError, TypeError, ValueError, IndexError) as error:
@@ -146,6 +188,7 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
         scorer.selection_ = fitted["selection"]
         scorer.calibration_ = Calibration(tensors["calibration_residuals"].numpy(), float(fitted["calibration_floor"]))
         scorer.outside_ = _outside(scorer, tensors, int(fitted["outside_texts"]), fitted["degeneracy"])
+        _restore_fluency(scorer, fitted["fluency"], tensors)
         scorer._ridge = None if fitted["ridge"] is None else _ridge(fitted["ridge"], tensors, len(saved.texts))
         expected = fitted["kernel_settings"]
     except (KeyError, TypeError, ValueError) as error:
@@ -156,6 +199,18 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
                            for name in sorted(set(here) | set(expected)) if here.get(name) != expected.get(name))
         raise SavedScorerError(f"scorer.json: the kernel was saved with settings this machine cannot rebuild "
                                f"({differ}): its numbers would differ")
+
+
+def _restore_fluency(scorer: FittedScorer, settings: dict[str, Any] | None, tensors: dict[str, torch.Tensor]) -> None:
+    """The stacked estimate and the outlier column's table, as fitted (JSON numbers: float64
+    written and read back exactly)."""
+    if settings is None:
+        return
+    stacking = settings["stacking"]
+    scorer.stacking_ = None if stacking is None else Stacking(
+        float(stacking["intercept"]), tuple(float(weight) for weight in stacking["weights"]), scorer.score_range)
+    scorer.within_ = WithinLength(tensors["fluency_center"].numpy(), tensors["fluency_scale"].numpy())
+    scorer.fluency_selection_ = settings["selection"]
 
 
 def _degeneracy_settings(score: LinearScore | None) -> dict[str, Any]:
@@ -174,12 +229,14 @@ def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int,
     score = LinearScore(float(degeneracy["intercept"]), weights)
     if not np.isfinite([score.intercept, *score.weights]).all():
         raise ValueError("the degeneracy score's coefficients are not all finite")
-    columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(TEST_LOW_IS_ATYPICAL)))
+    fluency = scorer.fluency_ is not None
+    low, alone = (FLUENCY_LOW_IS_ATYPICAL, FLUENCY_ALONE) if fluency else (TEST_LOW_IS_ATYPICAL, TEST_ALONE)
+    columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(low)))
     products = tensors["outside_products"].numpy()
     if any(column.ndim != 1 or column.size > size or np.any(np.diff(column) < 0) for column in columns) or (
             products.ndim != 1 or products.size != size or np.any(np.diff(products) < 0)):
         raise ValueError("the outlier test's tensors are not sorted calibration values")
-    test = OutlierTest(columns, TEST_LOW_IS_ATYPICAL, size, products, TEST_ALONE)
+    test = OutlierTest(columns, low, size, products, alone)
     return scorer.intervals_part.outside_rule(test, score, scorer.train_scores_, scorer.score_range)
 
 

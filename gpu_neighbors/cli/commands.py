@@ -113,7 +113,7 @@ def command_score(args: argparse.Namespace) -> int:
                              announce=not args.quiet)
         header = {"train": spelled_once(args.train), "train_content_sha256": train.digest()}
     else:  # the run records which scorer it used: --resume refuses another
-        scorer = NeighborsScorer.load(args.scorer, device=args.device)
+        scorer = NeighborsScorer.load(args.scorer, device=args.device, fluency=args.fluency)
         header = {"scorer": spelled_once(args.scorer), "scorer_sha256": file_digest(saved_file(args.scorer))}
     summary = score_file(
         scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
@@ -191,6 +191,14 @@ def command_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_fetch_model(args: argparse.Namespace) -> int:
+    """Fetch the offline fluency model (once; its SHA-256 checked) and say where it is."""
+    from gpu_neighbors.fluency import fetch_model
+
+    print(f"fluency model: {fetch_model(quiet=args.quiet)}")
+    return 0
+
+
 def _negative_rule(scorer: Any) -> str:
     """How a fitted scorer estimates texts it flags outside, in words."""
     negative = scorer.outside_.negative_score
@@ -263,7 +271,7 @@ def _evaluate_saved(args: argparse.Namespace) -> int:
     """evaluate --scorer: a saved scorer's estimates of --data's texts against their scores."""
     if args.heldout is not None:
         raise ValueError("--heldout is for a scorer fitted here: with --scorer, --data holds the held-out texts")
-    scorer = NeighborsScorer.load(args.scorer, device=args.device)
+    scorer = NeighborsScorer.load(args.scorer, device=args.device, fluency=args.fluency)
     data = read_data(args, args.data)
     prediction = scorer.predict(data.texts)
     assert prediction.low is not None and prediction.high is not None and prediction.outside is not None

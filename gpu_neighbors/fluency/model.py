@@ -1,0 +1,159 @@
+"""A causal language model's log-probabilities of texts and of token ids: what the fluency
+statistic is made of.
+
+Any Hugging Face causal LM folder (GPT-2, Llama, SmolLM2...) or a GGUF file (converted once,
+`files.py`) loads the same way, once a process per model, device and dtype. Every text is read
+after one start token, so its first token has a probability too: `<|endoftext|>` where the
+vocabulary has it (SmolLM2 declares a chat token, `<|im_start|>`, as its BOS, which measured worse
+on GUG: Spearman 0.299 against 0.389), else the BOS, else the EOS. Texts are cut at MAX_TOKENS
+tokens. Texts go in batches of similar length (sorted by token count, then by the tokens
+themselves, so a batch does not depend on the order texts came in), of one token count each, so
+nothing is padded; the log-softmax over the vocabulary is taken for a bounded number of positions at a
+time, so memory stays bounded whatever the vocabulary.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gpu_neighbors.fluency.files import CONVERTED, ModelFiles, is_converted, publish, staging_folder
+
+MAX_TOKENS = 256  # a text's tokens read; the rest is cut
+BATCH_ROWS = 32  # texts per forward pass (32 was faster than 128 on the CPU)
+LOGIT_BYTES = 64 << 20  # float32 logits held at once by the chunked log-softmax
+START_TOKENS = ("<|endoftext|>",)
+REMEMBERED = 1 << 18  # texts whose statistics a process keeps (evaluation protocols refit on the same texts)
+_LOADED: dict[tuple[str, str, torch.dtype], LanguageModel] = {}
+_LOADING = threading.Lock()
+
+
+@dataclass
+class LanguageModel:
+    """A loaded causal LM and its tokenizer; `start_id` begins every text."""
+
+    files: ModelFiles
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    dtype: torch.dtype
+    start_id: int
+    remembered: dict[tuple[int, ...], float] = field(default_factory=dict, repr=False)
+    _vocab: dict[str, int] | None = field(default=None, repr=False)
+
+    @classmethod
+    def load(cls, files: ModelFiles, device: torch.device, dtype: torch.dtype) -> LanguageModel:
+        """The model of `files` on `device` in `dtype`, loaded once a process."""
+        key = (files.sha256, str(device), dtype)
+        with _LOADING:
+            if key not in _LOADED:
+                _LOADED[key] = cls._read(files, device, dtype)
+            return _LOADED[key]
+
+    @classmethod
+    def _read(cls, files: ModelFiles, device: torch.device, dtype: torch.dtype) -> LanguageModel:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from gpu_neighbors.text.hub import hub_access
+
+        with hub_access(False):
+            if files.is_gguf and not is_converted(files.folder):
+                convert(files)
+            tokenizer = AutoTokenizer.from_pretrained(files.folder)
+            model = AutoModelForCausalLM.from_pretrained(files.folder, dtype=dtype)
+        model = model.to(device).eval()  # type: ignore[arg-type]
+        model.requires_grad_(False)
+        return cls(files, model, tokenizer, device, dtype, start_token(tokenizer))
+
+    def vocabulary(self) -> dict[str, int]:
+        if self._vocab is None:
+            self._vocab = dict(self.tokenizer.get_vocab())
+        return self._vocab
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's token ids, the start token first, cut at MAX_TOKENS tokens after it."""
+        encoded = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
+        return [[self.start_id, *ids[:MAX_TOKENS]] for ids in encoded]
+
+    def text_log_probs(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(sum of the token log-probabilities, token count) of each text, float64 and int64 on
+        the model's device; a text without a token has sum 0 and count 0. Each distinct text
+        is computed once a process (`remembered`), in a batch of texts of its own token count
+        (no padding), so its value does not depend on the other texts of the call."""
+        rows = [tuple(row) for row in self.tokenize(texts)]
+        missing = sorted({row for row in rows if row not in self.remembered}, key=lambda row: (len(row), row))
+        for _, group in itertools.groupby(missing, key=len):
+            same_length = list(group)
+            for first in range(0, len(same_length), BATCH_ROWS):
+                chosen = same_length[first : first + BATCH_ROWS]
+                ids = torch.tensor(chosen, dtype=torch.int64, device=self.device)
+                if len(self.remembered) + len(chosen) > REMEMBERED:
+                    self.remembered.clear()
+                self.remembered.update(zip(chosen, self.sequence_log_probs(ids, torch.ones_like(ids)).tolist()))
+        sums = torch.tensor([self.remembered[row] for row in rows], dtype=torch.float64, device=self.device)
+        counts = torch.tensor([len(row) - 1 for row in rows], dtype=torch.int64, device=self.device)
+        return sums, counts
+
+    def id_log_probs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`text_log_probs` of token ids of this model's tokenizer [rows, width] (a mask of
+        ones then zeros per row), on their device with no host synchronisation: the start
+        token is put before each row, which is cut at MAX_TOKENS tokens."""
+        ids, mask = input_ids[:, :MAX_TOKENS], attention_mask[:, :MAX_TOKENS].to(torch.int64)
+        start = torch.full((ids.shape[0], 1), self.start_id, dtype=ids.dtype, device=ids.device)
+        ids = torch.cat([start, ids.masked_fill(mask == 0, self.start_id)], dim=1).to(self.device)
+        mask = torch.cat([torch.ones_like(mask[:, :1]), mask], dim=1).to(self.device)
+        sums = torch.cat([self.sequence_log_probs(ids[first : first + BATCH_ROWS], mask[first : first + BATCH_ROWS])
+                          for first in range(0, ids.shape[0], BATCH_ROWS)]) if ids.shape[0] else \
+            torch.zeros(0, dtype=torch.float64, device=self.device)
+        return sums.to(input_ids.device), (mask.sum(dim=1) - 1).to(input_ids.device)
+
+    @torch.inference_mode()
+    def sequence_log_probs(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """float64 [rows]: the sum over each row's tokens after the first of log p(token |
+        the tokens before it), padding (mask 0) left out."""
+        hidden = self.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state[:, :-1]
+        targets, kept = ids[:, 1:], mask[:, 1:].bool()
+        head = self.model.get_output_embeddings()
+        rows, positions = targets.shape
+        step = max(1, LOGIT_BYTES // (4 * head.weight.shape[0] * max(rows, 1)))
+        total = torch.zeros(rows, dtype=torch.float64, device=ids.device)
+        for first in range(0, positions, step):
+            logits = head(hidden[:, first : first + step]).float()
+            picked = logits.log_softmax(dim=-1).gather(-1, targets[:, first : first + step, None])[..., 0]
+            total = total + picked.masked_fill(~kept[:, first : first + step], 0.0).to(torch.float64).sum(dim=1)
+        return total
+
+
+def start_token(tokenizer: Any) -> int:
+    """The id every text starts after (see the module's docstring)."""
+    vocabulary = tokenizer.get_vocab()
+    for token in START_TOKENS:
+        if token in vocabulary:
+            return int(vocabulary[token])
+    for candidate in (tokenizer.bos_token_id, tokenizer.eos_token_id):
+        if candidate is not None:
+            return int(candidate)
+    raise ValueError("the fluency model's tokenizer has no <|endoftext|>, BOS or EOS token to start texts with")
+
+
+def convert(files: ModelFiles) -> None:
+    """De-quantise the GGUF file of `files` once and keep it as a plain folder (`files.folder`)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    loaded = AutoModelForCausalLM.from_pretrained(files.source.parent, gguf_file=files.source.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(files.source.parent, gguf_file=files.source.name)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(loaded.state_dict())
+    staging = staging_folder(files.folder)
+    plain.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    (staging / CONVERTED).write_text(json.dumps({"source": files.name, "sha256": files.sha256}) + "\n")
+    publish(staging, files.folder)
