@@ -41,6 +41,7 @@ from gpu_neighbors.core.validation import check_is_fitted, interval
 from gpu_neighbors.estimators import Estimator, RidgeFit, TilePass
 from gpu_neighbors.estimators.stacking import Stacking
 from gpu_neighbors.fluency import FittedFluency, Fluency
+from gpu_neighbors.fluency.model import on
 from gpu_neighbors.fluency.outlier import WithinLength
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import Kernel, kernel_threads
@@ -259,7 +260,7 @@ class FittedScorer(TilePasses):
         typicality = self.typicality_.of_texts(texts, own=own)
         if self.fluency_ is None:
             return typicality
-        return torch.cat([typicality, self.fluency_.of_texts(texts).to(typicality.device)], dim=1)
+        return torch.cat([typicality, on(self.fluency_.of_texts(texts), typicality.device)], dim=1)
 
     def _id_statistics(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """`_statistics` of token ids, on their device: the fluency model reads the ids where it
@@ -275,7 +276,7 @@ class FittedScorer(TilePasses):
         else:
             rows = [ids[keep.bool()].tolist() for ids, keep in zip(input_ids.cpu(), mask.cpu())]
             fluency = self.fluency_.of_texts(tokenizer.batch_decode(rows, skip_special_tokens=True))
-        return torch.cat([typicality, fluency.to(typicality.device)], dim=1)
+        return torch.cat([typicality, on(fluency, typicality.device)], dim=1)
 
     @library_threads
     def prepare(self, candidates: Sequence[str]) -> PreparedCandidates:

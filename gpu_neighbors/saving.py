@@ -102,7 +102,10 @@ def fluency_of(saved: SavedScorer, part: Fluency | None, device: torch.device) -
         name, digest, dtype = str(fitted["name"]), str(fitted["sha256"]), getattr(torch, str(fitted["dtype"]))
     except (KeyError, TypeError, AttributeError) as error:
         raise SavedScorerError(f"scorer.json: the fluency model cannot be named ({error})") from None
-    files = None if part is None else part.files()
+    try:
+        files = None if part is None else part.files()
+    except ValueError:  # moved or removed
+        files = None
     if files is None:
         raise SavedScorerError(f"scorer.json: the scorer was fitted with fluency model {name}, which is not here: "
                                "fetch it (gpu-neighbors fetch-model) or give its path (fluency=PATH, --fluency PATH)")

@@ -14,12 +14,21 @@ import importlib
 import json
 import os
 import pkgutil
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
 TEST_DEVICE = os.environ.get("GPU_NEIGHBORS_TEST_DEVICE", "cpu")
+
+# The fetched offline fluency model, if any (scripts/setup.sh fetches it): tests/fluency loads it
+# from here. Every other test runs where `fluency="auto"` finds no model (an empty models folder
+# of this run), so a default scorer runs no language model and the suite stays fast.
+from gpu_neighbors.fluency import offline_model  # noqa: E402
+
+REAL_FLUENCY_MODEL = offline_model()
+os.environ["GPU_NEIGHBORS_HOME"] = tempfile.mkdtemp(prefix="gpu-neighbors-tests-")
 
 
 def pytest_configure(config: pytest.Config) -> None:

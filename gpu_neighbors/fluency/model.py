@@ -94,30 +94,34 @@ class LanguageModel:
                 ids = torch.tensor(chosen, dtype=torch.int64, device=self.device)
                 if len(self.remembered) + len(chosen) > REMEMBERED:
                     self.remembered.clear()
-                self.remembered.update(zip(chosen, self.sequence_log_probs(ids, torch.ones_like(ids)).tolist()))
+                kept = torch.ones_like(ids, dtype=torch.bool)
+                self.remembered.update(zip(chosen, self.sequence_log_probs(ids, kept).tolist()))
         sums = torch.tensor([self.remembered[row] for row in rows], dtype=torch.float64, device=self.device)
         counts = torch.tensor([len(row) - 1 for row in rows], dtype=torch.int64, device=self.device)
         return sums, counts
 
     def id_log_probs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """`text_log_probs` of token ids of this model's tokenizer [rows, width] (a mask of
-        ones then zeros per row), on their device with no host synchronisation: the start
-        token is put before each row, which is cut at MAX_TOKENS tokens."""
-        ids, mask = input_ids[:, :MAX_TOKENS], attention_mask[:, :MAX_TOKENS].to(torch.int64)
+        """`text_log_probs` of right-padded token ids of this model's tokenizer [rows, width]
+        (each row's mask: ones, then zeros), on their device with no host synchronisation: the
+        start token is put before each row, which is cut at MAX_TOKENS tokens. A causal model's
+        tokens never see the padding after them, so no attention mask is needed."""
+        ids, kept = input_ids[:, :MAX_TOKENS], attention_mask[:, :MAX_TOKENS].to(torch.bool)
         start = torch.full((ids.shape[0], 1), self.start_id, dtype=ids.dtype, device=ids.device)
-        ids = torch.cat([start, ids.masked_fill(mask == 0, self.start_id)], dim=1).to(self.device)
-        mask = torch.cat([torch.ones_like(mask[:, :1]), mask], dim=1).to(self.device)
-        sums = torch.cat([self.sequence_log_probs(ids[first : first + BATCH_ROWS], mask[first : first + BATCH_ROWS])
-                          for first in range(0, ids.shape[0], BATCH_ROWS)]) if ids.shape[0] else \
-            torch.zeros(0, dtype=torch.float64, device=self.device)
-        return sums.to(input_ids.device), (mask.sum(dim=1) - 1).to(input_ids.device)
+        ids = on(torch.cat([start, ids.masked_fill(~kept, self.start_id)], dim=1), self.device)
+        kept = on(torch.cat([torch.ones_like(kept[:, :1]), kept], dim=1), self.device)
+        parts = [self.sequence_log_probs(ids[first : first + BATCH_ROWS], kept[first : first + BATCH_ROWS])
+                 for first in range(0, ids.shape[0], BATCH_ROWS)]
+        sums = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64, device=self.device)
+        return on(sums, input_ids.device), on(kept.sum(dim=1) - 1, input_ids.device)
 
     @torch.inference_mode()
-    def sequence_log_probs(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """float64 [rows]: the sum over each row's tokens after the first of log p(token |
-        the tokens before it), padding (mask 0) left out."""
-        hidden = self.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state[:, :-1]
-        targets, kept = ids[:, 1:], mask[:, 1:].bool()
+    def sequence_log_probs(self, ids: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+        """float64 [rows]: the sum over each row's tokens after the first of log p(token | the
+        tokens before it), the positions where `kept` is false (padding at a row's end) left
+        out."""
+        hidden = self.model.base_model(input_ids=ids, attention_mask=causal_mask(ids, self.dtype),
+                                       use_cache=False).last_hidden_state[:, :-1]
+        targets, kept = ids[:, 1:], kept[:, 1:]
         head = self.model.get_output_embeddings()
         rows, positions = targets.shape
         step = max(1, LOGIT_BYTES // (4 * head.weight.shape[0] * max(rows, 1)))
@@ -127,6 +131,21 @@ class LanguageModel:
             picked = logits.log_softmax(dim=-1).gather(-1, targets[:, first : first + step, None])[..., 0]
             total = total + picked.masked_fill(~kept[:, first : first + step], 0.0).to(torch.float64).sum(dim=1)
         return total
+
+
+def causal_mask(ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The causal mask as the 4-D additive mask [rows, 1, width, width] that transformers uses as
+    given: built here, it spares the checks (packed sequences, all-ones masks) by which
+    transformers would otherwise make the host wait for the device."""
+    width = ids.shape[1]
+    blocked = torch.ones((width, width), dtype=torch.bool, device=ids.device).triu(1)
+    mask = torch.zeros((width, width), dtype=dtype, device=ids.device).masked_fill(blocked, torch.finfo(dtype).min)
+    return mask[None, None].expand(ids.shape[0], 1, width, width)
+
+
+def on(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`tensor` on `device`, moved only where it is elsewhere."""
+    return tensor if tensor.device == device else tensor.to(device)
 
 
 def start_token(tokenizer: Any) -> int:
