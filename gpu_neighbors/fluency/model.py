@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,8 +63,7 @@ class LanguageModel:
         from gpu_neighbors.text.hub import hub_access
 
         with hub_access(False):
-            if files.is_gguf and not is_converted(files.folder):
-                convert(files)
+            prepare(files)
             tokenizer = AutoTokenizer.from_pretrained(files.folder)
             model = AutoModelForCausalLM.from_pretrained(files.folder, dtype=dtype)
         model = model.to(device).eval()  # type: ignore[arg-type]
@@ -158,6 +158,14 @@ def start_token(tokenizer: Any) -> int:
         if candidate is not None:
             return int(candidate)
     raise ValueError("the fluency model's tokenizer has no <|endoftext|>, BOS or EOS token to start texts with")
+
+
+def prepare(files: ModelFiles) -> None:
+    """A GGUF model converted into its plain folder, once a machine (nothing to do otherwise)."""
+    if files.is_gguf and not is_converted(files.folder):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # transformers' notes on de-quantising
+            convert(files)
 
 
 def convert(files: ModelFiles) -> None:
