@@ -123,6 +123,8 @@ def design(args: argparse.Namespace, fluency: FittedFluency) -> list[str]:
              "| stacked: sum | stacked: mean + log length | kernel ridge | kernel ridge + fluency feature (gamma) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, folds in splits(args):
+        if args.only and not name.startswith(args.only):
+            continue
         columns: dict[str, list[np.ndarray]] = {}
         truths = []
         for train_texts, train_scores, test_texts, test_scores in folds:
@@ -188,7 +190,7 @@ def dtypes(args: argparse.Namespace) -> list[str]:
              "| set | test texts | estimate moves > 1e-9 | moves > 0.01 | largest move | flag flips | load average |",
              "|---|---|---|---|---|---|---|"]
     for name, folds in splits(args):
-        if name.startswith("huse"):
+        if name.startswith("huse") or (args.only and not name.startswith(args.only)):
             continue
         train_texts, train_scores, test_texts, _ = folds[0]
         predictions = []
@@ -210,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mlqe-train", type=int, default=2000)
     parser.add_argument("--mlqe-dev", type=int, default=500)
     parser.add_argument("--parts", default="1,2,3")
+    parser.add_argument("--only", default=None, help="one data set by name (gug, mlqe_et-en, huse_summarization)")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
     torch.set_num_threads(1)

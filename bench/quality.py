@@ -303,6 +303,19 @@ def issue_34_scorers(model: bool) -> dict[str, NeighborsScorer]:
     return scorers
 
 
+def split_prediction(scorer: NeighborsScorer, data: DataSet, test: np.ndarray, train: np.ndarray,
+                     outcome: Outcome) -> Prediction:
+    """`scorer` fitted on a split's training side, its estimates and intervals of the test side
+    put into `outcome`; the prediction."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scorer.fit([data.texts[index] for index in train], data.scores[train])
+    prediction = scorer.predict([data.texts[index] for index in test])
+    outcome.prediction.scores[test], outcome.prediction.covered[test] = prediction.scores, prediction.covered
+    outcome.low[test], outcome.high[test] = prediction.low, prediction.high
+    return prediction
+
+
 def scorer_rows(data: DataSet, tested: np.ndarray, model: bool) -> None:
     """Issue 34's rows: each scorer fitted on every split's training side, predicting its test side."""
     for label, scorer in issue_34_scorers(model).items():
@@ -310,12 +323,7 @@ def scorer_rows(data: DataSet, tested: np.ndarray, model: bool) -> None:
         outcome = empty_outcome(len(data.texts))
         picks = []
         for test, train in data.splits:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                scorer.fit([data.texts[index] for index in train], data.scores[train])
-            prediction = scorer.predict([data.texts[index] for index in test])
-            outcome.prediction.scores[test], outcome.prediction.covered[test] = prediction.scores, prediction.covered
-            outcome.low[test], outcome.high[test] = prediction.low, prediction.high
+            split_prediction(scorer, data, test, train, outcome)
             picks.append(chosen(scorer.kernel_part_))
         settings = ", ".join(f"{pick} {count}/{len(picks)}" for pick, count in Counter(picks).most_common())
         if label.startswith("auto (") and len(data.splits) == 1:
@@ -373,13 +381,7 @@ def fluency_rows(data: DataSet, tested: np.ndarray) -> list[str]:
         flagged, decisions = np.zeros(len(data.texts), dtype=bool), []
         for test, train in data.splits:
             scorer = NeighborsScorer(device="cpu", fluency=fluency)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                scorer.fit([data.texts[index] for index in train], data.scores[train])
-            prediction = scorer.predict([data.texts[index] for index in test])
-            outcome.prediction.scores[test], outcome.prediction.covered[test] = prediction.scores, prediction.covered
-            outcome.low[test], outcome.high[test] = prediction.low, prediction.high
-            flagged[test] = prediction.outside
+            flagged[test] = split_prediction(scorer, data, test, train, outcome).outside
             chosen = scorer.fluency_selection_
             decisions.append("no model" if scorer.fluency_ is None else
                              f"{'on' if chosen and chosen['used'] else 'off'} "
