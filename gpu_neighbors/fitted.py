@@ -42,7 +42,7 @@ from gpu_neighbors.estimators import Estimator, RidgeFit, TilePass
 from gpu_neighbors.estimators.stacking import Stacking
 from gpu_neighbors.fluency import FittedFluency, Fluency
 from gpu_neighbors.fluency.model import on
-from gpu_neighbors.fluency.outlier import WithinLength
+from gpu_neighbors.fluency.outlier import WithinLength, estimate_features
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import Kernel, kernel_threads
 from gpu_neighbors.kernels.parts import Auto, KernelPart
@@ -249,7 +249,7 @@ class FittedScorer(TilePasses):
             fluency = statistics[:, len(STATISTICS) :]
             columns.append(self.within_.column(fluency)[:, None])
             if self.stacking_ is not None:
-                scores = self.stacking_.apply(scores, fluency[:, 0])
+                scores = self.stacking_.apply(scores, estimate_features(fluency))
         typicality = self.outside_.p_values(torch.cat([*columns, nearest[:, None]], dim=1))  # one device
         scores = self.outside_.estimates(scores, prediction.covered, typicality)
         return replace(prediction, scores=scores, outside=self.outside_.flags(typicality), typicality=typicality)

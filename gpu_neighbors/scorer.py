@@ -40,7 +40,7 @@ from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, estimator_part
 from gpu_neighbors.estimators.stacking import Stacking
 from gpu_neighbors.fitted import FittedScorer, library_threads
 from gpu_neighbors.fluency import FittedFluency, Fluency, fluency_part, resolved_dtype
-from gpu_neighbors.fluency.outlier import FLUENCY_ALONE, FLUENCY_LOW_IS_ATYPICAL, WithinLength
+from gpu_neighbors.fluency.outlier import FLUENCY_ALONE, FLUENCY_LOW_IS_ATYPICAL, WithinLength, estimate_features
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import kernel_threads
 from gpu_neighbors.kernels.parts import Auto, Combined, KernelPart, kernel_part
@@ -333,7 +333,8 @@ class NeighborsScorer(FittedScorer):
         if fluency is None or self.fluency is None:
             return estimates
         truth = self.train_scores_[chosen]
-        model, loo = Stacking.fit(estimates, fluency[:, 0], truth, self.score_range)
+        features = estimate_features(torch.from_numpy(fluency)).numpy()
+        model, loo = Stacking.fit(estimates, features, truth, self.score_range)
         rows = spearman_rows(np.vstack([np.where(np.isfinite(estimates), estimates, np.nan),
                                         np.where(np.isfinite(loo), loo, np.nan)]), truth)
         used = self.fluency.use == "always" or choice.gains_beyond_noise(loo, estimates, truth)

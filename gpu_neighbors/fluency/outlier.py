@@ -28,6 +28,19 @@ from gpu_neighbors.text.typicality import LOW_IS_ATYPICAL, TEST_ALONE
 # broken; it may flag a text alone), the nearest similarity and the degeneracy score.
 FLUENCY_LOW_IS_ATYPICAL = LOW_IS_ATYPICAL + (True, True, False)
 FLUENCY_ALONE = TEST_ALONE[: len(LOW_IS_ATYPICAL)] + (True,) + TEST_ALONE[len(LOW_IS_ATYPICAL):]
+# log(n) for a text of n tokens (index 0: no token), made once with the portable log.
+LOG_LENGTH = np.concatenate([[np.nan], log(np.arange(1, MAX_TOKENS + 1, dtype=np.float64))])
+_log_length_on: dict[torch.device, torch.Tensor] = {}
+
+
+def estimate_features(fluency: torch.Tensor) -> torch.Tensor:
+    """float64 [rows, 2] of [rows, 2] statistics and token counts, on their device: the mean
+    token log-probability and log(token count), what the stacked estimate reads (the statistic
+    conditioned on length); NaN for a text without a token."""
+    if fluency.device not in _log_length_on:
+        _log_length_on[fluency.device] = torch.as_tensor(LOG_LENGTH, device=fluency.device)
+    counts = fluency[:, 1].nan_to_num(0.0).clamp(0, MAX_TOKENS).to(torch.int64)
+    return torch.stack([fluency[:, 0], _log_length_on[fluency.device][counts]], dim=1)
 
 
 @dataclass(frozen=True)
@@ -44,13 +57,12 @@ class WithinLength:
         """From the calibration texts' [texts, 2] statistics and token counts: the least-squares
         line of the statistic on log(count) (flat where the counts do not vary)."""
         finite = fluency[np.isfinite(fluency).all(axis=1) & (fluency[:, 1] > 0)]
-        lengths = log(np.arange(1, MAX_TOKENS + 1, dtype=np.float64))
         intercept, slope = (float(np.median(finite[:, 0])) if len(finite) else 0.0), 0.0
         if len(finite) > 2 and np.unique(finite[:, 1]).size > 1:
             x = log(finite[:, 1])
             gram = [[float(len(finite)), math.fsum(x)], [math.fsum(x), math.fsum(x * x)]]
             intercept, slope = solve(gram, [math.fsum(finite[:, 0]), math.fsum(x * finite[:, 0])])
-        center = np.concatenate([[np.nan], intercept + slope * lengths])
+        center = intercept + slope * LOG_LENGTH
         scale = np.concatenate([[np.nan], np.sqrt(np.arange(1, MAX_TOKENS + 1, dtype=np.float64))])
         return cls(center, scale)
 

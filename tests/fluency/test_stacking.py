@@ -7,7 +7,7 @@ import torch
 
 from gpu_neighbors.core.portable import log
 from gpu_neighbors.estimators.stacking import Stacking
-from gpu_neighbors.fluency.outlier import WithinLength
+from gpu_neighbors.fluency.outlier import WithinLength, estimate_features
 
 
 def test_leave_one_out_equals_refitting_without_each_text():
@@ -15,7 +15,7 @@ def test_leave_one_out_equals_refitting_without_each_text():
     estimates, fluency = rng.uniform(0, 1, 40), rng.normal(-4, 1, 40)
     truth = np.clip(0.5 * estimates + 0.1 * fluency + 0.6 + rng.normal(0, 0.05, 40), 0, 1)
     estimates[3], fluency[5] = np.nan, np.nan  # no estimate, no token: the neighbour estimate stays
-    model, loo = Stacking.fit(estimates, fluency, truth, None)
+    model, loo = Stacking.fit(estimates, fluency[:, None], truth, None)
     used = np.isfinite(estimates) & np.isfinite(fluency)
     for index in np.flatnonzero(used):
         keep = used & (np.arange(40) != index)
@@ -23,7 +23,7 @@ def test_leave_one_out_equals_refitting_without_each_text():
         coefficients = np.linalg.lstsq(design, truth[keep], rcond=None)[0]
         assert abs(loo[index] - coefficients @ [1, estimates[index], fluency[index]]) < 1e-10
     assert np.isnan(loo[3]) and loo[5] == estimates[5]
-    applied = model.apply(torch.from_numpy(estimates), torch.from_numpy(fluency)).numpy()
+    applied = model.apply(torch.from_numpy(estimates), torch.from_numpy(fluency)[:, None]).numpy()
     expected = model.intercept + model.weights[0] * estimates + model.weights[1] * fluency
     np.testing.assert_array_equal(applied[used], expected[used])
     assert np.isnan(applied[3]) and applied[5] == estimates[5]
@@ -32,10 +32,17 @@ def test_leave_one_out_equals_refitting_without_each_text():
 def test_stacked_estimates_stay_in_the_score_range():
     rng = np.random.default_rng(1)
     estimates, fluency = rng.uniform(0, 1, 30), rng.normal(-4, 1, 30)
-    model, loo = Stacking.fit(estimates, fluency, np.clip(fluency + 4.5, 0, 1), (0.0, 1.0))
+    model, loo = Stacking.fit(estimates, fluency[:, None], np.clip(fluency + 4.5, 0, 1), (0.0, 1.0))
     assert loo.min() >= 0 and loo.max() <= 1
-    far = model.apply(torch.tensor([0.5, 0.5]), torch.tensor([-40.0, 40.0])).numpy()
+    far = model.apply(torch.tensor([0.5, 0.5]), torch.tensor([[-40.0], [40.0]])).numpy()
     assert set(far) == {0.0, 1.0}
+
+
+def test_estimate_reads_the_statistic_and_log_length():
+    fluency = torch.tensor([[-3.5, 12.0], [float("nan"), 0.0], [-2.0, 1.0]], dtype=torch.float64)
+    features = estimate_features(fluency).numpy()
+    np.testing.assert_array_equal(features[[0, 2]], [[-3.5, log(12.0)], [-2.0, 0.0]])
+    assert np.isnan(features[1]).all()
 
 
 def test_fluency_column_is_within_length():
