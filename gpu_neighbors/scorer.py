@@ -334,6 +334,8 @@ class NeighborsScorer(FittedScorer):
             return estimates
         truth = self.train_scores_[chosen]
         features = estimate_features(torch.from_numpy(fluency)).numpy()
+        if (np.isfinite(estimates) & np.isfinite(features).all(axis=1)).sum() <= features.shape[1] + 2:
+            return estimates  # too few texts to fit the stacked model on
         model, loo = Stacking.fit(estimates, features, truth, self.score_range)
         rows = spearman_rows(np.vstack([np.where(np.isfinite(estimates), estimates, np.nan),
                                         np.where(np.isfinite(loo), loo, np.nan)]), truth)

@@ -49,7 +49,7 @@ class Fluency:
             raise ValueError(f"fluency use must be one of {', '.join(USES)}, not {use!r}")
         if dtype not in DTYPES:
             raise ValueError(f"fluency dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
-        self.model = str(model) if str(model) == AUTO else str(Path(model).expanduser())
+        self.model = str(model) if str(model) == AUTO else str(Path(model).expanduser().resolve())
         self.use, self.dtype = use, dtype
 
     def settings(self) -> dict[str, Any]:

@@ -131,3 +131,10 @@ def test_token_ids_predictions_and_rewards_equal_the_texts(folder, huse_texts, h
     with text_path, text_path.host_copies():  # the audit does see syncs where there are some
         scorer.reward(texts[:8])
     assert text_path.syncs["texts"] > 0
+
+
+def test_a_few_texts_keep_the_neighbour_estimate(folder, huse_texts, huse_scores):
+    """Fluency always on, but three training texts: too few to fit the stacked model on."""
+    scorer = NeighborsScorer(fluency=Fluency(folder, use="always", dtype="float32"), device="cpu").fit(
+        huse_texts[:3], huse_scores[:3])
+    assert scorer.stacking_ is None and np.isfinite(scorer.predict(huse_texts[3:6]).scores).all()
