@@ -5,6 +5,7 @@ is the library's own (`LanguageModel.remembered`: a text's statistic is computed
 this only carries it across processes. Delete the folder to measure from scratch."""
 from __future__ import annotations
 
+import os
 import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,8 +36,10 @@ def remembered(device: str = "cpu", dtype: str = "auto") -> Iterator[None]:
         model.remembered.update(pickle.loads(memo.read_bytes()))
     try:
         yield
-    finally:
+    finally:  # merged with what other runs wrote meanwhile
         FOLDER.mkdir(exist_ok=True)
-        partial = memo.with_suffix(".partial")
-        partial.write_bytes(pickle.dumps(model.remembered))
+        merged = pickle.loads(memo.read_bytes()) if memo.exists() else {}
+        merged.update(model.remembered)
+        partial = memo.with_suffix(f".{os.getpid()}.partial")
+        partial.write_bytes(pickle.dumps(merged))
         partial.replace(memo)
