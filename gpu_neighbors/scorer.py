@@ -40,7 +40,8 @@ from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, estimator_part
 from gpu_neighbors.estimators.stacking import Stacking
 from gpu_neighbors.fitted import FittedScorer, library_threads
 from gpu_neighbors.fluency import FittedFluency, Fluency, fluency_part, resolved_dtype
-from gpu_neighbors.fluency.outlier import FLUENCY_ALONE, FLUENCY_LOW_IS_ATYPICAL, WithinLength, estimate_features
+from gpu_neighbors.fluency.part import AUTO_MIN_TEXTS
+from gpu_neighbors.fluency.outlier import FLUENCY_LOW_IS_ATYPICAL, WithinLength, estimate_features, fluency_alone
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import kernel_threads
 from gpu_neighbors.kernels.parts import Auto, Combined, KernelPart, kernel_part
@@ -69,7 +70,7 @@ class NeighborsScorer(FittedScorer):
     score_range: (low, high) every training score must lie in; None accepts any finite score.
     fluency: a language model's judgment beside the neighbours' (`fluency/part.py`,
         docs/fluency.md): "auto" (the offline model where fetched, in the estimate where
-        leave-one-out gains beyond noise, from MIN_TUNING_TEXTS training texts), "none", a
+        leave-one-out gains beyond noise, from AUTO_MIN_TEXTS = 150 training texts), "none", a
         model's path (always used) or a `Fluency` part.
     """
 
@@ -212,11 +213,11 @@ class NeighborsScorer(FittedScorer):
 
     def _resolve_fluency(self, num_texts: int, stored: saved.SavedScorer | None) -> FittedFluency | None:
         """The fluency model this scorer runs: as saved (the same weights, or refused by name),
-        else the part's where it can decide (use "auto": from MIN_TUNING_TEXTS texts)."""
+        else the part's where it can decide (use "auto": from AUTO_MIN_TEXTS texts)."""
         if stored is not None:
             return saving.fluency_of(stored, self.fluency, self.device_)
         part = self.fluency
-        if part is None or (part.use == "auto" and num_texts < MIN_TUNING_TEXTS):
+        if part is None or (part.use == "auto" and num_texts < AUTO_MIN_TEXTS):
             return None
         files = part.files()
         return None if files is None else FittedFluency(files, resolved_dtype(part.dtype, self.device_), self.device_)
@@ -358,7 +359,7 @@ class NeighborsScorer(FittedScorer):
         if fluency is not None:
             self.within_ = WithinLength.fit(fluency)
             columns.append(self.within_.column(torch.from_numpy(fluency)).numpy()[:, None])
-            low, alone = FLUENCY_LOW_IS_ATYPICAL, FLUENCY_ALONE
+            low, alone = FLUENCY_LOW_IS_ATYPICAL, fluency_alone(len(chosen), self.intervals_part.outside_level)
         statistics = np.column_stack([*columns, np.where(np.isfinite(nearest), nearest, np.nan),
                                       degeneracy.score(torch.from_numpy(own)).numpy()])
         test = OutlierTest.fit(statistics, low, alone)

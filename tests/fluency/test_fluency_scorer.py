@@ -138,3 +138,24 @@ def test_a_few_texts_keep_the_neighbour_estimate(folder, huse_texts, huse_scores
     scorer = NeighborsScorer(fluency=Fluency(folder, use="always", dtype="float32"), device="cpu").fit(
         huse_texts[:3], huse_scores[:3])
     assert scorer.stacking_ is None and np.isfinite(scorer.predict(huse_texts[3:6]).scores).all()
+
+
+def test_the_column_flags_alone_only_where_it_can(folder, huse_texts, huse_scores):
+    """100 calibration texts at level 0.05: one more single test could never reach the level
+    (6 / 101 > 0.05), so fluency only adds up there, and the other columns flag as before."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        small = NeighborsScorer(fluency=Fluency(folder, use="always", dtype="float32"), device="cpu").fit(
+            huse_texts[:100], huse_scores[:100])
+    assert small.outside_.test.alone == (True, False, True, True, True, False, False, True)
+    assert small.outside_.test.single_tests == 5
+    assert NeighborsScorer.load(small.save(folder.parent / "small"), device="cpu").outside_.test.alone == \
+        small.outside_.test.alone
+
+
+def test_auto_runs_no_model_below_its_fewest_texts(huse_texts, huse_scores, monkeypatch):
+    monkeypatch.setattr(part_module, "_told_missing", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scorer = NeighborsScorer(device="cpu").fit(huse_texts[:100], huse_scores[:100])
+    assert scorer.fluency_ is None and not [w for w in caught if "language model" in str(w.message)]
