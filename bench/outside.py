@@ -132,19 +132,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--huse-folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0, help="HUSE's fold seed")
     parser.add_argument("--fluency", default="auto", help="auto (the default) or none")
+    parser.add_argument("--sets", default="huse,gug,mlqe", help="the sets measured, comma-separated")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     started = time.perf_counter()
     with remembered():
         rows = [measure(name, args.mlqe_train, args.other, args.kernel, args.huse_folds, args.seed, args.fluency)
-                for name in ("huse", "gug", "mlqe")]
+                for name in args.sets.split(",")]
     load = os.getloadavg()[0]
     columns = sorted({key for row in rows for key in row},  # by name last: a set's order changes run to run
                      key=lambda key: (key.count(":"), list(rows[0]).index(key) if key in rows[0] else 99, key))
     table = markdown_table([{column: _cell(row.get(column)) for column in columns} for row in rows])
     options = "".join(f" --{name} {value}" for name, value in (("kernel", args.kernel), ("huse-folds", args.huse_folds),
-                                                                 ("seed", args.seed), ("fluency", args.fluency))
-                      if value not in (None, 5, 0, "auto"))
+                                                                 ("seed", args.seed), ("fluency", args.fluency),
+                                                                 ("sets", args.sets))
+                      if value not in (None, 5, 0, "auto", "huse,gug,mlqe"))
     text = (f"# Text unlike the training set: the {'default scorer' if args.kernel is None else args.kernel + ' kernel'}"
             f"\n\nMade by `.venv/bin/python bench/outside.py --mlqe-train {args.mlqe_train} --other {args.other}"
             f"{options}` in {time.perf_counter() - started:.0f} s (load average {load:.1f} on {os.cpu_count()} cores). "

@@ -2,12 +2,11 @@
 training texts' exact leave-one-out estimates.
 
 Each calibration text's neighbour estimate made without it (the estimate a new text gets) and
-its fluency features (the mean token log-probability and the log of its token count: the
-statistic conditioned on length) are the features, its score the target: least squares for
-intercept + w_1 estimate + w_2 fluency + w_3 log length. Stacking (Wolpert, 1992) on leave-one-out estimates keeps the
-neighbour model from grading its own homework; measured against the statistic as a feature of
-the kernel ridge, it gained as much where both applied and applies to every estimator
-(bench/fluency.md). The model's own leave-one-out is exact (the hat matrix: residual / (1 -
+its fluency features (`fluency.outlier.estimate_features`: the mean token log-probability) are
+the features, its score the target: least squares for intercept + w_1 estimate + w_2 fluency.
+Stacking (Wolpert, 1992) on leave-one-out estimates keeps the neighbour model from grading its
+own homework. Against the statistic as a feature of the kernel ridge (kernel K + gamma z z^T) it
+gained more on HUSE and as much on GUG, and it applies to every estimator (bench/fluency.md). The model's own leave-one-out is exact (the hat matrix: residual / (1 -
 leverage)), so whether it gains beyond the noise is judged on estimates no text saw itself.
 
 Fitted in Python floats with correctly rounded sums and a small elimination, and applied as
