@@ -8,7 +8,7 @@ bfloat16; writes bench/fluency.md.
    alone and applied to the test side; Spearman with the truth there:
    - the statistic alone (mean token log-probability; and the sum);
    - stacked (least squares on the leave-one-out estimates, `estimators/stacking.py`) with the
-     mean, with the sum, with the mean and log(length) (the built one), and with log(length)
+     mean (the built one), with the sum, with the mean and log(length), and with log(length)
      alone (no language model: what length alone adds);
    - kernel ridge alone and with the standardised statistic as a feature of it (kernel K +
      gamma z z^T, lambda and gamma by exact leave-one-out on the training side), on the same
@@ -121,8 +121,8 @@ def ridge_feature(train_k: np.ndarray, test_k: np.ndarray, y: np.ndarray, z_trai
 def design(args: argparse.Namespace, fluency: FittedFluency) -> list[str]:
     lines = ["## 1. The statistic and the combination (test-side Spearman)", "",
              f"Load average at the start: {os.getloadavg()[0]:.1f}.", "",
-             "| set | neighbours (default, no fluency) | mean log-prob alone | sum alone | stacked: mean "
-             "| stacked: sum | stacked: mean + log length (built) | stacked: log length alone (no model) | kernel ridge "
+             "| set | neighbours (default, no fluency) | mean log-prob alone | sum alone | stacked: mean (built) "
+             "| stacked: sum | stacked: mean + log length | stacked: log length alone (no model) | kernel ridge "
              "| kernel ridge + fluency feature (gamma) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, folds in splits(args):
@@ -165,7 +165,7 @@ def design(args: argparse.Namespace, fluency: FittedFluency) -> list[str]:
         cell = {key: rho(np.concatenate(values), truth) for key, values in columns.items() if key != "gamma"}
         gammas = ",".join(f"{value[0]:g}" for value in columns["gamma"][:3])
         lines.append(f"| {name} | {cell['neighbours']:.3f} | {cell['mean alone']:.3f} | {cell['sum alone']:.3f} | "
-                     f"{cell['stacked mean']:.3f} | {cell['stacked sum']:.3f} | **{cell['stacked mean+log']:.3f}** | "
+                     f"**{cell['stacked mean']:.3f}** | {cell['stacked sum']:.3f} | {cell['stacked mean+log']:.3f} | "
                      f"{cell['stacked log']:.3f} | "
                      f"{cell['ridge']:.3f} | {cell['ridge+feature']:.3f} ({gammas}) |")
         print(lines[-1], file=sys.stderr, flush=True)
