@@ -383,7 +383,7 @@ def fluency_rows(data: DataSet, tested: np.ndarray) -> list[str]:
             scorer = NeighborsScorer(device="cpu", fluency=fluency)
             flagged[test] = split_prediction(scorer, data, test, train, outcome).outside
             chosen = scorer.fluency_selection_
-            decisions.append("no model" if scorer.fluency_ is None else
+            decisions.append("off" if scorer.fluency is None else "no model" if scorer.fluency_ is None else
                              f"{'on' if chosen and chosen['used'] else 'off'} "
                              f"({chosen['without']:.3f}->{chosen['with']:.3f})" if chosen else "column only")
         row = summarise(outcome, data.scores, tested)
