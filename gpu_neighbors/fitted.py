@@ -236,7 +236,7 @@ class FittedScorer(TilePasses):
 
     def _judge(self, prediction: TensorPrediction, statistics: torch.Tensor) -> TensorPrediction:
         """`prediction` with its typicality p-values and `outside` flags (from the candidates'
-        `statistics`: typicality, then fluency and token count where there is fluency, and their
+        `statistics`: typicality, then fluency and token count where fluency is in use, and their
         nearest similarities, on their device), the stacked estimate where fluency joins it, and
         the negative evidence's estimate for covered flagged texts (part of the way for texts
         near the flag, `OutsideRule`). The nearest similarity is to the whole training set, even
@@ -244,12 +244,11 @@ class FittedScorer(TilePasses):
         assert prediction.nearest is not None  # every pass finds it
         nearest = prediction.nearest.masked_fill(torch.isinf(prediction.nearest), float("nan"))
         columns, scores = [statistics[:, : len(STATISTICS)]], prediction.scores
-        if self.fluency_ is not None:
+        if self.stacking_ is not None:
             assert self.within_ is not None  # fitted with the outlier test
             fluency = statistics[:, len(STATISTICS) :]
             columns.append(self.within_.column(fluency)[:, None])
-            if self.stacking_ is not None:
-                scores = self.stacking_.apply(scores, estimate_features(fluency))
+            scores = self.stacking_.apply(scores, estimate_features(fluency))
         typicality = self.outside_.p_values(torch.cat([*columns, nearest[:, None]], dim=1))  # one device
         scores = self.outside_.estimates(scores, prediction.covered, typicality)
         return replace(prediction, scores=scores, outside=self.outside_.flags(typicality), typicality=typicality)
@@ -258,7 +257,7 @@ class FittedScorer(TilePasses):
         """The outlier test's statistics of texts as `_judge` reads them: typicality (`own`: of
         training texts, each left out of its counts), then fluency and token count."""
         typicality = self.typicality_.of_texts(texts, own=own)
-        if self.fluency_ is None:
+        if self.fluency_ is None or self.stacking_ is None:  # fluency not in use: no model runs
             return typicality
         return torch.cat([typicality, on(self.fluency_.of_texts(texts), typicality.device)], dim=1)
 
@@ -266,7 +265,7 @@ class FittedScorer(TilePasses):
         """`_statistics` of token ids, on their device: the fluency model reads the ids where it
         shares the kernel's tokenizer (no host synchronisation), else their decoded texts."""
         typicality = self.typicality_.of_ids(input_ids, attention_mask)
-        if self.fluency_ is None:
+        if self.fluency_ is None or self.stacking_ is None:
             return typicality
         mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
         tokenizer = getattr(self.kernel_.tokenizer, "hf", None)  # ids need a Hugging Face tokenizer
@@ -464,11 +463,11 @@ class FittedScorer(TilePasses):
         )
 
     def _fluency_signature(self, fluency: FittedFluency) -> str:
-        """The model, its weights and dtype, and whether it joined the estimate, with the
-        leave-one-out rho without and with it that decided."""
+        """The model, its weights and dtype, and whether it is in use (in the estimate and the
+        outlier test), with the leave-one-out rho without and with it that decided."""
         chosen = self.fluency_selection_
         figures = "" if chosen is None else f"({chosen['without']:.3f}->{chosen['with']:.3f})"
-        return f"{fluency.signature()},estimate={'on' if self.stacking_ is not None else 'off'}{figures}"
+        return f"{fluency.signature()},{'on' if self.stacking_ is not None else 'off'}{figures}"
 
 
 def _progress_bar(total: int) -> Any:

@@ -190,8 +190,8 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
         scorer.tuning_ = None if tuned is None else TuningResult(**{**tuned, "thresholds": Thresholds(**tuned["thresholds"])})
         scorer.selection_ = fitted["selection"]
         scorer.calibration_ = Calibration(tensors["calibration_residuals"].numpy(), float(fitted["calibration_floor"]))
-        scorer.outside_ = _outside(scorer, tensors, int(fitted["outside_texts"]), fitted["degeneracy"])
         _restore_fluency(scorer, fitted["fluency"], tensors)
+        scorer.outside_ = _outside(scorer, tensors, int(fitted["outside_texts"]), fitted["degeneracy"])
         scorer._ridge = None if fitted["ridge"] is None else _ridge(fitted["ridge"], tensors, len(saved.texts))
         expected = fitted["kernel_settings"]
     except (KeyError, TypeError, ValueError) as error:
@@ -205,14 +205,15 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
 
 
 def _restore_fluency(scorer: FittedScorer, settings: dict[str, Any] | None, tensors: dict[str, torch.Tensor]) -> None:
-    """The stacked estimate and the outlier column's table, as fitted (JSON numbers: float64
-    written and read back exactly)."""
+    """The stacked estimate and, where fluency is in use, the outlier column's table, as fitted
+    (JSON numbers: float64 written and read back exactly)."""
     if settings is None:
         return
     stacking = settings["stacking"]
     scorer.stacking_ = None if stacking is None else Stacking(
         float(stacking["intercept"]), tuple(float(weight) for weight in stacking["weights"]), scorer.score_range)
-    scorer.within_ = WithinLength(tensors["fluency_center"].numpy(), tensors["fluency_scale"].numpy())
+    if scorer.stacking_ is not None:
+        scorer.within_ = WithinLength(tensors["fluency_center"].numpy(), tensors["fluency_scale"].numpy())
     scorer.fluency_selection_ = settings["selection"]
 
 
@@ -232,7 +233,7 @@ def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int,
     score = LinearScore(float(degeneracy["intercept"]), weights)
     if not np.isfinite([score.intercept, *score.weights]).all():
         raise ValueError("the degeneracy score's coefficients are not all finite")
-    fluency = scorer.fluency_ is not None
+    fluency = scorer.stacking_ is not None  # fluency in use: the test has its column
     low, alone = ((FLUENCY_LOW_IS_ATYPICAL, fluency_alone(size, scorer.intervals_part.outside_level)) if fluency
                   else (TEST_LOW_IS_ATYPICAL, TEST_ALONE))
     columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(low)))

@@ -298,7 +298,8 @@ class NeighborsScorer(FittedScorer):
         statistics the outlier test (`outside_`). Ridge: its closed-form leave-one-out (constant
         width: the model has no spread); where it was fitted on a sample, its estimates of the
         texts outside it, which it never saw. With fluency, the same estimates and the texts'
-        fluency fit the stacked estimate (`_stack`), whose own leave-one-out calibrates."""
+        fluency fit the stacked estimate (`_stack`), whose own leave-one-out calibrates, and
+        where it is used, fluency is a column of the outlier test."""
         canonical = self._canonical
         if self._ridge is not None and self._ridge.sample is None:
             chosen = self.intervals_part.sample(canonical)
@@ -313,18 +314,25 @@ class NeighborsScorer(FittedScorer):
             prediction = self._pass(encode, chosen.size, own=own, progress=False)[0].numpy()
             assert prediction.nearest is not None  # every pass finds it
             fluency = self._fluency_statistics([texts[index] for index in chosen])
-            self.outside_ = self._outside_rule(texts, chosen, prediction.nearest, fluency)
             estimates = self._stack(prediction.scores, fluency, chosen)
+            self.outside_ = self._outside_rule(texts, chosen, prediction.nearest, self._in_use(fluency))
             return self.intervals_part.calibrate(chosen, estimates, prediction.std, self.train_scores_, canonical)
         fluency = self._fluency_statistics([texts[index] for index in chosen])
-        self.outside_ = self._outside_rule(texts, chosen, self._nearest_without_own(texts, chosen), fluency)
         estimates = self._stack(estimates, fluency, chosen)
+        self.outside_ = self._outside_rule(texts, chosen, self._nearest_without_own(texts, chosen),
+                                           self._in_use(fluency))
         spreads = conformal.difficulty("ridge", estimates)
         return self.intervals_part.calibrate(chosen, estimates, spreads, self.train_scores_, canonical)
 
     def _fluency_statistics(self, texts: list[str]) -> np.ndarray | None:
         """[texts, 2] fluency statistics and token counts on the host; None without fluency."""
         return None if self.fluency_ is None else self.fluency_.of_texts(texts).cpu().numpy()
+
+    def _in_use(self, fluency: np.ndarray | None) -> np.ndarray | None:
+        """The calibration texts' fluency where it is in use (it joined the estimate), so that it
+        joins the outlier test too; None elsewhere: with use "auto", fluency is left out wholly
+        where it does not gain (no column, and no model runs on what the scorer predicts)."""
+        return fluency if self.stacking_ is not None else None
 
     def _stack(self, estimates: np.ndarray, fluency: np.ndarray | None, chosen: np.ndarray) -> np.ndarray:
         """The calibration texts' estimates: the stacked model's leave-one-out where fluency

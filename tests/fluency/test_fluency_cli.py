@@ -30,8 +30,8 @@ def test_fit_and_score_with_a_model_path(setup, tmp_path, capsys):
     saved = tmp_path / "scorer"
     assert main(["fit", "--train", str(train), "--save", str(saved), "--device", "cpu", "--fluency", str(model)]) == 0
     printed = capsys.readouterr().out
-    assert f"fluency:{model.name}@{model_files(model).sha256[:12]},float32,estimate=on(" in printed \
-        or f"fluency:{model.name}@{model_files(model).sha256[:12]},bfloat16,estimate=on(" in printed
+    assert f"fluency:{model.name}@{model_files(model).sha256[:12]},float32,on(" in printed \
+        or f"fluency:{model.name}@{model_files(model).sha256[:12]},bfloat16,on(" in printed
     output = tmp_path / "scores.jsonl"
     assert main(["score", "--scorer", str(saved), "--candidates", str(candidates), "--output", str(output),
                  "--device", "cpu", "--quiet"]) == 0

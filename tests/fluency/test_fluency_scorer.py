@@ -40,7 +40,7 @@ def scorer(folder, huse_texts, huse_scores) -> NeighborsScorer:
 
 def test_fluency_joins_the_estimate_and_the_outlier_test(scorer, folder, huse_texts):
     files = model_files(folder)
-    assert f"fluency:{files.name}@{files.sha256[:12]},float32,estimate=on(" in str(scorer.signature)
+    assert f"fluency:{files.name}@{files.sha256[:12]},float32,on(" in str(scorer.signature)
     assert scorer.stacking_ is not None and scorer.outside_.test.low_is_atypical == FLUENCY_LOW_IS_ATYPICAL
     plain = NeighborsScorer(fluency="none", device="cpu").fit(scorer.kernel_.train_texts, scorer.train_scores_)
     assert "fluency" not in str(plain.signature) and len(plain.outside_.test.columns) == 7
@@ -92,7 +92,7 @@ def test_auto_without_the_offline_model_means_none_said_once(huse_texts, huse_sc
 
 def test_auto_decides_by_leave_one_out_beyond_noise(folder, huse_texts, huse_scores):
     """Scores the model's statistic predicts: fluency joins; HUSE's own scores, which a random
-    model knows nothing of: it stays out (and the outlier test keeps its column)."""
+    model knows nothing of: it stays out, of the estimate and of the outlier test alike."""
     texts = huse_texts[:TRAIN]
     statistic = FittedFluency(model_files(folder), torch.float32, torch.device("cpu")).of_texts(texts)[:, 0].numpy()
     ranks = np.argsort(np.argsort(statistic)) / (len(texts) - 1)
@@ -101,9 +101,12 @@ def test_auto_decides_by_leave_one_out_beyond_noise(folder, huse_texts, huse_sco
         warnings.simplefilter("ignore")
         follows = NeighborsScorer(fluency=auto, device="cpu").fit(texts, ranks)
         unrelated = NeighborsScorer(fluency=auto, device="cpu").fit(texts, huse_scores[:TRAIN])
-    assert follows.stacking_ is not None and "estimate=on" in str(follows.signature)
-    assert unrelated.stacking_ is None and "estimate=off" in str(unrelated.signature)
-    assert len(unrelated.outside_.test.columns) == 8
+    assert follows.stacking_ is not None and ",on(" in str(follows.signature)
+    assert unrelated.stacking_ is None and ",off(" in str(unrelated.signature)
+    assert len(unrelated.outside_.test.columns) == 7 and unrelated.within_ is None
+    unrelated.fluency_.model.remembered.clear()
+    unrelated.predict(huse_texts[TRAIN:])
+    assert not unrelated.fluency_.model.remembered  # no model runs where fluency is not in use
 
 
 def test_token_ids_predictions_and_rewards_equal_the_texts(folder, huse_texts, huse_scores):
