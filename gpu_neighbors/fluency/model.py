@@ -132,7 +132,7 @@ class LanguageModel:
         step = max(1, LOGIT_BYTES // (4 * head.weight.shape[0] * max(rows, 1)))
         total = torch.zeros(rows, dtype=torch.float64, device=ids.device)
         for first in range(0, positions, step):
-            logits = head(hidden[:, first : first + step]).float()
+            logits = head(hidden[:, first : first + step].contiguous()).float()
             picked = logits.log_softmax(dim=-1).gather(-1, targets[:, first : first + step, None])[..., 0]
             total = total + picked.masked_fill(~kept[:, first : first + step], 0.0).to(torch.float64).sum(dim=1)
         return total
