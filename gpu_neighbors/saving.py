@@ -29,7 +29,7 @@ from gpu_neighbors.estimators import Estimator, RidgeFit, estimator_from_setting
 from gpu_neighbors.estimators.stacking import Stacking
 from gpu_neighbors.fitted import FittedScorer
 from gpu_neighbors.fluency import FittedFluency, Fluency, check_weights
-from gpu_neighbors.fluency.outlier import FLUENCY_LOW_IS_ATYPICAL, WithinLength, fluency_alone
+from gpu_neighbors.fluency.outlier import FLUENCY_ALONE, FLUENCY_LOW_IS_ATYPICAL, WithinLength
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.parts import Auto, KernelPart, part_from_settings
@@ -234,8 +234,7 @@ def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int,
     if not np.isfinite([score.intercept, *score.weights]).all():
         raise ValueError("the degeneracy score's coefficients are not all finite")
     fluency = scorer.stacking_ is not None  # fluency in use: the test has its column
-    low, alone = ((FLUENCY_LOW_IS_ATYPICAL, fluency_alone(size, scorer.intervals_part.outside_level)) if fluency
-                  else (TEST_LOW_IS_ATYPICAL, TEST_ALONE))
+    low, alone = (FLUENCY_LOW_IS_ATYPICAL, FLUENCY_ALONE) if fluency else (TEST_LOW_IS_ATYPICAL, TEST_ALONE)
     columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(low)))
     products = tensors["outside_products"].numpy()
     if any(column.ndim != 1 or column.size > size or np.any(np.diff(column) < 0) for column in columns) or (

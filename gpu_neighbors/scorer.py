@@ -41,7 +41,7 @@ from gpu_neighbors.estimators.stacking import Stacking
 from gpu_neighbors.fitted import FittedScorer, library_threads
 from gpu_neighbors.fluency import FittedFluency, Fluency, fluency_part, resolved_dtype
 from gpu_neighbors.fluency.part import AUTO_MIN_TEXTS
-from gpu_neighbors.fluency.outlier import FLUENCY_LOW_IS_ATYPICAL, WithinLength, estimate_features, fluency_alone
+from gpu_neighbors.fluency.outlier import FLUENCY_ALONE, FLUENCY_LOW_IS_ATYPICAL, WithinLength, estimate_features
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import kernel_threads
 from gpu_neighbors.kernels.parts import Auto, Combined, KernelPart, kernel_part
@@ -367,7 +367,7 @@ class NeighborsScorer(FittedScorer):
         if fluency is not None:
             self.within_ = WithinLength.fit(fluency)
             columns.append(self.within_.column(torch.from_numpy(fluency)).numpy()[:, None])
-            low, alone = FLUENCY_LOW_IS_ATYPICAL, fluency_alone(len(chosen), self.intervals_part.outside_level)
+            low, alone = FLUENCY_LOW_IS_ATYPICAL, FLUENCY_ALONE
         statistics = np.column_stack([*columns, np.where(np.isfinite(nearest), nearest, np.nan),
                                       degeneracy.score(torch.from_numpy(own)).numpy()])
         test = OutlierTest.fit(statistics, low, alone)

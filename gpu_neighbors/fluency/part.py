@@ -33,9 +33,10 @@ AUTO, NONE = "auto", "none"
 USES = ("auto", "always")
 DTYPES = {"auto": None, "bfloat16": torch.bfloat16, "float32": torch.float32}
 ROUNDING = 1024  # the statistic's grid: 1/1024 nats, a binary fraction (exact in float64)
-# `auto` runs the model from this many training texts: with fewer, its column of the outlier test
-# cannot flag a text alone (`outlier.fluency_alone`), and a gain in leave-one-out rho is rarely
-# beyond noise (the shipped example's 100 headlines: 0.721 -> 0.707, off) -- nor worth the model.
+# `auto` runs the model from this many training texts: with fewer, a gain in leave-one-out rho is
+# rarely beyond noise (the shipped example's 100 headlines: 0.721 -> 0.707, off), and below
+# k / level = 100 calibration texts the outlier test is Bonferroni's alone, which the fluency
+# column does not join (`outlier.FLUENCY_ALONE`): not worth the model.
 AUTO_MIN_TEXTS = 150
 _told_missing = False
 

@@ -143,17 +143,13 @@ def test_a_few_texts_keep_the_neighbour_estimate(folder, huse_texts, huse_scores
     assert scorer.stacking_ is None and np.isfinite(scorer.predict(huse_texts[3:6]).scores).all()
 
 
-def test_the_column_flags_alone_only_where_it_can(folder, huse_texts, huse_scores):
-    """100 calibration texts at level 0.05: one more single test could never reach the level
-    (6 / 101 > 0.05), so fluency only adds up there, and the other columns flag as before."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        small = NeighborsScorer(fluency=Fluency(folder, use="always", dtype="float32"), device="cpu").fit(
-            huse_texts[:100], huse_scores[:100])
-    assert small.outside_.test.alone == (True, False, True, True, True, False, False, True)
-    assert small.outside_.test.single_tests == 5
-    assert NeighborsScorer.load(small.save(folder.parent / "small"), device="cpu").outside_.test.alone == \
-        small.outside_.test.alone
+def test_the_column_adds_up_and_never_flags_alone(scorer, folder):
+    """Fluency joins Fisher's product, not Bonferroni's test, whose five single tests keep their
+    share of the level (saved and loaded alike)."""
+    assert scorer.outside_.test.alone == (True, False, True, True, True, False, False, True)
+    assert scorer.outside_.test.single_tests == 5
+    assert NeighborsScorer.load(scorer.save(folder.parent / "saved_alone"), device="cpu").outside_.test.alone == \
+        scorer.outside_.test.alone
 
 
 def test_auto_runs_no_model_below_its_fewest_texts(huse_texts, huse_scores, monkeypatch):
