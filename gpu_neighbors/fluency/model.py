@@ -7,9 +7,10 @@ after one start token, so its first token has a probability too: `<|endoftext|>`
 vocabulary has it (SmolLM2 declares a chat token, `<|im_start|>`, as its BOS, which measured worse
 on GUG: Spearman 0.299 against 0.389), else the BOS, else the EOS. Texts are cut at MAX_TOKENS
 tokens. Texts go in batches of similar length (sorted by token count, then by the tokens
-themselves, so a batch does not depend on the order texts came in), of nearly one token count each
-(LENGTH_BUCKET), right-padded, the padding left out of the sums; the log-softmax over the vocabulary is taken for a bounded number of positions at a
-time, so memory stays bounded whatever the vocabulary.
+themselves, so a batch does not depend on the order texts came in), of nearly one token count
+each (LENGTH_BUCKET), right-padded, the padding left out of the sums; the log-softmax over the
+vocabulary is taken for a bounded number of positions at a time, so memory stays bounded
+whatever the vocabulary.
 """
 from __future__ import annotations
 
