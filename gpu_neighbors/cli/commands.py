@@ -115,7 +115,8 @@ def command_score(args: argparse.Namespace) -> int:
                              announce=not args.quiet)
         header = {"train": spelled_once(args.train), "train_content_sha256": train.digest()}
     else:  # the run records which scorer it used: --resume refuses another
-        scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download)
+        scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download,
+                                      fluency=args.fluency)
         header = {"scorer": spelled_once(args.scorer), "scorer_sha256": file_digest(saved_file(args.scorer))}
     summary = score_file(
         scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
@@ -206,6 +207,18 @@ def command_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_fetch_model(args: argparse.Namespace) -> int:
+    """Fetch the offline fluency model (once; its SHA-256 checked), de-quantise it once, and say
+    where it is."""
+    from gpu_neighbors.fluency import fetch_model, model_files
+    from gpu_neighbors.fluency.model import prepare
+
+    path = fetch_model(quiet=args.quiet)
+    prepare(model_files(path))
+    print(f"fluency model: {path}")
+    return 0
+
+
 def _negative_rule(scorer: Any) -> str:
     """How a fitted scorer estimates texts it flags outside, in words."""
     negative = scorer.outside_.negative_score
@@ -281,7 +294,8 @@ def _evaluate_saved(args: argparse.Namespace) -> int:
     if args.heldout is not None:
         raise ValueError("--heldout is for a scorer fitted here: with --scorer, --data holds the held-out texts")
     saved_folder(args.scorer)
-    scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download)
+    scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download,
+                                  fluency=args.fluency)
     data = read_data(args, args.data)
     prediction = scorer.predict(data.texts)
     assert prediction.low is not None and prediction.high is not None and prediction.outside is not None
@@ -543,6 +557,7 @@ def command_compare(args: argparse.Namespace) -> int:
         data.texts, data.scores, parts, taus=_kernel_taus(args.kernel_taus), judgments=judgments,
         min_neighbors=args.min_neighbors, max_fraction=args.max_fraction, device=args.device,
         memory_budget=args.memory_budget, score_range=tuple(args.score_range), level=level, progress=interactive(),
+        fluency=args.fluency,
     )
     with RowPrinter(args.json, COLUMNS) as table, progress_bar(len(parts), "kernel", "kernels") as bar:
         for row in rows:

