@@ -27,9 +27,11 @@ import torch
 from gpu_neighbors.fluency.files import CONVERTED, ModelFiles, is_converted, publish, staging_folder
 
 MAX_TOKENS = 256  # a text's tokens read; the rest is cut
-BATCH_ROWS = 32  # texts per forward pass (32 was faster than 128 on the CPU)
+BATCH_ROWS = 32  # texts per forward pass on the CPU (32 was faster than 128 there)
+DEVICE_BATCH_ROWS = 512  # on an accelerator, where a pass of 32 short texts leaves it mostly idle (not yet measured)
 LENGTH_BUCKET = 8  # texts batched together differ by fewer tokens than this (the rest is padding)
-LOGIT_BYTES = 64 << 20  # float32 logits held at once by the chunked log-softmax
+LOGIT_BYTES = 64 << 20  # float32 logits held at once by the chunked log-softmax on the CPU
+DEVICE_LOGIT_BYTES = 1 << 30  # and on an accelerator
 START_TOKENS = ("<|endoftext|>",)
 REMEMBERED = 1 << 18  # texts whose statistics a process keeps (evaluation protocols refit on the same texts)
 _LOADED: dict[tuple[str, str, torch.dtype], LanguageModel] = {}
@@ -72,6 +74,11 @@ class LanguageModel:
         model.requires_grad_(False)
         return cls(files, model, tokenizer, device, dtype, start_token(tokenizer))
 
+    def batch_rows(self) -> int:
+        """Texts per forward pass: few on the CPU, many on an accelerator; the statistics do not
+        depend on it (rounded: `statistics`)."""
+        return BATCH_ROWS if self.device.type == "cpu" else DEVICE_BATCH_ROWS
+
     def vocabulary(self) -> dict[str, int]:
         if self._vocab is None:
             self._vocab = dict(self.tokenizer.get_vocab())
@@ -88,12 +95,12 @@ class LanguageModel:
         is computed once a process (`remembered`), in a batch of texts of nearly its token count
         (right-padded, which a causal model's tokens never see; one count per batch was 8x slower
         on the CPU, batches being too small)."""
-        rows = [tuple(row) for row in self.tokenize(texts)]
+        rows, batch = [tuple(row) for row in self.tokenize(texts)], self.batch_rows()
         missing = sorted({row for row in rows if row not in self.remembered}, key=lambda row: (len(row), row))
         for _, group in itertools.groupby(missing, key=lambda row: -(-len(row) // LENGTH_BUCKET)):
             similar = list(group)
-            for first in range(0, len(similar), BATCH_ROWS):
-                chosen = similar[first : first + BATCH_ROWS]
+            for first in range(0, len(similar), batch):
+                chosen = similar[first : first + batch]
                 width = len(chosen[-1])
                 ids = torch.tensor([[*row, *(self.start_id,) * (width - len(row))] for row in chosen],
                                    dtype=torch.int64, device=self.device)
@@ -115,8 +122,9 @@ class LanguageModel:
         start = torch.full((ids.shape[0], 1), self.start_id, dtype=ids.dtype, device=ids.device)
         ids = on(torch.cat([start, ids.masked_fill(~kept, self.start_id)], dim=1), self.device)
         kept = on(torch.cat([torch.ones_like(kept[:, :1]), kept], dim=1), self.device)
-        parts = [self.sequence_log_probs(ids[first : first + BATCH_ROWS], kept[first : first + BATCH_ROWS])
-                 for first in range(0, ids.shape[0], BATCH_ROWS)]
+        batch = self.batch_rows()
+        parts = [self.sequence_log_probs(ids[first : first + batch], kept[first : first + batch])
+                 for first in range(0, ids.shape[0], batch)]
         sums = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64, device=self.device)
         return on(sums, input_ids.device), on(kept.sum(dim=1) - 1, input_ids.device)
 
@@ -130,7 +138,8 @@ class LanguageModel:
         targets, kept = ids[:, 1:], kept[:, 1:]
         head = self.model.get_output_embeddings()
         rows, positions = targets.shape
-        step = max(1, LOGIT_BYTES // (4 * head.weight.shape[0] * max(rows, 1)))
+        held = LOGIT_BYTES if self.device.type == "cpu" else DEVICE_LOGIT_BYTES
+        step = max(1, held // (4 * head.weight.shape[0] * max(rows, 1)))
         total = torch.zeros(rows, dtype=torch.float64, device=ids.device)
         for first in range(0, positions, step):
             logits = head(hidden[:, first : first + step].contiguous()).float()
