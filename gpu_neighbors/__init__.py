@@ -45,6 +45,7 @@ _PUBLIC = {
     "Signature": "gpu_neighbors.core.signature",
     "Tokenizer": "gpu_neighbors.text.tokenizers",
     "WhitespaceTokenizer": "gpu_neighbors.text.tokenizers",
+    "bleu_signature": "gpu_neighbors.kernels.aligned_bleu",
     "check_is_fitted": "gpu_neighbors.core.validation",
     "compare_systems": "gpu_neighbors.evaluation.systems",
     "corpus_bleu": "gpu_neighbors.kernels.aligned_bleu",
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
     from gpu_neighbors.fluency import Fluency
     from gpu_neighbors.intervals import Intervals
     from gpu_neighbors.kernels import KERNEL_NAMES
-    from gpu_neighbors.kernels.aligned_bleu import corpus_bleu, sentence_bleu
+    from gpu_neighbors.kernels.aligned_bleu import bleu_signature, corpus_bleu, sentence_bleu
     from gpu_neighbors.kernels.aligned_rouge import rouge
     from gpu_neighbors.kernels.parts import Auto, BertScore, Bleu, Combined, KernelPart, Meteor, Rouge, Tfidf
     from gpu_neighbors.core.inputs import ScoreError

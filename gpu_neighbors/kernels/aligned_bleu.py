@@ -46,6 +46,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from gpu_neighbors._version import __version__
 from gpu_neighbors.core.threads import one_thread
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts, check_weights
 from gpu_neighbors.kernels.bleu_settings import BleuSetting, check_setting, nltk_bleu, sacrebleu_bleu
@@ -257,6 +258,34 @@ def preset_settings(preset: str | None, smoothing: str, tokenizer: str | Tokeniz
         raise ValueError(f"preset {preset!r} sets {', '.join(clashing)} (to "
                              f"{', '.join(repr(named[name]) for name in clashing)}): leave it out, or the preset")
     return named["smoothing"], named["tokenizer"], named["effective_order"]  # type: ignore[return-value]
+
+
+def bleu_signature(
+    *,
+    weights: Sequence[float] | Sequence[Sequence[float]] = BLEU4_WEIGHTS,
+    smoothing: str = "none",
+    smooth_value: float | None = None,
+    auto_reweigh: bool = False,
+    effective_order: bool = False,
+    tokenizer: str | Tokenizer = "whitespace",
+    lowercase: bool = False,
+    preset: str | None = None,
+) -> str:
+    """The settings `sentence_bleu` and `corpus_bleu` take, as one line to print beside a score
+    (sacrebleu's `case|eff|tok|smooth` fields, then the weights and this package's version), so
+    that a reader can tell which BLEU it is; `preset:sacrebleu` leads where the preset chose them."""
+    smoothing, tokenizer, effective_order = preset_settings(preset, smoothing, tokenizer, effective_order)
+    setting = check_setting(weights, smoothing, smooth_value, auto_reweigh, effective_order)
+    split = make_tokenizer(tokenizer, lowercase)
+    smooth = setting.smoothing if setting.smooth_value is None else f"{setting.smoothing}[{setting.smooth_value:.2f}]"
+    fields = {"preset": preset} if preset is not None else {}
+    fields.update(case="lc" if split.lowercase else "mixed", eff="yes" if setting.effective_order else "no",
+                  tok=split.name, smooth=smooth,
+                  weights=";".join(",".join(f"{weight:g}" for weight in group) for group in setting.weights))
+    if setting.auto_reweigh:
+        fields["reweigh"] = "yes"
+    fields["version"] = f"gpu-neighbors-{__version__}"
+    return "|".join(f"{name}:{value}" for name, value in fields.items())
 
 
 def check_aligned_weights(weights: Sequence[float]) -> tuple[float, ...]:

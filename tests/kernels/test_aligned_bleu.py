@@ -452,3 +452,29 @@ def test_the_sacrebleu_preset_is_sacrebleu_with_nothing_else_to_know(huse_texts)
         gpu_neighbors.corpus_bleu(hypotheses, references, preset="sacrebleu", smoothing="add1")
     with pytest.raises(ValueError, match="preset: 'nltk2' is none of"):
         gpu_neighbors.sentence_bleu(hypotheses, references, preset="nltk2")
+
+
+@pytest.mark.parametrize("settings", [{"preset": "sacrebleu"}, {"tokenizer": "intl", "lowercase": True,
+                                      "smoothing": "floor", "effective_order": True},
+                                      {"smoothing": "add-k", "smooth_value": 2, "effective_order": True,
+                                       "tokenizer": "13a"}])
+def test_the_signature_names_the_settings_as_sacrebleu_does(settings):
+    """bleu_signature's case, eff, tok and smooth fields are sacrebleu's for the same settings, and
+    the preset is named, so a printed score says which BLEU it is."""
+    sacrebleu = pytest.importorskip("sacrebleu", reason="sacrebleu (with lxml) is not installed")
+    theirs = sacrebleu.BLEU(lowercase=settings.get("lowercase", False), tokenize=settings.get("tokenizer", "13a"),
+                            smooth_method=settings.get("smoothing", "exp"), smooth_value=settings.get("smooth_value"),
+                            effective_order=True)
+    theirs.sentence_score("a b c", ["a b c"])
+    expected = dict(field.split(":", 1) for field in theirs.get_signature().format().split("|"))
+    ours = dict(field.split(":", 1) for field in gpu_neighbors.bleu_signature(**settings).split("|"))
+    assert {name: ours[name] for name in ("case", "eff", "tok", "smooth")} == \
+        {name: expected[name] for name in ("case", "eff", "tok", "smooth")}
+    assert ("preset" in ours) == ("preset" in settings) and ours["version"].startswith("gpu-neighbors-")
+
+
+def test_the_signature_refuses_what_the_functions_refuse():
+    with pytest.raises(ValueError, match="preset 'sacrebleu' sets tokenizer"):
+        gpu_neighbors.bleu_signature(preset="sacrebleu", tokenizer="intl")
+    with pytest.raises(ValueError, match="smoothing must be one of"):
+        gpu_neighbors.bleu_signature(smoothing="method9")
