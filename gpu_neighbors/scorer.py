@@ -356,6 +356,11 @@ class NeighborsScorer(FittedScorer):
                                         np.where(np.isfinite(loo), loo, np.nan)]), truth)
         used = self.fluency.use == "always" or choice.gains_beyond_noise(loo, estimates, truth)
         self.fluency_selection_ = {"without": float(rows[0]), "with": float(rows[1]), "used": bool(used)}
+        if not used:
+            warn(f"fluency left out (auto): the training set's leave-one-out Spearman is {rows[0]:.3f} without the "
+                 f"language model's statistic and {rows[1]:.3f} with it, no gain beyond the noise. The model reads "
+                 "English: text in another language, or lower-cased and tokenized text, gains nothing; "
+                 "--fluency none (fluency='none') spares the model's pass over the training texts")
         self.stacking_ = model if used else None
         return loo if used else estimates
 
