@@ -379,14 +379,14 @@ def command_crossval(args: argparse.Namespace) -> int:
             raise InputError(f"--folds {args.folds}: more folds than its {count} scored text{'s' * (count != 1)}", path=args.data)
 
     similarities, scorer, data = _studio_scorer(args, check)
-    thresholds, signature = scorer.thresholds_, str(scorer.signature)
+    thresholds, signature, fluency = scorer.thresholds_, str(scorer.signature), SplitFluency.of(scorer)
     folds = len(similarities) if args.folds is None else args.folds
     tuned = args.tune or scorer.tunes(len(similarities) - len(similarities) // folds)
     with progress_bar(folds, "fold", "folds" + ", tuned in each" * tuned) as bar:
         result = cross_validate(similarities, thresholds, folds=args.folds, seed=args.seed, tune_thresholds=tuned,
                                 min_coverage=args.min_coverage, grid=scorer.tuning_grid(), progress=bar.update,
-                                fluency=SplitFluency.of(scorer))
-    summary = {"model": "neighbours", **result.as_dict()}
+                                fluency=fluency)
+    summary = {"model": "neighbours" if fluency is None else "neighbours + fluency", **result.as_dict()}
     chosen = summary.pop("thresholds")
     name = "leave-one-out" if args.folds is None else f"{args.folds}-fold cross-validation (seed {args.seed})"
     title, details = f"{name} on {args.data}", {"signature": signature, "thresholds_used": chosen}

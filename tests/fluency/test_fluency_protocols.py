@@ -86,6 +86,8 @@ def test_every_pairwise_protocol_applies_it(setup, argv, capsys):
     rho = "spearman_mean" if argv[0] == "curve" else "spearman"
     moved = [a[rho] != b[rho] for a, b in zip(with_fluency["rows"], without["rows"])]
     assert all(moved) and len(moved) == len(without["rows"])
+    if argv[0] == "crossval":
+        assert with_fluency["rows"][0]["model"] == "neighbours + fluency" and without["rows"][0]["model"] == "neighbours"
 
 
 def test_report_stacks_where_fluency_is_on(setup, huse_records):
