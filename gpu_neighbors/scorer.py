@@ -37,7 +37,7 @@ from gpu_neighbors.core.validation import (
     plain,
 )
 from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, estimator_part
-from gpu_neighbors.estimators.stacking import Stacking
+from gpu_neighbors.estimators.stacking import Stacking, stacked_leave_one_out
 from gpu_neighbors.fitted import FittedScorer, library_threads
 from gpu_neighbors.fluency import FittedFluency, Fluency, fluency_part, resolved_dtype
 from gpu_neighbors.fluency.part import AUTO_MIN_TEXTS
@@ -347,14 +347,20 @@ class NeighborsScorer(FittedScorer):
         if fluency is None or self.fluency is None:
             return estimates
         truth = self.train_scores_[chosen]
-        features = estimate_features(torch.from_numpy(fluency)).numpy()
-        if (np.isfinite(estimates) & np.isfinite(features).all(axis=1)).sum() <= features.shape[1] + 2:
+        stacked = stacked_leave_one_out(estimates, estimate_features(torch.from_numpy(fluency)).numpy(), truth,
+                                        self.score_range)
+        if stacked is None:
             return estimates  # too few texts to fit the stacked model on
-        model, loo = Stacking.fit(estimates, features, truth, self.score_range)
+        model, loo = stacked
         rows = spearman_rows(np.vstack([np.where(np.isfinite(estimates), estimates, np.nan),
                                         np.where(np.isfinite(loo), loo, np.nan)]), truth)
         used = self.fluency.use == "always" or choice.gains_beyond_noise(loo, estimates, truth)
         self.fluency_selection_ = {"without": float(rows[0]), "with": float(rows[1]), "used": bool(used)}
+        if not used:
+            warn(f"fluency left out (auto): the training set's leave-one-out Spearman is {rows[0]:.3f} without the "
+                 f"language model's statistic and {rows[1]:.3f} with it, no gain beyond the noise. The model reads "
+                 "English: text in another language, or lower-cased and tokenized text, gains nothing; "
+                 "--fluency none (fluency='none') spares the model's pass over the training texts")
         self.stacking_ = model if used else None
         return loo if used else estimates
 
@@ -438,6 +444,15 @@ class NeighborsScorer(FittedScorer):
                  "items took part in the choice, which flatters the measure; name one kernel to measure it "
                  "(bench/quality.py chooses inside each training side)")
         return self.training_pass()
+
+    def training_fluency(self) -> np.ndarray | None:
+        """The training texts' fluency features as the stacked estimate reads them, where fluency
+        joins the estimate (None elsewhere): what protocols that cut splits from one pass stack
+        each split's out-of-sample estimates with (`evaluation.protocols.SplitFluency`)."""
+        self._check_fitted()
+        if self.fluency_ is None or self.stacking_ is None:
+            return None
+        return estimate_features(self.fluency_.of_texts(list(self.kernel_.train_texts))).cpu().numpy()
 
     def training_pass(self) -> PairwiseSimilarities:
         """The one all-pairs similarity pass of the fitted training set (what evaluation

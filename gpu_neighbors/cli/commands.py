@@ -27,6 +27,7 @@ from gpu_neighbors.evaluation.agreement import agreement
 from gpu_neighbors.evaluation.checklist import Checklist, held_out_checklist, held_out_split
 from gpu_neighbors.evaluation.protocols import (
     PARAMETERS as SWEPT,
+    SplitFluency,
     cross_task,
     cross_validate,
     fold_indices,
@@ -338,9 +339,9 @@ def _subset(data: ScoredData, indices: Any) -> ScoredData:
 
 
 def _studio_pass(args: argparse.Namespace, check: Callable[[int], None] | None = None,
-                 ) -> tuple[PairwiseSimilarities, Thresholds, str]:
+                 ) -> tuple[PairwiseSimilarities, Thresholds, str, SplitFluency | None]:
     similarities, scorer, _ = _studio_scorer(args, check)
-    return similarities, scorer.thresholds_, str(scorer.signature)
+    return similarities, scorer.thresholds_, str(scorer.signature), SplitFluency.of(scorer)
 
 
 def _studio_scorer(args: argparse.Namespace, check: Callable[[int], None] | None = None,
@@ -378,13 +379,14 @@ def command_crossval(args: argparse.Namespace) -> int:
             raise InputError(f"--folds {args.folds}: more folds than its {count} scored text{'s' * (count != 1)}", path=args.data)
 
     similarities, scorer, data = _studio_scorer(args, check)
-    thresholds, signature = scorer.thresholds_, str(scorer.signature)
+    thresholds, signature, fluency = scorer.thresholds_, str(scorer.signature), SplitFluency.of(scorer)
     folds = len(similarities) if args.folds is None else args.folds
     tuned = args.tune or scorer.tunes(len(similarities) - len(similarities) // folds)
     with progress_bar(folds, "fold", "folds" + ", tuned in each" * tuned) as bar:
         result = cross_validate(similarities, thresholds, folds=args.folds, seed=args.seed, tune_thresholds=tuned,
-                                min_coverage=args.min_coverage, grid=scorer.tuning_grid(), progress=bar.update)
-    summary = {"model": "neighbours", **result.as_dict()}
+                                min_coverage=args.min_coverage, grid=scorer.tuning_grid(), progress=bar.update,
+                                fluency=fluency)
+    summary = {"model": "neighbours" if fluency is None else "neighbours + fluency", **result.as_dict()}
     chosen = summary.pop("thresholds")
     name = "leave-one-out" if args.folds is None else f"{args.folds}-fold cross-validation (seed {args.seed})"
     title, details = f"{name} on {args.data}", {"signature": signature, "thresholds_used": chosen}
@@ -448,9 +450,9 @@ def command_curve(args: argparse.Namespace) -> int:
                 raise InputError(f"--sizes {size:g}: a subset holds from 2 texts to all its {count} scored texts",
                                  path=args.data)
 
-    similarities, thresholds, signature = _studio_pass(args, check)
+    similarities, thresholds, signature, fluency = _studio_pass(args, check)
     sizes = None if args.sizes is None else [int(size) for size in args.sizes]
-    points = learning_curve(similarities, thresholds, sizes=sizes, runs=args.runs, seed=args.seed)
+    points = learning_curve(similarities, thresholds, sizes=sizes, runs=args.runs, seed=args.seed, fluency=fluency)
     _emit(args, f"training-size curve on {args.data} ({args.runs} subsets per size, seed {args.seed})",
           [point.as_dict() for point in points], signature=signature)
     return 0
@@ -460,13 +462,13 @@ def command_sweep(args: argparse.Namespace) -> int:
     if args.estimator != "threshold":
         raise ValueError(f"sweep varies the threshold rule's tau, a and b, which --estimator {args.estimator} "
                          "never reads: sweep with --estimator threshold (the default here)")
-    similarities, thresholds, signature = _studio_pass(args)
+    similarities, thresholds, signature, fluency = _studio_pass(args)
     parameters = SWEPT if args.parameter == "all" else (args.parameter,)
     if args.values is not None and len(parameters) > 1:
         raise ValueError("--values needs one --parameter (tau, a or b)")
     try:
         rows = [point.as_dict() for parameter in parameters
-                for point in sweep(similarities, thresholds, parameter, args.values)]
+                for point in sweep(similarities, thresholds, parameter, args.values, fluency=fluency)]
     except ValueError as error:  # a value the swept parameter cannot take: name the flag
         raise ValueError(f"--values: {error}") from None
     _emit(args, f"leave-one-out sweep on {args.data}", rows, signature=signature)

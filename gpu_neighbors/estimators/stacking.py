@@ -82,3 +82,14 @@ class Stacking:
 
     def settings(self) -> dict[str, object]:
         return {"intercept": self.intercept, "weights": list(self.weights)}
+
+
+def stacked_leave_one_out(estimates: np.ndarray, features: np.ndarray, truth: np.ndarray,
+                          bounds: tuple[float, float] | None) -> tuple[Stacking, np.ndarray] | None:
+    """`Stacking.fit` where enough texts have an estimate and every feature (more than the
+    model's coefficients and one), else None: the model and each text's exact leave-one-out
+    estimate, the neighbour estimate where it cannot judge the text."""
+    if (np.isfinite(estimates) & np.isfinite(features).all(axis=1)).sum() <= features.shape[1] + 2:
+        return None
+    return Stacking.fit(estimates, features, truth, bounds)
+

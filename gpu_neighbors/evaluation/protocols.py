@@ -4,6 +4,10 @@ Every protocol except cross-task works on one all-pairs similarity pass (`pairwi
 leave-one-out and k-fold cross-validation (optionally with thresholds tuned inside each training
 fold, never seeing the test items), learning curves over random subsets, and sweeps of tau, a
 and b. Every Spearman's rho comes with its p-value and a bootstrap 95% interval.
+
+Where the fitted scorer's estimate takes fluency in (`SplitFluency`), each protocol stacks the
+out-of-sample neighbour estimates of the items it scores with their fluency, as `fit` does on
+its training set: the stacked model's exact leave-one-out, so no item's estimate saw its score.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.core.nested import Progress, nested_topk
 from gpu_neighbors.core.tuning import DEFAULT_MIN_COVERAGE, TuningGrid, TuningResult, tune
+from gpu_neighbors.estimators.stacking import stacked_leave_one_out
 
 Parameter = Literal["tau", "a", "b"]
 PARAMETERS: tuple[Parameter, ...] = ("tau", "a", "b")
@@ -33,6 +38,37 @@ def leave_one_out(
     """The paper's protocol: every text scored by all the others (one similarity pass)."""
     prediction = scorer.fit(texts, scores).leave_one_out()
     return prediction, agreement(prediction, scores)
+
+
+@dataclass(frozen=True)
+class SplitFluency:
+    """Fluency as a fitted scorer's estimate takes it in, for protocols on its one pass:
+    every item's stacking features and the score range the stacked estimate is clipped to."""
+
+    features: np.ndarray  # [items, k], `NeighborsScorer.training_fluency`
+    bounds: tuple[float, float] | None
+
+    @classmethod
+    def of(cls, scorer: NeighborsScorer) -> SplitFluency | None:
+        """The scorer's, where fluency joins its estimate; None elsewhere (protocols then score
+        with the neighbour estimate alone, as the scorer does)."""
+        features = scorer.training_fluency()
+        return None if features is None else cls(features, scorer.score_range)
+
+    def stacked(self, prediction: Prediction, items: np.ndarray, truth: np.ndarray) -> Prediction:
+        """`prediction` of `items` (out-of-sample neighbour estimates, their true scores `truth`)
+        stacked with their fluency: each item's estimate by the stacked model fitted without it.
+        Too few covered items to fit it: the neighbour estimates as they are."""
+        estimates = np.where(prediction.covered, prediction.scores, NAN)
+        stacked = stacked_leave_one_out(estimates, self.features[items], truth, self.bounds)
+        if stacked is None:
+            return prediction
+        return replace(prediction, scores=np.where(prediction.covered, stacked[1], prediction.scores))
+
+
+def _stacked(prediction: Prediction, fluency: SplitFluency | None, items: np.ndarray,
+             similarities: PairwiseSimilarities) -> Prediction:
+    return prediction if fluency is None else fluency.stacked(prediction, items, similarities.scores[items])
 
 
 # -- cross-validation (leave-one-out is k = n), optionally nested tuning ----------------
@@ -93,17 +129,18 @@ def cross_validate(
     grid: TuningGrid | None = None,
     resamples: int = RESAMPLES,
     progress: Progress | None = None,
+    fluency: SplitFluency | None = None,
 ) -> CrossValidation:
     """Score each fold's test items from the other folds. With `tune_thresholds`, tau/a/b are
     chosen by inner leave-one-out on each training fold alone (`thresholds.tau` joins the tau
     grid; `thresholds.estimator` says which estimator is tuned, `grid` its p and k); otherwise
     `thresholds` are used throughout. `folds=None` is leave-one-out. `progress` is told how
-    many folds each step finished."""
+    many folds each step finished. `fluency`: the out-of-fold estimates stacked with it."""
     num_items = len(similarities)
     everything = np.arange(num_items)
     if folds is None and not tune_thresholds:
         # Identical to the scorer's own leave-one-out (diagonal masked), in one step.
-        prediction = similarities.leave_one_out(everything, thresholds)
+        prediction = _stacked(similarities.leave_one_out(everything, thresholds), fluency, everything, similarities)
         fold_list = [Fold(everything, thresholds, None)]
         return CrossValidation(
             prediction, agreement(prediction, similarities.scores, resamples=resamples), fold_list, False
@@ -112,8 +149,9 @@ def cross_validate(
         # Every fold's tuning from one ranking of the whole set (`core.nested`): the same choices.
         nested = nested_topk(similarities, thresholds, grid or TuningGrid(), min_coverage, progress)
         fold_list = [Fold(np.array([item]), tuning.thresholds, tuning) for item, tuning in enumerate(nested.tunings)]
-        return CrossValidation(nested.prediction, agreement(nested.prediction, similarities.scores,
-                                                            resamples=resamples), fold_list, True)
+        prediction = _stacked(nested.prediction, fluency, everything, similarities)
+        return CrossValidation(prediction, agreement(prediction, similarities.scores, resamples=resamples),
+                               fold_list, True)
     scores = np.full(num_items, NAN)
     neighbours = np.zeros(num_items, dtype=np.int64)
     spread = np.full(num_items, NAN)
@@ -134,7 +172,8 @@ def cross_validate(
         fold_list.append(Fold(test, used, tuning))
         if progress is not None:
             progress(1)
-    prediction = Prediction(scores=scores, num_neighbors=neighbours, std=spread, covered=covered)
+    prediction = _stacked(Prediction(scores=scores, num_neighbors=neighbours, std=spread, covered=covered), fluency,
+                          everything, similarities)
     return CrossValidation(
         prediction, agreement(prediction, similarities.scores, resamples=resamples), fold_list, tune_thresholds
     )
@@ -222,9 +261,11 @@ def learning_curve(
     sizes: Sequence[int] | None = None,
     runs: int = 20,
     seed: int = 0,
+    fluency: SplitFluency | None = None,
 ) -> list[CurvePoint]:
     """The paper's Figure 4: for each size n, draw `runs` random subsets of n items and score
-    each item of a subset from the other n - 1 (a sub-matrix of the one pass)."""
+    each item of a subset from the other n - 1 (a sub-matrix of the one pass; `fluency`: the
+    estimates stacked with it inside the subset)."""
     num_items = len(similarities)
     sizes = default_sizes(num_items) if sizes is None else list(sizes)
     if runs < 1:
@@ -240,7 +281,7 @@ def learning_curve(
         for _ in range(runs):
             subset = np.sort(rng.choice(num_items, size=size, replace=False))
             if subset.tobytes() not in done:
-                prediction = similarities.leave_one_out(subset, thresholds)
+                prediction = _stacked(similarities.leave_one_out(subset, thresholds), fluency, subset, similarities)
                 done[subset.tobytes()] = agreement(prediction, similarities.scores[subset], resamples=0)
             results.append(done[subset.tobytes()])
         rhos = np.array([result.spearman for result in results])
@@ -307,10 +348,12 @@ def sweep(
     values: Sequence[float] | None = None,
     *,
     resamples: int = RESAMPLES,
+    fluency: SplitFluency | None = None,
 ) -> list[SweepPoint]:
     """The paper's Figures 2 and 3: leave-one-out rho and coverage as `parameter` (tau, a or b)
     varies and the other two stay at `thresholds`. a and b reuse one set of neighbour
-    statistics; each tau needs its own thresholding of the same similarity pass."""
+    statistics; each tau needs its own thresholding of the same similarity pass. `fluency`:
+    each setting's estimates stacked with it."""
     if parameter not in PARAMETERS:
         raise ValueError(f"parameter must be one of {', '.join(PARAMETERS)}, not {parameter!r}")
     values = default_sweep_values(similarities, thresholds, parameter) if values is None else list(values)
@@ -332,6 +375,7 @@ def sweep(
                 setting = replace(thresholds, max_fraction=float(value))
             assert shared is not None  # computed above for every a and b sweep
             prediction = similarities.estimate(shared, items, items.size - 1, setting)
+        prediction = _stacked(prediction, fluency, items, similarities)
         result = agreement(prediction, similarities.scores, resamples=resamples)
         points.append(SweepPoint(parameter, float(value), setting, result))
     return points

@@ -25,6 +25,7 @@ from gpu_neighbors.evaluation.checklist import Checklist, held_out_checklist, he
 from gpu_neighbors.evaluation.protocols import (
     CrossValidation,
     CurvePoint,
+    SplitFluency,
     SweepPoint,
     cross_validate,
     learning_curve,
@@ -141,6 +142,7 @@ class KernelResult:
     tuned: CrossValidation
     device: str
     swept: Thresholds  # the threshold rule the sweeps vary (`sweep_thresholds`)
+    fluency: SplitFluency | None  # where the scorer's estimate takes fluency in: every protocol stacks it
 
 
 def sweep_thresholds(scorer: NeighborsScorer) -> Thresholds:
@@ -209,33 +211,35 @@ def build_report(
         except Exception as error:  # any kernel failure becomes a note in the report
             report.failures[spec.label] = f"{type(error).__name__}: {error}"
             continue
-        thresholds, grid = scorer.thresholds_, scorer.tuning_grid()
+        thresholds, grid, fluency = scorer.thresholds_, scorer.tuning_grid(), SplitFluency.of(scorer)
         step(f"{spec.label}: leave-one-out, tuned per text")
         report.kernels.append(
             KernelResult(
                 spec, scorer.signature, similarities, thresholds,
-                cross_validate(similarities, thresholds, folds=None, resamples=resamples),
+                cross_validate(similarities, thresholds, folds=None, resamples=resamples, fluency=fluency),
                 cross_validate(similarities, thresholds, folds=None, tune_thresholds=True,
-                               min_coverage=min_coverage, grid=grid, resamples=resamples),
-                str(scorer.device_), sweep_thresholds(scorer),
+                               min_coverage=min_coverage, grid=grid, resamples=resamples, fluency=fluency),
+                str(scorer.device_), sweep_thresholds(scorer), fluency,
             )
         )
         grids.append(grid)
     if not report.kernels:
         raise ValueError("no kernel could be evaluated: " + "; ".join(f"{k}: {v}" for k, v in report.failures.items()))
     main, grid = report.kernels[0], grids[0]
-    sims, thresholds = main.similarities, main.thresholds
+    sims, thresholds, fluency = main.similarities, main.thresholds, main.fluency
     step("sweeps")
-    sweeps = {parameter: sweep(sims, main.swept, parameter, resamples=resamples) for parameter in ("a", "b", "tau")}
+    sweeps = {parameter: sweep(sims, main.swept, parameter, resamples=resamples, fluency=fluency)
+              for parameter in ("a", "b", "tau")}
     step("training-size curve")
-    curve = learning_curve(sims, thresholds, sizes=sizes, runs=runs, seed=seed)
+    curve = learning_curve(sims, thresholds, sizes=sizes, runs=runs, seed=seed, fluency=fluency)
     step(f"{folds}-fold cross-validation")
     report.main = {
         "sweeps": sweeps,
         "curve": curve,
-        "kfold_default": cross_validate(sims, thresholds, folds=folds, seed=seed, resamples=resamples),
+        "kfold_default": cross_validate(sims, thresholds, folds=folds, seed=seed, resamples=resamples,
+                                        fluency=fluency),
         "kfold_tuned": cross_validate(sims, thresholds, folds=folds, seed=seed, tune_thresholds=True,
-                                      min_coverage=min_coverage, grid=grid, resamples=resamples),
+                                      min_coverage=min_coverage, grid=grid, resamples=resamples, fluency=fluency),
         "tuned_on_all": tune(sims, grid=grid, min_coverage=min_coverage, default_tau=thresholds.tau,
                              estimator=thresholds.estimator, base=thresholds),
     }
@@ -463,6 +467,10 @@ def _kernel_section(report: Report, image: str) -> str:
         ))
     lines = ["## Agreement by kernel (leave-one-out)", "", markdown_table(rows), ""]
     lines += [f"- `{result.spec.label}`: `{result.signature}`" for result in report.kernels]
+    if any(result.fluency is not None for result in report.kernels):
+        lines.append("- Where the signature says fluency is `on`, every protocol of this report but the intervals' "
+                     "calibration stacks the out-of-sample neighbour estimates with the texts' fluency, as `fit` "
+                     "does (the stacked model's leave-one-out).")
     lines += [f"- **{label} could not be evaluated**: {reason}" for label, reason in report.failures.items()]
     if report.humans:
         lines.append("- Human rows: each annotator's judgments (/5) against the mean score on the items that "

@@ -4,6 +4,7 @@ decided by leave-one-out with `auto`, the same numbers in any batch order, texts
 alike in predictions and rewards with no host synchronisation on ids."""
 from __future__ import annotations
 
+import itertools
 import json
 import warnings
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from census import Census
+from conftest import REAL_FLUENCY_MODEL, SHARED
 from fluency_model import tiny_model
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.core.saved import SavedScorerError
@@ -115,10 +117,13 @@ def test_auto_decides_by_leave_one_out_beyond_noise(folder, huse_texts, huse_sco
     statistic = FittedFluency(model_files(folder), torch.float32, torch.device("cpu")).of_texts(texts)[:, 0].numpy()
     ranks = np.argsort(np.argsort(statistic)) / (len(texts) - 1)
     auto = Fluency(folder, dtype="float32")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         follows = NeighborsScorer(fluency=auto, device="cpu").fit(texts, ranks)
+        on = [str(w.message) for w in caught if "fluency left out" in str(w.message)]
         unrelated = NeighborsScorer(fluency=auto, device="cpu").fit(texts, huse_scores[:TRAIN])
+    off = [str(w.message) for w in caught if "fluency left out" in str(w.message)]
+    assert not on and len(off) == 1 and "no gain beyond the noise" in off[0]  # said where it is left out
     assert follows.stacking_ is not None and ",on(" in str(follows.signature)
     assert unrelated.stacking_ is None and ",off(" in str(unrelated.signature)
     assert len(unrelated.outside_.test.columns) == 7 and unrelated.within_ is None
@@ -176,3 +181,23 @@ def test_auto_runs_no_model_below_its_fewest_texts(huse_texts, huse_scores, monk
         warnings.simplefilter("always")
         scorer = NeighborsScorer(device="cpu").fit(huse_texts[:100], huse_scores[:100])
     assert scorer.fluency_ is None and not [w for w in caught if "language model" in str(w.message)]
+
+
+def test_auto_leaves_the_english_model_out_of_another_language_and_says_why():
+    """Text that is not English: MLQE's Estonian source sentences, scored by their translations'
+    quality (a quality the neighbours see: leave-one-out rho 0.30). The offline model reads
+    English; its statistic adds nothing there, leave-one-out says so, and fit says why."""
+    assert REAL_FLUENCY_MODEL is not None, "the offline model is not fetched: bash scripts/setup.sh"
+    with (SHARED / "data" / "mlqe_et-en_dev.jsonl").open(encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in itertools.islice(handle, 160)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scorer = NeighborsScorer(fluency=Fluency(REAL_FLUENCY_MODEL, use="auto"), device="cpu").fit(
+            [row["source"] for row in rows], [row["score"] for row in rows])
+    assert scorer.stacking_ is None and ",off(" in str(scorer.signature)
+    chosen = scorer.fluency_selection_
+    assert chosen is not None and chosen["with"] < chosen["without"] + 0.05
+    told = [str(w.message) for w in caught if "fluency left out" in str(w.message)]
+    assert len(told) == 1
+    assert f"{chosen['without']:.3f} without" in told[0] and f"{chosen['with']:.3f} with" in told[0]
+    assert "reads English" in told[0] and "--fluency none" in told[0]
