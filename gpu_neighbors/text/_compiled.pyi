@@ -15,3 +15,13 @@ def find_keys(dense: np.ndarray, slots: np.ndarray, keys: np.ndarray, shift: int
 def word_ids(char_ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, size: int, ends: np.ndarray,
              end_bounds: np.ndarray, dense: np.ndarray, slots: np.ndarray, keys: np.ndarray, bounds: np.ndarray,
              found: np.ndarray) -> None: ...
+def typicality_of_tokens(ids: np.ndarray, identities: np.ndarray, misspelt: np.ndarray, lengths: np.ndarray,
+                         endings: np.ndarray, codes: np.ndarray, code_bounds: np.ndarray, vocab_size: int,
+                         identity_count: int, dense: np.ndarray, slots: np.ndarray, keys: np.ndarray,
+                         index_bounds: np.ndarray, ending_counts: np.ndarray, bigram_table: np.ndarray, texts: int,
+                         table_pairs: int, nan: float, statistics: np.ndarray) -> None: ...
+def split_words(codes: np.ndarray, kinds: np.ndarray, word_bit: int, space_bit: int, bounds: np.ndarray, base: int,
+                low_bits: int,                vocabulary_codes: np.ndarray, vocabulary_firsts: np.ndarray, vocabulary_lengths: np.ndarray,
+                dense: np.ndarray, slots: np.ndarray, keys: np.ndarray, shift: int, mask: int, hash_ids: np.ndarray,
+                ids: np.ndarray, unknown_rank: np.ndarray, wordlike: np.ndarray, firsts: np.ndarray,
+                token_lengths: np.ndarray, lengths: np.ndarray, endings: np.ndarray) -> tuple[int, int]: ...

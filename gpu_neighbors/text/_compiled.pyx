@@ -4,8 +4,8 @@
 answers. Each function runs without the GIL, so encoder threads run on every core."""
 from libc.stdint cimport int64_t, uint64_t
 from libc.math cimport sqrt
-from libc.stdint cimport int8_t, int32_t
-from libc.stdlib cimport free, malloc
+from libc.stdint cimport int8_t, int32_t, uint8_t
+from libc.stdlib cimport calloc, free, malloc, qsort
 from libc.math cimport floor
 
 cdef uint64_t MULTIPLIER = 0x9E3779B97F4A7C15ULL  # key_index._MULTIPLIER: the same home slots
@@ -497,3 +497,273 @@ def quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const 
     free(quanta)
     if bad:
         raise ValueError("quantise_split's features pass its head positions")
+
+
+cdef inline bint _held_key(const Index* index, int64_t key) noexcept nogil:
+    return key >= 0 and _look(index, key) >= 0
+
+
+def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, const uint8_t[::1] misspelt,
+                         const int64_t[::1] lengths, const int64_t[::1] endings, const int64_t[::1] codes,
+                         const int64_t[::1] code_bounds, int64_t vocab_size, int64_t identity_count,
+                         const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[::1] keys,
+                         const int64_t[:, ::1] index_bounds, const int64_t[::1] ending_counts,
+                         const int64_t[::1] bigram_table, int64_t texts, int64_t table_pairs, double nan,
+                         double[:, ::1] statistics):
+    """`Typicality.statistics` of new texts (none left out) from their tokens in order: per
+    token its vocabulary id (-1: unseen), identity (-1: no word character) and whether it is
+    misspelt; per text its token count (`lengths`), the code point ending it (-1: none) and its
+    tokens' code points, codes[code_bounds[t]:code_bounds[t + 1]]. The tables' indexes
+    (`key_index.concatenated`, rows: tokens, bigrams, endings, characters), with the endings'
+    counts by position, and the bigram table's sorted keys. Every count an integer, as the
+    torch passes count it (the order statistic's pairs by position, or from the table's side for
+    a row whose known tokens squared pass `table_pairs` x (table + vocabulary + 2): the same
+    integers), then the same divisions; `nan` for a text without a token."""
+    cdef Py_ssize_t rows = lengths.shape[0], row, i, j, first, n, known_count, bigram_count, table_size
+    cdef Py_ssize_t total_tokens = ids.shape[0], longest = 0, distinct
+    cdef int64_t size = vocab_size + 2, start = vocab_size, end = vocab_size + 1
+    cdef int64_t identity_size = identity_count + 2, a, b, key, previous
+    cdef int64_t held_tokens, new_characters, held_bigrams, shuffled, repeats, ending, misspellings
+    if (identities.shape[0] != total_tokens or misspelt.shape[0] != total_tokens or endings.shape[0] != rows
+            or code_bounds.shape[0] != rows + 1 or statistics.shape[0] != rows or statistics.shape[1] != 5):
+        raise ValueError("typicality_of_tokens takes a value per token, per text, and a row of five per text")
+    if index_bounds.shape[0] != 4 or vocab_size < 0 or identity_count < vocab_size:
+        raise ValueError("typicality_of_tokens takes four tables' indexes and identities from the vocabulary's on")
+    if rows and (code_bounds[0] != 0 or code_bounds[rows] != codes.shape[0]):
+        raise ValueError("typicality_of_tokens' code bounds do not cover the code points")
+    first = 0
+    for row in range(rows):
+        if lengths[row] < 0 or code_bounds[row + 1] < code_bounds[row]:
+            raise ValueError("typicality_of_tokens' lengths or code bounds are negative")
+        first += lengths[row]
+        longest = max(longest, lengths[row], code_bounds[row + 1] - code_bounds[row])
+    if first != total_tokens:
+        raise ValueError("typicality_of_tokens' lengths do not cover the tokens")
+    for i in range(total_tokens):
+        if ids[i] >= vocab_size or ids[i] < -1 or identities[i] >= identity_count or identities[i] < -1:
+            raise ValueError("typicality_of_tokens' ids or identities pass the vocabulary")
+    table_size = bigram_table.shape[0]
+    cdef Index* indexes = _indexes(dense, slots, keys, index_bounds)
+    cdef int64_t* occurrences = <int64_t*>calloc(size, sizeof(int64_t))  # of each known token, in one row
+    cdef int64_t* scratch = <int64_t*>malloc(sizeof(int64_t) * 2 * (longest + 2))
+    if occurrences == NULL or scratch == NULL:
+        free(indexes)
+        free(occurrences)
+        free(scratch)
+        raise MemoryError()
+    cdef int64_t* spare = scratch + longest + 2
+    with nogil:
+        first = 0
+        for row in range(rows):
+            n = lengths[row]
+            if not n:
+                for i in range(5):
+                    statistics[row, i] = nan
+                continue
+            held_tokens = misspellings = shuffled = known_count = 0
+            for i in range(first, first + n):
+                if _held_key(&indexes[0], ids[i]):
+                    held_tokens += 1
+                elif misspelt[i]:
+                    misspellings += 1
+                if ids[i] >= 0:
+                    known_count += 1
+                    occurrences[ids[i]] += 1
+                    shuffled += _held_key(&indexes[1], start * size + ids[i]) + _held_key(&indexes[1], ids[i] * size + end)
+            # bigrams start t1 .. tn end, held where both tokens are known
+            held_bigrams = 0
+            previous = start
+            for i in range(first, first + n + 1):
+                b = ids[i] if i < first + n else end
+                if previous >= 0 and b >= 0:
+                    held_bigrams += _held_key(&indexes[1], previous * size + b)
+                previous = b
+            # the pairs of distinct positions of known tokens whose bigram is held
+            if known_count * known_count > table_pairs * (table_size + size):
+                for j in range(table_size):
+                    a = bigram_table[j] // size
+                    b = bigram_table[j] % size
+                    if a < vocab_size and b < vocab_size:
+                        shuffled += occurrences[a] * (occurrences[b] - (a == b))
+            else:
+                for i in range(first, first + n):
+                    if ids[i] < 0:
+                        continue
+                    for j in range(first, first + n):
+                        if j != i and ids[j] >= 0:
+                            shuffled += _held_key(&indexes[1], ids[i] * size + ids[j])
+            for i in range(first, first + n):
+                if ids[i] >= 0:
+                    occurrences[ids[i]] = 0
+            # repeated bigrams of identities (start t1 .. tn end; a token without a word character matches none)
+            bigram_count = 0
+            previous = identity_count
+            for i in range(first, first + n + 1):
+                b = identities[i] if i < first + n else identity_count + 1
+                if previous >= 0 and b >= 0:
+                    scratch[bigram_count] = previous * identity_size + b
+                    bigram_count += 1
+                previous = b
+            repeats = 0
+            if bigram_count:
+                _sort(scratch, bigram_count, spare)
+                for i in range(1, bigram_count):
+                    repeats += scratch[i] == scratch[i - 1]
+            # distinct code points of the row's tokens that no training text holds
+            distinct = 0
+            for i in range(code_bounds[row], code_bounds[row + 1]):
+                if not _held_key(&indexes[3], codes[i]):
+                    scratch[distinct] = codes[i]
+                    distinct += 1
+            new_characters = 0
+            if distinct:
+                _sort(scratch, distinct, spare)
+                new_characters = 1
+                for i in range(1, distinct):
+                    new_characters += scratch[i] != scratch[i - 1]
+            ending = 0
+            if endings[row] >= 0:
+                key = _look(&indexes[2], endings[row])
+                if key >= 0 and key < ending_counts.shape[0]:
+                    ending = ending_counts[key]
+            statistics[row, 0] = <double>(held_tokens - 2 * new_characters * n) / <double>n
+            statistics[row, 1] = <double>(n * held_bigrams - shuffled) / <double>(n * (n + 1))
+            statistics[row, 2] = <double>repeats / <double>(n + 1)
+            statistics[row, 3] = <double>ending / <double>max(1, texts)
+            statistics[row, 4] = <double>misspellings / <double>n
+            first += n
+    free(indexes)
+    free(occurrences)
+    free(scratch)
+
+
+cdef struct Unknown:
+    int64_t hash
+    Py_ssize_t token
+    Py_ssize_t start  # its first code point
+
+
+cdef int _by_hash(const void* a, const void* b) noexcept nogil:
+    cdef const Unknown* x = <const Unknown*>a
+    cdef const Unknown* y = <const Unknown*>b
+    if x.hash != y.hash:
+        return (x.hash > y.hash) - (x.hash < y.hash)
+    return (x.token > y.token) - (x.token < y.token)
+
+
+cdef inline bint _same_codes(const int64_t* a, const int64_t* b, Py_ssize_t length) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(length):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit, int space_bit,
+                const int64_t[::1] bounds, uint64_t base, uint64_t low_bits, const int64_t[::1] vocabulary_codes, const int64_t[::1] vocabulary_firsts,
+                const int64_t[::1] vocabulary_lengths, const int64_t[::1] dense, const int64_t[::1] slots,
+                const int64_t[::1] keys, int shift, int64_t mask, const int64_t[::1] hash_ids, int64_t[::1] ids,
+                int64_t[::1] unknown_rank, uint8_t[::1] wordlike, int64_t[::1] firsts, int64_t[::1] token_lengths,
+                int64_t[::1] lengths, int64_t[::1] endings):
+    """`token_runs.split_tokens`'s tokens in one pass per text: each maximal run of non-space
+    code points (`kinds`' `space_bit`) of text t (codes[bounds[t]:bounds[t + 1]]) hashed as
+    `Runs.hashes` hashes it (sum of (code + 1) base^place, wrapping, then & `low_bits`), looked up among the vocabulary's hashes (the index over them, and
+    the token id of each, `hash_ids`) and checked code point by code point: its id, else -1
+    and its rank among the distinct unknown tokens by hash (np.unique's order); whether it
+    holds a word character (`word_bit`), its first code point (counted among the non-space ones)
+    and length; per text its token count and the code point ending its last token (-1: none).
+    Returns (tokens, distinct unknown tokens), their leaders (each one's first occurrence) in
+    firsts[tokens:] and token_lengths[tokens:] by rank; or (-1, -1) where two different unknown
+    tokens share a hash (the caller tokenizes those texts another way)."""
+    cdef Py_ssize_t texts = bounds.shape[0] - 1, t, p, hi, start, length, tokens = 0, inside = 0, unknowns = 0
+    cdef Py_ssize_t position, candidate, distinct = 0, i, capacity = ids.shape[0]
+    cdef uint64_t hashed, power
+    cdef bint word, collided = False
+    cdef Unknown leader
+    if kinds.shape[0] != codes.shape[0] or texts < 0 or lengths.shape[0] != texts or endings.shape[0] != texts:
+        raise ValueError("split_words takes a class per code point and an output per text")
+    if bounds[0] != 0 or bounds[texts] != codes.shape[0]:
+        raise ValueError("split_words' bounds do not cover the code points")
+    for t in range(texts):
+        if bounds[t + 1] < bounds[t]:
+            raise ValueError("split_words' bounds do not ascend")
+    if (unknown_rank.shape[0] != capacity or wordlike.shape[0] != capacity or firsts.shape[0] != 2 * capacity
+            or token_lengths.shape[0] != 2 * capacity or capacity < codes.shape[0]):
+        raise ValueError("split_words' outputs hold fewer tokens than the code points (twice for the leaders)")
+    if vocabulary_firsts.shape[0] != vocabulary_lengths.shape[0]:
+        raise ValueError("split_words' vocabulary takes a first code point and a length per token")
+    for i in range(vocabulary_firsts.shape[0]):
+        if vocabulary_firsts[i] < 0 or vocabulary_lengths[i] < 0 or vocabulary_firsts[i] + vocabulary_lengths[i] > vocabulary_codes.shape[0]:
+            raise ValueError("split_words' vocabulary tokens pass its code points")
+    for i in range(hash_ids.shape[0]):
+        if hash_ids[i] < 0 or hash_ids[i] >= vocabulary_firsts.shape[0]:
+            raise ValueError("split_words' hash ids pass the vocabulary")
+    if not dense.shape[0] and not slots.shape[0] and hash_ids.shape[0]:
+        raise ValueError("split_words takes a dense table or hash slots")
+    cdef Unknown* unknown = <Unknown*>malloc(sizeof(Unknown) * max(capacity, 1))
+    if unknown == NULL:
+        raise MemoryError()
+    cdef const int64_t* code = _start(codes)
+    cdef const int64_t* vocabulary_code = _start(vocabulary_codes)
+    with nogil:
+        for t in range(texts):
+            p = bounds[t]
+            hi = bounds[t + 1]
+            lengths[t] = 0
+            endings[t] = -1
+            while p < hi:
+                if kinds[p] & space_bit:
+                    p += 1
+                    continue
+                start = p
+                hashed = 0
+                power = 1
+                word = False
+                while p < hi and not (kinds[p] & space_bit):
+                    hashed += (<uint64_t>code[p] + 1) * power
+                    power *= base
+                    word = word or (kinds[p] & word_bit)
+                    p += 1
+                length = p - start
+                hashed &= low_bits
+                ids[tokens] = -1
+                if hash_ids.shape[0]:
+                    position = _find(<int64_t>hashed, _start(dense), dense.shape[0], _start(slots), _start(keys),
+                                     keys.shape[0], shift, mask)
+                    if position >= 0:
+                        candidate = hash_ids[position]
+                        if vocabulary_lengths[candidate] == length and _same_codes(
+                                code + start, vocabulary_code + vocabulary_firsts[candidate], length):
+                            ids[tokens] = candidate
+                if ids[tokens] < 0:
+                    unknown[unknowns].hash = <int64_t>hashed
+                    unknown[unknowns].token = tokens
+                    unknown[unknowns].start = start
+                    unknowns += 1
+                unknown_rank[tokens] = -1
+                wordlike[tokens] = word
+                firsts[tokens] = inside
+                token_lengths[tokens] = length
+                inside += length
+                lengths[t] += 1
+                endings[t] = code[p - 1]
+                tokens += 1
+        # unknown tokens ranked by hash; each group's first occurrence leads it, and every other
+        # member must be the same code points
+        qsort(unknown, unknowns, sizeof(Unknown), _by_hash)
+        i = 0
+        while i < unknowns:
+            leader = unknown[i]  # the group's first token: sorted by hash, then token
+            firsts[tokens + distinct] = firsts[leader.token]
+            token_lengths[tokens + distinct] = token_lengths[leader.token]
+            while i < unknowns and unknown[i].hash == leader.hash:
+                if (token_lengths[unknown[i].token] != token_lengths[leader.token] or not _same_codes(
+                        code + unknown[i].start, code + leader.start, token_lengths[leader.token])):
+                    collided = True
+                unknown_rank[unknown[i].token] = distinct
+                i += 1
+            distinct += 1
+    free(unknown)
+    if collided:
+        return -1, -1
+    return tokens, distinct

@@ -13,6 +13,8 @@ from gpu_neighbors.kernels.tfidf import SCALE, HeadSplit, TfidfKernel
 from gpu_neighbors.text import compiled
 from gpu_neighbors.text.tfidf import FeatureRows, TfidfFeatures
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
+from gpu_neighbors.text.token_runs import split_tokens
+from gpu_neighbors.text.typicality import Typicality
 from tests.conftest import ADVERSARIAL_TEXTS
 
 
@@ -129,3 +131,44 @@ def test_long_rows_of_close_features_count_the_same_compiled_or_not(monkeypatch)
     plain = TfidfFeatures()
     for one, other in zip(rows, (plain.fit(training), plain.transform(candidates))):
         _same(one, other)
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+@pytest.mark.parametrize("table_pairs", [0, 4, 1 << 62], ids=["by-table", "default", "by-position"])
+def test_typicality_of_new_texts_is_the_same_bits_compiled_or_not(huse_records, monkeypatch, table_pairs):
+    """The five statistics of new texts in one compiled pass per text or by the torch passes:
+    the same bits (NaN rows alike), the order statistic's pairs counted either way, on real,
+    adversarial, repeated, long and unseen texts."""
+    monkeypatch.setattr("gpu_neighbors.text.typicality.TABLE_PAIRS", table_pairs)
+    training = [record["text"] for record in huse_records[:90]] + ["the the cat the cat", "solo bigram here", ""]
+    words = " ".join(training).split()
+    texts = _texts(huse_records[90:140], seed=5) + [
+        " ".join(words[index % len(words)] for index in range(1_500)) + " unseen1 unseen2 unseen1",
+        "cat the the cat zzz the", "solo bigram here here solo", "# # # a # #", "ÆØÅ Æ resturant servd"]
+    typicality = Typicality(training, WhitespaceTokenizer(), torch.device("cpu"))
+    ours = typicality.of_texts(texts)
+    monkeypatch.setattr("gpu_neighbors.text.typicality.native", None)
+    expected = typicality.of_texts(texts)
+    assert ours.dtype == expected.dtype == torch.float64 and ours.isnan().any()
+    assert torch.equal(ours.view(torch.int64), expected.view(torch.int64))
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+def test_whitespace_tokens_read_from_code_points_are_the_same_compiled_or_not(huse_records, monkeypatch):
+    """`split_tokens` in one compiled pass per text or by numpy's: every field the same (the
+    unknown tokens ranked alike), and both refuse a batch whose unknown tokens collide."""
+    training = [record["text"] for record in huse_records[:100]] + ["a\u00a0b", "é", "🙂 the"]
+    texts = _texts(huse_records[100:150], seed=6) + ["zzq zzq qzz", "\ud800 lone \udfff", "é É e\u0301", "x\x1cy"]
+    vocabulary = Typicality(training, WhitespaceTokenizer(), torch.device("cpu"))._runs
+    ours = split_tokens(texts, vocabulary)
+    monkeypatch.setattr("gpu_neighbors.text.token_runs.native", None)
+    expected = split_tokens(texts, vocabulary)
+    assert ours is not None and expected is not None and len(ours.unknown_tokens) > 10
+    for name in ("ids", "unknown_rank", "wordlike", "lengths", "endings", "codes", "code_rows"):
+        one, other = getattr(ours, name), getattr(expected, name)
+        assert one.dtype == other.dtype and np.array_equal(one, other), name
+    assert ours.unknown_tokens == expected.unknown_tokens
+    monkeypatch.setattr("gpu_neighbors.text.token_runs._LOW_63", np.uint64(0))  # every hash 0
+    assert split_tokens(["x y", "z"], vocabulary) is None
+    monkeypatch.setattr("gpu_neighbors.text.token_runs.native", compiled.native)
+    assert split_tokens(["x y", "z"], vocabulary) is None and split_tokens(["x x", "x"], vocabulary) is not None
