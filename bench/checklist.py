@@ -20,6 +20,11 @@ the gap between the originals' mean and the training set's lowest-decile mean).
 
 METEOR and BERTScore run on HUSE alone by default: on GUG and MLQE one row of either took 4+
 minutes on the loaded 2-core machine (METEOR's WordNet stage, BERTScore's model on the CPU).
+The rows above run without fluency (`fluency="none"`). Issue 51's section, "Perturbation
+checklist with fluency", is the default scorer without and with fluency (`"auto"`: the offline
+language model where fetched) on each set; `--fluency-only` recomputes that section alone:
+
+    .venv/bin/python bench/checklist.py --fluency-only
 
 The data is read from ../shared/data beside the project (GPU_NEIGHBORS_SHARED overrides ../shared,
 as in the tests).
@@ -46,6 +51,7 @@ from gpu_neighbors.estimators import Threshold  # noqa: E402
 from gpu_neighbors.kernels.parts import BertScore  # noqa: E402
 from gpu_neighbors.evaluation.checklist import Checklist, held_out_checklist, held_out_split, top_rated  # noqa: E402
 from gpu_neighbors.text.perturbations import PERTURBATIONS  # noqa: E402
+from lm_memo import remembered  # noqa: E402  (bench/, beside this script)
 from pages import replace_section  # noqa: E402  (bench/, beside this script)
 from quality import minilm  # noqa: E402
 
@@ -53,6 +59,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GPU_NEIGHBORS_SHARED") or ROOT.parent / "shared")
 OUT = ROOT / "bench" / "quality.md"
 HEADING = "## Perturbation checklist"
+FLUENCY_HEADING = "## Perturbation checklist with fluency (issue 51)"
+FLUENCY_ROWS = {"default, fluency none": "none", "default, fluency auto": "auto"}
 ESTIMATORS: dict[str, dict[str, Any]] = {
     "paper": {"estimator": Threshold.paper()},
     "tuned threshold": {"estimator": "threshold"},
@@ -117,7 +125,10 @@ def run(data: DataSet, kernel: str, estimator: str, held: int) -> tuple[Checklis
     texts, scores = data.train
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # repeated texts, unused settings: the bench states its settings
-        scorer = NeighborsScorer(kernel=kernel_part(kernel), device="cpu", **ESTIMATORS[estimator])
+        if kernel == "default":  # issue 51's rows: the default scorer, without or with fluency
+            scorer = NeighborsScorer(device="cpu", fluency=FLUENCY_ROWS[estimator])
+        else:
+            scorer = NeighborsScorer(kernel=kernel_part(kernel), device="cpu", fluency="none", **ESTIMATORS[estimator])
         scorer.fit(texts, scores)
         held_texts, held_scores = good_sample(data, scores, held)
         result = held_out_checklist(scorer, texts, held_texts, held_scores)
@@ -136,10 +147,11 @@ def cell(result: Checklist, name: str) -> str:
     return f"{row.drop:.3f} [{row.drop_low:.3f}, {row.drop_high:.3f}]{mark}"
 
 
-def section(rows: list[tuple[DataSet, str, str, Checklist, float]], command: str, seconds: float, load: str) -> str:
+def section(rows: list[tuple[DataSet, str, str, Checklist, float]], command: str, seconds: float, load: str,
+            heading: str = HEADING) -> str:
     names = list(PERTURBATIONS)
     lines = [
-        HEADING, "",
+        heading, "",
         f"Made by `{command}` in {seconds / 60:.1f} min on this machine's CPU (2 cores shared with other work; "
         f"load average before the run: {load}; timings indicative only). Issue 35's checklist: a scorer fitted "
         "on the training side rates held-out texts scored at or above the training median (a seeded sample of "
@@ -177,27 +189,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held", type=int, default=100, help="held-out texts per data set, at most")
     parser.add_argument("--mlqe-train", type=int, default=2000)
     parser.add_argument("--only", default=None, help="one data set by name (for a quick look)")
+    parser.add_argument("--fluency-only", action="store_true", help="issue 51's section alone")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
     load_average = " ".join(f"{value:.1f}" for value in os.getloadavg())
     start = time.perf_counter()
-    rows = []
-    for data in load(args.mlqe_train):
-        if args.only not in (None, data.name):
-            continue
-        extra = args.huse_kernels.split(",") if data.name == "huse_summarization" and args.huse_kernels else []
-        for kernel in [*args.kernels.split(","), *extra]:
-            for estimator in args.estimators.split(","):
+    rows, fluency_rows = [], []
+    with remembered():
+        for data in load(args.mlqe_train):
+            if args.only not in (None, data.name):
+                continue
+            extra = args.huse_kernels.split(",") if data.name == "huse_summarization" and args.huse_kernels else []
+            plan = [] if args.fluency_only else [(kernel, estimator) for kernel in [*args.kernels.split(","), *extra]
+                                                 for estimator in args.estimators.split(",")]
+            for kernel, estimator in [*plan, *(("default", name) for name in FLUENCY_ROWS)]:
                 result, seconds = run(data, kernel, estimator, args.held)
-                rows.append((data, kernel, estimator, result, seconds))
+                (fluency_rows if kernel == "default" else rows).append((data, kernel, estimator, result, seconds))
                 print(f"{data.name} {kernel} {estimator}: {sum(r.passed for r in result.rows)}/{len(result.rows)} "
                       f"pass, {seconds:.0f} s", file=sys.stderr, flush=True)
     command = " ".join(["bench/checklist.py", *(sys.argv[1:] if argv is None else argv)])
-    text = section(rows, command, time.perf_counter() - start, load_average)
+    seconds = time.perf_counter() - start
     out = Path(args.out)
-    out.write_text(replace_section(out.read_text(encoding="utf-8") if out.exists() else "", HEADING, text),
-                   encoding="utf-8")
-    print(text)
+    page = out.read_text(encoding="utf-8") if out.exists() else ""
+    texts = []
+    if rows:
+        texts.append(section(rows, command, seconds, load_average))
+        page = replace_section(page, HEADING, texts[-1])
+    texts.append(section(fluency_rows, command, seconds, load_average, FLUENCY_HEADING))
+    page = replace_section(page, FLUENCY_HEADING, texts[-1])
+    out.write_text(page, encoding="utf-8")
+    print("\n".join(texts))
     return 0
 
 

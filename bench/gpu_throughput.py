@@ -20,7 +20,12 @@ cannot hold it (its projected time from the smaller size measured first):
    written yet (the safe writer) and the rate is its last progress line's.
 5. `bertscore`: bench_bertscore's all-pairs BERTScore against `bert_score.BERTScorer.score` on
    the device (the peer re-encodes every text of every pair, so the ratio includes that).
-6. `aligned`: `sentence_bleu` on token ids on the device against TensorBLEU
+6. `fluency`: texts of 20 tokens a second through the fluency statistic (`FittedFluency.of_texts`,
+   bfloat16 on CUDA), on a model of SmolLM2-135M's shape (its config and tokenizer: `.gpu/smollm2`,
+   packed by `gpu_check.sh prepare`, or `--fluency-model`) with seeded random weights: the 94 MB
+   model does not travel, and the cost of a forward pass does not depend on the weights. N grows
+   10x while the projected time fits (goal: 50,000 texts a second).
+7. `aligned`: `sentence_bleu` on token ids on the device against TensorBLEU
    (`rxlm.metrics.tensorbleu`, from bench/.tensorbleu) at its published shapes, epsilon against
    its "floor" smoothing; best of 5 after a warm-up, synchronised.
 """
@@ -260,6 +265,40 @@ def bertscore(record: Record) -> None:
     record.write("bertscore", **result)
 
 
+FLUENCY_TOKENS = 20  # the length the fluency target is stated for
+
+
+def fluency(record: Record, source: Path, sizes: tuple[int, ...] = (1_000, 10_000, 100_000)) -> None:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from gpu_neighbors.fluency import FittedFluency, model_files
+
+    folder = Path(tempfile.mkdtemp(prefix="gpu-neighbors-fluency-")) / "random-smollm2"
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(source)).save_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    tokenizer.save_pretrained(folder)
+    dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+    fitted = FittedFluency(model_files(folder), dtype, torch.device(DEVICE))
+    rng = random.Random(0)
+    halves = spliced_texts(2 * (max(sizes) + 256), rng)  # two headlines make a text past 20 tokens
+    texts = [tokenizer.decode(tokenizer(f"{first} {second}", add_special_tokens=False)["input_ids"][:FLUENCY_TOKENS])
+             for first, second in zip(halves[::2], halves[1::2])]
+    fitted.of_texts(texts[:256])  # load and warm up (the memo keeps these; the rest are new)
+    rate = None
+    for size in sizes:
+        projected = None if rate is None else size / rate
+        if projected is not None and projected > record.left() - 10:
+            record.write("fluency", texts=size, skipped=f"projected {projected:.0f} s, {record.left():.0f} s left")
+            break
+        chosen = texts[256 : 256 + size]
+        seconds, statistics = synchronised(lambda: fitted.of_texts(chosen))
+        rate = size / seconds
+        record.write("fluency", texts=size, dtype=str(dtype).removeprefix("torch."), seconds=seconds,
+                     texts_per_second=rate, tokens_mean=float(statistics[:, 1].mean()),
+                     model="SmolLM2-135M's shape, random weights")
+
+
 def aligned(record: Record) -> None:
     from bench_sentence_bleu import SHAPES, VOCABULARY, tensorbleu, token_ids
 
@@ -294,7 +333,10 @@ def main() -> int:
     parser.add_argument("--train", type=int, default=100_000, help="|S| of predict and score")
     parser.add_argument("--score-candidates", type=int, default=1_000_000)
     parser.add_argument("--candidates", default="10000,100000", help="predict's sizes of C, in order")
-    parser.add_argument("--parts", default="ceilings,csr_add,predict,score,bertscore,aligned")
+    parser.add_argument("--parts", default="ceilings,csr_add,predict,score,fluency,bertscore,aligned")
+    parser.add_argument("--fluency-model", type=Path, default=BENCH.parent / ".gpu" / "smollm2",
+                        help="fluency: a folder with the model's config.json and tokenizer (packed by gpu_check.sh)")
+    parser.add_argument("--fluency-texts", default="1000,10000,100000", help="fluency's sizes of N, in order")
     parser.add_argument("--device", default="cuda", help="cpu: to try the script where there is no GPU")
     args = parser.parse_args()
     global DEVICE
@@ -312,6 +354,8 @@ def main() -> int:
                             predict_rates(record, "tfidf", "tfidf", args.train, sizes, reserve=130)),
         "csr_add": lambda: csr_addition(record, min(args.train, 20_000)),
         "score": lambda: score_command(record, args.score_candidates, args.train, reserve=50),
+        "fluency": lambda: fluency(record, args.fluency_model,
+                                   tuple(int(size) for size in args.fluency_texts.split(","))),
         "bertscore": lambda: bertscore(record),
         "aligned": lambda: aligned(record),
     }

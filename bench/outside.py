@@ -13,6 +13,10 @@ training side a seeded sample, size below) and predicts:
   width, against the held-out texts'.
 
     .venv/bin/python bench/outside.py [--mlqe-train 2000] [--other 300] [--output bench/outside.md]
+        [--fluency auto|none]
+
+`--fluency`: the scorers' fluency part (default auto, the library's default: the offline language
+model where fetched; none: without it, as before issue 51).
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from gpu_neighbors import Intervals, NeighborsScorer  # noqa: E402
 from gpu_neighbors.core.correlation import spearman_rows  # noqa: E402
 from gpu_neighbors.evaluation.protocols import fold_indices  # noqa: E402
 from gpu_neighbors.evaluation.tables import markdown_table  # noqa: E402
+from lm_memo import remembered  # noqa: E402  (bench/, beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -75,11 +80,11 @@ def spearman(estimates: np.ndarray, truth: np.ndarray) -> float:
 
 
 def measure(name: str, mlqe_train: int, other_size: int, kernel: str | None = None, huse_folds: int = 5,
-            seed: int = 0) -> dict[str, object]:
+            seed: int = 0, fluency: str = "auto") -> dict[str, object]:
     held = {"flagged": [], "covered": [], "width": [], "with": [], "without": [], "truth": []}
     others: dict[str, dict[str, list[float]]] = {}
     chosen: list[str] = []
-    part = {} if kernel is None else {"kernel": kernel}
+    part: dict[str, str] = {"fluency": fluency} if kernel is None else {"kernel": kernel, "fluency": fluency}
     for train_texts, train_scores, test_texts, test_scores in splits(name, mlqe_train, huse_folds, seed):
         default = NeighborsScorer(device="cpu", **part).fit(train_texts, train_scores)
         plain = NeighborsScorer(device="cpu", level=Intervals(negatives="none"), **part).fit(train_texts, train_scores)
@@ -126,17 +131,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", default=None, help="a kernel other than the default's (e.g. auto)")
     parser.add_argument("--huse-folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0, help="HUSE's fold seed")
+    parser.add_argument("--fluency", default="auto", help="auto (the default) or none")
+    parser.add_argument("--sets", default="huse,gug,mlqe", help="the sets measured, comma-separated")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     started = time.perf_counter()
-    rows = [measure(name, args.mlqe_train, args.other, args.kernel, args.huse_folds, args.seed)
-            for name in ("huse", "gug", "mlqe")]
+    with remembered():
+        rows = [measure(name, args.mlqe_train, args.other, args.kernel, args.huse_folds, args.seed, args.fluency)
+                for name in args.sets.split(",")]
     load = os.getloadavg()[0]
     columns = sorted({key for row in rows for key in row},  # by name last: a set's order changes run to run
                      key=lambda key: (key.count(":"), list(rows[0]).index(key) if key in rows[0] else 99, key))
     table = markdown_table([{column: _cell(row.get(column)) for column in columns} for row in rows])
     options = "".join(f" --{name} {value}" for name, value in (("kernel", args.kernel), ("huse-folds", args.huse_folds),
-                                                                 ("seed", args.seed)) if value not in (None, 5, 0))
+                                                                 ("seed", args.seed), ("fluency", args.fluency),
+                                                                 ("sets", args.sets))
+                      if value not in (None, 5, 0, "auto", "huse,gug,mlqe"))
     text = (f"# Text unlike the training set: the {'default scorer' if args.kernel is None else args.kernel + ' kernel'}"
             f"\n\nMade by `.venv/bin/python bench/outside.py --mlqe-train {args.mlqe_train} --other {args.other}"
             f"{options}` in {time.perf_counter() - started:.0f} s (load average {load:.1f} on {os.cpu_count()} cores). "

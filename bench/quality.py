@@ -39,7 +39,14 @@ the neighbours' spread (kernel ridge: constant width); its empirical coverage on
 with an estimate, its mean width, and the mean width of a constant-width interval calibrated on
 the same residuals (spread ignored).
 
+Issue 51's section, "Fluency": the default scorer with fluency (`fluency="auto"`: the offline
+language model where fetched, stacked into the estimate where leave-one-out on the training side
+gains beyond noise, a column of the outlier test) beside the same scorer without it
+(`fluency="none"`), on the same splits; the rows above are all without fluency. `--section
+fluency` recomputes that section alone and keeps the rest of the page.
+
     .venv/bin/python bench/quality.py [--mlqe-train 2000 --mlqe-dev 500] [--kernels bleu,rouge,bertscore]
+    .venv/bin/python bench/quality.py --section fluency
 """
 from __future__ import annotations
 
@@ -72,11 +79,15 @@ from gpu_neighbors.core.tuning import SIMILARITY_POWERS, TuningGrid, tune  # noq
 from gpu_neighbors.evaluation import baselines  # noqa: E402
 from gpu_neighbors.evaluation.agreement import agreement  # noqa: E402
 from gpu_neighbors.evaluation.protocols import fold_indices  # noqa: E402
+from lm_memo import remembered  # noqa: E402  (bench/, beside this script)
 from pages import replace_section, section_of  # noqa: E402  (bench/, beside this script)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "quality.md"
 CHECKLIST = "## Perturbation checklist"  # bench/checklist.py's section of the page, kept as it is
+FLUENCY = "## Fluency (issue 51)"
+DEFAULT = "default (auto: tfidf unless bleu or rouge is better beyond noise; top-k)"
+FLUENCY_TARGETS = {"huse_summarization": -0.01, "gug": 0.15, "mlqe_et-en": 0.05}
 LOAD = os.getloadavg()
 RESAMPLES = 1000
 LEVEL = 0.9
@@ -277,18 +288,32 @@ def evaluate(data: DataSet, kernels: list[str]) -> None:
 def issue_34_scorers(model: bool) -> dict[str, NeighborsScorer]:
     """The scorers of issue 34's rows (`model`: with the MiniLM BERTScore kernel as well)."""
     free = list(DEFAULT_AUTO_KERNELS)
-    scorers = {"default (auto: tfidf unless bleu or rouge is better beyond noise; top-k)": NeighborsScorer(device="cpu"),
-               "combined tfidf+bleu+rouge, kernel ridge": NeighborsScorer(kernel=Combined(free), device="cpu"),
+    scorers = {DEFAULT: NeighborsScorer(device="cpu", fluency="none"),
+               "combined tfidf+bleu+rouge, kernel ridge": NeighborsScorer(kernel=Combined(free), device="cpu",
+                                                                          fluency="none"),
                "combined tfidf+bleu+rouge, top-k": NeighborsScorer(kernel=Combined(free), estimator="topk",
-                                                                   device="cpu")}
+                                                                   device="cpu", fluency="none")}
     if model:
         path, layers = minilm()
         bert = BertScore(model=path, layer=layers)
         scorers["auto + model (bertscore joins the choice)"] = NeighborsScorer(kernel=Auto([*free, bert]),
-                                                                               device="cpu")
+                                                                               device="cpu", fluency="none")
         scorers["combined tfidf+bleu+rouge+bertscore, kernel ridge"] = NeighborsScorer(
-            kernel=Combined([*free, bert]), device="cpu")
+            kernel=Combined([*free, bert]), device="cpu", fluency="none")
     return scorers
+
+
+def split_prediction(scorer: NeighborsScorer, data: DataSet, test: np.ndarray, train: np.ndarray,
+                     outcome: Outcome) -> Prediction:
+    """`scorer` fitted on a split's training side, its estimates and intervals of the test side
+    put into `outcome`; the prediction."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scorer.fit([data.texts[index] for index in train], data.scores[train])
+    prediction = scorer.predict([data.texts[index] for index in test])
+    outcome.prediction.scores[test], outcome.prediction.covered[test] = prediction.scores, prediction.covered
+    outcome.low[test], outcome.high[test] = prediction.low, prediction.high
+    return prediction
 
 
 def scorer_rows(data: DataSet, tested: np.ndarray, model: bool) -> None:
@@ -298,12 +323,7 @@ def scorer_rows(data: DataSet, tested: np.ndarray, model: bool) -> None:
         outcome = empty_outcome(len(data.texts))
         picks = []
         for test, train in data.splits:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                scorer.fit([data.texts[index] for index in train], data.scores[train])
-            prediction = scorer.predict([data.texts[index] for index in test])
-            outcome.prediction.scores[test], outcome.prediction.covered[test] = prediction.scores, prediction.covered
-            outcome.low[test], outcome.high[test] = prediction.low, prediction.high
+            split_prediction(scorer, data, test, train, outcome)
             picks.append(chosen(scorer.kernel_part_))
         settings = ", ".join(f"{pick} {count}/{len(picks)}" for pick, count in Counter(picks).most_common())
         if label.startswith("auto (") and len(data.splits) == 1:
@@ -349,6 +369,58 @@ def run_baselines(data: DataSet, tested: np.ndarray) -> None:
         outcome = Outcome(baselines.as_prediction(predicted), [], nan, nan, nan)
         data.results[name] = {**summarise(outcome, data.scores, tested), "settings": ""}
     print(f"  {data.name} baselines: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+
+
+def fluency_rows(data: DataSet, tested: np.ndarray) -> list[str]:
+    """The default scorer with and without fluency, fitted on each split's training side; the
+    flagged share of the test texts; auto's decision in each split."""
+    rows, rhos = [], {}
+    for label, fluency in (("default, fluency none", "none"), ("default, fluency auto", "auto")):
+        start = time.perf_counter()
+        outcome = empty_outcome(len(data.texts))
+        flagged, decisions = np.zeros(len(data.texts), dtype=bool), []
+        for test, train in data.splits:
+            scorer = NeighborsScorer(device="cpu", fluency=fluency)
+            flagged[test] = split_prediction(scorer, data, test, train, outcome).outside
+            chosen = scorer.fluency_selection_
+            decisions.append("off" if scorer.fluency is None else "no model" if scorer.fluency_ is None else
+                             f"{'on' if chosen and chosen['used'] else 'off'} "
+                             f"({chosen['without']:.3f}->{chosen['with']:.3f})" if chosen else "column only")
+        row = summarise(outcome, data.scores, tested)
+        rhos[fluency] = row["spearman"]
+        shown = "; ".join(f"{pick} {count}/{len(decisions)}" for pick, count in Counter(
+            decision.split(" (")[0] for decision in decisions).most_common())
+        if len(decisions) == 1:
+            shown = decisions[0]
+        rows.append(f"| {label} | {cell(row['spearman'])} | [{cell(row['spearman_low'])}, {cell(row['spearman_high'])}] "
+                    f"| {cell(row['coverage'])} | {cell(row['interval_coverage'])} | {cell(row['width'])} | "
+                    f"{np.mean(flagged[tested]):.3f} | {shown} |")
+        print(f"  {data.name} {label}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    gain = rhos["auto"] - rhos["none"]
+    target = FLUENCY_TARGETS.get(data.name, 0.0)
+    return rows + [f"| gain (target {'>=' if target >= 0 else 'at most'} {abs(target):.2f}"
+                   f"{'' if target >= 0 else ' lower'}) | {gain:+.3f} {'✓' if gain >= target else '✗'} "
+                   "| | | | | | |"]
+
+
+def fluency_section(sets: list[DataSet]) -> str:
+    start = time.perf_counter()
+    tables = []
+    for data in sets:
+        tested = np.concatenate([test for test, _ in data.splits])
+        tables += [f"### {data.name}: {data.protocol}", "",
+                   f"| scorer | rho | 95% interval | coverage | interval coverage ({LEVEL:g}) | mean width | flagged "
+                   "| fluency |", "|---|---|---|---|---|---|---|---|", *fluency_rows(data, tested), ""]
+    lines = [FLUENCY, "",
+             f"Made by `bench/quality.py` ({(time.perf_counter() - start) / 60:.1f} min; load average at the start "
+             f"{' '.join(f'{value:.1f}' for value in LOAD)} on 2 shared cores; the language model on one thread, "
+             "bfloat16; its per-text memo kept in bench/.fluency-memo). The default scorer without fluency "
+             "(`fluency=\"none\"`) and with it (`\"auto\"`: SmolLM2-135M's mean token log-probability, stacked "
+             "into the estimate where leave-one-out on the training side gains beyond noise, and a column of the "
+             "outlier test), fitted on the training side of the same splits as above. *Fluency*: auto's decision in "
+             "each split, with the training side's leave-one-out rho without -> with it; *flagged*: the share of "
+             "test texts flagged outside.", "", *tables]
+    return "\n".join(lines)
 
 
 def cell(value) -> str:
@@ -400,7 +472,7 @@ def targets(sets: list[DataSet]) -> list[str]:
     for data in sets:
         rho = {name: row["spearman"] for name, row in data.results.items()}
         best = max(rho.get(f"{kernel}, top-k", -np.inf) for kernel in DEFAULT_AUTO_KERNELS)
-        default = rho.get("default (auto: tfidf unless bleu or rouge is better beyond noise; top-k)", np.nan) - best
+        default = rho.get(DEFAULT, np.nan) - best
         combined = rho.get("combined tfidf+bleu+rouge, kernel ridge", np.nan) - rho.get(baselines.TFIDF_NAME, np.nan)
         model = rho.get("combined tfidf+bleu+rouge+bertscore, kernel ridge", np.nan) - rho.get(
             baselines.EMBEDDING_NAME + " (MiniLM, mean-pooled)", np.nan)
@@ -415,18 +487,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mlqe-train", type=int, default=2000)
     parser.add_argument("--mlqe-dev", type=int, default=500)
     parser.add_argument("--only", default=None, help="one data set by name (for a quick look)")
+    parser.add_argument("--section", choices=("all", "fluency"), default="all",
+                        help="fluency: issue 51's section alone, the rest of the page kept")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
     kernels = [name for name in args.kernels.split(",") if name]
     start = time.perf_counter()
     sets = [data for data in load(args) if args.only in (None, data.name)]
     out = Path(args.out)
-    checklist = section_of(out.read_text(encoding="utf-8"), CHECKLIST) if out.exists() else ""
-    page = ""  # no set chosen (--only another name): nothing is written
-    for done, data in enumerate(sets, 1):
-        evaluate(data, kernels)  # the page so far after each set: a long run keeps what it made
-        page = write(sets[:done], time.perf_counter() - start, kernels)
-        out.write_text(replace_section(page, CHECKLIST, checklist) if checklist else page + "\n", encoding="utf-8")
+    before = out.read_text(encoding="utf-8") if out.exists() else ""
+    checklist = section_of(before, CHECKLIST)
+    torch.set_num_threads(1)
+    with remembered():
+        if args.section == "fluency":
+            text = fluency_section(sets)
+            out.write_text(replace_section(before, FLUENCY, text + "\n"), encoding="utf-8")
+            print(text)
+            return 0
+        page = ""  # no set chosen (--only another name): nothing is written
+        for done, data in enumerate(sets, 1):
+            evaluate(data, kernels)  # the page so far after each set: a long run keeps what it made
+            page = write(sets[:done], time.perf_counter() - start, kernels)
+            out.write_text(replace_section(page, CHECKLIST, checklist) if checklist else page + "\n", encoding="utf-8")
+        if page:
+            page = replace_section(page, FLUENCY, fluency_section(sets) + "\n")
+            out.write_text(replace_section(page, CHECKLIST, checklist) if checklist else page + "\n", encoding="utf-8")
     print(page)
     return 0
 

@@ -19,6 +19,7 @@ _PUBLIC = {
     "Bleu": "gpu_neighbors.kernels.parts",
     "Combined": "gpu_neighbors.kernels.parts",
     "Estimator": "gpu_neighbors.estimators",
+    "Fluency": "gpu_neighbors.fluency",
     "Intervals": "gpu_neighbors.intervals",
     "KernelPart": "gpu_neighbors.kernels.parts",
     "Meteor": "gpu_neighbors.kernels.parts",
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from gpu_neighbors.data.errors import InputError
     from gpu_neighbors.estimators import Estimator, Ridge, Threshold, TopK
     from gpu_neighbors.evaluation.systems import compare_systems, leave_one_out_scale
+    from gpu_neighbors.fluency import Fluency
     from gpu_neighbors.intervals import Intervals
     from gpu_neighbors.kernels import KERNEL_NAMES
     from gpu_neighbors.kernels.aligned_bleu import corpus_bleu, sentence_bleu

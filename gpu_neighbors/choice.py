@@ -119,7 +119,14 @@ def beyond_noise(challenger: tuple[KernelPass, Thresholds], first: tuple[KernelP
                  truth: np.ndarray) -> bool:
     """Whether the challenger's leave-one-out rho on the sample (its pass at its settings) beats
     the first candidate's beyond the sample's noise (`switch_p_value` below SWITCH_LEVEL)."""
-    return switch_p_value(inner_estimates(*challenger), inner_estimates(*first), truth) < SWITCH_LEVEL
+    return gains_beyond_noise(inner_estimates(*challenger), inner_estimates(*first), truth)
+
+
+def gains_beyond_noise(challenger: np.ndarray, first: np.ndarray, truth: np.ndarray) -> bool:
+    """Whether leave-one-out estimates `challenger` rank `truth` better than `first` beyond the
+    noise of these texts (`switch_p_value` below SWITCH_LEVEL): the rule every automatic choice
+    follows (a kernel, a combined kernel's weights, fluency in the estimate)."""
+    return switch_p_value(challenger, first, truth) < SWITCH_LEVEL
 
 
 def switch_p_value(challenger: np.ndarray, first: np.ndarray, truth: np.ndarray) -> float:

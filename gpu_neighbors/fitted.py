@@ -39,10 +39,14 @@ from gpu_neighbors.core.tiling import (
 from gpu_neighbors.core.topk import Both, TopK as Ranking
 from gpu_neighbors.core.validation import check_is_fitted, interval
 from gpu_neighbors.estimators import Estimator, RidgeFit, TilePass
+from gpu_neighbors.estimators.stacking import Stacking
+from gpu_neighbors.fluency import FittedFluency, Fluency
+from gpu_neighbors.fluency.model import on
+from gpu_neighbors.fluency.outlier import WithinLength, estimate_features
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import Kernel, kernel_threads
 from gpu_neighbors.kernels.parts import Auto, KernelPart
-from gpu_neighbors.text.typicality import Typicality
+from gpu_neighbors.text.typicality import STATISTICS, Typicality
 
 REWARD_DTYPE = torch.float32
 P = ParamSpec("P")
@@ -81,6 +85,11 @@ class TilePasses:
     calibration_: conformal.Calibration
     outside_: OutsideRule
     typicality_: Typicality
+    fluency: Fluency | None
+    fluency_: FittedFluency | None
+    stacking_: Stacking | None
+    within_: WithinLength | None
+    fluency_selection_: dict[str, Any] | None
     train_scores_: np.ndarray
     device_: torch.device
     _ridge: RidgeFit | None
@@ -227,15 +236,46 @@ class FittedScorer(TilePasses):
 
     def _judge(self, prediction: TensorPrediction, statistics: torch.Tensor) -> TensorPrediction:
         """`prediction` with its typicality p-values and `outside` flags (from the candidates'
-        typicality `statistics` and their nearest similarities, on their device), and the
-        negative evidence's estimate for covered flagged texts (part of the way for texts near
-        the flag, `OutsideRule`). The nearest similarity is to the whole training set, even when
-        a subsample makes the estimates (rewards): the test was calibrated on the whole set."""
+        `statistics`: typicality, then fluency and token count where fluency is in use, and their
+        nearest similarities, on their device), the stacked estimate where fluency joins it, and
+        the negative evidence's estimate for covered flagged texts (part of the way for texts
+        near the flag, `OutsideRule`). The nearest similarity is to the whole training set, even
+        when a subsample makes the estimates (rewards): the test was calibrated on the whole set."""
         assert prediction.nearest is not None  # every pass finds it
         nearest = prediction.nearest.masked_fill(torch.isinf(prediction.nearest), float("nan"))
-        typicality = self.outside_.p_values(torch.cat([statistics, nearest[:, None]], dim=1))  # one device
-        scores = self.outside_.estimates(prediction.scores, prediction.covered, typicality)
+        columns, scores = [statistics[:, : len(STATISTICS)]], prediction.scores
+        if self.stacking_ is not None:
+            assert self.within_ is not None  # fitted with the outlier test
+            fluency = statistics[:, len(STATISTICS) :]
+            columns.append(self.within_.column(fluency)[:, None])
+            scores = self.stacking_.apply(scores, estimate_features(fluency))
+        typicality = self.outside_.p_values(torch.cat([*columns, nearest[:, None]], dim=1))  # one device
+        scores = self.outside_.estimates(scores, prediction.covered, typicality)
         return replace(prediction, scores=scores, outside=self.outside_.flags(typicality), typicality=typicality)
+
+    def _statistics(self, texts: list[str], own: bool = False) -> torch.Tensor:
+        """The outlier test's statistics of texts as `_judge` reads them: typicality (`own`: of
+        training texts, each left out of its counts), then fluency and token count."""
+        typicality = self.typicality_.of_texts(texts, own=own)
+        if self.fluency_ is None or self.stacking_ is None:  # fluency not in use: no model runs
+            return typicality
+        return torch.cat([typicality, on(self.fluency_.of_texts(texts), typicality.device)], dim=1)
+
+    def _id_statistics(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """`_statistics` of token ids, on their device: the fluency model reads the ids where it
+        shares the kernel's tokenizer (no host synchronisation), else their decoded texts."""
+        typicality = self.typicality_.of_ids(input_ids, attention_mask)
+        if self.fluency_ is None or self.stacking_ is None:
+            return typicality
+        mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
+        tokenizer = getattr(self.kernel_.tokenizer, "hf", None)  # ids need a Hugging Face tokenizer
+        assert tokenizer is not None  # `check_ids` refused any other
+        if self.fluency_.shares_tokenizer(tokenizer):
+            fluency = self.fluency_.of_ids(input_ids, mask)
+        else:
+            rows = [ids[keep.bool()].tolist() for ids, keep in zip(input_ids.cpu(), mask.cpu())]
+            fluency = self.fluency_.of_texts(tokenizer.batch_decode(rows, skip_special_tokens=True))
+        return torch.cat([typicality, on(fluency, typicality.device)], dim=1)
 
     @library_threads
     def prepare(self, candidates: Sequence[str]) -> PreparedCandidates:
@@ -246,7 +286,7 @@ class FittedScorer(TilePasses):
         texts = validate_texts(candidates, "candidates", allow_empty=True)
         plan = self._plan()
         chunks = {(first, last): self.kernel_.encode(texts[first:last]) for first, last in plan.chunks(len(texts))}
-        return PreparedCandidates(len(texts), plan, chunks, self.typicality_.of_texts(texts), self.kernel_)
+        return PreparedCandidates(len(texts), plan, chunks, self._statistics(texts), self.kernel_)
 
     def _candidate_chunks(
         self, candidates: Sequence[str] | PreparedCandidates
@@ -261,7 +301,7 @@ class FittedScorer(TilePasses):
             return candidates.encoded, candidates.size, candidates.plan, candidates.statistics
         texts = validate_texts(candidates, "candidates", allow_empty=True)
         encode = lambda first, last: self.kernel_.encode(texts[first:last])  # noqa: E731
-        return encode, len(texts), None, self.typicality_.of_texts(texts)
+        return encode, len(texts), None, self._statistics(texts)
 
     @library_threads
     def predict_tensors(
@@ -309,7 +349,7 @@ class FittedScorer(TilePasses):
 
         prediction = self._pass(encode, input_ids.shape[0], subset=subset, plan=plan, quality=quality, progress=False,
                                 host_waits=False)[0]
-        return self._judge(prediction, self.typicality_.of_ids(input_ids, attention_mask))
+        return self._judge(prediction, self._id_statistics(input_ids, attention_mask))
 
     @library_threads
     def reward(
@@ -405,8 +445,7 @@ class FittedScorer(TilePasses):
                                  num_neighbors=torch.as_tensor(exact.num_neighbors, device=device),
                                  std=torch.as_tensor(exact.std, device=device),
                                  covered=torch.as_tensor(exact.covered, device=device))
-        statistics = self.typicality_.of_texts(self.kernel_.train_texts, own=True)
-        return self._judge(prediction, statistics).numpy()
+        return self._judge(prediction, self._statistics(self.kernel_.train_texts, own=True)).numpy()
 
     @property
     def signature(self) -> Signature:
@@ -420,7 +459,15 @@ class FittedScorer(TilePasses):
             selection=None if self.selection_ is None else tuple(self.selection_.items()),
             level=self.intervals_part.level,
             outside=f"{self.intervals_part.outside_level:g},{self.intervals_part.negatives},{self.intervals_part.words}",
+            fluency=None if self.fluency_ is None else self._fluency_signature(self.fluency_),
         )
+
+    def _fluency_signature(self, fluency: FittedFluency) -> str:
+        """The model, its weights and dtype, and whether it is in use (in the estimate and the
+        outlier test), with the leave-one-out rho without and with it that decided."""
+        chosen = self.fluency_selection_
+        figures = "" if chosen is None else f"({chosen['without']:.3f}->{chosen['with']:.3f})"
+        return f"{fluency.signature()},{'on' if self.stacking_ is not None else 'off'}{figures}"
 
 
 def _progress_bar(total: int) -> Any:

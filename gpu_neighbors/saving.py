@@ -35,7 +35,10 @@ from gpu_neighbors.core.saved import CONFIG, TENSORS, SavedScorer, SavedScorerEr
 from gpu_neighbors.core.tuning import DEFAULT_MIN_NEIGHBORS, TuningResult
 from gpu_neighbors.core.validation import BOOLEAN, PARAMETERS, Constraint, interval
 from gpu_neighbors.estimators import Estimator, RidgeFit, estimator_from_settings
+from gpu_neighbors.estimators.stacking import Stacking
 from gpu_neighbors.fitted import FittedScorer
+from gpu_neighbors.fluency import FittedFluency, Fluency, check_weights
+from gpu_neighbors.fluency.outlier import FLUENCY_ALONE, FLUENCY_LOW_IS_ATYPICAL, WithinLength
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.parts import Auto, KernelPart, part_from_settings
@@ -55,6 +58,9 @@ def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[An
                   for index, column in enumerate(scorer.outside_.test.columns)},
                "outside_products": torch.as_tensor(scorer.outside_.test.products, dtype=torch.float64),
                **encoding_tensors(scorer)}
+    if scorer.within_ is not None:
+        tensors.update(fluency_center=torch.as_tensor(scorer.within_.center),
+                       fluency_scale=torch.as_tensor(scorer.within_.scale))
     if ridge is not None:
         tensors.update(ridge_alpha=torch.as_tensor(ridge.model.alpha), ridge_loo=torch.as_tensor(ridge.model.loo),
                        ridge_similar=torch.as_tensor(ridge.loo.num_neighbors))
@@ -66,7 +72,8 @@ def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[An
         "signature": str(scorer.signature),
         "parts": {"kernel": scorer.kernel.settings(),
                   "estimator": None if scorer.estimator is None else scorer.estimator.settings(),
-                  "intervals": scorer.intervals_part.settings()},
+                  "intervals": scorer.intervals_part.settings(),
+                  "fluency": None if scorer.fluency is None else scorer.fluency.settings()},
         "run": {"memory_budget": scorer.memory_budget, "chunk_size": scorer.chunk_size,
                 "score_range": None if scorer.score_range is None else list(scorer.score_range)},
         "fitted": {"kernel": kernel.settings(), "kernel_settings": dict(scorer.signature.kernel_settings),
@@ -76,9 +83,46 @@ def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[An
                    "outside_texts": scorer.outside_.test.size,
                    "degeneracy": _degeneracy_settings(scorer.outside_.degeneracy),
                    "ridge": None if ridge is None else {"intercept": ridge.model.intercept,
-                                                        "penalty": ridge.model.penalty}},
+                                                        "penalty": ridge.model.penalty},
+                   "fluency": _fluency_settings(scorer)},
     }
     return SavedScorer(config, tensors, list(scorer.kernel_.train_texts), scorer.train_scores_.tolist(), fields)
+
+
+def _fluency_settings(scorer: FittedScorer) -> dict[str, Any] | None:
+    """The fluency model a scorer ran (its name and weights' SHA-256, never the weights), the
+    dtype, whether it joined the estimate (the stacked model) and the figures that decided it."""
+    fluency = scorer.fluency_
+    if fluency is None:
+        return None
+    return {"name": fluency.files.name, "sha256": fluency.files.sha256,
+            "dtype": str(fluency.dtype).removeprefix("torch."),
+            "stacking": None if scorer.stacking_ is None else scorer.stacking_.settings(),
+            "selection": scorer.fluency_selection_}
+
+
+def fluency_of(saved: SavedScorer, part: Fluency | None, device: torch.device) -> FittedFluency | None:
+    """The fluency model a saved scorer was fitted with, found where `part` says (the saved
+    part's place, or one given at load) and refused unless its weights are those saved."""
+    fitted = _section(saved, "fitted").get("fluency")
+    if fitted is None:
+        return None
+    try:
+        name, digest, dtype = str(fitted["name"]), str(fitted["sha256"]), getattr(torch, str(fitted["dtype"]))
+    except (KeyError, TypeError, AttributeError) as error:
+        raise SavedScorerError(f"scorer.json: the fluency model cannot be named ({error})") from None
+    try:
+        files = None if part is None else part.files()
+    except ValueError:  # moved or removed
+        files = None
+    if files is None:
+        raise SavedScorerError(f"scorer.json: the scorer was fitted with fluency model {name}, which is not here: "
+                               "fetch it (gpu-neighbors fetch-model) or give its path (fluency=PATH, --fluency PATH)")
+    try:
+        check_weights(files, name, digest)
+    except ValueError as error:
+        raise SavedScorerError(f"scorer.json: {error}") from None
+    return FittedFluency(files, dtype, device)
 
 
 def encoding_tensors(scorer: FittedScorer) -> dict[str, torch.Tensor]:
@@ -125,6 +169,7 @@ def constructor_of(saved: SavedScorer, allow_download: bool = False) -> dict[str
         score_range = run.get("score_range")
         return {"kernel": part_from_settings(with_downloads(parts["kernel"], allow_download)), "estimator": estimator,
                 "level": Intervals(**parts["intervals"]), "memory_budget": run.get("memory_budget"),
+                "fluency": None if parts.get("fluency") is None else Fluency(**parts["fluency"]),
                 "chunk_size": run.get("chunk_size"),
                 "score_range": None if score_range is None else (float(score_range[0]), float(score_range[1]))}
     except (KeyError, TypeError, ValueError, IndexError) as error:
@@ -169,6 +214,7 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
         scorer.tuning_ = None if tuned is None else TuningResult(**{**tuned, "thresholds": Thresholds(**tuned["thresholds"])})
         scorer.selection_ = fitted["selection"]
         scorer.calibration_ = Calibration(tensors["calibration_residuals"].numpy(), float(fitted["calibration_floor"]))
+        _restore_fluency(scorer, fitted["fluency"], tensors)
         scorer.outside_ = _outside(scorer, tensors, int(fitted["outside_texts"]), fitted["degeneracy"])
         scorer._ridge = None if fitted["ridge"] is None else _ridge(fitted["ridge"], tensors, len(saved.texts))
         expected = fitted["kernel_settings"]
@@ -180,6 +226,19 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
                            for name in sorted(set(here) | set(expected)) if here.get(name) != expected.get(name))
         raise SavedScorerError(f"scorer.json: the kernel was saved with settings this machine cannot rebuild "
                                f"({differ}): its numbers would differ")
+
+
+def _restore_fluency(scorer: FittedScorer, settings: dict[str, Any] | None, tensors: dict[str, torch.Tensor]) -> None:
+    """The stacked estimate and, where fluency is in use, the outlier column's table, as fitted
+    (JSON numbers: float64 written and read back exactly)."""
+    if settings is None:
+        return
+    stacking = settings["stacking"]
+    scorer.stacking_ = None if stacking is None else Stacking(
+        float(stacking["intercept"]), tuple(float(weight) for weight in stacking["weights"]), scorer.score_range)
+    if scorer.stacking_ is not None:
+        scorer.within_ = WithinLength(tensors["fluency_center"].numpy(), tensors["fluency_scale"].numpy())
+    scorer.fluency_selection_ = settings["selection"]
 
 
 def _degeneracy_settings(score: LinearScore | None) -> dict[str, Any]:
@@ -198,11 +257,16 @@ def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int,
     score = LinearScore(float(degeneracy["intercept"]), weights)
     if not np.isfinite([score.intercept, *score.weights]).all():
         raise ValueError("the degeneracy score's coefficients are not all finite")
-    columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(TEST_LOW_IS_ATYPICAL)))
+    fluency = scorer.stacking_ is not None  # fluency in use: the test has its column
+    low, alone = (FLUENCY_LOW_IS_ATYPICAL, FLUENCY_ALONE) if fluency else (TEST_LOW_IS_ATYPICAL, TEST_ALONE)
+    if f"outside_{len(low) - 1}" not in tensors:
+        raise ValueError(f"the outlier test has {len(low)} columns with fluency {'on' if fluency else 'off'}: "
+                         f"outside_{len(low) - 1} is missing")
+    columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(low)))
     products = tensors["outside_products"].numpy()  # their values: checked on load (SAVED_TENSORS)
     if any(column.size > size for column in columns) or products.size != size:
         raise ValueError(f"the outlier test's tensors are not the calibration values of {size} texts")
-    test = OutlierTest(columns, TEST_LOW_IS_ATYPICAL, size, products, TEST_ALONE)
+    test = OutlierTest(columns, low, size, products, alone)
     return scorer.intervals_part.outside_rule(test, score, scorer.train_scores_, scorer.score_range)
 
 
@@ -247,6 +311,16 @@ OBJECT = Constraint("an object", lambda value: isinstance(value, dict))
 FIGURE = Constraint("a number", lambda value: isinstance(value, Real) and not isinstance(value, bool))
 FIGURES = Constraint("an object of numbers", lambda value: isinstance(value, dict) and all(
     FIGURE.accepts(figure) for figure in value.values()))
+TEXT = Constraint("a string", lambda value: isinstance(value, str) and bool(value))
+SHA256 = Constraint("64 hexadecimal digits", lambda value: isinstance(value, str)
+                    and len(value) == 64 and all(digit in "0123456789abcdef" for digit in value))
+FINITE_LIST = Constraint("a non-empty list of finite numbers", lambda value: isinstance(value, list) and bool(value)
+                         and all(interval().accepts(item) for item in value))
+FLUENCY_SELECTION = Constraint("an object of the rho 'without' and 'with' fluency and whether it is 'used'",
+                               lambda value: isinstance(value, dict) and set(value) == {"without", "with", "used"}
+                               and FIGURE.accepts(value["without"]) and FIGURE.accepts(value["with"])
+                               and BOOLEAN.accepts(value["used"]))
+FLUENCY_DTYPES = ("bfloat16", "float32")  # what a fitted fluency model ran in (`Fluency`'s dtypes but auto)
 
 
 def _setting(name: str, optional: bool = False) -> Expected:
@@ -286,6 +360,13 @@ def saved_settings(num_train: int) -> dict[str, Expected]:
         "fitted.outside_texts": Expected(interval(1, integer=True)),
         "fitted.ridge": Expected(OBJECT, optional=True),
         "fitted.ridge.intercept": Expected(interval()), "fitted.ridge.penalty": _setting("penalty"),
+        "fitted.fluency": Expected(OBJECT, optional=True),
+        "fitted.fluency.name": Expected(TEXT), "fitted.fluency.sha256": Expected(SHA256),
+        "fitted.fluency.dtype": Expected(Constraint("bfloat16 or float32", lambda value: value in FLUENCY_DTYPES)),
+        "fitted.fluency.stacking": Expected(OBJECT, optional=True),
+        "fitted.fluency.stacking.intercept": Expected(interval()),
+        "fitted.fluency.stacking.weights": Expected(FINITE_LIST),
+        "fitted.fluency.selection": Expected(FLUENCY_SELECTION, optional=True),
     }
 
 
@@ -304,8 +385,14 @@ FINITE = _float64s("finite float64 values", lambda values: bool(np.isfinite(valu
 SAVED_TENSORS: dict[str, Expected] = {
     "calibration_residuals": Expected(_float64s("ascending finite non-negative float64 values",
                                                 lambda values: _ascending(values) and bool((values >= 0).all()))),
-    **{f"outside_{index}": Expected(_float64s("ascending finite float64 values", _ascending))
-       for index in range(len(TEST_LOW_IS_ATYPICAL))},
+    **{f"outside_{index}": Expected(_float64s("ascending finite float64 values", _ascending),
+                                    optional=index >= len(TEST_LOW_IS_ATYPICAL))  # the last: fluency's column
+       for index in range(len(FLUENCY_LOW_IS_ATYPICAL))},
+    # fluency's outlier column by length: index 0 (no token) unused
+    "fluency_center": Expected(_float64s("float64 values finite past the first",
+                                         lambda values: bool(np.isfinite(values[1:]).all())), optional=True),
+    "fluency_scale": Expected(_float64s("float64 values positive and finite past the first", lambda values: bool(
+        np.isfinite(values[1:]).all() and (values[1:] > 0).all())), optional=True),
     "outside_products": Expected(_float64s("ascending float64 values in (0, 1]", lambda values: _ascending(values)
                                            and bool(((values > 0) & (values <= 1)).all()))),
     "ridge_alpha": Expected(FINITE, optional=True),

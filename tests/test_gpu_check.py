@@ -100,7 +100,7 @@ def test_collect_counts_every_test_and_names_import_errors(check, tmp_path, monk
     assert result["collected"] == 2 and len(result["errors"]) == 1 and "test_broken.py" in result["errors"][0]
 
 
-def test_the_throughput_step_writes_each_figure_as_measured(tmp_path):
+def test_the_throughput_step_writes_each_figure_as_measured(tmp_path, huse_texts):
     """bench/gpu_throughput.py at toy sizes on the CPU: every part asked for leaves its line, and
     a part that cannot fit the budget says so instead of running."""
     import subprocess
@@ -120,6 +120,15 @@ def test_the_throughput_step_writes_each_figure_as_measured(tmp_path):
     assert addition["identical"] and addition["entries"] > 0 and addition["columns"] == 300
     score = next(line for line in lines if line["part"] == "score")
     assert score["exit"] == 0 and score["rows_written"] == 200 and score["pairs_per_second"] > 0
+    from fluency_model import tiny_model
+
+    model = tiny_model(tmp_path / "model", huse_texts)
+    subprocess.run([sys.executable, str(BENCH / "gpu_throughput.py"), "--device", "cpu", "--budget", "300",
+                    "--output", str(output), "--parts", "fluency", "--fluency-model", str(model),
+                    "--fluency-texts", "20,40"], check=True, capture_output=True, cwd=BENCH.parent)
+    rates = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()][-2:]
+    assert [(line["part"], line["texts"]) for line in rates] == [("fluency", 20), ("fluency", 40)]
+    assert all(line["texts_per_second"] > 0 and 10 < line["tokens_mean"] <= 21 for line in rates)
     subprocess.run([sys.executable, str(BENCH / "gpu_throughput.py"), "--device", "cpu", "--budget", "5",
                     "--output", str(output), "--parts", "score"], check=True, capture_output=True, cwd=BENCH.parent)
     last = json.loads(output.read_text(encoding="utf-8").splitlines()[-1])

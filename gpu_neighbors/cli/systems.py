@@ -80,7 +80,7 @@ def add_systems_command(subparsers: Any) -> None:
     parser.add_argument("--threads", type=thread_count, default=None, metavar="N", help="CPU threads for torch (as score)")
     parser.add_argument("--workers", type=workers, default=None, metavar="N", help="batches encoded and scored at once (as score)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_data_options(parser)
+    add_data_options(parser, data_format=False)
     add_model_options(parser)
     add_tuning_options(parser)
     parser.set_defaults(handler=command_systems)
@@ -123,7 +123,8 @@ def _compare(args: argparse.Namespace) -> tuple[str, list[tuple[str, SystemCompa
         path, train = args.train, read_data(args, args.train, keep_fields=fields)
         scorer = None
     else:
-        scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download)
+        scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download,
+                                      fluency=args.fluency)
         path, train = os.path.join(args.scorer, TRAINING), saved_training(scorer)
     has_systems = _labelled_training(train, args, path)
     if has_systems is None and args.candidates is None:

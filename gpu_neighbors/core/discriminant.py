@@ -87,7 +87,7 @@ def _logistic_fit(features: np.ndarray, real: int) -> tuple[float, list[float]]:
                     for j in range(design.shape[1])]
         hessian = [[math.fsum(curvature * design[:, i] * design[:, j]) + (penalty if i == j and i else 0.0)
                     for j in range(design.shape[1])] for i in range(design.shape[1])]
-        step = _solve(hessian, gradient)
+        step = solve(hessian, gradient)
         coefficients = [value + change for value, change in zip(coefficients, step)]
         if max(abs(change) for change in step) <= TOLERANCE:
             break
@@ -113,7 +113,7 @@ def _logistic(linear: np.ndarray) -> np.ndarray:
     return np.where(linear >= 0, 1.0 / (1.0 + small), small / (1.0 + small))
 
 
-def _solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
+def solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
     """The solution of a small positive definite system, by Gaussian elimination with partial
     pivoting in Python floats (the same operations on every machine)."""
     size = len(vector)

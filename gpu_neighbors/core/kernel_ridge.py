@@ -78,14 +78,7 @@ def fit(
     """Kernel ridge on the training similarities `matrix` [n, n] and scores [n], the penalty
     chosen from `penalties` (absolute; None: RELATIVE_PENALTIES x mean self-similarity) by exact
     leave-one-out squared error (ties: the larger penalty)."""
-    matrix = np.asarray(matrix, dtype=np.float64)
-    scores = np.asarray(scores, dtype=np.float64)
-    n = scores.size
-    if matrix.shape != (n, n) or n < 2:
-        raise ValueError(f"kernel ridge needs an [n, n] matrix for n >= 2 scores, got {matrix.shape} and {n}")
-    if penalties is None:
-        scale = float(np.mean(np.diag(matrix)))
-        penalties = [value * (scale if scale > 0 else 1.0) for value in RELATIVE_PENALTIES]
+    matrix, scores, penalties = _problem(matrix, scores, penalties, 2, "kernel ridge")
     best: KernelRidge | None = None
     best_error = np.inf
     for penalty, inverse in _inverses(matrix, sorted(penalties, reverse=True)):
@@ -96,6 +89,61 @@ def fit(
     if best is None:
         raise ValueError("kernel ridge: no penalty gave a finite leave-one-out error")
     return best
+
+
+def nested_leave_one_out(
+    matrix: np.ndarray,
+    scores: np.ndarray,
+    penalties: Sequence[float] | None = None,
+    block: int = 512,
+) -> np.ndarray:
+    """Each item's estimate by kernel ridge fitted on all the others, at the penalty of
+    `penalties` that the others' own exact leave-one-out error chooses (as `fit` on them would:
+    ties go to the larger penalty): leave-one-out with the penalty tuned inside each training
+    set, as a RidgeCV refitted per left-out item does, from one inverse per penalty instead of
+    n fits. Leaving item i out of the bordered system changes its inverse B (the block of
+    A^-1 on the texts) by a rank-one term, under which item j's leave-one-out residual becomes
+    (alpha_j - B_ji alpha_i / B_ii) / (B_jj - B_ji B_ij / B_ii); i's own estimate at each
+    penalty is the closed form of `_solve`. None: RELATIVE_PENALTIES x the mean self-similarity
+    of all items. Rows are taken `block` at a time (memory: a few [block, n] arrays)."""
+    matrix, scores, penalties = _problem(matrix, scores, penalties, 3, "nested kernel ridge")
+    n = scores.size
+    best_error = np.full(n, np.inf)
+    estimates = np.full(n, np.nan)
+    for penalty, inverse in _inverses(matrix, sorted(penalties, reverse=True)):
+        model = _solve(inverse, scores, penalty)
+        right, left = inverse.sum(axis=1), inverse.sum(axis=0)
+        bordered = inverse - np.outer(right, left) / float(right.sum())  # B: A^-1 on the texts
+        diagonal = np.diag(bordered)
+        errors = np.empty(n)
+        for start in range(0, n, block):
+            rows = np.arange(start, min(start + block, n))
+            down = bordered[:, rows].T  # [rows, n]: B_ji for left-out i (row) and item j (column)
+            ratio = down / diagonal[rows, None]
+            with np.errstate(invalid="ignore", divide="ignore"):  # j = i is 0 / 0, set below
+                residuals = (model.alpha[None, :] - ratio * model.alpha[rows, None]) / (
+                    diagonal[None, :] - ratio * bordered[rows, :])
+            residuals[np.arange(rows.size), rows] = 0.0  # i is not in its own training set
+            errors[rows] = np.sum(residuals * residuals, axis=1) / (n - 1)
+        better = errors < best_error
+        best_error = np.where(better, errors, best_error)
+        estimates = np.where(better, model.loo, estimates)
+    return estimates
+
+
+def _problem(matrix: np.ndarray, scores: np.ndarray, penalties: Sequence[float] | None, least: int,
+             what: str) -> tuple[np.ndarray, np.ndarray, Sequence[float]]:
+    """The matrix and scores as float64, checked ([n, n], n >= `least`), and the penalties:
+    as given, or RELATIVE_PENALTIES x the mean self-similarity."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    scores = np.asarray(scores, dtype=np.float64)
+    n = scores.size
+    if matrix.shape != (n, n) or n < least:
+        raise ValueError(f"{what} needs an [n, n] matrix for n >= {least} scores, got {matrix.shape} and {n}")
+    if penalties is None:
+        scale = float(np.mean(np.diag(matrix)))
+        penalties = [value * (scale if scale > 0 else 1.0) for value in RELATIVE_PENALTIES]
+    return matrix, scores, penalties
 
 
 def _inverses(matrix: np.ndarray, penalties: Sequence[float]) -> Iterator[tuple[float, np.ndarray]]:

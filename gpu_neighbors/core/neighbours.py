@@ -576,6 +576,18 @@ def estimate_tensors(
     )
 
 
+def weighted_mean(weight: torch.Tensor, total: torch.Tensor, quality: Quality) -> torch.Tensor:
+    """The (weighted) mean of the neighbours' q from their exact sums, `NeighborStats.weight`
+    [rows, bands] and `.total` [rows, bands, limbs], band by band in the bands' order (0 where
+    no neighbour): `moments`' mean, alone for callers that rank estimates and need no spread
+    (nested tuning)."""
+    denominator = weight.to(torch.float64).sum(dim=1).clamp(min=1)  # exact: integers below 2^53
+    mean = torch.zeros_like(denominator)
+    for index, band in enumerate(quality.bands):
+        mean = mean + decode_limbs(total[:, index], MANTISSA_BITS // total.shape[2], band.values_shift, denominator)
+    return mean
+
+
 def moments(stats: NeighborStats, quality: Quality) -> tuple[torch.Tensor, torch.Tensor]:
     """The (weighted) mean and population standard deviation of the neighbours' q from exact
     limb sums, each decoded in one fixed sequence of operations (finite where any neighbour).
@@ -588,10 +600,9 @@ def moments(stats: NeighborStats, quality: Quality) -> tuple[torch.Tensor, torch
     weight = stats.weight.to(torch.float64)
     denominator = weight.sum(dim=1).clamp(min=1)  # exact: integers below 2^53
     bits = stats.limb_bits
-    mean = torch.zeros_like(denominator)
+    mean = weighted_mean(stats.weight, stats.total, quality)
     means, spreads = [], []
     for index, band in enumerate(quality.bands):
-        mean = mean + decode_limbs(stats.total[:, index], bits, band.values_shift, denominator)
         share = weight[:, index].clamp(min=1)
         band_mean = decode_limbs(stats.total[:, index], bits, band.values_shift, share)
         second = decode_limbs(stats.total_sq[:, index], bits, band.squares_shift, share)

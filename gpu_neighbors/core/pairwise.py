@@ -27,13 +27,15 @@ from gpu_neighbors.core.neighbours import (
     estimate,
 )
 from gpu_neighbors.core.tiling import Tile
-from gpu_neighbors.core.topk import TopK, estimate_topk_grid, rank_segments
+from gpu_neighbors.core.topk import NO_INDEX, TopK, estimate_topk_grid, rank_segments
 
 # How far a similarity may lie from the value another faithful evaluation of its kernel gives
 # (another device, a contracted formula), when the pass does not say: at least every exact
 # kernel's `Kernel.similarity_error` (tests/core/test_tau_margin.py checks it), so a threshold
 # tuned with it keeps clear of every training similarity of those kernels.
 DEFAULT_SIMILARITY_ERROR = 2.0**-44
+# Items up to which `top` reads one ordering of every row, kept with the pass (int32: 64 MB at 4,000).
+MAX_ORDERED = 4000
 
 
 class PairwiseSimilarities:
@@ -61,12 +63,21 @@ class PairwiseSimilarities:
             raise ValueError(f"{self.matrix.shape[0]} items but {self.scores.size} scores")
         if self.checksums is not None and self.checksums.shape != self.scores.shape:
             raise ValueError(f"{self.scores.size} items but {self.checksums.size} checksums")
+        self._order: np.ndarray | None = None  # `_ordering`, made on first use
 
     def subset(self, items: np.ndarray) -> PairwiseSimilarities:
-        """The items `items` alone, as their own data set (a copy of their block)."""
+        """The items `items` alone, as their own data set (a copy of their block, and of their
+        rows of the ordering, less the other items: the same order)."""
         items = _indices(items)
-        return PairwiseSimilarities(self.matrix[np.ix_(items, items)], self.scores[items],
+        part = PairwiseSimilarities(self.matrix[np.ix_(items, items)], self.scores[items],
                                     None if self.checksums is None else self.checksums[items], self.error)
+        order = self._ordering()
+        if order is not None:
+            position = np.full(len(self), -1, dtype=np.int32)
+            position[items] = np.arange(items.size, dtype=np.int32)
+            kept = position[order[items]]
+            part._order = kept[kept >= 0].reshape(items.size, items.size)
+        return part
 
     def __len__(self) -> int:
         return int(self.scores.size)
@@ -85,11 +96,40 @@ class PairwiseSimilarities:
     def top(self, rows: np.ndarray, columns: np.ndarray, ks: Sequence[int]) -> TopK:
         """The max(ks) most similar of items `columns` for each of items `rows` (indices are
         positions in `columns`), an item never its own neighbour, the first k for each k of `ks`
-        first (`rank_segments`: in the scorer's `TopKReduction` order as `estimate_top` reads it)."""
+        first (`rank_segments`: in the scorer's `TopKReduction` order as `estimate_top` reads it).
+        Up to MAX_ORDERED items, read off one ordering of every row (`_ordering`), in full order:
+        tuning per fold, learning curves and nested leave-one-out rank subsets of the same items
+        again and again, and a subset's order is the whole set's without the others."""
         rows, columns = _indices(rows), _indices(columns)
-        tile = self.matrix[np.ix_(rows, columns)].clone()
-        tile[torch.as_tensor(rows[:, None] == columns[None, :])] = -torch.inf
-        return rank_segments(tile, ks, self.quality(columns).tie_rank)
+        order = self._ordering()
+        if order is None:
+            tile = self.matrix[np.ix_(rows, columns)].clone()
+            tile[torch.as_tensor(rows[:, None] == columns[None, :])] = -torch.inf
+            return rank_segments(tile, ks, self.quality(columns).tie_rank)
+        width = min(max(ks), columns.size)
+        position = np.full(len(self), NO_INDEX, dtype=np.int64)
+        position[columns] = np.arange(columns.size)
+        candidates = order[rows]  # [rows, n]: every item, most similar first
+        keep = (position[candidates] >= 0) & (candidates != rows[:, None])
+        place = np.cumsum(keep, axis=1)
+        row, entry = np.nonzero(keep & (place <= width))
+        chosen = candidates[row, entry]
+        index = np.full((rows.size, width), NO_INDEX, dtype=np.int64)
+        similarity = np.full((rows.size, width), -np.inf)
+        index[row, place[row, entry] - 1] = position[chosen]
+        similarity[row, place[row, entry] - 1] = self.matrix.numpy()[rows[row], chosen]
+        return TopK(torch.from_numpy(similarity), torch.from_numpy(index))
+
+    def _ordering(self) -> np.ndarray | None:
+        """Every item's others by similarity, then tie rank (`Quality.tie_rank`: a subset's
+        ranks keep this order), its own column wherever its similarity puts it (`top` leaves
+        it out) [n, n]; made once, and only up to MAX_ORDERED items (its memory)."""
+        if len(self) > MAX_ORDERED:
+            return None
+        if self._order is None:
+            ranks = np.broadcast_to(self.quality(np.arange(len(self))).tie_rank.numpy(), self.matrix.shape)
+            self._order = np.lexsort((ranks, -self.matrix.numpy()), axis=1).astype(np.int32)
+        return self._order
 
     def quality(self, columns: np.ndarray) -> Quality:
         """q of a training side, encoded as a scorer fitted on just those items encodes it."""
@@ -159,10 +199,12 @@ class PairwiseSimilarities:
         stats = self.stats(test, train, thresholds.tau, thresholds.power)
         return self.estimate(stats, train, num_train, thresholds)
 
-    def estimate_top(self, top: TopK, train: np.ndarray, ks: list[int], power: float) -> list[Prediction]:
+    def estimate_top(self, top: TopK, train: np.ndarray, ks: list[int], power: float,
+                     spread: bool = True) -> list[Prediction]:
         """The top-k estimate from `top` (positions in `train`, from `top` with these `ks`) at
-        every k of `ks`, from one pass over it (`top` is reused across k and p)."""
-        return [prediction.numpy() for prediction in estimate_topk_grid(top, self.quality(train), ks, power)]
+        every k of `ks`, from one pass over it (`top` is reused across k and p); `spread` False:
+        no std (NaN), for tuning, which reads the estimates alone."""
+        return [prediction.numpy() for prediction in estimate_topk_grid(top, self.quality(train), ks, power, spread)]
 
     def estimate(
         self, stats: NeighborStats, train: np.ndarray, num_train: int, thresholds: Thresholds

@@ -46,9 +46,10 @@ from gpu_neighbors.core.files import CLOEXEC, NOFOLLOW, create_new, exchange, fs
 FORMAT = "gpu-neighbors scorer"
 # 2: the training texts and scores are in the tensors (1 kept them in training.jsonl alone);
 # 3: the typicality tables count the training texts' characters; 4: the degeneracy score; 5: the
-# outlier test has the spelling statistic (five typicality columns, five degeneracy weights);
+# outlier test has the spelling statistic (five typicality columns, five degeneracy weights); 6:
+# the fluency part (its model's name and SHA-256, the stacked estimate, the outlier test's column);
 # a folder of another version is refused in one line
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 CONFIG, TENSORS, TRAINING = "scorer.json", "tensors.safetensors", "training.jsonl"
 # Everything a saved scorer's folder may hold: its files, and their partial files while written.
 OWN_FILES = frozenset(name + suffix for name in (CONFIG, TENSORS, TRAINING) for suffix in ("", ".partial"))

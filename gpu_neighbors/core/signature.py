@@ -27,6 +27,7 @@ class Signature:
     selection: tuple[tuple[str, float], ...] | None = None  # kernel="auto": inner rho per kernel
     level: float | None = None  # of the intervals (low, high), which change with it
     outside: str | None = None  # the outlier test's level, the negative evidence's rule, the word list's language
+    fluency: str | None = None  # the fluency model (name@sha256 prefix,dtype) and whether it is in use
 
     def fields(self) -> dict[str, str]:
         """The settings as printed, in order; a and b are the paper's names. The estimator, p, k
@@ -50,6 +51,8 @@ class Signature:
             fields["level"] = f"{self.level:g}"
         if self.outside is not None:
             fields["outside"] = self.outside
+        if self.fluency is not None:
+            fields["fluency"] = self.fluency
         return fields
 
     def __str__(self) -> str:

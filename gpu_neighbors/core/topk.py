@@ -33,6 +33,7 @@ from gpu_neighbors.core.neighbours import (
     excluded_pairs,
     moments,
     quantised_weights,
+    weighted_mean,
 )
 from gpu_neighbors.core.sparse import csr_matrix
 from gpu_neighbors.core.tiling import Reduction, Tile
@@ -372,34 +373,26 @@ def estimate_topk(top: TopK, quality: Quality, k: int, power: float) -> TensorPr
     return estimate_topk_grid(top, quality, [k], power)[0]
 
 
-def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: float) -> list[TensorPrediction]:
+def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: float,
+                       spread: bool = True) -> list[TensorPrediction]:
     """`estimate_topk` at each k of `ks` from one pass over the first max(ks) entries of `top`:
     running sums along each row, read at every k (tuning's grid reads all its k from one list).
     Each running sum is exact, as the sums are, so each k gets the bits of its own sum; and
-    only which entries come before each k counts, not their order there (`rank_segments`)."""
-    top = top.first(max(ks))
-    positive = (top.index >= 0) & (top.similarity > 0)
-    weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)
-    index = top.index.clamp(min=0, max=max(quality.raw.numel() - 1, 0))  # in range: the product reads by it unchecked
-    rows, width = index.shape
-    at = [min(k, width) for k in ks]  # host ints: reading them makes no copy to the device
-    ends = sorted(set(at))
-    read = [ends.index(position) for position in at]
-
-    def running(segments: torch.Tensor) -> torch.Tensor:
-        """Sums of each row's first `at` entries from its segments' sums [rows, segments, ...]:
-        running sums in int64 (a float cumsum has no deterministic CUDA kernel), read at each k."""
-        sums = segments.to(torch.int64).cumsum(dim=1)
-        return torch.stack([sums[:, position] for position in read], dim=1)  # int indices: no copy to the device
-
-    sums = running(_segment_sums(weights, index, ends, quality.weighted_columns))
-    counts = running(_segment_totals(positive, ends))
+    only which entries come before each k counts, not their order there (`rank_segments`).
+    `spread` False: the estimates alone, std NaN (tuning ranks estimates; the spread's exact
+    square roots were a third of its time)."""
+    sums, counts = running_sums(top, quality, ks, power)
+    rows = sums.shape[0]
     predictions = []
     for position in range(len(ks)):
-        stats = NeighborStats.zeros(rows, len(quality.bands), index.device, power, weighted=True)
+        stats = NeighborStats.zeros(rows, len(quality.bands), sums.device, power, weighted=True)
         stats.add_sums(slice(None), sums[:, position])
         stats.count = counts[:, position]
-        mean, std = moments(stats, quality)
+        if spread:
+            mean, std = moments(stats, quality)
+        else:
+            mean = weighted_mean(stats.weight, stats.total, quality)
+            std = torch.full_like(mean, float("nan"))
         defined = stats.count > 0
         nan = torch.full_like(mean, float("nan"))
         predictions.append(TensorPrediction(
@@ -410,6 +403,30 @@ def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: fl
             estimator="topk",
         ))
     return predictions
+
+
+def running_sums(top: TopK, quality: Quality, ks: Sequence[int], power: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact int64 sums of weight x `quality.weighted_columns` over each row's first k entries
+    of `top` with a positive similarity, for each k of `ks` [rows, len(ks), columns], and how
+    many entries those are [rows, len(ks)] (`estimate_topk_grid` reads its estimates off
+    them; nested tuning subtracts one text from them)."""
+    top = top.first(max(ks))
+    positive = (top.index >= 0) & (top.similarity > 0)
+    weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)
+    index = top.index.clamp(min=0, max=max(quality.raw.numel() - 1, 0))  # in range: the product reads by it unchecked
+    width = index.shape[1]
+    at = [min(k, width) for k in ks]  # host ints: reading them makes no copy to the device
+    ends = sorted(set(at))
+    read = [ends.index(position) for position in at]
+
+    def running(segments: torch.Tensor) -> torch.Tensor:
+        """Sums of each row's first `at` entries from its segments' sums [rows, segments, ...]:
+        running sums in int64 (a float cumsum has no deterministic CUDA kernel), read at each k."""
+        sums = segments.to(torch.int64).cumsum(dim=1)
+        return torch.stack([sums[:, position] for position in read], dim=1)  # int indices: no copy to the device
+
+    return (running(_segment_sums(weights, index, ends, quality.weighted_columns)),
+            running(_segment_totals(positive, ends)))
 
 
 def _segment_sums(weights: torch.Tensor, index: torch.Tensor, ends: list[int], table: torch.Tensor) -> torch.Tensor:

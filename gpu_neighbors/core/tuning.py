@@ -200,7 +200,7 @@ def tune(
                 (Thresholds(float(tau), int(a), float(b), float(power)), float(r), float(c))
                 for a, b, r, c in zip(a_values, b_values, rho, coverage)
             )
-    return _choose(rows, min_coverage)
+    return choose(rows, min_coverage)
 
 
 def _tune_topk(
@@ -217,12 +217,12 @@ def _tune_topk(
     top = similarities.top(items, items, ks)
     rows: list[tuple[Thresholds, float, float]] = []
     for power in grid.powers:
-        predictions = similarities.estimate_top(top, items, ks, float(power))
+        predictions = similarities.estimate_top(top, items, ks, float(power), spread=False)
         rho = spearman_rows(np.stack([prediction.scores for prediction in predictions]), truth)
         for k, r, prediction in zip(ks, rho, predictions):
             setting = Thresholds(base.tau, base.min_neighbors, base.max_fraction, float(power), "topk", k)
             rows.append((setting, float(r), prediction.coverage))
-    return _choose(rows, min_coverage)
+    return choose(rows, min_coverage)
 
 
 def _tune_ridge(
@@ -237,7 +237,7 @@ def _tune_ridge(
     model = similarities.ridge(items)
     setting = Thresholds(base.tau, base.min_neighbors, base.max_fraction, 0.0, "ridge", None, model.penalty)
     rho = float(spearman_rows(model.loo[None, :], truth)[0])
-    return _choose([(setting, rho, 1.0)], min_coverage, len(RELATIVE_PENALTIES))
+    return choose([(setting, rho, 1.0)], min_coverage, len(RELATIVE_PENALTIES))
 
 
 def _score_masks(covered: np.ndarray, means: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -249,7 +249,10 @@ def _score_masks(covered: np.ndarray, means: np.ndarray, truth: np.ndarray) -> t
     return rho[inverse.ravel()], covered.mean(axis=1)
 
 
-def _choose(rows: list[tuple[Thresholds, float, float]], min_coverage: float, tried: int | None = None) -> TuningResult:
+def choose(rows: list[tuple[Thresholds, float, float]], min_coverage: float, tried: int | None = None) -> TuningResult:
+    """The best of `rows` (setting, inner rho, inner coverage), in grid order: the highest rho
+    with coverage >= min_coverage (ties: the higher coverage, then the first); where none
+    reaches it, the highest coverage (then rho)."""
     table = np.array([(rho, coverage) for _, rho, coverage in rows], dtype=np.float64)
     rho = np.where(np.isfinite(table[:, 0]), table[:, 0], -np.inf)
     feasible = (table[:, 1] >= min_coverage) & np.isfinite(table[:, 0])

@@ -9,6 +9,7 @@ text) to say: this layer sits below them, so it checks only the type of those se
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -135,6 +136,12 @@ def _is_tokenizer(value: Any) -> bool:
 
 
 BOOLEAN = instance_of(bool, np.bool_, description="True or False")
+
+
+def _is_fluency(value: Any) -> bool:
+    """A name or path (str, os.PathLike), None, or a part (anything with `settings` and `files`)."""
+    return value is None or isinstance(value, (str, os.PathLike)) and bool(str(value)) or (
+        hasattr(value, "settings") and hasattr(value, "files"))
 
 
 def one_of(*values: str) -> Constraint:
@@ -275,6 +282,11 @@ SCORER_PARAMETERS = _table(
               "language of the word list that tells misspelt or mangled words from new ones (the "
               "outlier test's spelling statistic; pyspellchecker's lists); none: no list, the "
               "statistic off", metavar="LANG"),
+    Parameter("fluency", str, Constraint("auto, none, a model's path or a Fluency part", _is_fluency), "auto",
+              "a small English language model's judgment beside the neighbours' (docs/fluency.md): auto: the "
+              "offline model where fetched (gpu-neighbors fetch-model), in the estimate where leave-one-out on "
+              "the training set gains beyond noise, and a column of the outlier test; none: off; PATH: that "
+              "GGUF file or Hugging Face causal LM folder, always used", metavar="auto|none|PATH"),
 )
 # Settings of `fit`: tuning chooses tau, a and b with at least this coverage.
 FIT_PARAMETERS = _table(

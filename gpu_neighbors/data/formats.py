@@ -262,6 +262,17 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
+def delimited_hint(text: str) -> str:
+    """Where a line that is not JSON reads as CSV or TSV (fields split by commas or tabs, no
+    object): the flag that reads the file so."""
+    if text.lstrip().startswith(("{", "[")):
+        return ""
+    for separator, fmt in (("\t", "tsv"), (",", "csv")):
+        if separator in text:
+            return f"; the line reads as {fmt.upper()}: give --format {fmt} to read the file so"
+    return ""
+
+
 def jsonl_record(line: int, raw: bytes, path: PathLike) -> Record | None:
     """The record on one line of a JSON Lines file (None for a whitespace-only line)."""
     text = decode(raw, line, path)
@@ -276,7 +287,7 @@ def jsonl_record(line: int, raw: bytes, path: PathLike) -> Record | None:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         error = InputError(f"invalid JSON: {exc.msg} (column {exc.colno}); JSON Lines needs "
-                           f"one object per line", path=path, line=line)
+                           f"one object per line{delimited_hint(shown)}", path=path, line=line)
         return Record(line, {}, shown, error)
     except RecursionError:
         return Record(line, {}, shown, InputError("JSON nested too deeply to read", path=path, line=line))

@@ -46,6 +46,8 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _PARQUET_BATCH_ROWS = 65_536
 _MISSING = object()
 DEFAULT_MAX_CHARS = 100_000  # longer texts are refused: one 50 MB line would take GBs to score
+SCORED_FORMATS = ("jsonl", "csv", "tsv")  # what a scored file may be
+MAX_NAMES_SHOWN = 12  # of a record's fields, in a message about one it lacks
 
 
 @dataclass(frozen=True)
@@ -85,12 +87,14 @@ class Candidate:
 class CandidateBatch:
     """Consecutive accepted candidates as columns: indices start, start + 1, ..., their
     physical lines and texts (a scoring run handles millions, a batch at a time), and the
-    label fields the stream was asked to keep (`keep_fields`), one list of strings each."""
+    label fields the stream was asked to keep (`keep_fields`), one list of strings each, and the
+    fields it was asked to carry (`carry_fields`), one list of their values each (None where a
+    record has none)."""
 
     start: int
     lines: list[int]
     texts: list[str]
-    labels: dict[str, list[str]] = dataclass_field(default_factory=dict)
+    labels: dict[str, list[Any]] = dataclass_field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -109,10 +113,17 @@ class CandidateBatch:
                               {name: values[count:] for name, values in self.labels.items()})
 
 
+def missing_field(fields: dict[str, Any], flag: str) -> str:
+    """Why a field is missing, with the fields the record has and the flag that names another."""
+    names = list(fields)
+    shown = ", ".join(map(repr, names[:MAX_NAMES_SHOWN])) + (", ..." if len(names) > MAX_NAMES_SHOWN else "")
+    return f"missing (the record has {shown or 'no fields'}; {flag} names another field)"
+
+
 def _text_field(record: Record, field: str, path: PathLike, max_chars: int) -> str | InputError:
     value = record.fields.get(field, _MISSING)
     if value is _MISSING:
-        return InputError("missing", path=path, line=record.line, field=field)
+        return InputError(missing_field(record.fields, "--text-field"), path=path, line=record.line, field=field)
     if not isinstance(value, str):
         return InputError(f"{preview(value)} is not a string", path=path, line=record.line,
                           field=field)
@@ -149,15 +160,16 @@ def _label_field(fields: dict[str, Any], field: str, path: PathLike, line: int) 
 
 
 def _labelled(text: str | InputError, fields: dict[str, Any], keep: tuple[str, ...], path: PathLike,
-              line: int) -> tuple[str | InputError, tuple[str, ...]]:
-    """The text, or the first error among it and the kept label fields, with the labels."""
+              line: int, carry: tuple[str, ...] = ()) -> tuple[str | InputError, tuple[Any, ...]]:
+    """The text, or the first error among it and the kept label fields, with the labels and
+    then the carried fields' values (None where missing: a carried field is never an error)."""
     labels = []
     for name in keep:
         label = _label_field(fields, name, path, line)
         if isinstance(label, InputError):
             return (text if isinstance(text, InputError) else label), ()
         labels.append(label)
-    return text, tuple(labels)
+    return text, (*labels, *(fields.get(name) for name in carry))
 
 
 def _score_field(record: Record, field: str, path: PathLike, *,
@@ -169,7 +181,7 @@ def _score_field(record: Record, field: str, path: PathLike, *,
         return InputError(reason, path=path, line=record.line, field=field)
 
     if value is _MISSING:
-        return bad("missing")
+        return bad(missing_field(record.fields, "--score-field"))
     if isinstance(value, str) and parse_strings:
         try:
             score = float(value)
@@ -197,8 +209,7 @@ def read_scored(path: PathLike, *, text_field: str = "text", score_field: str = 
     Scores are not range-checked; the scorer decides what range it accepts. `keep_fields` are
     copied into `extra` when a record has them (CSV/TSV values stay strings).
     """
-    allowed = ("jsonl", "csv", "tsv")
-    fmt = resolve_format(path, file_format, allowed)
+    fmt = resolve_format(path, file_format, SCORED_FORMATS)
     keep = (keep_fields,) if isinstance(keep_fields, str) else tuple(keep_fields)
     texts: list[str] = []
     scores: list[float] = []
@@ -235,16 +246,17 @@ class CandidateStream:
     def __init__(self, path: PathLike, *, text_field: str = "text", skip_bad: bool = False,
                  rejects: PathLike | None = None, file_format: str | None = None,
                  quoting: str = "none", max_chars: int = DEFAULT_MAX_CHARS,
-                 keep_fields: Sequence[str] = ()) -> None:
+                 keep_fields: Sequence[str] = (), carry_fields: Sequence[str] = ()) -> None:
         if rejects is not None and not skip_bad:
             raise ValueError("a rejects file is only written with skip_bad=True")
         self.path = path
         self.format = resolve_format(path, file_format, FORMATS)
         if self.format == "parquet" and not is_regular(path):
             raise InputError("Parquet needs a file it can seek in, not a pipe", path=path)
-        self.keep_fields = tuple(keep_fields)
-        if self.keep_fields and self.format == "text":
-            raise InputError(f"plain text has no fields, so no {', '.join(map(repr, self.keep_fields))}: "
+        self.keep_fields, self.carry_fields = tuple(keep_fields), tuple(carry_fields)
+        if (self.keep_fields or self.carry_fields) and self.format == "text":
+            raise InputError(f"plain text has no fields, so no "
+                             f"{', '.join(map(repr, self.keep_fields + self.carry_fields))}: "
                              "use JSON Lines, CSV, TSV or Parquet", path=path)
         self.text_field = text_field
         self.skip_bad = skip_bad
@@ -269,9 +281,9 @@ class CandidateStream:
         self._passes += 1
         self.rejected = 0
         log = None if self.rejects is None else io.TextIOWrapper(create_new(Path(self.rejects)), encoding="utf-8")
-        keep = self.keep_fields
+        keep = self.keep_fields + self.carry_fields
         try:
-            start, lines, texts, labels = 0, list[int](), list[str](), [list[str]() for _ in keep]
+            start, lines, texts, labels = 0, list[int](), list[str](), [list[Any]() for _ in keep]
             blocks = self._blocks()
             while True:
                 try:
@@ -310,35 +322,37 @@ class CandidateStream:
             entry = {"line": error.line, "reason": error.detail, "raw": raw}
             log.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
-    def _blocks(self) -> Iterator[list[tuple[int, str | InputError, Any, tuple[str, ...]]]]:
+    def _blocks(self) -> Iterator[list[tuple[int, str | InputError, Any, tuple[Any, ...]]]]:
         """Blocks of (line, text or the error that rejects it, the raw record for a rejects
-        file, the kept labels)."""
-        keep, path = self.keep_fields, self.path
+        file, the kept labels and carried values)."""
+        keep, carry, path = self.keep_fields, self.carry_fields, self.path
         if self.format == "parquet":
-            yield from _in_blocks(_parquet_texts(path, self.text_field, self.max_chars, keep))
+            yield from _in_blocks(_parquet_texts(path, self.text_field, self.max_chars, keep, carry))
             return
         with open_input(path) as stream:
             fmt = self.format or sniff_format(stream)
             if fmt == "text":
-                if keep:  # a pipe sniffed as plain text
-                    raise InputError(f"plain text has no fields, so no {', '.join(map(repr, keep))}", path=path)
+                if keep or carry:  # a pipe sniffed as plain text
+                    raise InputError(f"plain text has no fields, so no {', '.join(map(repr, keep + carry))}",
+                                     path=path)
                 no_labels: tuple[str, ...] = ()
                 yield from _in_blocks((line, text, raw, no_labels) for line, text, raw
                                       in _text_lines(stream, path, self.max_chars))
             elif fmt == "jsonl":
-                yield from _jsonl_blocks(stream, path, self.text_field, self.max_chars, keep)
+                yield from _jsonl_blocks(stream, path, self.text_field, self.max_chars, keep, carry)
             else:
                 records_ = records(stream, path, fmt, (self.text_field, *keep), self.quoting, self.max_chars)
                 yield from _in_blocks(
-                    _candidate_record(record, self.text_field, path, self.max_chars, keep) for record in records_
+                    _candidate_record(record, self.text_field, path, self.max_chars, keep, carry)
+                    for record in records_
                 )
 
 
-def _candidate_record(record: Record, field: str, path: PathLike, max_chars: int,
-                      keep: tuple[str, ...]) -> tuple[int, str | InputError, Any, tuple[str, ...]]:
+def _candidate_record(record: Record, field: str, path: PathLike, max_chars: int, keep: tuple[str, ...],
+                      carry: tuple[str, ...] = ()) -> tuple[int, str | InputError, Any, tuple[Any, ...]]:
     """A parsed record as a candidate stream's item: (line, text or error, raw, labels)."""
     text, labels = _labelled(record.error or _text_field(record, field, path, max_chars), record.fields,
-                             keep, path, record.line)
+                             keep, path, record.line, carry)
     return record.line, text, record.raw, labels
 
 
@@ -350,28 +364,30 @@ def _in_blocks(items: Iterator[T]) -> Iterator[list[T]]:
 def iter_candidates(path: PathLike, *, text_field: str = "text", skip_bad: bool = False,
                     rejects: PathLike | None = None, file_format: str | None = None,
                     quoting: str = "none", max_chars: int = DEFAULT_MAX_CHARS,
-                    keep_fields: Sequence[str] = ()) -> CandidateStream:
+                    keep_fields: Sequence[str] = (), carry_fields: Sequence[str] = ()) -> CandidateStream:
     """Streams candidates; bad records raise InputError, or with `skip_bad` are skipped,
     counted in `.rejected` and logged to `rejects` as JSONL {"line", "reason", "raw"}.
     Plain text keeps empty lines as empty candidates (they score as undefined). Each of
-    `keep_fields` (e.g. the system that made a text) is read as a label into the batches."""
+    `keep_fields` (e.g. the system that made a text) is read as a label into the batches, and
+    each of `carry_fields` (an id) as it is, None where a record lacks it."""
     return CandidateStream(path, text_field=text_field, skip_bad=skip_bad, rejects=rejects,
                            file_format=file_format, quoting=quoting, max_chars=max_chars,
-                           keep_fields=keep_fields)
+                           keep_fields=keep_fields, carry_fields=carry_fields)
 
 
-def _jsonl_blocks(stream: IO[bytes], path: PathLike, field: str, max_chars: int,
-                  keep: tuple[str, ...] = ()) -> Iterator[list[tuple[int, str | InputError, Any, tuple[str, ...]]]]:
+def _jsonl_blocks(stream: IO[bytes], path: PathLike, field: str, max_chars: int, keep: tuple[str, ...] = (),
+                  carry: tuple[str, ...] = ()) -> Iterator[list[tuple[int, str | InputError, Any, tuple[Any, ...]]]]:
     """The text field (and the `keep` labels) of each JSON Lines record, block by block. A line
     that is a JSON object with a string `field` within the limits is taken in one step; any
     other line, or one whose labels are bad, goes through the full record checks, which name
     what is wrong (so both ways accept and refuse the same lines). Without labels, orjson parses
     where installed (3x `json.loads`): every line it accepts, `json.loads` reads as the same
     text, and what it refuses (lone surrogates, NaN, bad UTF-8) takes the full checks; labels
-    keep `json.loads`, which reads a big integer as an int where orjson makes it a float."""
-    loads = json.loads if keep or orjson is None else orjson.loads
+    keep `json.loads`, which reads a big integer as an int where orjson makes it a float (and so
+    do carried fields)."""
+    loads = json.loads if keep or carry or orjson is None else orjson.loads
     for first, raws in physical_blocks(stream, path, max_line_bytes=line_bytes_limit(max_chars)):
-        block: list[tuple[int, str | InputError, Any, tuple[str, ...]]] = []
+        block: list[tuple[int, str | InputError, Any, tuple[Any, ...]]] = []
         for line, raw in enumerate(raws, first):
             value: Any = None
             try:
@@ -383,16 +399,16 @@ def _jsonl_blocks(stream: IO[bytes], path: PathLike, field: str, max_chars: int,
             except (ValueError, LookupError, TypeError, RecursionError):  # bad bytes or JSON, no field, no object
                 text = None
             if type(text) is str and len(text) <= max_chars and (text.isascii() or not _SURROGATE.search(text)):
-                if not keep:
+                if not keep and not carry:
                     block.append((line, text, None, ()))
                     continue
-                checked, labels = _labelled(text, value, keep, path, line)
+                checked, labels = _labelled(text, value, keep, path, line, carry)
                 if not isinstance(checked, InputError):
                     block.append((line, checked, None, labels))
                     continue
             record = jsonl_record(line, raw, path)
             if record is not None:
-                block.append(_candidate_record(record, field, path, max_chars, keep))
+                block.append(_candidate_record(record, field, path, max_chars, keep, carry))
         yield block
 
 
@@ -420,10 +436,10 @@ def _is_string_type(pa, data_type) -> bool:
     return pa.types.is_string(data_type) or pa.types.is_large_string(data_type) or is_view(data_type)
 
 
-def _parquet_texts(path: PathLike, field: str, max_chars: int,
-                   keep: tuple[str, ...] = ()) -> Iterator[tuple[int, str | InputError, Any, tuple[str, ...]]]:
-    """Rows of the text column (and the `keep` label columns) in record batches; `line` is
-    the 1-based row number."""
+def _parquet_texts(path: PathLike, field: str, max_chars: int, keep: tuple[str, ...] = (),
+                   carry: tuple[str, ...] = ()) -> Iterator[tuple[int, str | InputError, Any, tuple[Any, ...]]]:
+    """Rows of the text column (and the `keep` label columns, then the `carry` columns, None
+    where the file has no such column) in record batches; `line` is the 1-based row number."""
     pa = import_pyarrow(path)
     try:
         parquet = pa.parquet.ParquetFile(path)
@@ -432,24 +448,26 @@ def _parquet_texts(path: PathLike, field: str, max_chars: int,
     schema = parquet.schema_arrow
     for name in (field, *keep):
         if name not in schema.names:
-            raise InputError(f"no such column (the file has {', '.join(map(repr, schema.names))})",
+            flag = "; --text-field names another" if name == field else ""
+            raise InputError(f"no such column (the file has {', '.join(map(repr, schema.names))}{flag})",
                              path=path, field=name)
     data_type = schema.field(field).type
     if not _is_string_type(pa, data_type):
         raise InputError(f"column type is {data_type}, not a string type", path=path, field=field)
     row = 0
-    columns = [field, *(name for name in keep if name != field)]
+    present = [name for name in carry if name in schema.names]
+    columns = list(dict.fromkeys([field, *keep, *present]))
     try:
         for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=columns):
-            kept = [batch.column(columns.index(name)).to_pylist() for name in keep]
+            kept = {name: batch.column(columns.index(name)).to_pylist() for name in (*keep, *present)}
             for position, value in enumerate(batch.column(0).to_pylist()):
                 row += 1
                 if value is None:
                     text: str | InputError = InputError("missing (null)", path=path, line=row, field=field)
                 else:
                     text = _checked_text(value, path, row, field, max_chars)
-                fields = {name: values[position] for name, values in zip(keep, kept)}
-                checked, labels = _labelled(text, fields, keep, path, row)
+                fields = {name: values[position] for name, values in kept.items()}
+                checked, labels = _labelled(text, fields, keep, path, row, carry)
                 yield row, checked, value, labels
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"cannot read: {exc}", path=path, line=row + 1) from None

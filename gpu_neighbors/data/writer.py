@@ -148,9 +148,14 @@ class ResultWriter:
                 if not self.to_stdout:
                     self._save_meta()
             else:
-                # A finished run resumed has nothing new to move into place.
-                self._output.keep_partial = self.resumable and not self.previously_complete
+                # A finished run resumed has nothing new to move into place; a run that wrote no
+                # row leaves nothing to continue, so no record either: it would only refuse the
+                # same command, corrected, as if there were rows to lose.
+                unfinished = not (self.previously_complete or self.to_stdout)
+                self._output.keep_partial = self.resumable and unfinished and self._done > 0
                 self._output.discard()
+                if unfinished and self._done == 0:
+                    self.meta_path.unlink(missing_ok=True)
             self.complete = complete
         finally:
             self._output.release()
@@ -170,13 +175,14 @@ class ResultWriter:
         if meta is None:
             if size or self.path.exists():
                 raise InputError(f"cannot resume: {self.meta_path.name} is missing, so the "
-                                 f"settings of the earlier run are unknown; run without resume "
-                                 f"to start over", path=self.path)
+                                 f"settings of the earlier run are unknown; pass --overwrite "
+                                 f"(not --resume) to start over", path=self.path)
             return 0, 0
         if meta["header"] != self.header:
             raise InputError(f"cannot resume: the earlier run used other settings "
-                             f"({_differences(meta['header'], self.header)}); run without "
-                             f"resume to start over", path=self.path)
+                             f"({_differences(meta['header'], self.header)}); pass --overwrite "
+                             f"(not --resume) to start over with these, dropping its {meta['rows']:,} "
+                             f"rows", path=self.path)
         self.previously_complete = meta["complete"] and size == meta["bytes"]
         self.checkpoint = meta.get("checkpoint", {})
         if self.previously_complete:

@@ -72,6 +72,7 @@ class Estimator(ABC):
     MIN_TUNING_TEXTS texts (never when one the estimator reads is given), "always", "never"."""
 
     name: ClassVar[str]
+    tuned: ClassVar[str]  # what tuning chooses, in words ("k and p")
 
     def __init__(self, *, tuning: str = "auto") -> None:
         check("tuning", tuning, TUNING, optional=False)

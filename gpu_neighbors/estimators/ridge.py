@@ -22,6 +22,7 @@ class Ridge(Estimator):
     """penalty: lambda, in the similarities' units; None chooses it by exact leave-one-out."""
 
     name = "ridge"
+    tuned = "the penalty"
 
     def __init__(self, *, penalty: float | None = None, tuning: str = "auto") -> None:
         super().__init__(tuning=tuning)

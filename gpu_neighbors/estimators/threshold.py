@@ -48,6 +48,7 @@ class Threshold(Estimator):
     mean) or "similarity" (weights k^power, power None: tuned, else 1)."""
 
     name = "threshold"
+    tuned = "tau, a and b"
 
     def __init__(self, *, tau: float | None = None, min_neighbors: int | None = None,
                  max_fraction: float | None = None, weighting: str = "uniform", power: float | None = None,

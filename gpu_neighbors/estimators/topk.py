@@ -24,6 +24,7 @@ class TopK(Estimator):
     (weights k(x, s)^power; power None: tuned, else 1) or "uniform" (plain mean)."""
 
     name = "topk"
+    tuned = "k and p"
 
     def __init__(self, *, k: int | None = None, weighting: str = "similarity", power: float | None = None,
                  tuning: str = "auto") -> None:

@@ -20,6 +20,7 @@ from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.evaluation.agreement import NAN, Agreement, agreement
 from gpu_neighbors.core.pairwise import PairwiseSimilarities, Thresholds
 from gpu_neighbors.scorer import NeighborsScorer
+from gpu_neighbors.core.nested import Progress, nested_topk
 from gpu_neighbors.core.tuning import DEFAULT_MIN_COVERAGE, TuningGrid, TuningResult, tune
 
 Parameter = Literal["tau", "a", "b"]
@@ -91,11 +92,13 @@ def cross_validate(
     min_coverage: float = DEFAULT_MIN_COVERAGE,
     grid: TuningGrid | None = None,
     resamples: int = RESAMPLES,
+    progress: Progress | None = None,
 ) -> CrossValidation:
     """Score each fold's test items from the other folds. With `tune_thresholds`, tau/a/b are
     chosen by inner leave-one-out on each training fold alone (`thresholds.tau` joins the tau
     grid; `thresholds.estimator` says which estimator is tuned, `grid` its p and k); otherwise
-    `thresholds` are used throughout. `folds=None` is leave-one-out."""
+    `thresholds` are used throughout. `folds=None` is leave-one-out. `progress` is told how
+    many folds each step finished."""
     num_items = len(similarities)
     everything = np.arange(num_items)
     if folds is None and not tune_thresholds:
@@ -105,6 +108,12 @@ def cross_validate(
         return CrossValidation(
             prediction, agreement(prediction, similarities.scores, resamples=resamples), fold_list, False
         )
+    if (folds is None or folds == num_items) and tune_thresholds and thresholds.estimator == "topk":
+        # Every fold's tuning from one ranking of the whole set (`core.nested`): the same choices.
+        nested = nested_topk(similarities, thresholds, grid or TuningGrid(), min_coverage, progress)
+        fold_list = [Fold(np.array([item]), tuning.thresholds, tuning) for item, tuning in enumerate(nested.tunings)]
+        return CrossValidation(nested.prediction, agreement(nested.prediction, similarities.scores,
+                                                            resamples=resamples), fold_list, True)
     scores = np.full(num_items, NAN)
     neighbours = np.zeros(num_items, dtype=np.int64)
     spread = np.full(num_items, NAN)
@@ -123,6 +132,8 @@ def cross_validate(
             part.scores, part.num_neighbors, part.std, part.covered
         )
         fold_list.append(Fold(test, used, tuning))
+        if progress is not None:
+            progress(1)
     prediction = Prediction(scores=scores, num_neighbors=neighbours, std=spread, covered=covered)
     return CrossValidation(
         prediction, agreement(prediction, similarities.scores, resamples=resamples), fold_list, tune_thresholds
@@ -223,12 +234,15 @@ def learning_curve(
             raise ValueError(f"subset size {size} must be between 2 and the number of items ({num_items})")
     rng = np.random.default_rng(seed)
     points = []
+    done: dict[bytes, Agreement] = {}  # a subset drawn again (every one of the whole set) is not run again
     for size in sizes:
         results = []
         for _ in range(runs):
             subset = np.sort(rng.choice(num_items, size=size, replace=False))
-            prediction = similarities.leave_one_out(subset, thresholds)
-            results.append(agreement(prediction, similarities.scores[subset], resamples=0))
+            if subset.tobytes() not in done:
+                prediction = similarities.leave_one_out(subset, thresholds)
+                done[subset.tobytes()] = agreement(prediction, similarities.scores[subset], resamples=0)
+            results.append(done[subset.tobytes()])
         rhos = np.array([result.spearman for result in results])
         rhos = rhos[np.isfinite(rhos)]
         coverage = np.array([result.coverage for result in results])

@@ -40,7 +40,7 @@ from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.kernels.parts import kernel_part
 from gpu_neighbors.evaluation.tables import cell, markdown_table
-from gpu_neighbors.core.tuning import tune
+from gpu_neighbors.core.tuning import TuningGrid, tune
 
 SPEC_OPTIONS: dict[str, Callable[[str], Any]] = {"tokenizer": str, "smoothing": str, "tau": float, "lowercase": lambda text: text == "true"}
 
@@ -140,6 +140,16 @@ class KernelResult:
     default: CrossValidation
     tuned: CrossValidation
     device: str
+    swept: Thresholds  # the threshold rule the sweeps vary (`sweep_thresholds`)
+
+
+def sweep_thresholds(scorer: NeighborsScorer) -> Thresholds:
+    """The threshold rule at the paper's settings for the scorer's kernel (its tau, a 5, b
+    0.66, or the spec's tau): what the sweeps vary, since tau, a and b are that rule's (the
+    top-k estimator and ridge read none of them)."""
+    if scorer.thresholds_.estimator == "threshold":
+        return scorer.thresholds_
+    return Threshold.paper().start(scorer.kernel_.default_tau, scorer.num_train)
 
 
 @dataclass
@@ -173,52 +183,69 @@ def build_report(
     paper: str | None = None,
     command: str | None = None,
     checklist: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> Report:
     """Run every protocol. A kernel that fails to load or run is reported, not fatal; the first
     kernel that works gets the sweeps, the curve and the k-fold comparison. `checklist`: every
-    kernel's perturbation checklist too, fitted on a seeded 4/5 of the data."""
+    kernel's perturbation checklist too, fitted on a seeded 4/5 of the data. Tuning tunes what
+    the scorer's estimator tunes (`fit(tune=True)`: top-k's k and p, the threshold rule's tau, a
+    and b), nested wherever it is measured; the sweeps vary the threshold rule's tau, a and b
+    (`sweep_thresholds`), whatever the estimator. `progress` is told each step's name as it
+    starts."""
     if paper is not None and paper not in PUBLISHED_TABLE1:
         raise ValueError(f"paper task must be one of {', '.join(PUBLISHED_TABLE1)}, not {paper!r}")
     if not specs:
         raise ValueError("give at least one kernel")
+    step = progress or (lambda name: None)
     settings = {"folds": folds, "runs": runs, "seed": seed, "min_coverage": min_coverage, "resamples": resamples,
                 "paper": paper, "command": command}
     report = Report(name, data, [], {}, _humans(data, resamples), settings)
+    grids: list[TuningGrid] = []
     for spec in specs:
+        step(f"{spec.label}: similarities")
         try:
             scorer = make_scorer(spec)
             similarities = scorer.fit_pairwise(data.texts, data.scores)
         except Exception as error:  # any kernel failure becomes a note in the report
             report.failures[spec.label] = f"{type(error).__name__}: {error}"
             continue
-        thresholds = scorer.thresholds_
+        thresholds, grid = scorer.thresholds_, scorer.tuning_grid()
+        step(f"{spec.label}: leave-one-out, tuned per text")
         report.kernels.append(
             KernelResult(
                 spec, scorer.signature, similarities, thresholds,
                 cross_validate(similarities, thresholds, folds=None, resamples=resamples),
                 cross_validate(similarities, thresholds, folds=None, tune_thresholds=True,
-                               min_coverage=min_coverage, resamples=resamples),
-                str(scorer.device_),
+                               min_coverage=min_coverage, grid=grid, resamples=resamples),
+                str(scorer.device_), sweep_thresholds(scorer),
             )
         )
+        grids.append(grid)
     if not report.kernels:
         raise ValueError("no kernel could be evaluated: " + "; ".join(f"{k}: {v}" for k, v in report.failures.items()))
-    main = report.kernels[0]
+    main, grid = report.kernels[0], grids[0]
     sims, thresholds = main.similarities, main.thresholds
+    step("sweeps")
+    sweeps = {parameter: sweep(sims, main.swept, parameter, resamples=resamples) for parameter in ("a", "b", "tau")}
+    step("training-size curve")
+    curve = learning_curve(sims, thresholds, sizes=sizes, runs=runs, seed=seed)
+    step(f"{folds}-fold cross-validation")
     report.main = {
-        "sweeps": {
-            parameter: sweep(sims, thresholds, parameter, resamples=resamples) for parameter in ("a", "b", "tau")
-        },
-        "curve": learning_curve(sims, thresholds, sizes=sizes, runs=runs, seed=seed),
+        "sweeps": sweeps,
+        "curve": curve,
         "kfold_default": cross_validate(sims, thresholds, folds=folds, seed=seed, resamples=resamples),
         "kfold_tuned": cross_validate(sims, thresholds, folds=folds, seed=seed, tune_thresholds=True,
-                                      min_coverage=min_coverage, resamples=resamples),
-        "tuned_on_all": tune(sims, min_coverage=min_coverage, default_tau=thresholds.tau),
-        "calibration": calibration_curve(sims, thresholds, folds=folds, seed=seed),
+                                      min_coverage=min_coverage, grid=grid, resamples=resamples),
+        "tuned_on_all": tune(sims, grid=grid, min_coverage=min_coverage, default_tau=thresholds.tau,
+                             estimator=thresholds.estimator, base=thresholds),
     }
+    step("calibration")
+    report.main["calibration"] = calibration_curve(sims, thresholds, folds=folds, seed=seed)
     if paper is not None:
+        step("implementation scan")
         report.scan, report.word_overlap = implementation_scan(data, make_scorer, resamples=resamples)
     if checklist:
+        step("checklists")
         report.checklists = checklists(data, [result.spec for result in report.kernels], make_scorer,
                                        seed=seed, resamples=resamples)
     return report
@@ -308,7 +335,7 @@ def write_report(report: Report, out_dir: Path | str, page: Path | str | None = 
         plots.plot_calibration(report.main["calibration"], files.create_path(images["calibration"]))
         for parameter, points in report.main["sweeps"].items():
             plots.plot_sweep(
-                points, _given(main.thresholds, parameter), human_rho.spearman if human_rho else None,
+                points, _given(main.swept, parameter), human_rho.spearman if human_rho else None,
                 files.create_path(images[f"sweep_{parameter}"]),
             )
         sections = [_intro(report)]
@@ -332,9 +359,17 @@ def report_page(out_dir: Path | str, page: Path | str | None = None) -> Path:
     return Path(page) if page is not None else Path(out_dir) / "report.md"
 
 
+MAX_SCATTER_GROUPS = 10  # colours of the scatter plot's groups; more (MLQE's source sentences) are one
+
+
 def _groups(data: ScoredData) -> list[str] | None:
+    """Each text's group in the scatter plot (its "source", HUSE's system), where there are few
+    enough to tell apart: a source per text (MLQE's source sentences) drew a thousand groups and
+    a thousand-line legend, most of a report's minute."""
     sources = [extra.get("source") for extra in data.extra] if data.extra else []
-    return [str(source) for source in sources] if sources and all(sources) else None
+    if not sources or not all(sources) or len({str(source) for source in sources}) > MAX_SCATTER_GROUPS:
+        return None
+    return [str(source) for source in sources]
 
 
 def _given(thresholds: Thresholds, parameter: str) -> float:
@@ -359,18 +394,28 @@ def _thresholds(thresholds: Thresholds) -> str:
 
 
 def _fold_summary(result: CrossValidation) -> str:
-    """Thresholds chosen across folds: tau's median and range (the data-driven tau grid moves a
-    little with each training fold), and the most frequent a and b."""
-    taus = np.array([fold.thresholds.tau for fold in result.folds])
+    """The estimator and the settings chosen across folds: a number's median and range (the
+    data-driven tau grid moves a little with each training fold), a whole number's or a
+    power's most frequent value."""
+    chosen = [fold.thresholds for fold in result.folds]
     total = len(result.folds)
 
-    def mode(values: list[float]) -> str:
+    def mode(values: list[Any]) -> str:
         value, count = Counter(values).most_common(1)[0]
         return f"{value:g} ({count}/{total})"
 
-    return (f"tau {np.median(taus):.4g} [{taus.min():.4g}, {taus.max():.4g}], "
-            f"a {mode([fold.thresholds.min_neighbors for fold in result.folds])}, "
-            f"b {mode([fold.thresholds.max_fraction for fold in result.folds])}")
+    def spread(values: list[float]) -> str:
+        array = np.array(values)
+        return f"{np.median(array):.4g} [{array.min():.4g}, {array.max():.4g}]"
+
+    estimator = chosen[0].estimator
+    if estimator == "topk":
+        return f"top-k, k {mode([t.top_k for t in chosen])}, p {mode([t.power for t in chosen])}"
+    if estimator == "ridge":
+        return "ridge, penalty " + ("loo" if chosen[0].penalty is None else spread([t.penalty or 0.0 for t in chosen]))
+    text = (f"tau {spread([t.tau for t in chosen])}, a {mode([t.min_neighbors for t in chosen])}, "
+            f"b {mode([t.max_fraction for t in chosen])}")
+    return text + (f", p {mode([t.power for t in chosen])}" if any(t.power for t in chosen) else "")
 
 
 def _agreement_row(name: str, result: Agreement, **more: Any) -> dict[str, Any]:
@@ -391,9 +436,10 @@ def _intro(report: Report) -> str:
         f"{len(report.data)} scored texts from `{report.name}`. Produced by `gpu-neighbors report` "
         f"(version {__version__}); {_devices_text(report)}.",
         *command,
-        "Leave-one-out is the paper's protocol; *tuned (nested)* chooses tau, a and b by an inner",
-        "leave-one-out on each training fold alone (highest Spearman's rho with coverage >= "
-        f"{s['min_coverage']}), so the test item never influences its own thresholds. Every rho",
+        "Leave-one-out is the paper's protocol; *tuned (nested)* chooses what the estimator tunes",
+        "(top-k: k and p; the threshold rule: tau, a and b) by an inner leave-one-out on each training",
+        "fold alone (highest Spearman's rho with coverage >= "
+        f"{s['min_coverage']}), so the test item never influences its own settings. Every rho",
         f"has a two-sided p-value and a bootstrap 95% interval ({s['resamples']} resamples of the "
         "covered items); MSE and rho are over covered items, as in the paper.",
     ])
@@ -443,7 +489,7 @@ def _tuning_section(report: Report, image: str) -> str:
         "",
         markdown_table(rows),
         "",
-        f"Thresholds `fit(texts, scores, tune=True)` chooses on all {len(report.data)} texts: "
+        f"What `fit(texts, scores, tune=True)` chooses on all {len(report.data)} texts: "
         f"{_thresholds(overall.thresholds)} (inner leave-one-out rho {overall.spearman:.3f}, coverage "
         f"{overall.coverage:.3f}, {overall.settings_tried} settings tried"
         + ("" if overall.feasible else f"; no setting reached coverage {overall.min_coverage}, so the widest was taken")
@@ -462,15 +508,17 @@ def _sweep_section(report: Report, images: dict[str, str]) -> str:
     lines = [
         f"## Threshold sweeps (`{main.spec.label}`, leave-one-out)",
         "",
-        "Each sweep varies one threshold with the others at "
-        f"{_thresholds(main.thresholds)}; all points come from one similarity pass.",
+        "Each sweep varies one setting of the paper's threshold rule (tau, a or b) with the others at "
+        f"{_thresholds(main.swept)}; all points come from one similarity pass. The rule is the "
+        f"paper's whatever the estimator above ({_thresholds(main.thresholds)}), which reads no tau, a or b"
+        + ("" if main.thresholds.estimator != "threshold" else " (here the same rule)") + ".",
         "",
     ]
     rows = []
     for parameter, points in report.main["sweeps"].items():
         defined = [point for point in points if math.isfinite(point.agreement.spearman)]
         best = max(defined, key=lambda point: point.agreement.spearman) if defined else None
-        given = min(points, key=lambda point: abs(point.value - _given(main.thresholds, parameter)))
+        given = min(points, key=lambda point: abs(point.value - _given(main.swept, parameter)))
         rows.append({
             "parameter": parameter,
             "range": f"{points[0].value:.4g} .. {points[-1].value:.4g} ({len(points)} values)",
@@ -732,12 +780,12 @@ def _differences_text(report: Report, published: dict[str, tuple[float, float, f
         mse, rho, coverage = published["bleu"]
         inside = ours.spearman_low <= rho <= ours.spearman_high
         tau_points = [point for point in report.main["sweeps"]["tau"]
-                      if abs(point.value - bleu.thresholds.tau) <= 0.01 and math.isfinite(point.agreement.spearman)]
+                      if abs(point.value - bleu.swept.tau) <= 0.01 and math.isfinite(point.agreement.spearman)]
         spread = ""
         if bleu is report.kernels[0] and len(tau_points) > 1:
             values = [point.agreement.spearman for point in tau_points]
             spread = (f" rho moves between {min(values):.3f} and {max(values):.3f} for tau within 0.01 of "
-                      f"{bleu.thresholds.tau:g} (tau sweep), so small implementation details move it by this much.")
+                      f"{bleu.swept.tau:g} (tau sweep), so small implementation details move it by this much.")
         items.append(
             f"**BLEU Neighbors (`{bleu.spec.label}`)**: MSE {ours.mse:.4f} against {mse}, coverage "
             f"{ours.coverage:.3f} against {coverage:.2f}"

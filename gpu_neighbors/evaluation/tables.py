@@ -45,7 +45,14 @@ def markdown_table(
     if not rows:
         return "(no rows)"
     columns = list(columns or rows[0].keys())
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    for row in rows:
-        lines.append("| " + " | ".join(cell(row.get(column), digits) for column in columns) + " |")
-    return "\n".join(lines)
+    return "\n".join([markdown_head(columns), *(markdown_row(row, columns, digits) for row in rows)])
+
+
+def markdown_head(columns: Sequence[str]) -> str:
+    """A markdown table's first two lines: its column names and the rule under them."""
+    return "| " + " | ".join(columns) + " |\n|" + "|".join("---" for _ in columns) + "|"
+
+
+def markdown_row(row: Mapping[str, Any], columns: Sequence[str], digits: int = 4) -> str:
+    """One line of a markdown table (a missing column is an em dash), printable on its own."""
+    return "| " + " | ".join(cell(row.get(column), digits) for column in columns) + " |"

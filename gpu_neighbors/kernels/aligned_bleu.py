@@ -160,6 +160,7 @@ def sentence_bleu(
     reference_counts: torch.Tensor | None = None,
     vocab_size: int | None = None,
     device: torch.device | str = "cpu",
+    preset: str | None = None,
 ) -> torch.Tensor:
     """BLEU of each candidate against its own references: float64 [candidates], equal to NLTK
     `sentence_bleu(references[i], candidates[i], weights, smoothing_function, auto_reweigh)`, or
@@ -183,7 +184,11 @@ def sentence_bleu(
     `smooth_value`: method1's epsilon, method4's k, method6's alpha, floor's or add-k's value
     (their defaults: 0.1, 5, 5, 0.1, 1). `effective_order` (sacrebleu's `use_effective_order`,
     its `sentence_bleu`'s default) averages over the orders the candidate reaches.
+    `preset="sacrebleu"`: sacrebleu's settings (`PRESETS`), so that the result is sacrebleu's
+    `sentence_bleu(...).score / 100` with nothing else to know; a setting it fixes may not be
+    given otherwise.
     """
+    smoothing, tokenizer, effective_order = preset_settings(preset, smoothing, tokenizer, effective_order)
     setting = check_setting(weights, smoothing, smooth_value, auto_reweigh, effective_order)
     counts = aligned_counts(candidates, references, setting.counted_orders, tokenizer=tokenizer, lowercase=lowercase,
                             attention_mask=attention_mask, reference_mask=reference_mask,
@@ -210,6 +215,7 @@ def corpus_bleu(
     reference_counts: torch.Tensor | None = None,
     vocab_size: int | None = None,
     device: torch.device | str = "cpu",
+    preset: str | None = None,
 ) -> torch.Tensor:
     """Corpus BLEU (a float64 scalar tensor; [tuples] for a list of weight tuples) of the same
     inputs and settings as `sentence_bleu`, equal to NLTK's `corpus_bleu` (whose methods 5 and 6
@@ -217,7 +223,9 @@ def corpus_bleu(
     100`: with `effective_order`, floor or add-k, its formula; without, where every candidate has
     at least as many tokens as the highest order (NLTK counts at least one n-gram per candidate,
     sacrebleu none). A token-id candidate with no reference still adds its n-grams and length,
-    with no match and a reference length of 0 (as NLTK given one empty reference)."""
+    with no match and a reference length of 0 (as NLTK given one empty reference).
+    `preset="sacrebleu"`: sacrebleu's `corpus_bleu(...).score / 100`, as for `sentence_bleu`."""
+    smoothing, tokenizer, effective_order = preset_settings(preset, smoothing, tokenizer, effective_order)
     setting = check_setting(weights, smoothing, smooth_value, auto_reweigh, effective_order)
     counts = aligned_counts(candidates, references, setting.counted_orders, tokenizer=tokenizer, lowercase=lowercase,
                             attention_mask=attention_mask, reference_mask=reference_mask,
@@ -225,6 +233,30 @@ def corpus_bleu(
     if setting.on_tables:
         return counts.corpus_bleu(setting.weights[0], setting.smoothing)
     return counts.bleu_of_setting(setting, corpus=True)
+
+
+# Named settings that equal a peer's defaults. sacrebleu's BLEU: exponential smoothing and its 13a
+# tokenizer, and the effective order, which its corpus BLEU does not name but its counting amounts
+# to (it counts no n-gram of an order a hypothesis is too short for; NLTK counts one).
+PRESETS: dict[str, dict[str, object]] = {"sacrebleu": {"smoothing": "exp", "tokenizer": "13a", "effective_order": True}}
+UNSET = {"smoothing": "none", "tokenizer": "whitespace", "effective_order": False}  # the functions' defaults
+
+
+def preset_settings(preset: str | None, smoothing: str, tokenizer: str | Tokenizer,
+                    effective_order: bool) -> tuple[str, str | Tokenizer, bool]:
+    """The settings a preset names, in place of the defaults; a setting given otherwise than the
+    preset says is refused by name, as two answers to one question."""
+    given = {"smoothing": smoothing, "tokenizer": tokenizer, "effective_order": effective_order}
+    if preset is None:
+        return smoothing, tokenizer, effective_order
+    if preset not in PRESETS:
+        raise ValueError(f"preset: {preset!r} is none of {sorted(PRESETS)}")
+    named = PRESETS[preset]
+    clashing = [name for name, value in given.items() if value != UNSET[name] and value != named[name]]
+    if clashing:
+        raise ValueError(f"preset {preset!r} sets {', '.join(clashing)} (to "
+                             f"{', '.join(repr(named[name]) for name in clashing)}): leave it out, or the preset")
+    return named["smoothing"], named["tokenizer"], named["effective_order"]  # type: ignore[return-value]
 
 
 def check_aligned_weights(weights: Sequence[float]) -> tuple[float, ...]:

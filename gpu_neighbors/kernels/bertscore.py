@@ -430,6 +430,24 @@ def default_layer(model: str) -> int:
     return model2layers[model]
 
 
+def unloadable(name: str, error: Exception) -> ValueError:
+    """The refusal of a model that cannot be loaded from here, with the loader's reason."""
+    return ValueError(f"cannot load BERTScore model {name!r}: give a local folder or a model already in the "
+                      f"Hugging Face cache, or a hub name with --allow-download ({one_line(error)})")
+
+
+def check_model(name: str, allow_download: bool = False) -> None:
+    """Refuse, before any work, a model `load_model` could not load here: its configuration is
+    read (not its weights: a second, not the minutes of a large model)."""
+    from transformers import AutoConfig
+
+    try:
+        with hub_access(allow_download):
+            AutoConfig.from_pretrained(name, local_files_only=not allow_download, trust_remote_code=False)
+    except Exception as error:  # missing, or damaged: the load would fail the same way
+        raise unloadable(name, error) from None
+
+
 def load_model(name: str, layer: int, allow_download: bool = False):
     """Tokenizer, model cut to its first `layer` layers (eval mode), and the token limit.
     Only local folders and the Hugging Face cache unless `allow_download`; code that a folder
@@ -443,10 +461,7 @@ def load_model(name: str, layer: int, allow_download: bool = False):
             model = AutoModel.from_pretrained(
                 name, local_files_only=not allow_download, trust_remote_code=False)
     except Exception as error:  # a damaged folder fails in many ways, each an input error
-        raise ValueError(
-            f"cannot load BERTScore model {name!r}: give a local folder or a model already in the "
-            f"Hugging Face cache, or a hub name with --allow-download ({one_line(error)})"
-        ) from None
+        raise unloadable(name, error) from None
     model.eval()
     if hasattr(model, "encoder") and hasattr(model, "decoder"):
         model = model.encoder

@@ -71,6 +71,11 @@ class KernelPart:
         tokenizer = make_tokenizer(self.tokenizer, self.lowercase, self.allow_download)
         return kernel_class(self.name)(tokenizer=tokenizer, device=device, **options)
 
+    def check_available(self) -> None:
+        """Refuse now, before any work, a model or tokenizer this part's kernel would load and
+        cannot here (not on this machine, and downloads not allowed): its load's own refusal."""
+        make_tokenizer(self.tokenizer, self.lowercase, self.allow_download)
+
     def settings(self) -> dict[str, Any]:
         """What this part is, as JSON: a tokenizer object by the name or path that makes it again
         (a built-in or Hugging Face one; any other cannot be written down)."""
@@ -134,6 +139,17 @@ class BertScore(KernelPart):
 
     name = "bertscore"
 
+    def check_available(self) -> None:
+        """The tokenizer's check, the model's (`bertscore.check_model`) and, with no layer
+        given, that bert-score knows the model's (`bertscore.default_layer`)."""
+        from gpu_neighbors.kernels.bertscore import DEFAULT_MODEL, check_model, default_layer
+
+        super().check_available()
+        model = str(self.options.get("model", DEFAULT_MODEL))
+        if self.options.get("layer") is None:
+            default_layer(model)
+        check_model(model, self.allow_download)
+
 
 class Tfidf(KernelPart):
     """Cosine of the TF-IDF + ridge baseline's word and char_wb n-gram features."""
@@ -189,6 +205,10 @@ class Combined(KernelPart):
     def kernel_names(self) -> tuple[str, ...]:
         return tuple(part.name for part in self.kernels)
 
+    def check_available(self) -> None:
+        for part in self.kernels:
+            part.check_available()
+
     def with_weights(self, weights: Sequence[float]) -> Combined:
         """This combination with `weights` (what `fit` keeps once it has chosen them)."""
         return Combined(self.kernels, weights, sample=self.sample, tokenizer=self.tokenizer,
@@ -243,6 +263,11 @@ class Auto:
     @property
     def kernel_names(self) -> tuple[str, ...]:
         return tuple(part.name for part in self.kernels)
+
+    def check_available(self) -> None:
+        """Each kernel's `KernelPart.check_available`."""
+        for part in self.kernels:
+            part.check_available()
 
     def settings(self) -> dict[str, Any]:
         return {"name": AUTO, "kernels": [part.settings() for part in self.kernels], "sample": self.sample}

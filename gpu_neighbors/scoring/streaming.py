@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -46,6 +46,8 @@ R = TypeVar("R")
 RESULT_TYPES = {"index": "int64", "text": "string", "score": "double", "num_neighbors": "int64",
                 "std": "double", "estimator": "string", "low": "double", "high": "double",
                 "nearest": "double", "outside": "bool"}
+# Every column a result row may have: no field of the candidates is carried under one of these names.
+RESULT_COLUMNS = (*RESULT_TYPES, "neighbors")
 DEFAULT_BATCH_SIZE = 8192  # candidates scored and made durable per step
 READ_AHEAD = 2  # batches a reader thread may parse while one is scored
 
@@ -92,6 +94,7 @@ def score_file(
     workers: int = 1,
     inputs: Mapping[str, PathLike | None] | None = None,
     encoders: int = 1,
+    keep_fields: Sequence[str] = (),
 ) -> RunSummary:
     """Scores every candidate of `candidates` with a fitted `scorer` into `output`: JSON Lines,
     or Parquet for a `.parquet` name (the same rows and values; no resume).
@@ -112,12 +115,19 @@ def score_file(
     scoring; rows are written in input order and are the same whatever the counts.
     `inputs` ({name: path}) are other files the run reads (e.g. the training set): no output,
     rejects file or sidecar may be one of them, nor the candidates.
+    `keep_fields` are fields of the candidates copied into their rows after the columns above,
+    as they are (null where a record lacks one), e.g. an id or the system that made the text;
+    none may be named as a column of the rows (RESULT_COLUMNS).
     """
+    taken = sorted(set(keep_fields) & set(RESULT_COLUMNS))
+    if taken:
+        raise ValueError(f"keep_fields: {', '.join(taken)} is a column of the results already")
     for name, value in (("batch_size", batch_size), ("workers", workers), ("encoders", encoders)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    carried = tuple(dict.fromkeys(keep_fields))
     stream = iter_candidates(candidates, text_field=text_field, skip_bad=skip_bad, rejects=rejects,
-                             file_format=file_format, quoting=quoting, max_chars=max_chars)
+                             file_format=file_format, quoting=quoting, max_chars=max_chars, carry_fields=carried)
     settings = {
         "signature": str(scorer.signature),
         "candidates": spelled_once(candidates),
@@ -126,6 +136,7 @@ def score_file(
         **(header or {}),
         **({"explain": explain} if explain else {}),
         **({"explain_text": True} if train_texts is not None else {}),  # rows with texts or without
+        **({"keep_fields": list(carried)} if carried else {}),  # rows with them or without
     }
     started = time.perf_counter()
     with open_results(output, resume=resume, header=settings, overwrite=overwrite, types=RESULT_TYPES,
@@ -278,8 +289,8 @@ def _pending_batches(
 def _check_consumed(consumed: Any, expected: str | None, done: int, path: PathLike) -> None:
     if consumed.hexdigest() != expected:
         raise InputError(f"cannot resume: the candidates changed since the earlier run (their "
-                         f"first {done:,} texts, already scored, are not the same); run without "
-                         f"--resume to start over", path=path)
+                         f"first {done:,} texts, already scored, are not the same); pass "
+                         f"--overwrite (not --resume) to start over", path=path)
 
 
 def _read_ahead(items: Iterable[T], depth: int) -> Iterator[T]:
@@ -325,8 +336,8 @@ def _columns(
 ) -> dict[str, Column]:
     """The batch's result rows as columns: index, text, score, num_neighbors, std, estimator,
     the interval low and high (score, std, low and high are float arrays whose NaN, where
-    undefined or unbounded, is written as null), the nearest similarity and the outside flag, and
-    with explained predictions their neighbours."""
+    undefined or unbounded, is written as null), the nearest similarity and the outside flag,
+    with explained predictions their neighbours, and the fields the stream carries."""
     columns: dict[str, Column] = {
         "index": batch.indices,
         "text": batch.texts,
@@ -348,4 +359,5 @@ def _columns(
              for neighbor in prediction.neighbors.rows(position)]
             for position in range(len(batch))
         ]
+    columns.update(batch.labels)
     return columns

@@ -64,3 +64,19 @@ def test_default_penalties_scale_with_the_kernel():
     small, large = kernel_ridge.fit(matrix, scores), kernel_ridge.fit(matrix * 100, scores)
     assert large.penalty == pytest.approx(100 * small.penalty)
     np.testing.assert_allclose(large.loo, small.loo, atol=1e-9)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_nested_leave_one_out_is_a_fit_on_the_others_at_the_penalty_they_choose(symmetric):
+    """The baselines' leave-one-out: each item estimated by `fit` on the other items, its
+    penalty chosen by their own exact leave-one-out, from one inverse per penalty (issue 53)."""
+    rng = np.random.default_rng(3)
+    points = rng.normal(size=(25, 6))
+    matrix = points @ points.T / 6 + (0 if symmetric else 0.05 * rng.normal(size=(25, 25)))
+    scores = rng.random(25)
+    penalties = [0.01, 0.1, 1.0, 10.0]
+    estimates = kernel_ridge.nested_leave_one_out(matrix, scores, penalties, block=7)
+    for item in range(25):
+        others = np.delete(np.arange(25), item)
+        model = kernel_ridge.fit(matrix[np.ix_(others, others)], scores[others], penalties)
+        assert estimates[item] == pytest.approx(model.predict(matrix[item, others][None, :])[0], abs=1e-12)

@@ -94,7 +94,7 @@ def test_the_run_settings_are_the_table():
     command line's flags), with its defaults."""
     parameters = list(inspect.signature(NeighborsScorer.__init__).parameters.values())[1:]
     assert [p.name for p in parameters] == ["kernel", "estimator", "level", "device", "memory_budget", "chunk_size",
-                                            "progress", "score_range"]
+                                            "progress", "score_range", "fluency"]
     for parameter in parameters[2:]:
         assert parameter.default == SCORER_PARAMETERS[parameter.name].default
     assert inspect.signature(NeighborsScorer.fit).parameters["min_coverage"].default == PARAMETERS["min_coverage"].default

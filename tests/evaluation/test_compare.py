@@ -10,7 +10,8 @@ from conftest import needs
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.cli import main
-from gpu_neighbors.evaluation.compare import compare_kernels, comparison_table
+from gpu_neighbors.evaluation.compare import COLUMNS, compare_kernels
+from gpu_neighbors.evaluation.tables import markdown_table
 from gpu_neighbors.evaluation.agreement import agreement
 
 
@@ -26,7 +27,7 @@ def test_rows_equal_each_kernels_own_leave_one_out(huse_texts, huse_scores):
         assert row.agreement.coverage == expected.coverage
         np.testing.assert_equal([row.agreement.mse, row.agreement.spearman], [expected.mse, expected.spearman])
         assert row.seconds > 0
-    table = comparison_table(rows)
+    table = markdown_table([row.as_dict() for row in rows], COLUMNS)
     assert table.count("\n") == 3 and "| rouge | 0.2000 |" in table
 
 

@@ -433,3 +433,22 @@ def test_large_weights_as_nltk(weights, smoothing):
 def test_weights_that_are_not_finite_are_refused():
     with pytest.raises(ValueError, match="weights must be finite"):
         gpu_neighbors.sentence_bleu(["a"], ["a"], weights=(float("inf"),))
+
+
+def test_the_sacrebleu_preset_is_sacrebleu_with_nothing_else_to_know(huse_texts):
+    """preset="sacrebleu" gives sacrebleu's corpus_bleu and sentence_bleu, defaults and all, on
+    real and adversarial text (short hypotheses included, where the plain settings differ)."""
+    sacrebleu = pytest.importorskip("sacrebleu", reason="sacrebleu (with lxml) is not installed")
+    hypotheses = huse_texts[:40] + ["a", "the cat", "", "Hello, world!"] + ADVERSARIAL_TEXTS[:6]
+    references = huse_texts[40:80] + ["a b", "the cat sat", "x", "hello world"] + ADVERSARIAL_TEXTS[6:12]
+    corpus = gpu_neighbors.corpus_bleu(hypotheses, references, preset="sacrebleu")
+    assert 100 * corpus.item() == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score, abs=1e-9)
+    sentences = gpu_neighbors.sentence_bleu(hypotheses, references, preset="sacrebleu")
+    expected = [sacrebleu.sentence_bleu(h, [r]).score / 100 for h, r in zip(hypotheses, references)]
+    np.testing.assert_allclose(sentences.numpy(), expected, rtol=0, atol=1e-11)
+    plain = gpu_neighbors.corpus_bleu(hypotheses, references, smoothing="exp", tokenizer="13a")
+    assert abs(100 * plain.item() - sacrebleu.corpus_bleu(hypotheses, [references]).score) > 1e-6  # needs the preset
+    with pytest.raises(ValueError, match="preset 'sacrebleu' sets smoothing"):
+        gpu_neighbors.corpus_bleu(hypotheses, references, preset="sacrebleu", smoothing="add1")
+    with pytest.raises(ValueError, match="preset: 'nltk2' is none of"):
+        gpu_neighbors.sentence_bleu(hypotheses, references, preset="nltk2")

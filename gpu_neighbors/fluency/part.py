@@ -1,0 +1,169 @@
+"""Fluency as a part of a scorer, beside kernel, estimator and intervals: a language model's
+judgment of each text, which the neighbour estimate cannot see (a copy of a good text with words
+dropped, replaced or letters swapped overlaps the training set as much as the original).
+
+The statistic is the mean log-probability of a text's tokens under the model (each after the
+start token and the tokens before it), rounded to a grid of 1/ROUNDING nats before anything
+ranks or weighs it: the model's floats move with device, dtype and batch (bf16 by a few 1e-3,
+fp32 by 1e-6), and the rounding keeps those moves from reaching estimates and flags but where a
+value sits on a grid line. A text without a token has none (NaN).
+
+`Fluency(model="auto")` is the offline model where it was fetched (`gpu-neighbors fetch-model`),
+else no fluency (said once a process); `Fluency(model=PATH)` a GGUF file or Hugging Face causal
+LM folder. `use`: "auto" puts the statistic into the estimate only where leave-one-out on the
+training set gains beyond the noise (the rule `auto` follows for kernels, `choice.py`), "always"
+wherever the model is. A fitted scorer names the model and the SHA-256 of its weights; loaded
+with other weights, it is refused by name.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gpu_neighbors.core.caller_warnings import warn
+from gpu_neighbors.fluency.files import ModelFiles, model_files, offline_model
+from gpu_neighbors.fluency.model import LanguageModel
+
+AUTO, NONE = "auto", "none"
+USES = ("auto", "always")
+DTYPES = {"auto": None, "bfloat16": torch.bfloat16, "float32": torch.float32}
+ROUNDING = 1024  # the statistic's grid: 1/1024 nats, a binary fraction (exact in float64)
+# `auto` runs the model from this many training texts: with fewer, a gain in leave-one-out rho is
+# rarely beyond noise (the shipped example's 100 headlines: 0.721 -> 0.707, off), and below
+# k / level = 100 calibration texts the outlier test is Bonferroni's alone, which the fluency
+# column does not join (`outlier.FLUENCY_ALONE`): not worth the model.
+AUTO_MIN_TEXTS = 150
+_told_missing = False
+
+
+class Fluency:
+    """model: "auto" (the offline model, where fetched), a GGUF file or a Hugging Face causal LM
+    folder. use: "auto" (in the estimate where leave-one-out gains beyond noise) or "always".
+    dtype: "auto" (bfloat16 on CUDA and on CPUs with AMX or AVX-512 BF16, else float32),
+    "bfloat16" or "float32"."""
+
+    def __init__(self, model: str | os.PathLike[str] = AUTO, use: str = "auto", dtype: str = "auto") -> None:
+        if not isinstance(model, (str, os.PathLike)) or not str(model):
+            raise ValueError(f"fluency model must be 'auto' or a path, not {model!r}")
+        if use not in USES:
+            raise ValueError(f"fluency use must be one of {', '.join(USES)}, not {use!r}")
+        if dtype not in DTYPES:
+            raise ValueError(f"fluency dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+        self.model = str(model) if str(model) == AUTO else str(Path(model).expanduser().resolve())
+        self.use, self.dtype = use, dtype
+
+    def settings(self) -> dict[str, Any]:
+        return {"model": self.model, "use": self.use, "dtype": self.dtype}
+
+    def files(self) -> ModelFiles | None:
+        """The model's files; None where `model` is auto and the offline model is not fetched
+        (said once a process)."""
+        global _told_missing
+        if self.model != AUTO:
+            return model_files(self.model)
+        path = offline_model()
+        if path is None:
+            if not _told_missing:
+                _told_missing = True
+                warn("fluency auto: the offline language model is not fetched (gpu-neighbors fetch-model), so "
+                     "scorers run without fluency")
+            return None
+        return model_files(path)
+
+    def __repr__(self) -> str:
+        return f"Fluency(model={self.model!r}, use={self.use!r}, dtype={self.dtype!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Fluency) and other.settings() == self.settings()
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.settings().items()))
+
+
+def fluency_part(fluency: str | os.PathLike[str] | Fluency | None) -> Fluency | None:
+    """The part `fluency` stands for: None or "none" for no fluency, "auto" or a path for
+    `Fluency(model=...)` (a path is used always: naming a model asks for it)."""
+    if fluency is None or isinstance(fluency, Fluency):
+        return fluency
+    if not isinstance(fluency, (str, os.PathLike)):
+        raise ValueError(f"fluency must be 'auto', 'none', a model's path or a Fluency part, not {fluency!r}")
+    if str(fluency) == NONE:
+        return None
+    return Fluency(fluency) if str(fluency) == AUTO else Fluency(fluency, use="always")
+
+
+def resolved_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    chosen = DTYPES[dtype]
+    if chosen is not None:
+        return chosen
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
+    if device.type == "cpu" and fast_cpu_bfloat16():
+        return torch.bfloat16
+    return torch.float32
+
+
+def fast_cpu_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AMX or AVX-512 BF16); elsewhere bfloat16 is
+    emulated, slower than float32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(flag in flags.split() for flag in ("amx_bf16", "avx512_bf16"))
+
+
+@dataclass
+class FittedFluency:
+    """The part's model resolved and loaded on a device: the statistic of texts and token ids."""
+
+    files: ModelFiles
+    dtype: torch.dtype
+    device: torch.device
+
+    @property
+    def model(self) -> LanguageModel:
+        return LanguageModel.load(self.files, self.device, self.dtype)
+
+    def of_texts(self, texts: list[str]) -> torch.Tensor:
+        """float64 [texts, 2] on the device: the rounded mean token log-probability (NaN: no
+        token) and the token count."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # transformers' notes on loading
+            sums, counts = self.model.text_log_probs(texts)
+        return statistics(sums, counts)
+
+    def of_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """`of_texts` of token ids of the model's own tokenizer, on their device, no host wait."""
+        sums, counts = self.model.id_log_probs(input_ids, attention_mask)
+        return statistics(sums, counts)
+
+    def shares_tokenizer(self, tokenizer: Any) -> bool:
+        """Whether a Hugging Face tokenizer's ids are this model's (the same vocabulary)."""
+        return tokenizer is not None and dict(tokenizer.get_vocab()) == self.model.vocabulary()
+
+    def signature(self) -> str:
+        return f"{self.files.name}@{self.files.sha256[:12]},{str(self.dtype).removeprefix('torch.')}"
+
+
+def statistics(sums: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """[rows, 2]: sum / count on the grid of 1/ROUNDING (NaN where count is 0), and count."""
+    counts = counts.to(torch.float64)
+    mean = torch.round(sums / counts * ROUNDING) / ROUNDING
+    return torch.stack([mean, counts], dim=1)
+
+
+def check_weights(files: ModelFiles, name: str, sha256: str) -> None:
+    """Refuse weights other than those a scorer was fitted with, naming both."""
+    if files.sha256 != sha256:
+        raise ValueError(f"the scorer was fitted with fluency model {name} (SHA-256 {sha256[:16]}...), but "
+                         f"{files.source} is {files.name} (SHA-256 {files.sha256[:16]}...): other weights give "
+                         "other numbers")
+
+
+__all__ = ["AUTO", "NONE", "FittedFluency", "Fluency", "check_weights", "fluency_part", "resolved_dtype", "statistics"]

@@ -1,0 +1,94 @@
+"""The fluency statistic of a causal LM (a tiny random Llama built here; the real offline model
+where it was fetched): the same numbers in any batch order and size, by text and by token ids,
+NaN for a text without a token, the start token, the model's files named by their digest."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ADVERSARIAL_TEXTS, REAL_FLUENCY_MODEL
+from fluency_model import tiny_model
+from gpu_neighbors.fluency import FittedFluency, model_files
+from gpu_neighbors.fluency import model as model_module
+from gpu_neighbors.fluency.files import OFFLINE_SHA256, file_digest
+from gpu_neighbors.fluency.model import LanguageModel, start_token
+from gpu_neighbors.fluency.part import ROUNDING
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, huse_texts):
+    return tiny_model(tmp_path_factory.mktemp("tiny"), huse_texts)
+
+
+def fresh(folder, dtype=torch.float32) -> FittedFluency:
+    """The model with nothing remembered: each call computes again."""
+    fluency = FittedFluency(model_files(folder), dtype, torch.device("cpu"))
+    fluency.model.remembered.clear()
+    return fluency
+
+
+def test_batch_order_and_size_change_nothing(folder, huse_texts, monkeypatch):
+    texts = huse_texts[:60] + ADVERSARIAL_TEXTS
+    reference = fresh(folder).of_texts(texts).numpy()
+    order = np.random.default_rng(0).permutation(len(texts))
+    for rows in (1, 3, 32):
+        monkeypatch.setattr(model_module, "BATCH_ROWS", rows)
+        shuffled = fresh(folder).of_texts([texts[index] for index in order]).numpy()
+        np.testing.assert_array_equal(shuffled, reference[order])
+        pieces = np.vstack([fresh(folder).of_texts(texts[first : first + 7]).numpy() for first in range(0, len(texts), 7)])
+        np.testing.assert_array_equal(pieces, reference)
+
+
+def test_statistic_is_the_rounded_mean_log_probability(folder, huse_texts):
+    fluency = fresh(folder)
+    values = fluency.of_texts(huse_texts[:20] + ["", "   "]).numpy()
+    assert np.isnan(values[-2:, 0]).all() and (values[-2:, 1] == 0).all()
+    assert np.array_equal(values[:-2, 0] * ROUNDING, np.round(values[:-2, 0] * ROUNDING))
+    lm = fluency.model
+    rows = lm.tokenize(huse_texts[:3])
+    for row, (mean, count) in zip(rows, values[:3]):
+        ids = torch.tensor([row])
+        with torch.no_grad():
+            logits = lm.model(ids).logits.double().log_softmax(-1)[0, :-1]
+        exact = logits.gather(-1, ids[0, 1:, None]).sum().item() / (len(row) - 1)
+        assert count == len(row) - 1 and abs(mean - exact) <= 1 / ROUNDING
+
+
+def test_token_ids_give_the_texts_statistics(folder, huse_texts):
+    fluency = fresh(folder)
+    texts = huse_texts[:40]
+    tokenizer = fluency.model.tokenizer
+    batch = tokenizer(texts, add_special_tokens=False, padding=True, return_tensors="pt")
+    by_ids = fluency.of_ids(batch["input_ids"], batch["attention_mask"]).numpy()
+    np.testing.assert_array_equal(by_ids, fresh(folder).of_texts(texts).numpy())
+    assert fluency.shares_tokenizer(tokenizer)
+
+
+def test_texts_start_after_endoftext(folder):
+    tokenizer = fresh(folder).model.tokenizer
+    assert start_token(tokenizer) == tokenizer.get_vocab()["<|endoftext|>"]
+    assert all(row[0] == start_token(tokenizer) for row in fresh(folder).model.tokenize(["a b", ""]))
+
+
+def test_weights_are_named_by_their_digest(tmp_path, huse_texts):
+    one, other = tiny_model(tmp_path / "one", huse_texts, seed=0), tiny_model(tmp_path / "two", huse_texts, seed=1)
+    assert model_files(one).sha256 == model_files(one).sha256 != model_files(other).sha256
+    with pytest.raises(ValueError, match="no such GGUF file"):
+        model_files(tmp_path / "absent")
+
+
+@pytest.mark.skipif(REAL_FLUENCY_MODEL is None, reason="the offline model is not fetched (gpu-neighbors fetch-model)")
+def test_the_offline_model_judges_english():
+    """The real GGUF file (converted once a machine into the models folder, then read back):
+    a sentence is likelier than its words reversed or its letters swapped."""
+    assert file_digest(REAL_FLUENCY_MODEL) == OFFLINE_SHA256
+    fluency = FittedFluency(model_files(REAL_FLUENCY_MODEL), torch.float32, torch.device("cpu"))
+    assert fluency.model.start_id == 0  # <|endoftext|>, not the chat token the file declares as BOS
+    good = "The committee approved the new budget after a long debate."
+    bad = [" ".join(reversed(good.split())), "Teh comimttee apporved teh new bugdet aftre a lnog debaet."]
+    values = fluency.of_texts([good, *bad]).numpy()[:, 0]
+    assert values[0] > max(values[1:]) + 1.0, values
+    assert list(itertools.chain(values)) == list(fluency.of_texts([good, *bad]).numpy()[:, 0])

@@ -1,0 +1,178 @@
+"""Fluency as a part of a scorer (a tiny random Llama built here): in the estimate where it is
+used, a column of the outlier test, saved by name and digest (other weights refused by name),
+decided by leave-one-out with `auto`, the same numbers in any batch order, texts and token ids
+alike in predictions and rewards with no host synchronisation on ids."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from census import Census
+from fluency_model import tiny_model
+from gpu_neighbors import NeighborsScorer
+from gpu_neighbors.core.saved import SavedScorerError
+from gpu_neighbors.fluency import FittedFluency, Fluency, model_files
+from gpu_neighbors.fluency import part as part_module
+from gpu_neighbors.fluency.outlier import FLUENCY_LOW_IS_ATYPICAL
+from gpu_neighbors.kernels.parts import Bleu
+from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
+from gpu_neighbors.training import reward_function
+
+TRAIN = 150
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, huse_texts):
+    return tiny_model(tmp_path_factory.mktemp("tiny"), huse_texts)
+
+
+@pytest.fixture(scope="module")
+def scorer(folder, huse_texts, huse_scores) -> NeighborsScorer:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # HUSE repeats two texts
+        return NeighborsScorer(fluency=Fluency(folder, use="always", dtype="float32"), device="cpu").fit(
+            huse_texts[:TRAIN], huse_scores[:TRAIN])
+
+
+def test_fluency_joins_the_estimate_and_the_outlier_test(scorer, folder, huse_texts):
+    files = model_files(folder)
+    assert f"fluency:{files.name}@{files.sha256[:12]},float32,on(" in str(scorer.signature)
+    assert scorer.stacking_ is not None and scorer.outside_.test.low_is_atypical == FLUENCY_LOW_IS_ATYPICAL
+    plain = NeighborsScorer(fluency="none", device="cpu").fit(scorer.kernel_.train_texts, scorer.train_scores_)
+    assert "fluency" not in str(plain.signature) and len(plain.outside_.test.columns) == 7
+    with_fluency, without = scorer.predict(huse_texts[TRAIN:]), plain.predict(huse_texts[TRAIN:])
+    assert not np.array_equal(with_fluency.scores, without.scores)
+
+
+def test_batch_order_and_size_change_no_estimate_or_flag(scorer, folder, huse_texts):
+    texts = huse_texts[TRAIN:] + ["", "a a a a a a", "naïve café 東京"]
+    whole = scorer.predict(texts)
+    order = np.random.default_rng(1).permutation(len(texts))
+    scorer.fluency_.model.remembered.clear()  # computed again, in other batches
+    shuffled = scorer.predict([texts[index] for index in order])
+    scorer.fluency_.model.remembered.clear()
+    halves = [scorer.predict(texts[:9]), scorer.predict(texts[9:])]
+    for name in ("scores", "outside", "low", "high", "typicality"):
+        np.testing.assert_array_equal(getattr(shuffled, name), getattr(whole, name)[order])
+        np.testing.assert_array_equal(np.concatenate([getattr(half, name) for half in halves]), getattr(whole, name))
+
+
+def test_saved_scorer_names_its_model_and_refuses_other_weights(scorer, folder, huse_texts, tmp_path):
+    path = scorer.save(tmp_path / "scorer")
+    fitted = json.loads((path / "scorer.json").read_text())["fitted"]["fluency"]
+    assert fitted["name"] == folder.name and fitted["sha256"] == model_files(folder).sha256
+    loaded = NeighborsScorer.load(path, device="cpu")
+    np.testing.assert_array_equal(loaded.predict(huse_texts[TRAIN:]).scores, scorer.predict(huse_texts[TRAIN:]).scores)
+    other = tiny_model(tmp_path / "other", huse_texts, seed=1)
+    with pytest.raises(SavedScorerError, match=f"fitted with fluency model {folder.name} .*other weights"):
+        NeighborsScorer.load(path, device="cpu", fluency=other)
+    moved = tmp_path / "moved"
+    folder.rename(moved)
+    try:
+        with pytest.raises(SavedScorerError, match=f"fitted with fluency model {folder.name}, which is not here"):
+            NeighborsScorer.load(path, device="cpu")
+        assert NeighborsScorer.load(path, device="cpu", fluency=moved).fluency_ is not None
+    finally:
+        moved.rename(folder)
+
+
+@pytest.mark.parametrize("place, forged, message", [
+    ("dtype", "load", "fitted.fluency.dtype must be bfloat16 or float32"),
+    ("sha256", "../../etc", "fitted.fluency.sha256 must be 64 hexadecimal digits"),
+    ("selection", {"without": 0.1, "with": 0.2, "used": "yes"}, "fitted.fluency.selection must be an object"),
+    ("stacking", {"intercept": float("nan"), "weights": [1.0, 0.0]}, "fitted.fluency.stacking.intercept must be"),
+    ("stacking", {"intercept": 0.0, "weights": []}, "fitted.fluency.stacking.weights must be a non-empty list"),
+])
+def test_forged_fluency_values_are_refused_by_their_place(scorer, tmp_path, place, forged, message):
+    """Values a fit could not have made, with every digest recomputed: a dtype that names another
+    torch attribute (torch.load), a digest that is no digest, a NaN coefficient."""
+    from forged import rewrite_config
+
+    path = scorer.save(tmp_path / "scorer")
+    rewrite_config(path, lambda config: config["fitted"]["fluency"].__setitem__(place, forged))
+    with pytest.raises(SavedScorerError, match=message):
+        NeighborsScorer.load(path, device="cpu")
+
+
+def test_auto_without_the_offline_model_means_none_said_once(huse_texts, huse_scores, monkeypatch):
+    monkeypatch.setattr(part_module, "_told_missing", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = NeighborsScorer(device="cpu").fit(huse_texts[:TRAIN], huse_scores[:TRAIN])
+        NeighborsScorer(device="cpu").fit(huse_texts[:TRAIN], huse_scores[:TRAIN])
+    told = [str(w.message) for w in caught if "offline language model is not fetched" in str(w.message)]
+    assert len(told) == 1 and first.fluency_ is None and "fluency" not in str(first.signature)
+
+
+def test_auto_decides_by_leave_one_out_beyond_noise(folder, huse_texts, huse_scores):
+    """Scores the model's statistic predicts: fluency joins; HUSE's own scores, which a random
+    model knows nothing of: it stays out, of the estimate and of the outlier test alike."""
+    texts = huse_texts[:TRAIN]
+    statistic = FittedFluency(model_files(folder), torch.float32, torch.device("cpu")).of_texts(texts)[:, 0].numpy()
+    ranks = np.argsort(np.argsort(statistic)) / (len(texts) - 1)
+    auto = Fluency(folder, dtype="float32")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        follows = NeighborsScorer(fluency=auto, device="cpu").fit(texts, ranks)
+        unrelated = NeighborsScorer(fluency=auto, device="cpu").fit(texts, huse_scores[:TRAIN])
+    assert follows.stacking_ is not None and ",on(" in str(follows.signature)
+    assert unrelated.stacking_ is None and ",off(" in str(unrelated.signature)
+    assert len(unrelated.outside_.test.columns) == 7 and unrelated.within_ is None
+    unrelated.fluency_.model.remembered.clear()
+    unrelated.predict(huse_texts[TRAIN:])
+    assert not unrelated.fluency_.model.remembered  # no model runs where fluency is not in use
+
+
+def test_token_ids_predictions_and_rewards_equal_the_texts(folder, huse_texts, huse_scores):
+    tokenizer = HuggingFaceTokenizer(str(folder))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scorer = NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), fluency=Fluency(folder, use="always", dtype="float32"),
+                                 device="cpu").fit(huse_texts[:TRAIN], huse_scores[:TRAIN])
+    batch = tokenizer.hf(huse_texts[TRAIN:], add_special_tokens=False, padding=True, return_tensors="pt")
+    texts = tokenizer.hf.batch_decode(batch["input_ids"], skip_special_tokens=True)
+    by_ids = scorer.predict_tensors(batch["input_ids"], attention_mask=batch["attention_mask"])
+    by_texts = scorer.predict_tensors(texts)
+    np.testing.assert_array_equal(by_ids.scores.numpy(), by_texts.scores.numpy())
+    np.testing.assert_array_equal(by_ids.outside.numpy(), by_texts.outside.numpy())
+    rows = [ids[mask.bool()].tolist() for ids, mask in zip(batch["input_ids"], batch["attention_mask"])]
+    by_id_reward = reward_function(scorer, token_ids=True)([""] * len(rows), texts, completion_ids=rows)
+    assert by_id_reward == reward_function(scorer)([""] * len(rows), texts)
+    # the census's list of syncing operations (tests/census.py); the language model's rotary
+    # frequencies move to the device they are on at every call, which copies nothing
+    audit = Census(scope="ids", same_device_moves=False)
+    with audit, audit.host_copies():
+        scorer.reward(batch["input_ids"], attention_mask=batch["attention_mask"])
+    assert audit.syncs["ids"] == 0, audit.sync_ops
+    text_path = Census(scope="texts", same_device_moves=False)
+    with text_path, text_path.host_copies():  # the audit does see syncs where there are some
+        scorer.reward(texts[:8])
+    assert text_path.syncs["texts"] > 0
+
+
+def test_a_few_texts_keep_the_neighbour_estimate(folder, huse_texts, huse_scores):
+    """Fluency always on, but three training texts: too few to fit the stacked model on."""
+    scorer = NeighborsScorer(fluency=Fluency(folder, use="always", dtype="float32"), device="cpu").fit(
+        huse_texts[:3], huse_scores[:3])
+    assert scorer.stacking_ is None and np.isfinite(scorer.predict(huse_texts[3:6]).scores).all()
+
+
+def test_the_column_adds_up_and_never_flags_alone(scorer, folder):
+    """Fluency joins Fisher's product, not Bonferroni's test, whose five single tests keep their
+    share of the level (saved and loaded alike)."""
+    assert scorer.outside_.test.alone == (True, False, True, True, True, False, False, True)
+    assert scorer.outside_.test.single_tests == 5
+    assert NeighborsScorer.load(scorer.save(folder.parent / "saved_alone"), device="cpu").outside_.test.alone == \
+        scorer.outside_.test.alone
+
+
+def test_auto_runs_no_model_below_its_fewest_texts(huse_texts, huse_scores, monkeypatch):
+    monkeypatch.setattr(part_module, "_told_missing", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scorer = NeighborsScorer(device="cpu").fit(huse_texts[:100], huse_scores[:100])
+    assert scorer.fluency_ is None and not [w for w in caught if "language model" in str(w.message)]
