@@ -678,8 +678,13 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
     cdef Py_ssize_t texts = bounds.shape[0] - 1, t, p, hi, start, length, tokens = 0, inside = 0, unknowns = 0
     cdef Py_ssize_t position, candidate, distinct = 0, i, capacity = ids.shape[0]
     cdef uint64_t hashed, power
-    cdef bint word, collided = False
+    cdef bint word, collided = False, failed = False
     cdef Unknown leader
+    cdef Py_ssize_t table_size = 1, slot, groups = 0
+    cdef int table_shift = 64
+    cdef Py_ssize_t* table = NULL
+    cdef Py_ssize_t* group_of = NULL
+    cdef Unknown* leaders = NULL
     if kinds.shape[0] != codes.shape[0] or texts < 0 or lengths.shape[0] != texts or endings.shape[0] != texts:
         raise ValueError("split_words takes a class per code point and an output per text")
     if bounds[0] != 0 or bounds[texts] != codes.shape[0]:
@@ -748,22 +753,51 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
                 lengths[t] += 1
                 endings[t] = code[p - 1]
                 tokens += 1
-        # unknown tokens ranked by hash; each group's first occurrence leads it, and every other
-        # member must be the same code points
-        qsort(unknown, unknowns, sizeof(Unknown), _by_hash)
-        i = 0
-        while i < unknowns:
-            leader = unknown[i]  # the group's first token: sorted by hash, then token
-            firsts[tokens + distinct] = firsts[leader.token]
-            token_lengths[tokens + distinct] = token_lengths[leader.token]
-            while i < unknowns and unknown[i].hash == leader.hash:
-                if (token_lengths[unknown[i].token] != token_lengths[leader.token] or not _same_codes(
-                        code + unknown[i].start, code + leader.start, token_lengths[leader.token])):
-                    collided = True
-                unknown_rank[unknown[i].token] = distinct
-                i += 1
-            distinct += 1
+        # Unknown tokens grouped by hash (open addressing, in token order: each group's first
+        # occurrence leads it, and every other member must be the same code points), then only
+        # the groups' leaders sorted by hash for their ranks: np.unique's order, without sorting
+        # every occurrence (with a small vocabulary, most tokens are unknown).
+        while table_size < 2 * unknowns:
+            table_size <<= 1
+            table_shift -= 1
+        table = <Py_ssize_t*>malloc(sizeof(Py_ssize_t) * table_size)
+        group_of = <Py_ssize_t*>malloc(sizeof(Py_ssize_t) * max(unknowns, 1))
+        leaders = <Unknown*>malloc(sizeof(Unknown) * max(unknowns, 1))
+        if table == NULL or group_of == NULL or leaders == NULL:
+            failed = True
+        else:
+            for slot in range(table_size):
+                table[slot] = -1
+            for i in range(unknowns):
+                slot = <Py_ssize_t>((<uint64_t>unknown[i].hash * MULTIPLIER) >> table_shift)
+                while table[slot] >= 0 and leaders[table[slot]].hash != unknown[i].hash:
+                    slot = (slot + 1) & (table_size - 1)
+                if table[slot] < 0:
+                    table[slot] = groups
+                    leaders[groups] = unknown[i]
+                    groups += 1
+                else:
+                    leader = leaders[table[slot]]
+                    if (token_lengths[unknown[i].token] != token_lengths[leader.token] or not _same_codes(
+                            code + unknown[i].start, code + leader.start, token_lengths[leader.token])):
+                        collided = True
+                group_of[i] = table[slot]
+            for i in range(groups):
+                leaders[i].start = i  # the group, kept through the sort (distinct hashes: no ties)
+            qsort(leaders, groups, sizeof(Unknown), _by_hash)
+            for distinct in range(groups):
+                table[leaders[distinct].start] = distinct  # the table now maps a group to its rank
+                firsts[tokens + distinct] = firsts[leaders[distinct].token]
+                token_lengths[tokens + distinct] = token_lengths[leaders[distinct].token]
+            distinct = groups
+            for i in range(unknowns):
+                unknown_rank[unknown[i].token] = table[group_of[i]]
     free(unknown)
+    free(table)
+    free(group_of)
+    free(leaders)
+    if failed:
+        raise MemoryError()
     if collided:
         return -1, -1
     return tokens, distinct

@@ -181,3 +181,21 @@ def test_whitespace_tokens_read_from_code_points_are_the_same_compiled_or_not(hu
     assert split_tokens(["x y", "z"], vocabulary) is None
     monkeypatch.setattr("gpu_neighbors.text.token_runs.native", compiled.native)
     assert split_tokens(["x y", "z"], vocabulary) is None and split_tokens(["x x", "x"], vocabulary) is not None
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+def test_many_unknown_tokens_group_and_rank_the_same_compiled_or_not(monkeypatch):
+    """Against a vocabulary of three words nearly every token is unknown: thousands of distinct
+    ones, each repeated in a shuffled order (the compiled pass groups them by hash, first
+    occurrence leading, and sorts only the groups): the same ranks, leaders and strings."""
+    rng = random.Random(7)
+    vocabulary = Typicality(["the cat sat"], WhitespaceTokenizer(), torch.device("cpu"))._runs
+    words = [f"w{index}é" for index in range(3_000)] + ["the", "cat"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 12))) for _ in range(2_000)]
+    ours = split_tokens(texts, vocabulary)
+    monkeypatch.setattr("gpu_neighbors.text.token_runs.native", None)
+    expected = split_tokens(texts, vocabulary)
+    assert ours is not None and expected is not None and len(expected.unknown_tokens) > 2_500
+    for name in ("ids", "unknown_rank", "wordlike", "lengths", "endings"):
+        assert np.array_equal(getattr(ours, name), getattr(expected, name)), name
+    assert ours.unknown_tokens == expected.unknown_tokens
