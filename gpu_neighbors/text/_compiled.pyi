@@ -24,4 +24,5 @@ def split_words(codes: np.ndarray, kinds: np.ndarray, word_bit: int, space_bit: 
                 low_bits: int,                vocabulary_codes: np.ndarray, vocabulary_firsts: np.ndarray, vocabulary_lengths: np.ndarray,
                 dense: np.ndarray, slots: np.ndarray, keys: np.ndarray, shift: int, mask: int, hash_ids: np.ndarray,
                 ids: np.ndarray, unknown_rank: np.ndarray, wordlike: np.ndarray, firsts: np.ndarray,
-                token_lengths: np.ndarray, lengths: np.ndarray, endings: np.ndarray) -> tuple[int, int]: ...
+                token_lengths: np.ndarray, lengths: np.ndarray, endings: np.ndarray, inside_codes: np.ndarray,
+                code_rows: np.ndarray) -> tuple[int, int]: ...

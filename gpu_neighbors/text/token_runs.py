@@ -141,9 +141,9 @@ def split_tokens(texts: Sequence[str], vocabulary: RunVocabulary) -> SplitTokens
     it (`text.compiled`: the same answers), else by numpy's passes."""
     points = CodePoints.of(list(texts))
     kinds = classes(points.codes)
-    inside = (kinds & SPACE) == 0
     if native is not None:
-        return _compiled_split(points, kinds, inside, vocabulary)
+        return _compiled_split(points, kinds, vocabulary)
+    inside = (kinds & SPACE) == 0
     cuts = points.runs(inside)
     runs = Runs.of(points.codes[inside], cuts.lengths)
     hashes = runs.hashes()
@@ -179,8 +179,7 @@ def _code_rows(points: CodePoints, inside: np.ndarray) -> np.ndarray:
     return np.cumsum(marks)[inside]
 
 
-def _compiled_split(points: CodePoints, kinds: np.ndarray, inside: np.ndarray,
-                    vocabulary: RunVocabulary) -> SplitTokens | None:
+def _compiled_split(points: CodePoints, kinds: np.ndarray, vocabulary: RunVocabulary) -> SplitTokens | None:
     """`split_tokens` by `native.split_words` (the same tokens, ids, ranks and strings)."""
     assert native is not None
     capacity, texts = points.codes.size, points.bounds.size - 1
@@ -188,14 +187,16 @@ def _compiled_split(points: CodePoints, kinds: np.ndarray, inside: np.ndarray,
     wordlike = np.empty(capacity, dtype=np.uint8)
     firsts, lengths = np.empty(2 * capacity, dtype=np.int64), np.empty(2 * capacity, dtype=np.int64)
     per_text, endings = np.empty(texts, dtype=np.int64), np.empty(texts, dtype=np.int64)
+    codes, code_rows = np.empty(capacity, dtype=np.int64), np.empty(capacity, dtype=np.int64)
     runs = vocabulary.runs
     tokens, distinct = native.split_words(points.codes, kinds, WORD, SPACE, points.bounds, _BASE, int(_LOW_63),
                                           runs.codes, runs.firsts,
                                           runs.lengths, *vocabulary.index.arrays(), vocabulary.ids, ids, rank,
-                                          wordlike, firsts, lengths, per_text, endings)
+                                          wordlike, firsts, lengths, per_text, endings, codes, code_rows)
     if tokens < 0:
         return None
-    codes = points.codes[inside]
+    inside = int(firsts[tokens - 1] + lengths[tokens - 1]) if tokens else 0
+    codes, code_rows = codes[:inside], code_rows[:inside]
     leaders = Runs(codes, firsts[tokens:tokens + distinct], lengths[tokens:tokens + distinct], np.zeros(0, np.int64))
     return SplitTokens(ids[:tokens], rank[:tokens], leaders.strings(np.arange(distinct)), wordlike[:tokens].view(bool),
-                       per_text, endings, codes, _code_rows(points, inside))
+                       per_text, endings, codes, code_rows)
