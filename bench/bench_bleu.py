@@ -186,7 +186,7 @@ def measure(
     train, candidates = spliced_texts(train_size, rng), spliced_texts(candidate_size, rng)
     train_tokens = [text.split() for text in train]
     candidate_tokens = [text.split() for text in candidates]
-    scorer = NeighborsScorer(kernel=Bleu(smoothing="add1"), device=device)
+    scorer = NeighborsScorer(kernel=Bleu(smoothing="add1"), device=device, fluency=None)
     scores = np.array([rng.random() for _ in train]) if predict else np.zeros(train_size)
     fit_seconds, _ = timed(lambda: scorer.fit(train, scores, tune=not predict))  # random scores: nothing to tune
     references = rng.sample(range(train_size), min(train_size, peer_references * repeats))
@@ -229,8 +229,8 @@ def measure(
     pairs = train_size * candidate_size
     ours_per_pair = ours / pairs
 
-    epsilon = NeighborsScorer(kernel=Bleu(smoothing="epsilon"), device=device).fit(train, np.zeros(train_size))
-    with_13a = NeighborsScorer(kernel=Bleu(smoothing="add1", tokenizer="13a"), device=device)
+    epsilon = NeighborsScorer(kernel=Bleu(smoothing="epsilon"), device=device, fluency=None).fit(train, np.zeros(train_size))
+    with_13a = NeighborsScorer(kernel=Bleu(smoothing="add1", tokenizer="13a"), device=device, fluency=None)
     ours_by_smoothing = {
         "add1": similarity.numpy(),
         "epsilon": epsilon.similarity(candidates).numpy(),

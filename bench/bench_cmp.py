@@ -4,7 +4,8 @@ Writes `--train` spliced, scored HUSE texts and `--candidates` spliced candidate
 2,000 by default, seeded), then runs the default `gpu-neighbors score` on them three ways, each
 in a fresh process: the tree of `--base` (a git revision, unpacked by `git archive` into a
 temporary folder and run from its source, as it stood), this tree with its compiled loops, and
-this tree with them turned off (GPU_NEIGHBORS_COMPILED=0: the numpy passes). Each output is
+this tree with them turned off (GPU_NEIGHBORS_COMPILED=0: the numpy passes); this tree's runs
+with `--fluency none`, as the base had no fluency part. Each output is
 compared byte for byte with the base's by `cmp`; the command exits 1 on any difference. Seconds
 of each run are printed beside (indicative: one run each).
 
@@ -25,13 +26,14 @@ from bench_host import write_jsonl
 from huse import spliced_texts
 
 ROOT = Path(__file__).resolve().parents[1]
+WITHOUT_FLUENCY = ["--fluency", "none"]
 
 
-def score(tree: Path, train: Path, candidates: Path, output: Path, compiled: bool) -> float:
+def score(tree: Path, train: Path, candidates: Path, output: Path, compiled: bool, options: list[str]) -> float:
     """Seconds of the default `score` run from `tree`'s source."""
     env = dict(os.environ, PYTHONPATH=str(tree), GPU_NEIGHBORS_COMPILED="1" if compiled else "0")
     command = [sys.executable, "-m", "gpu_neighbors.cli", "score", "--train", str(train), "--candidates",
-               str(candidates), "--output", str(output), "--overwrite", "--quiet"]
+               str(candidates), "--output", str(output), "--overwrite", "--quiet", *options]
     start = time.perf_counter()
     subprocess.run(command, check=True, env=env, cwd=tree, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
@@ -53,12 +55,13 @@ def main() -> None:
         base.mkdir()
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base], check=True, capture_output=True)
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
-        runs = {f"base {args.base}": (base, True), "this tree, compiled": (ROOT, True),
-                "this tree, numpy (GPU_NEIGHBORS_COMPILED=0)": (ROOT, False)}
+        # The base predates the fluency part; this tree runs without it (the same scorer).
+        runs = {f"base {args.base}": (base, True, []), "this tree, compiled": (ROOT, True, WITHOUT_FLUENCY),
+                "this tree, numpy (GPU_NEIGHBORS_COMPILED=0)": (ROOT, False, WITHOUT_FLUENCY)}
         outputs, differing = {}, 0
-        for index, (name, (tree, compiled)) in enumerate(runs.items()):
+        for index, (name, (tree, compiled, options)) in enumerate(runs.items()):
             outputs[name] = folder / f"out{index}.jsonl"
-            seconds = score(tree, train, candidates, outputs[name], compiled)
+            seconds = score(tree, train, candidates, outputs[name], compiled, options)
             print(f"{name}: {seconds:.1f} s, {outputs[name].stat().st_size:,} bytes")
         first = next(iter(outputs.values()))
         for name, output in list(outputs.items())[1:]:

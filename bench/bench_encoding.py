@@ -58,7 +58,7 @@ def main() -> None:
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        scorers = {kernel: NeighborsScorer(kernel=kernel, device="cpu").fit(texts, scores) for kernel in ("tfidf", "bleu")}
+        scorers = {kernel: NeighborsScorer(kernel=kernel, device="cpu", fluency=None).fit(texts, scores) for kernel in ("tfidf", "bleu")}
     works = {f"{kernel} encode": scorer.kernel_.encode for kernel, scorer in scorers.items()}
     works["default prepare (tfidf + typicality)"] = scorers["tfidf"].prepare
     for name, work in works.items():

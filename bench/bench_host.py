@@ -1,7 +1,8 @@
 """Host path: the whole `score` command against the I/O floor, on the same lines, in one run.
 
 Candidates (JSONL, texts spliced from the HUSE summaries) are scored by the default command
-(TF-IDF cosine + top-k + intervals, no scorer option given; `--workers` at its default, every
+(TF-IDF cosine + top-k + intervals, no scorer option given but `--fluency none`: the target is
+stated without the fluency part, whose cost is its own; `--workers` at its default, every
 core given) against a training set of `train` texts (10 by default: almost no kernel work, so
 what is timed is the host: start-up, reading, encoding, the typicality statistics, writing).
 Beside it, the same file read and JSON lines of the same fields written (index, text, score,
@@ -75,7 +76,7 @@ def measure(candidates: int = 1_000_000, train: int = 10, repeats: int = 3, seed
         candidate_file = write_jsonl(folder / "candidates.jsonl", spliced_texts(candidates, rng))
         output = folder / "out.jsonl"
         score = [sys.executable, "-m", "gpu_neighbors.cli", "score", "--train", str(train_file), "--candidates",
-                 str(candidate_file), "--output", str(output), "--overwrite", "--quiet"]
+                 str(candidate_file), "--output", str(output), "--overwrite", "--quiet", "--fluency", "none"]
         commands = {
             "gpu-neighbors score": score,
             "gpu-neighbors score --workers 1": [*score, "--workers", "1"],

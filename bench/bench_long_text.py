@@ -48,10 +48,10 @@ def main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         start = time.perf_counter()
-        NeighborsScorer(kernel=args.kernel, device="cpu").fit(texts, scores)
+        NeighborsScorer(kernel=args.kernel, device="cpu", fluency=None).fit(texts, scores)
         seconds["fit_without"] = time.perf_counter() - start
         start = time.perf_counter()
-        scorer = NeighborsScorer(kernel=args.kernel, device="cpu").fit(texts + [longest], [*scores, float(scores.mean())])
+        scorer = NeighborsScorer(kernel=args.kernel, device="cpu", fluency=None).fit(texts + [longest], [*scores, float(scores.mean())])
         seconds["fit_with_long_text"] = time.perf_counter() - start
         start = time.perf_counter()
         scorer.predict([candidate])

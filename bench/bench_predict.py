@@ -56,7 +56,7 @@ def measure(train_size: int = 2000, candidate_size: int = 20_000, repeats: int =
     scores = np.array([rng.random() for _ in train])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        scorer = NeighborsScorer(device="cpu").fit(train, scores, tune=False)  # random scores: nothing to tune on
+        scorer = NeighborsScorer(device="cpu", fluency=None).fit(train, scores, tune=False)  # random scores: nothing to tune on
     k = int(scorer.thresholds_.top_k or 0)
     union = baselines.tfidf_ridge().steps[0][1].fit(train)
     train_features = union.transform(train).T.tocsr()

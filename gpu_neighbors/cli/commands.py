@@ -237,19 +237,28 @@ MAX_DEFAULT_WORKERS = 2  # measured on 2 cores; more workers hold more tiles: ra
 
 
 def default_workers(device: str) -> int:
-    """Batches scored at once when --workers is not given: on the CPU one per core (at most
+    """Batches scored at once when --workers is not given: on the CPU one per core it may run on (at most
     MAX_DEFAULT_WORKERS), each on one torch thread, so both cores of a 2-core machine score
     (1.4x at 2,000 training texts, faster under load too; bench/results.md); one on a GPU,
     which a second Python thread would not make faster."""
     if resolve_device(device).type != "cpu":
         return 1
-    return max(1, min(MAX_DEFAULT_WORKERS, os.cpu_count() or 1))
+    return min(MAX_DEFAULT_WORKERS, usable_cores())
 
 
 def default_encoders() -> int:
     """Threads that encode candidates ahead of the scoring when --workers is not given: one per
-    core this process may run on (the encodings are numpy work that releases the GIL)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    core this process may run on (the encodings are numpy work and compiled loops that release
+    the GIL)."""
+    return usable_cores()
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, as a container or taskset sets it; the
+    machine's count where the platform has none): what the default thread counts divide."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def command_evaluate(args: argparse.Namespace) -> int:

@@ -20,12 +20,20 @@ is), so each step touches only the (pair, match mask) entries found by joining t
 tokens with the training side's postings: one bitmask per (training text, token), sorted by token
 and text, and looked up with `torch.searchsorted`. Pairs that share no token are never touched,
 and their LCS stays 0.
+
+Linear in a text's length: one long text does not widen every pair of its tile. The candidates'
+tokens come position-major with no padding (`StepTokens`), and a tile runs its training texts in
+parts by width (`word_group`: up to SHORT_WORDS words together, then one part per power of two),
+each pair's bit vector as wide as its part, so a 32,000-token text costs its own pairs 517 words
+and every other pair its own one or two (before, a tile holding it padded every pair to 517 words
+and every candidate to its longest). A pair's LCS is the same integer in any part.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from gpu_neighbors.text.vocabulary import TokenBatch, Vocabulary
@@ -33,25 +41,37 @@ from gpu_neighbors.kernels.base import Kernel
 
 BITS_PER_WORD = 62
 WORD_MASK = (1 << BITS_PER_WORD) - 1
+# Training texts of up to this many words (248 tokens) run in one part of a tile, as wide as the
+# widest of them; longer ones in parts of their own width (`word_group`).
+SHORT_WORDS = 4
 
 
 @dataclass(frozen=True)
-class PaddedTokens:
-    """Candidate token ids, one row per text, padded with -1 (which matches nothing)."""
+class StepTokens:
+    """A chunk of candidates' tokens position-major (every text's first token, then every
+    second, ...), so that one step of the LCS reads one contiguous run and no text is padded to
+    the longest: `ids` and their `rows` [tokens], each text's `lengths`, and on the host where
+    each position's run ends (`step_ends`, and its last token on the device)."""
 
     ids: torch.Tensor
+    rows: torch.Tensor
     lengths: torch.Tensor
+    step_ends: list[int]
+    step_last: torch.Tensor  # each step's last token, on the device
 
     def __len__(self) -> int:
         return int(self.lengths.numel())
 
 
-def pad_tokens(batch: TokenBatch) -> PaddedTokens:
-    """One row per text, so that a step of the LCS reads one column for the whole chunk."""
-    width = int(batch.lengths.max()) if len(batch) else 0
-    ids = torch.full((len(batch), width), -1, dtype=torch.int64, device=batch.ids.device)
-    ids[torch.arange(width, device=ids.device) < batch.lengths[:, None]] = batch.ids
-    return PaddedTokens(ids=ids, lengths=batch.lengths)
+def step_tokens(batch: TokenBatch) -> StepTokens:
+    """The batch position-major; its lengths read on the host once per chunk."""
+    lengths = np.asarray(batch.lengths.tolist(), dtype=np.int64)
+    # Position p's run holds one token of every text longer than p.
+    longer = lengths.size - np.cumsum(np.bincount(lengths, minlength=1))[:-1]
+    order = torch.sort(batch.positions, stable=True).indices  # a text's tokens stay in row order
+    ends = np.cumsum(longer)
+    return StepTokens(batch.ids[order], batch.rows[order], batch.lengths, ends.tolist(),
+                      torch.from_numpy(ends - 1).to(batch.ids.device))
 
 
 def num_words(max_length: int) -> int:
@@ -97,7 +117,26 @@ def popcount(x: torch.Tensor) -> torch.Tensor:
     return x.bitwise_and_(0x7F)
 
 
-class RougeKernel(Kernel[PaddedTokens]):
+def word_group(words: int) -> int:
+    """The group of a training text whose bit vector takes `words` words: 0 up to SHORT_WORDS,
+    then one group per power of two (5-8, 9-16, ...), so that a pair's vector is never wider
+    than twice its text's (SHORT_WORDS times among the short ones)."""
+    return 0 if words <= SHORT_WORDS else (words - 1).bit_length() - 2
+
+
+@dataclass(frozen=True)
+class Part:
+    """Training texts of one word group among a tile's, run together: the `group`'s texts in
+    `first..last-1` (`size` of them), their bit vectors `words` wide."""
+
+    group: int
+    first: int
+    last: int
+    size: int
+    words: int
+
+
+class RougeKernel(Kernel[StepTokens]):
     """ROUGE-L F1 between token sequences (rouge-score's `_score_lcs(target=s, prediction=x)`)."""
 
     name = "rouge"
@@ -105,7 +144,7 @@ class RougeKernel(Kernel[PaddedTokens]):
     # One rounding of 2 LCS / (|x| + |s|) <= 1: within 2^-53 of the exact fraction; any other
     # float64 evaluation of 2PR / (P + R) (rouge-score's) within a few ulps of 1 more.
     SIMILARITY_ERROR = 2.0**-50
-    _words = 1  # words of the longest training text's bit vector; set by `fit`
+    _budget_words = 1  # the words a pair is budgeted (`pair_bytes`); set by `fit`
 
     def _fit(self, texts: list[str]) -> None:
         tokenized = self.tokenizer.tokenize_many(texts)
@@ -113,92 +152,154 @@ class RougeKernel(Kernel[PaddedTokens]):
         self._train = self.vocabulary.batch(tokenized, self.device)
         lengths = self._train.lengths
         self._train_lengths = lengths.to(torch.float64)
-        # On the host too: a tile's word count is read from it, not from the device.
-        self._host_lengths = lengths.cpu().tolist()
-        self._words = num_words(max(self._host_lengths, default=0))
+        # On the host too: a tile's parts are cut from them, not from the device.
+        self._host_words = np.array([num_words(length) for length in lengths.cpu().tolist()], dtype=np.int64)
+        self._host_groups = np.array([word_group(words) for words in self._host_words.tolist()], dtype=np.int64)
+        # A pair is budgeted the width of the group of all but the longest 1% of the texts: a
+        # part of longer ones is cut to the tile's budget (`_parts`).
+        if len(texts):
+            typical = word_group(int(np.sort(self._host_words)[(99 * (len(texts) - 1)) // 100]))
+            self._budget_words = int(self._host_words[self._host_groups <= typical].max())
+        # Each text's rank among its group's texts: its column within a part.
+        rank = np.zeros(len(texts), dtype=np.int64)
+        for group in np.unique(self._host_groups).tolist():
+            members = np.flatnonzero(self._host_groups == group)
+            rank[members] = np.arange(members.size)
+        self._rank = torch.from_numpy(rank).to(self.device)
 
-        # One posting per (training text, token): its key token * N + text, sorted, and the
-        # bitmask of the positions where the token occurs in that text.
-        occurrence_keys = self._train.ids * len(texts) + self._train.rows
+        # One posting per (training text, token): its key (group, token, text) as one integer,
+        # sorted, so that a part's postings of a token are one key range; and the bitmask of the
+        # positions where the token occurs in that text, in its group's table (as wide as the
+        # group's widest text).
+        self._groups = torch.from_numpy(self._host_groups).to(self.device)
+        self._token_keys = max(len(self.vocabulary), 1) * len(texts)
+        occurrence_groups = self._groups[self._train.rows]
+        occurrence_keys = occurrence_groups * self._token_keys + self._train.ids * len(texts) + self._train.rows
         self._posting_keys, posting_of = torch.unique(occurrence_keys, return_inverse=True)
         postings = len(self._posting_keys)
         self._posting_text = torch.empty(postings, dtype=torch.int64, device=self.device)
         self._posting_text[posting_of] = self._train.rows
         positions = self._train.positions
-        masks = torch.zeros(postings * self._words, dtype=torch.int64, device=self.device)
-        masks.index_put_(
-            (posting_of * self._words + positions // BITS_PER_WORD,),
-            torch.bitwise_left_shift(torch.ones_like(positions), positions % BITS_PER_WORD),
-            accumulate=True,  # distinct positions are distinct bits, so the sum is their OR
-        )
-        self._posting_masks = masks.view(postings, self._words)
+        self._group_masks: dict[int, tuple[int, torch.Tensor]] = {}
+        present = np.unique(self._host_groups).tolist()
+        bounds = torch.tensor([[group * self._token_keys, (group + 1) * self._token_keys] for group in present],
+                              dtype=torch.int64, device=self.device)
+        for group, (first, last) in zip(present, torch.searchsorted(self._posting_keys, bounds).tolist()):
+            size = last - first
+            words = int(self._host_words[self._host_groups == group].max())
+            held = occurrence_groups == group
+            masks = torch.zeros(size * words, dtype=torch.int64, device=self.device)
+            masks.index_put_(
+                ((posting_of[held] - first) * words + positions[held] // BITS_PER_WORD,),
+                torch.bitwise_left_shift(torch.ones_like(positions[held]), positions[held] % BITS_PER_WORD),
+                accumulate=True,  # distinct positions are distinct bits, so the sum is their OR
+            )
+            self._group_masks[group] = (first, masks.view(size, words))
 
-    def _encode(self, texts: Sequence[str]) -> PaddedTokens:
-        return pad_tokens(self.vocabulary.batch(self.tokenizer.tokenize_many(texts), self.device))
+    def _encode(self, texts: Sequence[str]) -> StepTokens:
+        return step_tokens(self.vocabulary.batch(self.tokenizer.tokenize_many(texts), self.device))
 
-    def _encode_train(self, start: int, stop: int) -> PaddedTokens:
+    def _encode_train(self, start: int, stop: int) -> StepTokens:
         first = int(self._train.offsets[start]) if start < self.num_train else 0
         lengths = self._train.lengths[start:stop]
         ids = self._train.ids[first : first + int(lengths.sum())]
-        return pad_tokens(TokenBatch(ids=ids, lengths=lengths))
+        return step_tokens(TokenBatch(ids=ids, lengths=lengths))
 
-    def tile(self, encoded: PaddedTokens, start: int, stop: int) -> torch.Tensor:
+    def tile(self, encoded: StepTokens, start: int, stop: int) -> torch.Tensor:
         rows, cols = len(encoded), stop - start
-        train_lengths = self._train_lengths[start:stop]
-        words = num_words(max(self._host_lengths[start:stop], default=0))
-        vectors = self._bit_vectors(encoded.ids, start, stop, words)
+        parts = self._parts(rows, start, stop)
+        ranges = [self._posting_ranges(encoded, part) for part in parts]
+        # The one host read of a tile: where each step's entries end in each part, which sizes
+        # the joins.
+        read = torch.stack([ends[encoded.step_last] for _, _, ends in ranges]).tolist() if encoded.step_ends and parts else []
+        step_ends = [[0, *part_ends] for part_ends in read] or [[0]] * len(parts)
+        if len(parts) == 1:
+            lcs = self._part_lcs(encoded, parts[0], ranges[0], step_ends[0])
+        else:
+            # The parts side by side, in the order of their columns sorted by group (stable),
+            # then put back in the tile's order, on the device.
+            gathered = torch.empty((rows, cols), dtype=torch.float64, device=self.device)
+            offset = 0
+            for part, part_ranges, part_ends in zip(parts, ranges, step_ends):
+                gathered[:, offset : offset + part.size] = self._part_lcs(encoded, part, part_ranges, part_ends)
+                offset += part.size
+            order = torch.sort(self._groups[start:stop], stable=True).indices
+            lcs = gathered[:, torch.argsort(order)]
         # Every pair, so that no size depends on the data (no host sync): a pair that shares no
-        # token keeps V all ones, LCS 0, and F 0 (where 0/0 would be NaN).
-        lcs = popcount(vectors.bitwise_xor_(WORD_MASK)).sum(1, dtype=torch.float64).view(rows, cols)
-        del vectors
-        total = encoded.lengths.to(torch.float64)[:, None] + train_lengths[None, :]
+        # token keeps LCS 0, and F 0 (where 0/0 would be NaN).
+        total = encoded.lengths.to(torch.float64)[:, None] + self._train_lengths[None, start:stop]
         return torch.where(lcs > 0, (2 * lcs) / total, 0.0)  # 2 LCS is exact: one rounding
 
-    def _bit_vectors(self, ids: torch.Tensor, start: int, stop: int, words: int) -> torch.Tensor:
-        """Final bit vectors V [rows * cols, words] of every (candidate, training text) pair:
-        zero bits within the text's length are the LCS; bits beyond it stay one, as U is zero
-        there, and so do all bits of a pair that shares no token."""
-        pairs = ids.shape[0] * (stop - start)
-        vectors = torch.full((pairs, words), WORD_MASK, dtype=torch.int64, device=self.device)
-        for step_bounds, pair, masks in self._join(ids, start, stop, words):
+    def _parts(self, rows: int, start: int, stop: int) -> list[Part]:
+        """The tile's training texts by word group, each group cut into consecutive runs whose
+        bit vectors and step work (`pair_bytes`, at their own width) stay within the tile's
+        budget: `rows` x (stop - start) pairs at `_budget_words` words. A run holds at least
+        one text."""
+        groups, words = self._host_groups[start:stop], self._host_words[start:stop]
+        budget = rows * (stop - start) * self._bytes_at(self._budget_words)
+        parts = []
+        for group in np.unique(groups).tolist():
+            members = np.flatnonzero(groups == group)
+            while members.size:
+                widths = np.maximum.accumulate(words[members])
+                cost = rows * np.arange(1, members.size + 1) * np.array([self._bytes_at(int(w)) for w in widths])
+                taken = max(int(np.searchsorted(cost, budget, side="right")), 1)
+                run = members[:taken]
+                parts.append(Part(group, start + int(run[0]), start + int(run[-1]) + 1, taken, int(widths[taken - 1])))
+                members = members[taken:]
+        return parts
+
+    def _part_lcs(self, encoded: StepTokens, part: Part, ranges: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+                  step_ends: list[int]) -> torch.Tensor:
+        """LCS [rows, part's texts] (float64) from the final bit vectors V of every pair: zero
+        bits within the text's length are the LCS; bits beyond it stay one, as U is zero there,
+        and so do all bits of a pair that shares no token."""
+        rows, cols = len(encoded), part.size
+        vectors = torch.full((rows * cols, part.words), WORD_MASK, dtype=torch.int64, device=self.device)
+        for step_bounds, pair, masks in self._join(encoded, part, ranges, step_ends):
             for lo, hi in zip(step_bounds, step_bounds[1:]):
                 if hi > lo:
                     step_pair = pair[lo:hi]
                     vectors[step_pair] = lcs_step(vectors[step_pair], masks[lo:hi])
-        return vectors
+        return popcount(vectors.bitwise_xor_(WORD_MASK)).sum(1, dtype=torch.float64).view(rows, cols)
 
-    def _join(
-        self, ids: torch.Tensor, start: int, stop: int, words: int
-    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
-        """The non-zero match masks M of candidate positions against training texts
-        start..stop-1, in groups of consecutive steps (candidate positions): per group, where
-        each step's entries begin and end, each entry's pair and its mask [entries, words].
+    def _posting_ranges(self, encoded: StepTokens, part: Part) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each candidate token's postings among the part's texts: one key range of the sorted
+        posting keys, from `first`, `count` long, ending at `ends` in the concatenated join."""
+        keys = part.group * self._token_keys + encoded.ids * self.num_train
+        first = torch.searchsorted(self._posting_keys, keys + part.first)
+        count = torch.searchsorted(self._posting_keys, keys + part.last) - first
+        count = torch.where(encoded.ids >= 0, count, 0)
+        return first, count, torch.cumsum(count, 0)
 
-        A candidate token's postings among the block's texts are one key range of the sorted
-        posting keys. Slots (position, row) are flattened position-major, so that the entries
-        of one step are contiguous."""
-        rows, cols = ids.shape[0], stop - start
-        slot_ids = ids.T.reshape(-1)
-        keys = slot_ids * self.num_train
-        first = torch.searchsorted(self._posting_keys, keys + start)
-        count = torch.searchsorted(self._posting_keys, keys + stop) - first
-        count = torch.where(slot_ids >= 0, count, 0)
-        ends = torch.cumsum(count, 0)
-        # The one host read of a tile: where each step's entries end, which sizes the join.
-        step_ends = [0, *ends.view(-1, rows)[:, -1].tolist()] if rows else [0]
+    def _join(self, encoded: StepTokens, part: Part, ranges: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+              step_ends: list[int]) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
+        """The non-zero match masks M of the candidates' tokens against the part's texts, in
+        groups of consecutive steps (candidate positions): per group, where each step's entries
+        begin and end, each entry's pair and its mask [entries, words]. The tokens come
+        position-major, so the entries of one step are contiguous; `step_ends`: where each
+        step's entries end, after a 0."""
+        rows, cols = len(encoded), part.size
+        first, count, ends = ranges
         starts = ends - count
+        group_first, group_masks = self._group_masks[part.group]
+        rank_first = self._rank_of(part)
         for group in self._step_groups(step_ends, rows * cols):
             group_start = step_ends[group.start]
             if step_ends[group.stop] == group_start:
                 continue
             entry = torch.arange(group_start, step_ends[group.stop], device=self.device)
-            slot = torch.searchsorted(ends, entry, right=True)  # the slot whose range holds it
-            posting = first[slot] + (entry - starts[slot])
-            pair = (slot % rows) * cols - start + self._posting_text[posting]
-            masks = self._posting_masks[posting, :words]
-            del entry, slot, posting  # only pair and masks live through the steps
+            token = torch.searchsorted(ends, entry, right=True)  # the token whose range holds it
+            posting = first[token] + (entry - starts[token])
+            pair = encoded.rows[token] * cols + (self._rank[self._posting_text[posting]] - rank_first)
+            masks = group_masks[posting - group_first, : part.words]
+            del entry, token, posting  # only pair and masks live through the steps
             step_bounds = [end - group_start for end in step_ends[group.start : group.stop + 1]]
             yield step_bounds, pair, masks
+
+    def _rank_of(self, part: Part) -> int:
+        """The rank of the part's first text among its group's texts (host side)."""
+        return int(np.count_nonzero(self._host_groups[: part.first] == part.group))
 
     @staticmethod
     def _step_groups(step_ends: list[int], max_entries: int) -> list[range]:
@@ -213,11 +314,17 @@ class RougeKernel(Kernel[PaddedTokens]):
         groups.append(range(group_first, len(step_ends) - 1))
         return groups
 
-    def pair_bytes(self) -> int:
+    @staticmethod
+    def _bytes_at(words: int) -> int:
         # Worst case: every pair has a join entry at every step (one token repeated everywhere).
         # Live per pair, in int64 per word of V: V and the group's match masks all along, and in
         # a step the gathered v, u, the sum and the carry scan's cummax (about 9 in all), plus
         # the index tensors of the join (a few int64). Peak RSS measured on
         # that worst case on CPU: 70 to 190 bytes a pair for 1 word, 230 for 2, 550 for 5, 800
         # for 12; the bound keeps a margin for the allocator.
-        return 8 * (14 * self._words + 12)
+        return 8 * (14 * words + 12)
+
+    def pair_bytes(self) -> int:
+        # A pair at the budgeted words (`_parts` cuts wider ones to fit), and the tile's LCS
+        # gathered from its parts and put back in order (two float64).
+        return self._bytes_at(self._budget_words) + 16

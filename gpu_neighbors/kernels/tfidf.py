@@ -45,6 +45,7 @@ from gpu_neighbors.core.saved import pack_strings, unpack_strings
 from gpu_neighbors.core.sparse import add_product, csr_matrix, row_block
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
+from gpu_neighbors.text.compiled import native
 from gpu_neighbors.text.tfidf import CHAR_ORDERS, FEATURES_NAME, FeatureRows, TfidfFeatures
 
 QUANTUM_BITS = 26
@@ -138,6 +139,19 @@ class HeadSplit:
         held = np.flatnonzero(self.position >= 0)
         return held[np.argsort(self.position[held])]
 
+    def quantised(self, rows: FeatureRows, word_features: int) -> tuple[np.ndarray, FeatureRows]:
+        """`split(rows, quantise(rows, word_features))`: in one compiled pass where the install
+        built it (`text.compiled`: the same bits), else by numpy."""
+        if native is None:
+            return self.split(rows, quantise(rows, word_features))
+        head = np.zeros((len(rows), self.size))
+        tail_indptr = np.empty(len(rows) + 1, dtype=np.int64)
+        tail_indices, tail_values = np.empty(rows.indices.size, dtype=np.int64), np.empty(rows.indices.size)
+        native.quantise_split(rows.indptr, rows.indices, rows.values, word_features, SCALE, MAX_SQUARED_NORM,
+                              self.position, head, tail_indptr, tail_indices, tail_values)
+        stored = int(tail_indptr[-1])
+        return head, FeatureRows(tail_indptr, tail_indices[:stored], tail_values[:stored], rows.num_features)
+
     def split(self, rows: FeatureRows, values: np.ndarray) -> tuple[np.ndarray, FeatureRows]:
         """(the head as a dense [rows x size] array, the other entries as rows)."""
         columns = self.position[rows.indices]
@@ -169,7 +183,7 @@ class TfidfKernel(Kernel[EncodedTfidf]):
         self.features = TfidfFeatures()
         rows = self.features.fit(texts)
         self._head = HeadSplit.of(rows, dense_head_size(self.device))
-        head, tail = self._head.split(rows, quantise(rows, self.features.word_features))
+        head, tail = self._head.quantised(rows, self.features.word_features)
         self._hold(torch.from_numpy(head), tail)
 
     def saved_encoding(self) -> dict[str, torch.Tensor]:
@@ -229,8 +243,7 @@ class TfidfKernel(Kernel[EncodedTfidf]):
         self._columns: TransientCache[tuple[int, int], torch.Tensor] = TransientCache()
 
     def _encode(self, texts: Sequence[str]) -> EncodedTfidf:
-        rows = self.features.transform(texts)
-        head, tail = self._head.split(rows, quantise(rows, self.features.word_features))
+        head, tail = self._head.quantised(self.features.transform(texts), self.features.word_features)
         return EncodedTfidf(torch.from_numpy(head).to(self.device), _sparse_rows(tail).to(self.device))
 
     def _encode_train(self, start: int, stop: int) -> EncodedTfidf:

@@ -1,16 +1,28 @@
 # The compiled host loops (_compiled.pyx), for the type checker.
 import numpy as np
 
-def char_walk(padded: np.ndarray, size: int, dense: np.ndarray, slots: np.ndarray, keys: np.ndarray, bounds: np.ndarray,
-              positions: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> None: ...
-def count_rows(rows: np.ndarray, features: np.ndarray, bounds: np.ndarray, indptr: np.ndarray,
-               indices: np.ndarray, counts: np.ndarray) -> None: ...
+def count_texts(char_ids: np.ndarray, kinds: np.ndarray, word_bit: int, space_bit: int, bounds: np.ndarray, first: int,
+                size: int, space_id: int, ends: np.ndarray, end_bounds: np.ndarray, dense: np.ndarray,
+                slots: np.ndarray, keys: np.ndarray, index_bounds: np.ndarray, unigrams: int, char_offsets: np.ndarray,
+                indptr: np.ndarray, indices: np.ndarray, counts: np.ndarray) -> int: ...
 def weigh_rows(indptr: np.ndarray, indices: np.ndarray, counts: np.ndarray, tf_of_count: np.ndarray, idf: np.ndarray,
                word_features: int, values: np.ndarray) -> None: ...
+def quantise_split(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, word_features: int, scale: float,
+                   max_squared_norm: int, position: np.ndarray, head: np.ndarray, tail_indptr: np.ndarray,
+                   tail_indices: np.ndarray, tail_values: np.ndarray) -> None: ...
 def find_keys(dense: np.ndarray, slots: np.ndarray, keys: np.ndarray, shift: int, mask: int, asked: np.ndarray,
               found: np.ndarray) -> None: ...
 def word_ids(char_ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, size: int, ends: np.ndarray,
              end_bounds: np.ndarray, dense: np.ndarray, slots: np.ndarray, keys: np.ndarray, bounds: np.ndarray,
              found: np.ndarray) -> None: ...
-def pad_words(char_ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, texts: np.ndarray, space_id: int,
-              padded: np.ndarray, text_of_position: np.ndarray) -> None: ...
+def typicality_of_tokens(ids: np.ndarray, identities: np.ndarray, misspelt: np.ndarray, lengths: np.ndarray,
+                         endings: np.ndarray, codes: np.ndarray, code_bounds: np.ndarray, vocab_size: int,
+                         identity_count: int, dense: np.ndarray, slots: np.ndarray, keys: np.ndarray,
+                         index_bounds: np.ndarray, ending_counts: np.ndarray, bigram_table: np.ndarray, texts: int,
+                         table_pairs: int, nan: float, statistics: np.ndarray) -> None: ...
+def split_words(codes: np.ndarray, kinds: np.ndarray, word_bit: int, space_bit: int, bounds: np.ndarray, base: int,
+                low_bits: int,                vocabulary_codes: np.ndarray, vocabulary_firsts: np.ndarray, vocabulary_lengths: np.ndarray,
+                dense: np.ndarray, slots: np.ndarray, keys: np.ndarray, shift: int, mask: int, hash_ids: np.ndarray,
+                ids: np.ndarray, unknown_rank: np.ndarray, wordlike: np.ndarray, firsts: np.ndarray,
+                token_lengths: np.ndarray, lengths: np.ndarray, endings: np.ndarray, inside_codes: np.ndarray,
+                code_rows: np.ndarray) -> tuple[int, int]: ...

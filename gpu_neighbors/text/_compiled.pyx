@@ -4,7 +4,9 @@
 answers. Each function runs without the GIL, so encoder threads run on every core."""
 from libc.stdint cimport int64_t, uint64_t
 from libc.math cimport sqrt
-from libc.stdlib cimport qsort
+from libc.stdint cimport int8_t, int32_t, uint8_t
+from libc.stdlib cimport calloc, free, malloc, qsort
+from libc.math cimport floor
 
 cdef uint64_t MULTIPLIER = 0x9E3779B97F4A7C15ULL  # key_index._MULTIPLIER: the same home slots
 
@@ -34,49 +36,6 @@ cdef inline int64_t _find(int64_t key, const int64_t* dense, int64_t dense_size,
         slot = (slot + 1) & mask
 
 
-def char_walk(const int64_t[::1] padded, int64_t size, const int64_t[::1] dense, const int64_t[::1] slots,
-              const int64_t[::1] keys, const int64_t[:, ::1] bounds, int64_t[:, ::1] positions,
-              int64_t[:, ::1] ids, int64_t[::1] counts):
-    """`TfidfFeatures._char_walk` with its lookups, in one pass: for each order k (0 = bigrams),
-    the positions of `padded` where an n-gram of the vocabulary starts, ascending, in
-    positions[k, :counts[k]], and its id in ids[k, :counts[k]]. Each order's index
-    (`KeyIndex.arrays()`) lies in the concatenated `dense`, `slots` and `keys`: bounds[k] holds
-    its dense start and size, slots start, keys start and size, shift and mask."""
-    cdef Py_ssize_t n = padded.shape[0], p, order, orders = bounds.shape[0]
-    cdef int64_t ident, following
-    if bounds.shape[1] != 7 or positions.shape[0] != orders or ids.shape[0] != orders or counts.shape[0] != orders:
-        raise ValueError("char_walk takes seven bounds and an output row per order")
-    if positions.shape[1] < n or ids.shape[1] < n:
-        raise ValueError("char_walk's outputs hold fewer positions than the padded words")
-    for order in range(orders):
-        if (bounds[order, 0] + bounds[order, 1] > dense.shape[0] or bounds[order, 3] + bounds[order, 4] > keys.shape[0]
-                or (not bounds[order, 1] and not bounds[order, 4])):
-            raise ValueError("char_walk's bounds pass its tables, or name neither a dense table nor a hash")
-        counts[order] = 0
-    cdef const int64_t* dense_start = _start(dense)
-    cdef const int64_t* slots_start = _start(slots)
-    cdef const int64_t* keys_start = _start(keys)
-    with nogil:
-        for p in range(n):
-            ident = padded[p]
-            if ident < 0:
-                continue
-            for order in range(orders):
-                if p + order + 1 >= n:
-                    break
-                following = padded[p + order + 1]
-                if following < 0:
-                    break
-                ident = _find(ident * size + following, dense_start + bounds[order, 0], bounds[order, 1],
-                              slots_start + bounds[order, 2], keys_start + bounds[order, 3], bounds[order, 4],
-                              <int>bounds[order, 5], bounds[order, 6])
-                if ident < 0:
-                    break
-                positions[order, counts[order]] = p
-                ids[order, counts[order]] = ident
-                counts[order] += 1
-
-
 def find_keys(const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[::1] keys, int shift, int64_t mask,
               const int64_t[::1] asked, int64_t[::1] found):
     """`KeyIndex.find`: each asked key's position in the table the index (`KeyIndex.arrays()`)
@@ -92,19 +51,9 @@ def find_keys(const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[
                              shift, mask)
 
 
-cdef int _ascending(const void* a, const void* b) noexcept nogil:
-    cdef int64_t x = (<const int64_t*>a)[0], y = (<const int64_t*>b)[0]
-    return (x > y) - (x < y)
-
-
-cdef inline void _sort(int64_t* values, Py_ssize_t size) noexcept nogil:
-    """Ascending, in place: insertion sort for the few values of most n-gram orders of a text,
-    qsort for more."""
+cdef inline void _insertion_sort(int64_t* values, Py_ssize_t size) noexcept nogil:
     cdef Py_ssize_t i, j
     cdef int64_t value
-    if size > 48:
-        qsort(values, size, sizeof(int64_t), _ascending)
-        return
     for i in range(1, size):
         value = values[i]
         j = i - 1
@@ -114,80 +63,123 @@ cdef inline void _sort(int64_t* values, Py_ssize_t size) noexcept nogil:
         values[j + 1] = value
 
 
-def count_rows(const int64_t[::1] rows, const int64_t[::1] features, const int64_t[::1] bounds,
-               int64_t[::1] indptr, int64_t[::1] indices, int64_t[::1] counts):
-    """`np.unique(rows * F + features, return_counts=True)` as CSR (F: any number above every
-    feature), where rows[bounds[s]:bounds[s + 1]] ascends for every stream s and each stream's
-    features lie above the stream before's (one n-gram order each): per text t, its distinct
-    features ascending in indices[indptr[t]:indptr[t + 1]] and their occurrences in counts.
-    indptr: one more than the texts; indices and counts: as long as rows. Each (text, stream)
-    segment is sorted alone, in place (a few dozen values: no table, no global sort)."""
-    cdef Py_ssize_t streams = bounds.shape[0] - 1, stream, t, i, start, stop, kept, total = 0
-    cdef Py_ssize_t size = rows.shape[0], texts = indptr.shape[0] - 1
-    cdef bint ordered = True
-    if features.shape[0] != size or indices.shape[0] < size or counts.shape[0] < size or streams < 0:
-        raise ValueError("count_rows takes rows and features alike, and outputs as long")
-    if size and (bounds[0] != 0 or bounds[streams] != size):
-        raise ValueError("count_rows' bounds do not cover the rows")
-    cursor_array = bytearray(8 * max(streams, 1))
-    cdef int64_t[::1] cursors = memoryview(cursor_array).cast("q")
-    with nogil:
-        for stream in range(streams):
-            cursors[stream] = bounds[stream]
-        indptr[0] = 0
-        for t in range(texts):
-            for stream in range(streams):
-                start = cursors[stream]
-                stop = start
-                while stop < bounds[stream + 1] and rows[stop] == t:
-                    indices[total + stop - start] = features[stop]
-                    stop += 1
-                cursors[stream] = stop
-                if stop == start:
-                    continue
-                _sort(&indices[total], stop - start)
-                if total > indptr[t] and indices[total] <= indices[total - 1]:
-                    ordered = False  # a stream's features not above the one before's
-                kept = total
-                counts[kept] = 1
-                for i in range(total + 1, total + stop - start):
-                    if indices[i] == indices[kept]:
-                        counts[kept] += 1
-                    else:
-                        kept += 1
-                        indices[kept] = indices[i]
-                        counts[kept] = 1
-                total = kept + 1
-            indptr[t + 1] = total
-    if not ordered:
-        raise ValueError("count_rows' streams do not hold ascending feature ranges")
-    for stream in range(streams):
-        if cursors[stream] != bounds[stream + 1]:
-            raise ValueError("count_rows' rows do not ascend within a stream, or pass the texts")
+cdef void _radix_sort(int64_t* values, Py_ssize_t size, int64_t* spare) noexcept nogil:
+    """Ascending, in place, in linear time: a stable counting sort per byte of (value - least),
+    least significant first, as many bytes as the range takes (`spare`: room for `size`)."""
+    cdef Py_ssize_t i, digit
+    cdef int64_t least = values[0], most = values[0]
+    cdef uint64_t span
+    cdef Py_ssize_t[256] starts
+    cdef Py_ssize_t position, count
+    cdef int shift = 0
+    cdef int64_t* swap
+    for i in range(size):
+        least = min(least, values[i])
+        most = max(most, values[i])
+    span = <uint64_t>(most - least)
+    while span >> shift:
+        for digit in range(256):
+            starts[digit] = 0
+        for i in range(size):
+            starts[((<uint64_t>(values[i] - least)) >> shift) & 255] += 1
+        position = 0
+        for digit in range(256):
+            count = starts[digit]
+            starts[digit] = position
+            position += count
+        for i in range(size):
+            digit = ((<uint64_t>(values[i] - least)) >> shift) & 255
+            spare[starts[digit]] = values[i]
+            starts[digit] += 1
+        swap = values
+        values = spare
+        spare = swap
+        shift += 8
+    if (shift // 8) % 2:  # the sorted values are in the spare room: back into place
+        for i in range(size):
+            spare[i] = values[i]
 
 
-def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const int64_t[::1] counts,
+cdef void _bucket_sort(int64_t* values, Py_ssize_t size, int64_t* spare) noexcept nogil:
+    """Ascending, in place, for up to 256 values: dealt into as many buckets as values by their
+    top bits (`spare`: room for `size`), then an insertion sort, which moves each value within
+    its bucket only (at worst, every value in one bucket, 256^2 / 4 moves)."""
+    cdef Py_ssize_t i, bucket, position, count, buckets = 1
+    cdef Py_ssize_t[257] starts
+    cdef int64_t least = values[0], most = values[0]
+    cdef int shift = 0, bits = 0
+    for i in range(size):
+        least = min(least, values[i])
+        most = max(most, values[i])
+    while buckets < size:
+        buckets <<= 1
+        bits += 1
+    while (<uint64_t>(most - least)) >> shift >= <uint64_t>buckets:
+        shift += 1
+    for bucket in range(buckets):
+        starts[bucket] = 0
+    for i in range(size):
+        starts[(<uint64_t>(values[i] - least)) >> shift] += 1
+    position = 0
+    for bucket in range(buckets):
+        count = starts[bucket]
+        starts[bucket] = position
+        position += count
+    for i in range(size):
+        bucket = (<uint64_t>(values[i] - least)) >> shift
+        spare[starts[bucket]] = values[i]
+        starts[bucket] += 1
+    for i in range(size):
+        values[i] = spare[i]
+    _insertion_sort(values, size)
+
+
+cdef inline void _sort(int64_t* values, Py_ssize_t size, int64_t* spare) noexcept nogil:
+    """Ascending, in place, in time linear in the values (no input is quadratic; glibc's qsort,
+    with its comparison callback, cost 30 ns a value here): an insertion sort for a dozen, a
+    bucket pass then an insertion sort for most of a text's n-gram orders, a radix sort for
+    more."""
+    if size <= 12:
+        _insertion_sort(values, size)
+    elif size <= 256:
+        _bucket_sort(values, size, spare)
+    else:
+        _radix_sort(values, size, spare)
+
+
+def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] counts,
                const double[::1] tf_of_count, const double[::1] idf, int64_t word_features, double[::1] values):
     """`TfidfFeatures._weighted` of CSR counts: each entry tf(count) x idf(feature)
     (`tf_of_count` indexed by count), each text's word block (features below `word_features`)
     and char block divided by its l2 norm, whose squares are summed in entry order: the same
     operations, in the same order, as numpy's passes (built with -ffp-contract=off: no fused
     multiply-adds)."""
-    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, i
+    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, i, count, feature
+    cdef Py_ssize_t table = tf_of_count.shape[0], features = idf.shape[0]
     cdef double value, words, chars
+    cdef bint bad = False
     if values.shape[0] < indices.shape[0] or counts.shape[0] < indices.shape[0]:
         raise ValueError("weigh_rows' counts and values are shorter than its indices")
+    if texts > 0 and (indptr[0] < 0 or indptr[texts] > indices.shape[0]):
+        raise ValueError("weigh_rows' rows pass its entries")
     with nogil:
         for t in range(texts):
             words = 0.0
             chars = 0.0
             for i in range(indptr[t], indptr[t + 1]):
-                value = tf_of_count[counts[i]] * idf[indices[i]]
+                count = <Py_ssize_t>counts[i]
+                feature = indices[i]
+                if count < 1 or count >= table or feature < 0 or feature >= features:
+                    bad = True
+                    break
+                value = tf_of_count[count] * idf[feature]
                 values[i] = value
-                if indices[i] < word_features:
+                if feature < word_features:
                     words += value * value
                 else:
                     chars += value * value
+            if bad:
+                break
             words = sqrt(words)
             chars = sqrt(chars)
             for i in range(indptr[t], indptr[t + 1]):
@@ -195,79 +187,621 @@ def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const int6
                     values[i] = values[i] / words
                 else:
                     values[i] = values[i] / chars
+    if bad:
+        raise ValueError("weigh_rows' counts pass its tf table, or its features the idf")
 
 
-def word_ids(const int64_t[::1] char_ids, const int64_t[::1] starts, const int64_t[::1] lengths, int64_t size,
+cdef struct Index:
+    # One `KeyIndex.arrays()`, as pointers into the concatenated tables (`key_index.concatenated`).
+    const int64_t* dense
+    int64_t dense_size
+    const int64_t* slots
+    const int64_t* keys
+    int64_t keys_size
+    int shift
+    int64_t mask
+
+
+cdef inline int64_t _look(const Index* index, int64_t key) noexcept nogil:
+    return _find(key, index.dense, index.dense_size, index.slots, index.keys, index.keys_size, index.shift,
+                 index.mask)
+
+
+cdef Index* _indexes(const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[::1] keys,
+                     const int64_t[:, ::1] bounds) except NULL:
+    """Each row of `bounds` (`key_index.concatenated`: dense start and size, slots start, keys
+    start and size, shift, mask) as an `Index` into the concatenated tables (malloc'd: the
+    caller frees it); ValueError where one passes its tables or names neither a dense table nor
+    a hash."""
+    cdef Py_ssize_t row, rows = bounds.shape[0]
+    if bounds.shape[1] != 7:
+        raise ValueError("an index's bounds are seven numbers")
+    for row in range(rows):
+        if (bounds[row, 0] < 0 or bounds[row, 0] + bounds[row, 1] > dense.shape[0]
+                or bounds[row, 2] < 0 or bounds[row, 2] + (bounds[row, 6] + 1 if bounds[row, 4] else 0) > slots.shape[0]
+                or bounds[row, 3] < 0 or bounds[row, 3] + bounds[row, 4] > keys.shape[0]
+                or (not bounds[row, 1] and not bounds[row, 4])):
+            raise ValueError("an index's bounds pass its tables, or name neither a dense table nor a hash")
+    cdef Index* indexes = <Index*>malloc(sizeof(Index) * max(rows, 1))
+    if indexes == NULL:
+        raise MemoryError()
+    for row in range(rows):
+        indexes[row].dense = _start(dense) + bounds[row, 0]
+        indexes[row].dense_size = bounds[row, 1]
+        indexes[row].slots = _start(slots) + bounds[row, 2]
+        indexes[row].keys = _start(keys) + bounds[row, 3]
+        indexes[row].keys_size = bounds[row, 4]
+        indexes[row].shift = <int>bounds[row, 5]
+        indexes[row].mask = bounds[row, 6]
+    return indexes
+
+
+cdef _check_trie(const int64_t[::1] ends, const int64_t[:, ::1] end_bounds, Py_ssize_t indexes):
+    if end_bounds.shape[1] != 2 or indexes < end_bounds.shape[0] - 1:
+        raise ValueError("a trie takes an end table per depth and an index per depth past the first")
+    for depth in range(end_bounds.shape[0]):
+        if end_bounds[depth, 0] < 0 or end_bounds[depth, 1] < 0 or end_bounds[depth, 0] + end_bounds[depth, 1] > ends.shape[0]:
+            raise ValueError("a trie's end bounds pass its table")
+
+
+cdef inline int64_t _trie_word(const int32_t* char_ids, Py_ssize_t start, Py_ssize_t length, int64_t size,
+                               const int64_t* ends, const int64_t[:, ::1] end_bounds, const Index* nodes) noexcept nogil:
+    """`word_ids` of one token: its word id, or -1."""
+    cdef Py_ssize_t depths = end_bounds.shape[0], depth = 1
+    cdef int64_t node, following
+    if not depths:
+        return -1
+    node = char_ids[start]
+    while True:
+        if length == depth:
+            if node >= 0 and node < end_bounds[depth - 1, 1]:
+                return ends[end_bounds[depth - 1, 0] + node]
+            return -1
+        if node < 0 or depth == depths:
+            return -1
+        following = char_ids[start + depth]
+        if following < 0:
+            return -1
+        node = _look(&nodes[depth - 1], node * size + following)
+        depth += 1
+
+
+def word_ids(const int32_t[::1] char_ids, const int64_t[::1] starts, const int64_t[::1] lengths, int64_t size,
              const int64_t[::1] ends, const int64_t[:, ::1] end_bounds, const int64_t[::1] dense,
              const int64_t[::1] slots, const int64_t[::1] keys, const int64_t[:, ::1] bounds, int64_t[::1] found):
     """`TfidfFeatures._unigram_ids`: each token's word id (-1: not a vocabulary word), walked
     character by character through the vocabulary's trie. A token is char_ids[starts[t]:starts[t] +
     lengths[t]] (alphabet ids, -1 unknown); the word ending at depth d's nodes is in `ends` at
     end_bounds[d - 1] (start, size); the nodes of depth d + 1 are found from (node * size +
-    character) in index d - 1 of the concatenated `dense`, `slots`, `keys` (`bounds`, as
-    `char_walk`'s)."""
-    cdef Py_ssize_t tokens = starts.shape[0], t, depths = end_bounds.shape[0], depth
-    cdef int64_t node, following
+    character) in index d - 1 of the concatenated `dense`, `slots`, `keys` (rows of `bounds`)."""
+    cdef Py_ssize_t tokens = starts.shape[0], t
     if lengths.shape[0] != tokens or found.shape[0] != tokens:
         raise ValueError("word_ids takes a start, a length and an output per token")
-    if end_bounds.shape[1] != 2 or bounds.shape[1] != 7 or bounds.shape[0] < depths - 1:
-        raise ValueError("word_ids takes an end table per depth and an index per depth past the first")
-    for depth in range(depths):
-        if end_bounds[depth, 0] + end_bounds[depth, 1] > ends.shape[0]:
-            raise ValueError("word_ids' end bounds pass its table")
-    for depth in range(depths - 1):
-        if bounds[depth, 0] + bounds[depth, 1] > dense.shape[0] or bounds[depth, 3] + bounds[depth, 4] > keys.shape[0]:
-            raise ValueError("word_ids' bounds pass its tables")
+    _check_trie(ends, end_bounds, bounds.shape[0])
     for t in range(tokens):
         if lengths[t] < 1 or starts[t] < 0 or starts[t] + lengths[t] > char_ids.shape[0]:
             raise ValueError("word_ids' tokens pass the characters")
-    cdef const int64_t* dense_start = _start(dense)
-    cdef const int64_t* slots_start = _start(slots)
-    cdef const int64_t* keys_start = _start(keys)
+    cdef Index* nodes = _indexes(dense, slots, keys, bounds)
+    cdef const int32_t* ids = &char_ids[0] if char_ids.shape[0] else NULL
     with nogil:
         for t in range(tokens):
-            found[t] = -1
-            if not depths:
-                continue
-            node = char_ids[starts[t]]
-            depth = 1
-            while True:
-                if lengths[t] == depth:
-                    if node >= 0 and node < end_bounds[depth - 1, 1]:
-                        found[t] = ends[end_bounds[depth - 1, 0] + node]
-                    break
-                if node < 0 or depth == depths:
-                    break
-                following = char_ids[starts[t] + depth]
-                if following < 0:
-                    break
-                node = _find(node * size + following, dense_start + bounds[depth - 1, 0], bounds[depth - 1, 1],
-                             slots_start + bounds[depth - 1, 2], keys_start + bounds[depth - 1, 3],
-                             bounds[depth - 1, 4], <int>bounds[depth - 1, 5], bounds[depth - 1, 6])
-                depth += 1
+            found[t] = _trie_word(ids, starts[t], lengths[t], size, _start(ends), end_bounds, nodes)
+    free(nodes)
 
 
-def pad_words(const int64_t[::1] char_ids, const int64_t[::1] starts, const int64_t[::1] lengths,
-              const int64_t[::1] texts, int64_t space_id, int64_t[::1] padded, int64_t[::1] text_of_position):
-    """`tfidf._padded_words` and each padded position's text, in one pass: word r (characters
-    char_ids[starts[r]:starts[r] + lengths[r]], of text texts[r]) becomes " w " in alphabet ids
-    followed by a -1 separator, all words concatenated."""
-    cdef Py_ssize_t words = starts.shape[0], r, i, position = 0, total = 0
-    if lengths.shape[0] != words or texts.shape[0] != words:
-        raise ValueError("pad_words takes a start, a length and a text per word")
-    for r in range(words):
-        if lengths[r] < 0 or starts[r] < 0 or starts[r] + lengths[r] > char_ids.shape[0]:
-            raise ValueError("pad_words' words pass the characters")
-        total += lengths[r] + 3
-    if padded.shape[0] != total or text_of_position.shape[0] != total:
-        raise ValueError("pad_words' outputs are not the padded words' length")
+cdef inline int64_t _padded(const int32_t* char_ids, Py_ssize_t start, Py_ssize_t inner, Py_ssize_t q,
+                            int64_t space_id) noexcept nogil:
+    """Position q of the padded word " w " (w: char_ids[start:start + inner])."""
+    if q == 0 or q == inner + 1:
+        return space_id
+    return char_ids[start + q - 1]
+
+
+cdef inline Py_ssize_t _counted(int64_t* values, Py_ssize_t size, int64_t* spare, int64_t* indices, double* counts,
+                                Py_ssize_t total) noexcept nogil:
+    """values sorted (`spare`: room for as many), then each distinct one and its occurrences
+    appended at `total`; the new total."""
+    cdef Py_ssize_t i, kept
+    if not size:
+        return total
+    _sort(values, size, spare)
+    kept = total
+    indices[kept] = values[0]
+    counts[kept] = 1
+    for i in range(1, size):
+        if values[i] == indices[kept]:
+            counts[kept] += 1
+        else:
+            kept += 1
+            indices[kept] = values[i]
+            counts[kept] = 1
+    return kept + 1
+
+
+def count_texts(const int32_t[::1] char_ids, const int8_t[::1] kinds, int word_bit, int space_bit,
+                const int64_t[::1] bounds, Py_ssize_t first, int64_t size, int64_t space_id, const int64_t[::1] ends,
+                const int64_t[:, ::1] end_bounds, const int64_t[::1] dense, const int64_t[::1] slots,
+                const int64_t[::1] keys, const int64_t[:, ::1] index_bounds, int64_t unigrams,
+                const int64_t[::1] char_offsets, int64_t[::1] indptr, int64_t[::1] indices, double[::1] counts):
+    """`TfidfFeatures._chunk_counts` in one pass per text, from its characters' alphabet ids
+    (`char_ids`, -1 unknown) and classes (`kinds`: `word_bit`, `space_bit`) to its row of
+    counts: the tokens (runs of word characters) walked through the vocabulary's trie, the
+    bigrams of consecutive known tokens, the char_wb n-grams of each padded word, every order's
+    features sorted and counted. Text t is positions bounds[t]:bounds[t + 1]. The indexes
+    (`key_index.concatenated`) in `index_bounds`' rows: the trie's depths 2.. (one fewer than
+    `end_bounds`' rows), then the word bigrams, then each char order (`char_offsets`: its
+    first feature). From text `first` on, each text's distinct features ascending go to
+    indices[indptr[t]:indptr[t + 1]] with their counts, while `indices` has room; returns the
+    text it stopped before (every text: all done)."""
+    cdef Py_ssize_t texts = bounds.shape[0] - 1, depths = end_bounds.shape[0], orders = char_offsets.shape[0]
+    cdef Py_ssize_t t, p, start, hi, q, inner, order, stream, streams = 2 + orders, entries, total, longest = 0
+    cdef Py_ssize_t capacity = indices.shape[0]
+    cdef int64_t word, previous, ident, following, span
+    if index_bounds.shape[0] != max(depths - 1, 0) + 1 + orders:
+        raise ValueError("count_texts takes an index per trie depth past the first, the bigrams' and each order's")
+    if indptr.shape[0] != texts + 1 or counts.shape[0] != indices.shape[0]:
+        raise ValueError("count_texts takes outputs for every text")
+    if kinds.shape[0] != char_ids.shape[0] or texts < 0 or bounds[0] != 0 or bounds[texts] != char_ids.shape[0]:
+        raise ValueError("count_texts' bounds do not cover the characters")
+    _check_trie(ends, end_bounds, index_bounds.shape[0])
+    for t in range(texts):
+        if bounds[t + 1] < bounds[t]:
+            raise ValueError("count_texts' bounds do not ascend")
+        longest = max(longest, bounds[t + 1] - bounds[t])
+    if first < 0 or first > texts:
+        raise ValueError("count_texts starts past its texts")
+    # Per text and stream at most: a unigram and a bigram per character, an n-gram of each order
+    # per position of its padded words (two more a word: at most 2 x its characters + 1).
+    span = 2 * longest + 2
+    cdef Index* indexes = _indexes(dense, slots, keys, index_bounds)
+    cdef int64_t* scratch = <int64_t*>malloc(sizeof(int64_t) * span * (streams + 1))  # and the sort's spare room
+    cdef Py_ssize_t* found = <Py_ssize_t*>malloc(sizeof(Py_ssize_t) * streams)
+    if scratch == NULL or found == NULL:
+        free(indexes)
+        free(scratch)
+        free(found)
+        raise MemoryError()
+    cdef const Index* bigram_index = &indexes[max(depths - 1, 0)]
+    cdef const Index* char_indexes = bigram_index + 1
+    cdef const int32_t* ids = &char_ids[0] if char_ids.shape[0] else NULL
+    cdef const int64_t* end_table = _start(ends)
+    cdef int64_t bigram_size = max(unigrams, 1)
+    total = indptr[first] if first else 0
+    indptr[0] = 0
+    t = first
     with nogil:
-        for r in range(words):
-            padded[position] = space_id
-            for i in range(lengths[r]):
-                padded[position + 1 + i] = char_ids[starts[r] + i]
-            padded[position + lengths[r] + 1] = space_id
-            padded[position + lengths[r] + 2] = -1
-            for i in range(lengths[r] + 3):
-                text_of_position[position + i] = texts[r]
-            position += lengths[r] + 3
+        while t < texts:
+            for stream in range(streams):
+                found[stream] = 0
+            hi = bounds[t + 1]
+            # Tokens: maximal runs of word characters; a bigram of each two consecutive ones known.
+            p = bounds[t]
+            previous = -1
+            while p < hi:
+                if not (kinds[p] & word_bit):
+                    p += 1
+                    continue
+                start = p
+                while p < hi and (kinds[p] & word_bit):
+                    p += 1
+                word = _trie_word(ids, start, p - start, size, end_table, end_bounds, indexes)
+                if word >= 0:
+                    scratch[found[0]] = word
+                    found[0] += 1
+                    if previous >= 0:
+                        ident = _look(bigram_index, previous * bigram_size + word)
+                        if ident >= 0:
+                            scratch[span + found[1]] = ident + unigrams
+                            found[1] += 1
+                previous = word
+            # Words (maximal runs of non-space characters), padded " w ": every n-gram inside.
+            p = bounds[t]
+            while p < hi:
+                if kinds[p] & space_bit:
+                    p += 1
+                    continue
+                start = p
+                while p < hi and not (kinds[p] & space_bit):
+                    p += 1
+                inner = p - start
+                for q in range(inner + 2):
+                    ident = _padded(ids, start, inner, q, space_id)
+                    if ident < 0:
+                        continue
+                    for order in range(orders):
+                        if q + order + 1 >= inner + 2:
+                            break
+                        following = _padded(ids, start, inner, q + order + 1, space_id)
+                        if following < 0:
+                            break
+                        ident = _look(&char_indexes[order], ident * size + following)
+                        if ident < 0:
+                            break
+                        scratch[(2 + order) * span + found[2 + order]] = ident + char_offsets[order]
+                        found[2 + order] += 1
+            entries = 0
+            for stream in range(streams):
+                entries += found[stream]
+            if total + entries > capacity:
+                break
+            for stream in range(streams):
+                total = _counted(scratch + stream * span, found[stream], scratch + streams * span, &indices[0],
+                                 &counts[0], total)
+            indptr[t + 1] = total
+            t += 1
+    free(indexes)
+    free(scratch)
+    free(found)
+    return t
+
+
+def quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] values,
+                   int64_t word_features, double scale, int64_t max_squared_norm, const int64_t[::1] position,
+                   double[:, ::1] head, int64_t[::1] tail_indptr, int64_t[::1] tail_indices, double[::1] tail_values):
+    """`kernels.tfidf.quantise` then `HeadSplit.split` of l2-normalised rows: each value
+    floor(v x scale) (the same operations), each text's word and char block brought to a
+    squared norm of at most `max_squared_norm` (its first largest entry lowered one at a time,
+    counted exactly in integers), then each entry into the dense `head` (zeros) at its
+    feature's column (`position`, -1: none) or appended to the tail's CSR rows."""
+    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, i, first, largest, kept = 0, widest = 0
+    cdef Py_ssize_t columns = head.shape[1], features = position.shape[0]
+    cdef int64_t quantised, column
+    cdef int64_t[2] squares_of
+    cdef double scaled
+    cdef bint bad = False
+    cdef int block
+    if head.shape[0] != texts or tail_indptr.shape[0] != texts + 1 or values.shape[0] < indices.shape[0]:
+        raise ValueError("quantise_split takes a head row and a tail row per text, and a value per entry")
+    if tail_indices.shape[0] < indices.shape[0] or tail_values.shape[0] < indices.shape[0]:
+        raise ValueError("quantise_split's tail is shorter than the entries")
+    for t in range(texts):
+        if indptr[t] < 0 or indptr[t + 1] < indptr[t] or indptr[t + 1] > indices.shape[0]:
+            raise ValueError("quantise_split's rows pass the entries")
+        widest = max(widest, indptr[t + 1] - indptr[t])
+    cdef int64_t* quanta = <int64_t*>malloc(sizeof(int64_t) * max(widest, 1))  # one text's
+    if quanta == NULL:
+        raise MemoryError()
+    with nogil:
+        tail_indptr[0] = 0
+        for t in range(texts):
+            first = indptr[t]
+            squares_of[0] = 0  # the word block's
+            squares_of[1] = 0  # the char block's
+            for i in range(first, indptr[t + 1]):
+                scaled = values[i] * scale
+                quantised = <int64_t>scaled if scaled >= 0 else <int64_t>floor(scaled)  # floor
+                quanta[i - first] = quantised
+                squares_of[indices[i] >= word_features] += quantised * quantised
+            for block in range(2):
+                while squares_of[block] > max_squared_norm:
+                    largest = -1
+                    for i in range(first, indptr[t + 1]):
+                        if (indices[i] >= word_features) == block and (largest < 0 or quanta[i - first] > quanta[largest]):
+                            largest = i - first
+                    squares_of[block] -= 2 * quanta[largest] - 1
+                    quanta[largest] -= 1
+            for i in range(first, indptr[t + 1]):
+                if indices[i] < 0 or indices[i] >= features or position[indices[i]] >= columns:
+                    bad = True
+                    break
+                column = position[indices[i]]
+                if column >= 0:
+                    head[t, column] = <double>quanta[i - first]
+                else:
+                    tail_indices[kept] = indices[i]
+                    tail_values[kept] = <double>quanta[i - first]
+                    kept += 1
+            if bad:
+                break
+            tail_indptr[t + 1] = kept
+    free(quanta)
+    if bad:
+        raise ValueError("quantise_split's features pass its head positions")
+
+
+cdef inline bint _held_key(const Index* index, int64_t key) noexcept nogil:
+    return key >= 0 and _look(index, key) >= 0
+
+
+def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, const uint8_t[::1] misspelt,
+                         const int64_t[::1] lengths, const int64_t[::1] endings, const int64_t[::1] codes,
+                         const int64_t[::1] code_bounds, int64_t vocab_size, int64_t identity_count,
+                         const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[::1] keys,
+                         const int64_t[:, ::1] index_bounds, const int64_t[::1] ending_counts,
+                         const int64_t[::1] bigram_table, int64_t texts, int64_t table_pairs, double nan,
+                         double[:, ::1] statistics):
+    """`Typicality.statistics` of new texts (none left out) from their tokens in order: per
+    token its vocabulary id (-1: unseen), identity (-1: no word character) and whether it is
+    misspelt; per text its token count (`lengths`), the code point ending it (-1: none) and its
+    tokens' code points, codes[code_bounds[t]:code_bounds[t + 1]]. The tables' indexes
+    (`key_index.concatenated`, rows: tokens, bigrams, endings, characters), with the endings'
+    counts by position, and the bigram table's sorted keys. Every count an integer, as the
+    torch passes count it (the order statistic's pairs by position, or from the table's side for
+    a row whose known tokens squared pass `table_pairs` x (table + vocabulary + 2): the same
+    integers), then the same divisions; `nan` for a text without a token."""
+    cdef Py_ssize_t rows = lengths.shape[0], row, i, j, first, n, known_count, bigram_count, table_size
+    cdef Py_ssize_t total_tokens = ids.shape[0], longest = 0, distinct
+    cdef int64_t size = vocab_size + 2, start = vocab_size, end = vocab_size + 1
+    cdef int64_t identity_size = identity_count + 2, a, b, key, previous
+    cdef int64_t held_tokens, new_characters, held_bigrams, shuffled, repeats, ending, misspellings
+    if (identities.shape[0] != total_tokens or misspelt.shape[0] != total_tokens or endings.shape[0] != rows
+            or code_bounds.shape[0] != rows + 1 or statistics.shape[0] != rows or statistics.shape[1] != 5):
+        raise ValueError("typicality_of_tokens takes a value per token, per text, and a row of five per text")
+    if index_bounds.shape[0] != 4 or vocab_size < 0 or identity_count < vocab_size:
+        raise ValueError("typicality_of_tokens takes four tables' indexes and identities from the vocabulary's on")
+    if rows and (code_bounds[0] != 0 or code_bounds[rows] != codes.shape[0]):
+        raise ValueError("typicality_of_tokens' code bounds do not cover the code points")
+    first = 0
+    for row in range(rows):
+        if lengths[row] < 0 or code_bounds[row + 1] < code_bounds[row]:
+            raise ValueError("typicality_of_tokens' lengths or code bounds are negative")
+        first += lengths[row]
+        longest = max(longest, lengths[row], code_bounds[row + 1] - code_bounds[row])
+    if first != total_tokens:
+        raise ValueError("typicality_of_tokens' lengths do not cover the tokens")
+    for i in range(total_tokens):
+        if ids[i] >= vocab_size or ids[i] < -1 or identities[i] >= identity_count or identities[i] < -1:
+            raise ValueError("typicality_of_tokens' ids or identities pass the vocabulary")
+    table_size = bigram_table.shape[0]
+    cdef Index* indexes = _indexes(dense, slots, keys, index_bounds)
+    cdef int64_t* occurrences = <int64_t*>calloc(size, sizeof(int64_t))  # of each known token, in one row
+    cdef int64_t* scratch = <int64_t*>malloc(sizeof(int64_t) * 2 * (longest + 2))
+    if occurrences == NULL or scratch == NULL:
+        free(indexes)
+        free(occurrences)
+        free(scratch)
+        raise MemoryError()
+    cdef int64_t* spare = scratch + longest + 2
+    with nogil:
+        first = 0
+        for row in range(rows):
+            n = lengths[row]
+            if not n:
+                for i in range(5):
+                    statistics[row, i] = nan
+                continue
+            held_tokens = misspellings = shuffled = known_count = 0
+            for i in range(first, first + n):
+                if _held_key(&indexes[0], ids[i]):
+                    held_tokens += 1
+                elif misspelt[i]:
+                    misspellings += 1
+                if ids[i] >= 0:
+                    known_count += 1
+                    occurrences[ids[i]] += 1
+                    shuffled += _held_key(&indexes[1], start * size + ids[i]) + _held_key(&indexes[1], ids[i] * size + end)
+            # bigrams start t1 .. tn end, held where both tokens are known
+            held_bigrams = 0
+            previous = start
+            for i in range(first, first + n + 1):
+                b = ids[i] if i < first + n else end
+                if previous >= 0 and b >= 0:
+                    held_bigrams += _held_key(&indexes[1], previous * size + b)
+                previous = b
+            # the pairs of distinct positions of known tokens whose bigram is held
+            if known_count * known_count > table_pairs * (table_size + size):
+                for j in range(table_size):
+                    a = bigram_table[j] // size
+                    b = bigram_table[j] % size
+                    if a < vocab_size and b < vocab_size:
+                        shuffled += occurrences[a] * (occurrences[b] - (a == b))
+            else:
+                for i in range(first, first + n):
+                    if ids[i] < 0:
+                        continue
+                    for j in range(first, first + n):
+                        if j != i and ids[j] >= 0:
+                            shuffled += _held_key(&indexes[1], ids[i] * size + ids[j])
+            for i in range(first, first + n):
+                if ids[i] >= 0:
+                    occurrences[ids[i]] = 0
+            # repeated bigrams of identities (start t1 .. tn end; a token without a word character matches none)
+            bigram_count = 0
+            previous = identity_count
+            for i in range(first, first + n + 1):
+                b = identities[i] if i < first + n else identity_count + 1
+                if previous >= 0 and b >= 0:
+                    scratch[bigram_count] = previous * identity_size + b
+                    bigram_count += 1
+                previous = b
+            repeats = 0
+            if bigram_count:
+                _sort(scratch, bigram_count, spare)
+                for i in range(1, bigram_count):
+                    repeats += scratch[i] == scratch[i - 1]
+            # distinct code points of the row's tokens that no training text holds
+            distinct = 0
+            for i in range(code_bounds[row], code_bounds[row + 1]):
+                if not _held_key(&indexes[3], codes[i]):
+                    scratch[distinct] = codes[i]
+                    distinct += 1
+            new_characters = 0
+            if distinct:
+                _sort(scratch, distinct, spare)
+                new_characters = 1
+                for i in range(1, distinct):
+                    new_characters += scratch[i] != scratch[i - 1]
+            ending = 0
+            if endings[row] >= 0:
+                key = _look(&indexes[2], endings[row])
+                if key >= 0 and key < ending_counts.shape[0]:
+                    ending = ending_counts[key]
+            statistics[row, 0] = <double>(held_tokens - 2 * new_characters * n) / <double>n
+            statistics[row, 1] = <double>(n * held_bigrams - shuffled) / <double>(n * (n + 1))
+            statistics[row, 2] = <double>repeats / <double>(n + 1)
+            statistics[row, 3] = <double>ending / <double>max(1, texts)
+            statistics[row, 4] = <double>misspellings / <double>n
+            first += n
+    free(indexes)
+    free(occurrences)
+    free(scratch)
+
+
+cdef struct Unknown:
+    int64_t hash
+    Py_ssize_t token
+    Py_ssize_t start  # its first code point
+
+
+cdef int _by_hash(const void* a, const void* b) noexcept nogil:
+    cdef const Unknown* x = <const Unknown*>a
+    cdef const Unknown* y = <const Unknown*>b
+    if x.hash != y.hash:
+        return (x.hash > y.hash) - (x.hash < y.hash)
+    return (x.token > y.token) - (x.token < y.token)
+
+
+cdef inline bint _same_codes(const int64_t* a, const int64_t* b, Py_ssize_t length) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(length):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit, int space_bit,
+                const int64_t[::1] bounds, uint64_t base, uint64_t low_bits, const int64_t[::1] vocabulary_codes, const int64_t[::1] vocabulary_firsts,
+                const int64_t[::1] vocabulary_lengths, const int64_t[::1] dense, const int64_t[::1] slots,
+                const int64_t[::1] keys, int shift, int64_t mask, const int64_t[::1] hash_ids, int64_t[::1] ids,
+                int64_t[::1] unknown_rank, uint8_t[::1] wordlike, int64_t[::1] firsts, int64_t[::1] token_lengths,
+                int64_t[::1] lengths, int64_t[::1] endings, int64_t[::1] inside_codes, int64_t[::1] code_rows):
+    """`token_runs.split_tokens`'s tokens in one pass per text: each maximal run of non-space
+    code points (`kinds`' `space_bit`) of text t (codes[bounds[t]:bounds[t + 1]]) hashed as
+    `Runs.hashes` hashes it (sum of (code + 1) base^place, wrapping, then & `low_bits`), looked up among the vocabulary's hashes (the index over them, and
+    the token id of each, `hash_ids`) and checked code point by code point: its id, else -1
+    and its rank among the distinct unknown tokens by hash (np.unique's order); whether it
+    holds a word character (`word_bit`), its first code point (counted among the non-space ones)
+    and length; per text its token count and the code point ending its last token (-1: none);
+    every non-space code point in `inside_codes`, its text in `code_rows`.
+    Returns (tokens, distinct unknown tokens), their leaders (each one's first occurrence) in
+    firsts[tokens:] and token_lengths[tokens:] by rank; or (-1, -1) where two different unknown
+    tokens share a hash (the caller tokenizes those texts another way)."""
+    cdef Py_ssize_t texts = bounds.shape[0] - 1, t, p, hi, start, length, tokens = 0, inside = 0, unknowns = 0
+    cdef Py_ssize_t position, candidate, distinct = 0, i, capacity = ids.shape[0]
+    cdef uint64_t hashed, power
+    cdef bint word, collided = False, failed = False
+    cdef Unknown leader
+    cdef Py_ssize_t table_size = 1, slot, groups = 0
+    cdef int table_shift = 64
+    cdef Py_ssize_t* table = NULL
+    cdef Py_ssize_t* group_of = NULL
+    cdef Unknown* leaders = NULL
+    if kinds.shape[0] != codes.shape[0] or texts < 0 or lengths.shape[0] != texts or endings.shape[0] != texts:
+        raise ValueError("split_words takes a class per code point and an output per text")
+    if bounds[0] != 0 or bounds[texts] != codes.shape[0]:
+        raise ValueError("split_words' bounds do not cover the code points")
+    for t in range(texts):
+        if bounds[t + 1] < bounds[t]:
+            raise ValueError("split_words' bounds do not ascend")
+    if (unknown_rank.shape[0] != capacity or wordlike.shape[0] != capacity or firsts.shape[0] != 2 * capacity
+            or token_lengths.shape[0] != 2 * capacity or capacity < codes.shape[0]
+            or inside_codes.shape[0] != capacity or code_rows.shape[0] != capacity):
+        raise ValueError("split_words' outputs hold fewer tokens than the code points (twice for the leaders)")
+    if vocabulary_firsts.shape[0] != vocabulary_lengths.shape[0]:
+        raise ValueError("split_words' vocabulary takes a first code point and a length per token")
+    for i in range(vocabulary_firsts.shape[0]):
+        if vocabulary_firsts[i] < 0 or vocabulary_lengths[i] < 0 or vocabulary_firsts[i] + vocabulary_lengths[i] > vocabulary_codes.shape[0]:
+            raise ValueError("split_words' vocabulary tokens pass its code points")
+    for i in range(hash_ids.shape[0]):
+        if hash_ids[i] < 0 or hash_ids[i] >= vocabulary_firsts.shape[0]:
+            raise ValueError("split_words' hash ids pass the vocabulary")
+    if not dense.shape[0] and not slots.shape[0] and hash_ids.shape[0]:
+        raise ValueError("split_words takes a dense table or hash slots")
+    cdef Unknown* unknown = <Unknown*>malloc(sizeof(Unknown) * max(capacity, 1))
+    if unknown == NULL:
+        raise MemoryError()
+    cdef const int64_t* code = _start(codes)
+    cdef const int64_t* vocabulary_code = _start(vocabulary_codes)
+    with nogil:
+        for t in range(texts):
+            p = bounds[t]
+            hi = bounds[t + 1]
+            lengths[t] = 0
+            endings[t] = -1
+            while p < hi:
+                if kinds[p] & space_bit:
+                    p += 1
+                    continue
+                start = p
+                hashed = 0
+                power = 1
+                word = False
+                while p < hi and not (kinds[p] & space_bit):
+                    inside_codes[inside + p - start] = code[p]
+                    code_rows[inside + p - start] = t
+                    hashed += (<uint64_t>code[p] + 1) * power
+                    power *= base
+                    word = word or (kinds[p] & word_bit)
+                    p += 1
+                length = p - start
+                hashed &= low_bits
+                ids[tokens] = -1
+                if hash_ids.shape[0]:
+                    position = _find(<int64_t>hashed, _start(dense), dense.shape[0], _start(slots), _start(keys),
+                                     keys.shape[0], shift, mask)
+                    if position >= 0:
+                        candidate = hash_ids[position]
+                        if vocabulary_lengths[candidate] == length and _same_codes(
+                                code + start, vocabulary_code + vocabulary_firsts[candidate], length):
+                            ids[tokens] = candidate
+                if ids[tokens] < 0:
+                    unknown[unknowns].hash = <int64_t>hashed
+                    unknown[unknowns].token = tokens
+                    unknown[unknowns].start = start
+                    unknowns += 1
+                unknown_rank[tokens] = -1
+                wordlike[tokens] = word
+                firsts[tokens] = inside
+                token_lengths[tokens] = length
+                inside += length
+                lengths[t] += 1
+                endings[t] = code[p - 1]
+                tokens += 1
+        # Unknown tokens grouped by hash (open addressing, in token order: each group's first
+        # occurrence leads it, and every other member must be the same code points), then only
+        # the groups' leaders sorted by hash for their ranks: np.unique's order, without sorting
+        # every occurrence (with a small vocabulary, most tokens are unknown).
+        while table_size < 2 * unknowns:
+            table_size <<= 1
+            table_shift -= 1
+        table = <Py_ssize_t*>malloc(sizeof(Py_ssize_t) * table_size)
+        group_of = <Py_ssize_t*>malloc(sizeof(Py_ssize_t) * max(unknowns, 1))
+        leaders = <Unknown*>malloc(sizeof(Unknown) * max(unknowns, 1))
+        if table == NULL or group_of == NULL or leaders == NULL:
+            failed = True
+        else:
+            for slot in range(table_size):
+                table[slot] = -1
+            for i in range(unknowns):
+                slot = <Py_ssize_t>((<uint64_t>unknown[i].hash * MULTIPLIER) >> table_shift)
+                while table[slot] >= 0 and leaders[table[slot]].hash != unknown[i].hash:
+                    slot = (slot + 1) & (table_size - 1)
+                if table[slot] < 0:
+                    table[slot] = groups
+                    leaders[groups] = unknown[i]
+                    groups += 1
+                else:
+                    leader = leaders[table[slot]]
+                    if (token_lengths[unknown[i].token] != token_lengths[leader.token] or not _same_codes(
+                            code + unknown[i].start, code + leader.start, token_lengths[leader.token])):
+                        collided = True
+                group_of[i] = table[slot]
+            for i in range(groups):
+                leaders[i].start = i  # the group, kept through the sort (distinct hashes: no ties)
+            qsort(leaders, groups, sizeof(Unknown), _by_hash)
+            for distinct in range(groups):
+                table[leaders[distinct].start] = distinct  # the table now maps a group to its rank
+                firsts[tokens + distinct] = firsts[leaders[distinct].token]
+                token_lengths[tokens + distinct] = token_lengths[leaders[distinct].token]
+            distinct = groups
+            for i in range(unknowns):
+                unknown_rank[unknown[i].token] = table[group_of[i]]
+    free(unknown)
+    free(table)
+    free(group_of)
+    free(leaders)
+    if failed:
+        raise MemoryError()
+    if collided:
+        return -1, -1
+    return tokens, distinct

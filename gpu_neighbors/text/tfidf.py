@@ -61,6 +61,9 @@ SPACE = ord(" ")
 # Texts whose n-grams are counted at once: the per-position int64 arrays of a chunk (a few dozen
 # bytes a character) stay small; 10^6 training texts counted at once peaked at 16.5 GB resident.
 COUNT_TEXTS = 1 << 14
+# Room for n-gram entries the compiled count starts with, per character (a word of n >= 3
+# characters and its space make 4n + 1 at most, before any two are the same); grown where short.
+ENTRIES_PER_CHARACTER = 4
 
 
 @dataclass(frozen=True)
@@ -111,9 +114,10 @@ class Lookups:
     chars: list[KeyIndex]
 
     @functools.cached_property
-    def walk_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The char n-gram indexes as the compiled walk reads them (`key_index.concatenated`)."""
-        return concatenated(self.chars)
+    def count_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The trie's node indexes, the bigrams' and each char order's, as the compiled count
+        reads them (`key_index.concatenated`)."""
+        return concatenated([*self.word_nodes, self.bigrams, *self.chars])
 
     @functools.cached_property
     def trie_tables(self) -> tuple[np.ndarray, ...]:
@@ -141,6 +145,7 @@ class TfidfFeatures:
         self.num_features = 0
         self.idf = np.zeros(0)
         self._lookups: Lookups | None = None
+        self._tf = np.zeros(1)  # 1 + ln(count) by count, made as far as asked (`_tf_of_count`)
 
     # -- fitting --------------------------------------------------------------------------
 
@@ -245,7 +250,7 @@ class TfidfFeatures:
         found = np.full(tokens.starts.size, -1, dtype=np.int64)
         size = max(self.alphabet.size, 1)
         if native is not None:  # token by token in C: the same walk
-            native.word_ids(np.ascontiguousarray(char_ids, dtype=np.int64), tokens.starts.astype(np.int64),
+            native.word_ids(np.ascontiguousarray(char_ids, dtype=np.int32), tokens.starts.astype(np.int64),
                             tokens.lengths.astype(np.int64), size, *lookups.trie_tables, found)
             return found
         active = np.arange(tokens.starts.size, dtype=np.int64) if lookups.word_ends else found[:0]
@@ -293,19 +298,9 @@ class TfidfFeatures:
             yield positions, ids
 
     def _looked_up_walk(self, padded: np.ndarray, lookups: Lookups) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """`_char_walk` with each order's n-grams found in the fitted tables: one compiled pass
-        where the install built it (`text.compiled`), else numpy's passes (the same answers)."""
-        if native is None:
-            indexes = dict(zip(CHAR_ORDERS, lookups.chars))
-            yield from self._char_walk(padded, lambda order, keys: indexes[order].find(keys))
-            return
-        positions = np.empty((len(CHAR_ORDERS), padded.size), dtype=np.int64)
-        ids = np.empty_like(positions)
-        counts = np.zeros(len(CHAR_ORDERS), dtype=np.int64)
-        native.char_walk(np.ascontiguousarray(padded, dtype=np.int64), max(self.alphabet.size, 1), *lookups.walk_tables,
-                         positions, ids, counts)
-        for order, count in enumerate(counts.tolist()):
-            yield positions[order, :count], ids[order, :count]
+        """`_char_walk` with each order's n-grams found in the fitted tables."""
+        indexes = dict(zip(CHAR_ORDERS, lookups.chars))
+        yield from self._char_walk(padded, lambda order, keys: indexes[order].find(keys))
 
     def _word_grams(self, char_ids: np.ndarray, tokens: Runs, lookups: Lookups) -> Grams:
         ids = self._unigram_ids(char_ids, tokens, lookups)
@@ -316,14 +311,8 @@ class TfidfFeatures:
         return Grams([tokens.texts[kept], bigram_rows[known][found]], [ids[kept], bigrams[found] + len(self.unigrams)])
 
     def _char_grams(self, char_ids: np.ndarray, kinds: np.ndarray, words: Runs, lookups: Lookups) -> Grams:
-        if native is not None:  # the padded words and each position's text in one pass
-            size = int(words.lengths.sum()) + 3 * words.lengths.size
-            padded, text_of_position = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
-            native.pad_words(np.ascontiguousarray(char_ids, dtype=np.int64), words.starts.astype(np.int64),
-                             words.lengths.astype(np.int64), words.texts, lookups.space_id, padded, text_of_position)
-        else:
-            padded = _padded_words(char_ids, kinds, words, lookups.space_id)
-            text_of_position = np.repeat(words.texts, words.lengths + 3)
+        padded = _padded_words(char_ids, kinds, words, lookups.space_id)
+        text_of_position = np.repeat(words.texts, words.lengths + 3)
         rows, features = [], []
         for (positions, ids), offset in zip(self._looked_up_walk(padded, lookups), self.char_offsets):
             rows.append(text_of_position[positions])
@@ -340,22 +329,40 @@ class TfidfFeatures:
         lookups = self.lookups()
         points = CodePoints.of(lowered)
         kinds = classes(points.codes)
+        if native is not None:  # one pass per text in C, from its characters to its row
+            return self._compiled_counts(points, kinds, lookups.char_ids[points.codes], lookups)
         char_ids = lookups.char_ids[points.codes].astype(np.int64)
         words = self._word_grams(char_ids, points.runs((kinds & WORD) > 0), lookups)
         chars = self._char_grams(char_ids, kinds, points.runs((kinds & SPACE_CLASS) == 0), lookups)
         rows = np.concatenate(words.rows + chars.rows)
         features = np.concatenate(words.features + chars.features)
-        if native is not None:  # each text's orders sorted apart: the same table as the sort's
-            bounds = np.cumsum([0] + [part.size for part in words.rows + chars.rows], dtype=np.int64)
-            indptr = np.empty(num_texts + 1, dtype=np.int64)
-            indices, counts = np.empty(rows.size, dtype=np.int64), np.empty(rows.size, dtype=np.int64)
-            native.count_rows(rows, features, bounds, indptr, indices, counts)
-            stored = int(indptr[-1])
-            return FeatureRows(indptr, indices[:stored], counts[:stored].astype(np.float64), self.num_features)
         width = max(self.num_features, 1)
         keys, counts = _distinct(rows * width + features)
         indptr = np.searchsorted(keys, np.arange(num_texts + 1, dtype=np.int64) * width)
         return FeatureRows(indptr.astype(np.int64), keys % width, counts.astype(np.float64), self.num_features)
+
+    def _compiled_counts(self, points: CodePoints, kinds: np.ndarray, char_ids: np.ndarray,
+                         lookups: Lookups) -> FeatureRows:
+        """`_chunk_counts` by `native.count_texts` (the same rows), into outputs that grow where
+        the texts need more room than ENTRIES_PER_CHARACTER."""
+        assert native is not None
+        texts = points.bounds.size - 1
+        ends, end_bounds = lookups.trie_tables[:2]
+        indptr = np.zeros(texts + 1, dtype=np.int64)
+        room = ENTRIES_PER_CHARACTER * points.codes.size + 16
+        indices, counts = np.empty(room, dtype=np.int64), np.empty(room)
+        done = 0
+        while True:
+            done = native.count_texts(char_ids, kinds, WORD, SPACE_CLASS, points.bounds, done, max(self.alphabet.size, 1),
+                                      lookups.space_id, ends, end_bounds, *lookups.count_tables, len(self.unigrams),
+                                      np.asarray(self.char_offsets, dtype=np.int64), indptr, indices, counts)
+            if done == texts:
+                break
+            kept = int(indptr[done])
+            indices = np.concatenate([indices[:kept], np.empty(2 * indices.size, dtype=np.int64)])
+            counts = np.concatenate([counts[:kept], np.empty(2 * counts.size)])
+        stored = int(indptr[-1])
+        return FeatureRows(indptr, indices[:stored], counts[:stored], self.num_features)
 
     def _weighted_rows(self, parts: list[FeatureRows]) -> FeatureRows:
         """The parts' counts weighted and stacked into one set of rows; each part is dropped from
@@ -376,13 +383,10 @@ class TfidfFeatures:
     def _weighted(self, counts: FeatureRows) -> FeatureRows:
         """Sublinear tf times idf, each block l2-normalised per text."""
         if native is not None:  # the same operations in the same order, in one pass
-            occurrences = counts.values.astype(np.int64)
-            present = np.flatnonzero(np.bincount(occurrences)) if occurrences.size else occurrences
-            tf_of_count = np.zeros(int(present[-1]) + 1 if present.size else 1)
-            tf_of_count[present] = [1 + math.log(count) for count in present.tolist()]
-            values = np.empty(occurrences.size)
-            native.weigh_rows(counts.indptr, counts.indices, occurrences, tf_of_count, self.idf, self.word_features,
-                              values)
+            values = np.empty(counts.values.size)
+            top = int(counts.values.max()) + 1 if counts.values.size else 1
+            native.weigh_rows(counts.indptr, counts.indices, counts.values, self._tf_of_count(top), self.idf,
+                              self.word_features, values)
             return FeatureRows(counts.indptr, counts.indices, values, self.num_features)
         tf = _by_distinct(counts.values.astype(np.int64), lambda count: 1 + math.log(count))
         values = tf * self.idf[counts.indices]
@@ -391,6 +395,15 @@ class TfidfFeatures:
         norms = np.sqrt(np.bincount(block, weights=values * values, minlength=2 * len(counts)))
         values = values / norms[block]  # a stored entry's block has a positive norm
         return FeatureRows(counts.indptr, counts.indices, values, self.num_features)
+
+    def _tf_of_count(self, top: int) -> np.ndarray:
+        """1 + ln(count) (`math.log`, as the numpy passes take it) of every count below `top`,
+        indexed by count: made once, and longer where a chunk holds a larger count."""
+        table = getattr(self, "_tf", np.zeros(1))  # a scorer pickled before the table was kept
+        if table.size < top:
+            size = max(top, 2 * table.size, 256)
+            table = self._tf = np.array([0.0, *(1 + math.log(count) for count in range(1, size))])
+        return table
 
     # -- names (tests, explanations) ----------------------------------------------------------
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpu_neighbors.text.characters import SPACE, WORD, CodePoints, classes
+from gpu_neighbors.text.compiled import native
 from gpu_neighbors.text.key_index import KeyIndex
 from gpu_neighbors.text.vocabulary import UNKNOWN_ID
 
@@ -136,9 +137,12 @@ class SplitTokens:
 
 def split_tokens(texts: Sequence[str], vocabulary: RunVocabulary) -> SplitTokens | None:
     """`str.split()` of every text, looked up in `vocabulary`; None where two different tokens
-    the vocabulary lacks share a hash."""
+    the vocabulary lacks share a hash. In one compiled pass per text where the install built
+    it (`text.compiled`: the same answers), else by numpy's passes."""
     points = CodePoints.of(list(texts))
     kinds = classes(points.codes)
+    if native is not None:
+        return _compiled_split(points, kinds, vocabulary)
     inside = (kinds & SPACE) == 0
     cuts = points.runs(inside)
     runs = Runs.of(points.codes[inside], cuts.lengths)
@@ -165,6 +169,34 @@ def split_tokens(texts: Sequence[str], vocabulary: RunVocabulary) -> SplitTokens
     some = lengths > 0
     last = (np.cumsum(lengths) - 1)[some]
     endings[some] = runs.codes[runs.firsts[last] + runs.lengths[last] - 1]
-    marks = np.bincount(points.bounds[1:-1], minlength=points.codes.size + 1)[:points.codes.size]
     return SplitTokens(ids, unknown_rank, unknown_tokens, wordlike, lengths, endings, runs.codes,
-                       np.cumsum(marks)[inside])
+                       _code_rows(points, inside))
+
+
+def _code_rows(points: CodePoints, inside: np.ndarray) -> np.ndarray:
+    """The text of every code point where `inside` holds."""
+    marks = np.bincount(points.bounds[1:-1], minlength=points.codes.size + 1)[:points.codes.size]
+    return np.cumsum(marks)[inside]
+
+
+def _compiled_split(points: CodePoints, kinds: np.ndarray, vocabulary: RunVocabulary) -> SplitTokens | None:
+    """`split_tokens` by `native.split_words` (the same tokens, ids, ranks and strings)."""
+    assert native is not None
+    capacity, texts = points.codes.size, points.bounds.size - 1
+    ids, rank = np.empty(capacity, dtype=np.int64), np.empty(capacity, dtype=np.int64)
+    wordlike = np.empty(capacity, dtype=np.uint8)
+    firsts, lengths = np.empty(2 * capacity, dtype=np.int64), np.empty(2 * capacity, dtype=np.int64)
+    per_text, endings = np.empty(texts, dtype=np.int64), np.empty(texts, dtype=np.int64)
+    codes, code_rows = np.empty(capacity, dtype=np.int64), np.empty(capacity, dtype=np.int64)
+    runs = vocabulary.runs
+    tokens, distinct = native.split_words(points.codes, kinds, WORD, SPACE, points.bounds, _BASE, int(_LOW_63),
+                                          runs.codes, runs.firsts,
+                                          runs.lengths, *vocabulary.index.arrays(), vocabulary.ids, ids, rank,
+                                          wordlike, firsts, lengths, per_text, endings, codes, code_rows)
+    if tokens < 0:
+        return None
+    inside = int(firsts[tokens - 1] + lengths[tokens - 1]) if tokens else 0
+    codes, code_rows = codes[:inside], code_rows[:inside]
+    leaders = Runs(codes, firsts[tokens:tokens + distinct], lengths[tokens:tokens + distinct], np.zeros(0, np.int64))
+    return SplitTokens(ids[:tokens], rank[:tokens], leaders.strings(np.arange(distinct)), wordlike[:tokens].view(bool),
+                       per_text, endings, codes, code_rows)

@@ -51,7 +51,8 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from gpu_neighbors.text.key_index import KeyIndex, indexed_by_key
+from gpu_neighbors.text.compiled import native
+from gpu_neighbors.text.key_index import KeyIndex, concatenated, indexed_by_key
 from gpu_neighbors.text.lexicon import misspelt_table
 from gpu_neighbors.text.token_runs import RunVocabulary, SplitTokens, split_tokens
 from gpu_neighbors.text.tokenizers import TokenizedTexts, Tokenizer, WhitespaceTokenizer
@@ -454,6 +455,8 @@ class Typicality:
         text the training set never saw would get)."""
         if originals is not None and (own or len(originals) != len(texts)):
             raise ValueError("originals go one to a text, and not with own=True")
+        if not own and originals is None and (compiled := self._compiled_statistics(texts)) is not None:
+            return compiled
         # By length, in slices whose longest text is at most twice its shortest, so that a slice's
         # rows pad to about their own width: the order statistic reads every pair of positions of
         # the padded rows. A row's statistics do not depend on the other rows of its slice.
@@ -481,6 +484,39 @@ class Typicality:
                 return Tokens.of_split(split, self.vocab_size, misspelt_ids, self.language, self.device)
         return Tokens.of(self.tokenizer.tokenize_many(texts), self.vocabulary, self.wordlike, misspelt_ids,
                          self.language, self.device)
+
+    def _compiled_statistics(self, texts: Sequence[str]) -> torch.Tensor | None:
+        """`of_texts` of new texts in one compiled pass per text (`typicality_of_tokens`: the
+        same integers, the same divisions), where the install built it, the tables are on the
+        CPU and the texts' tokens are read from their code points (`split_tokens`); else None."""
+        if native is None or self.device.type != "cpu" or self._runs is None:
+            return None
+        split = split_tokens(list(map(str.lower, texts)) if self.tokenizer.lowercase else texts, self._runs)
+        if split is None:
+            return None
+        unseen = split.ids == UNKNOWN_ID
+        identities = np.where(split.wordlike, np.where(unseen, self.vocab_size + split.unknown_rank, split.ids),
+                              NOT_A_WORD)
+        misspelt = np.zeros(split.ids.size, dtype=bool)
+        if split.unknown_tokens:
+            misspelt[unseen] = misspelt_table(split.unknown_tokens, self.language)[split.unknown_rank[unseen]]
+        code_bounds = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(split.code_rows, minlength=len(texts)), out=code_bounds[1:])
+        statistics = np.empty((len(texts), len(STATISTICS)))
+        indexes, ending_counts, bigram_keys = self._compiled_tables
+        native.typicality_of_tokens(split.ids, identities, misspelt.view(np.uint8), split.lengths, split.endings,
+                                    split.codes, code_bounds, self.vocab_size, self.vocab_size + int(unseen.sum()),
+                                    *indexes, ending_counts, bigram_keys, self.tables.texts, TABLE_PAIRS, float("nan"),
+                                    statistics)
+        return torch.from_numpy(statistics)
+
+    @cached_property
+    def _compiled_tables(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray]:
+        """What `typicality_of_tokens` reads: the tables' indexes (`TABLE_NAMES` order), the
+        endings' counts and the bigrams' keys, on the host."""
+        tables = [getattr(self.tables, name) for name in TABLE_NAMES]
+        return (concatenated([table._hashed for table in tables]), self.tables.endings.counts.cpu().numpy(),
+                self.tables.bigrams.keys.cpu().numpy())
 
     @cached_property
     def _misspelt_once(self) -> np.ndarray:

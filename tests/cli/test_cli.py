@@ -126,6 +126,22 @@ def test_score_takes_one_thread_on_the_cpu_unless_told():
         assert default_threads("auto") == 1
 
 
+def test_score_counts_the_cores_it_may_run_on_once(monkeypatch):
+    """Encoders and scoring workers both count the cores this process may run on (its affinity,
+    as a container or `taskset` sets it), not the machine's: on one allowed core of eight, one
+    scoring worker, not two threads of tiles on one core."""
+    import os
+
+    from gpu_neighbors.cli.commands import default_encoders, default_workers
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert default_encoders() == 1
+    assert default_workers("cpu") == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert default_encoders() == 4 and default_workers("cpu") == 2
+
+
 def test_score_leaves_the_host_allocator_alone(tmp_path, train_file, monkeypatch, unasked_allocator):
     """`score`'s tiles run in worker threads while the reader bounds it: glibc is never asked
     to keep freed memory there (core.host_memory), though its fit and tiles run the tile loop,

@@ -9,6 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rouge_score.rouge_scorer import _score_lcs
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
@@ -202,3 +204,49 @@ def test_the_kernel_with_rouge_scores_tokenization_equals_rouge_score(huse_texts
     assert scorer.kernel_.settings()["tok"] == name
     loaded = NeighborsScorer.load(scorer.save(tmp_path / name))
     assert torch.equal(loaded.similarity(candidates), scorer.similarity(candidates))
+
+
+class ElementCount(TorchDispatchMode):
+    """Elements of every tensor the aten operations make (an in-place one makes none): the work
+    of a tile, counted (no timing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not func._schema.is_mutable:
+            self.elements += sum(leaf.numel() for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor))
+        return out
+
+
+def tile_work(train: list[str], candidates: list[str]) -> tuple[int, torch.Tensor]:
+    kernel = fitted(train)
+    encoded = kernel.encode(candidates)
+    with ElementCount() as count:
+        tile = kernel.tile(encoded, 0, len(train))
+    return count.elements, tile
+
+
+@pytest.mark.parametrize("long_side", ["train", "candidates"])
+def test_one_long_text_costs_its_own_length_not_every_pairs_padding(huse_texts, long_side):
+    """A 3,000-token text among short ones: every pair was padded to it (its 49 bit-vector words,
+    its 3,000 candidate positions), so one long text made a tile ~50x the work; now pairs are
+    grouped by their training text's words and the candidates' tokens are not padded, so the
+    tile does at most a few times the work of the short texts alone (that long text's tokens
+    are as many as all the short ones'), with the same similarities."""
+    train, candidates = huse_texts[:100], huse_texts[100:200]
+    tokens = sum(len(text.split()) for text in (train if long_side == "train" else candidates))
+    longest = long_texts(sorted(set(" ".join(huse_texts[:100]).split())), (tokens,), seed=7)
+    short_work, short_tile = tile_work(train, candidates)
+    if long_side == "train":
+        work, tile = tile_work(train + longest, candidates)
+        assert torch.equal(tile[:, :-1], short_tile)
+        expected = [rouge_l_f(c.split(), longest[0].split()) for c in candidates]
+        np.testing.assert_array_equal(tile[:, -1].numpy(), expected)
+    else:
+        work, tile = tile_work(train, candidates + longest)
+        assert torch.equal(tile[:-1], short_tile)
+        np.testing.assert_array_equal(tile[-1].numpy(), [rouge_l_f(longest[0].split(), s.split()) for s in train])
+    assert work < 4 * short_work, (work, short_work)

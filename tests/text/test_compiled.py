@@ -2,30 +2,44 @@
 same bits in every output, and the numpy passes still there where no compiler built them."""
 from __future__ import annotations
 
+import importlib
 import random
 import shutil
+from types import ModuleType
 
 import numpy as np
 import pytest
+import torch
 
+from gpu_neighbors.kernels.tfidf import SCALE, HeadSplit, TfidfKernel
 from gpu_neighbors.text import compiled
 from gpu_neighbors.text.tfidf import FeatureRows, TfidfFeatures
+from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
+from gpu_neighbors.text.token_runs import split_tokens
+from gpu_neighbors.text.typicality import Typicality
 from tests.conftest import ADVERSARIAL_TEXTS
+
+
+def _built() -> ModuleType:
+    """The compiled module, whatever GPU_NEIGHBORS_COMPILED says (the suite may run with it 0,
+    to test the numpy passes)."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler here: the install leaves the numpy passes (tested below)")
+    return importlib.import_module("gpu_neighbors.text._compiled")
 
 
 def test_the_install_built_the_compiled_loops():
     """setup.py builds them wherever a C compiler is found; a silent fall back to numpy there
     would keep every answer and lose the speed."""
-    if shutil.which("cc") is None and shutil.which("gcc") is None:
-        pytest.skip("no C compiler here: the install leaves the numpy passes (tested below)")
-    assert compiled.native is not None
+    assert _built() is not None
 
 
 def test_the_environment_turns_them_off(monkeypatch):
+    built = _built()
     monkeypatch.setenv("GPU_NEIGHBORS_COMPILED", "0")
     assert compiled._load() is None
     monkeypatch.setenv("GPU_NEIGHBORS_COMPILED", "1")
-    assert compiled._load() is compiled.native
+    assert compiled._load() is built
 
 
 def _same(one: FeatureRows, other: FeatureRows) -> None:
@@ -51,8 +65,10 @@ def _texts(huse_records: list[dict], seed: int) -> list[str]:
 @pytest.mark.parametrize("hashed", [False, True], ids=["default-tables", "hashed-tables"])
 @pytest.mark.parametrize("count_texts", [1 << 14, 7])
 def test_tfidf_fit_and_transform_are_the_same_bits_compiled_or_not(huse_records, monkeypatch, count_texts, hashed):
-    """Also with every table hashed (a small training set's tables are indexed by key)."""
+    """Also with every table hashed (a small training set's tables are indexed by key), and with
+    the compiled count's outputs starting with no room for a text's entries (grown until they fit)."""
     monkeypatch.setattr("gpu_neighbors.text.tfidf.COUNT_TEXTS", count_texts)
+    monkeypatch.setattr("gpu_neighbors.text.tfidf.ENTRIES_PER_CHARACTER", 4 if count_texts > 7 else 0)
     if hashed:
         monkeypatch.setattr("gpu_neighbors.text.key_index.DENSE_KEYS", 0)
         monkeypatch.setattr("gpu_neighbors.text.key_index.DENSE_PER_KEY", 0)
@@ -68,14 +84,118 @@ def test_tfidf_fit_and_transform_are_the_same_bits_compiled_or_not(huse_records,
 
 
 @pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
-def test_counting_refuses_rows_out_of_order():
-    native = compiled.native
-    indptr, out = np.empty(3, dtype=np.int64), np.empty(4, dtype=np.int64)
-    counts = np.empty(4, dtype=np.int64)
-    rows, features = np.array([0, 1, 0, 1]), np.array([1, 2, 5, 6])
-    native.count_rows(rows, features, np.array([0, 2, 4]), indptr, out, counts)  # two streams, each ascending
-    assert indptr.tolist() == [0, 2, 4] and out.tolist() == [1, 5, 2, 6] and counts.tolist() == [1, 1, 1, 1]
-    with pytest.raises(ValueError, match="do not ascend"):
-        native.count_rows(rows, features, np.array([0, 4]), indptr, out, counts)  # one stream: 0, 1, 0, 1
-    with pytest.raises(ValueError, match="ascending feature ranges"):
-        native.count_rows(rows, np.array([5, 6, 1, 2]), np.array([0, 2, 4]), indptr, out, counts)
+@pytest.mark.parametrize("device_head", [64, 256])
+def test_tfidf_kernel_encoding_is_the_same_bits_compiled_or_not(huse_records, monkeypatch, device_head):
+    """The quantised head and tail of candidates and of the training texts, compiled in one pass
+    (`quantise_split`) or by numpy's quantise and head split; also where a block's quantised norm
+    passes 2^52 and is brought back (the repeats and one-word texts of `_texts`)."""
+    monkeypatch.setattr("gpu_neighbors.kernels.tfidf.HEAD_FEATURES", {"cpu": device_head})
+    training = [record["text"] for record in huse_records[:150]] + ["ÆØÅ tøken", "x", "x x x x"]
+    candidates = _texts(huse_records[150:], seed=3) + ["x", "x x", "x x x x x x x x x"]
+
+    def encoded() -> list[torch.Tensor]:
+        kernel = TfidfKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"))
+        kernel.fit(training)
+        parts = []
+        for encoding in (kernel.encode(candidates), kernel.encode_train(0, len(training))):
+            parts += [encoding.head, encoding.tail.crow_indices(), encoding.tail.col_indices(), encoding.tail.values()]
+        return parts
+
+    ours = encoded()
+    monkeypatch.setattr("gpu_neighbors.text.tfidf.native", None)
+    monkeypatch.setattr("gpu_neighbors.kernels.tfidf.native", None)
+    for one, other in zip(ours, encoded(), strict=True):
+        assert one.dtype == other.dtype and torch.equal(one, other)
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+def test_a_block_quantised_past_norm_one_comes_back_the_same_compiled_or_not(monkeypatch):
+    """Vectors that normalisation left a hair above norm 1 (`quantise`'s case, and two equal
+    largest entries: the first comes down), split with some features in the head."""
+    tie = 47453133 / SCALE  # two of them: floor(v 2^26)^2 x 2 passes 2^52
+    over = FeatureRows(np.array([0, 2, 3, 5]), np.array([0, 1, 5, 3, 4]), np.array([1.0, 2.0 ** -26, 1.0, tie, tie]), 6)
+    split = HeadSplit.of_features(np.array([5, 1]), 6)
+    ours = split.quantised(over, word_features=3)
+    monkeypatch.setattr("gpu_neighbors.kernels.tfidf.native", None)
+    numpy_head, numpy_tail = split.quantised(over, word_features=3)
+    np.testing.assert_array_equal(ours[0], numpy_head)
+    assert ours[0].tolist() == [[0.0, 1.0], [SCALE, 0.0], [0.0, 0.0]]
+    _same(ours[1], numpy_tail)
+    assert ours[1].values.tolist() == [SCALE - 1, 47453132.0, 47453133.0]
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+def test_long_rows_of_close_features_count_the_same_compiled_or_not(monkeypatch):
+    """Hundreds of one order's n-grams of a text among few feature ids (one letter words: the
+    radix sort's one-byte pass) or many (a long line: its two-byte passes)."""
+    rng = random.Random(4)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    training = [" ".join(letters), "the cat sat on the mat", " ".join(letters[::-1]) + " zz yy"]
+    candidates = [" ".join(rng.choice(letters) for _ in range(n)) for n in (200, 300, 700)]
+    candidates += [" ".join(rng.choice(letters) + rng.choice(letters) for _ in range(900)), "a" * 2000]
+    fitted = TfidfFeatures()
+    rows = fitted.fit(training), fitted.transform(candidates)
+    assert np.diff(rows[1].indptr).min() > 0
+    monkeypatch.setattr("gpu_neighbors.text.tfidf.native", None)
+    plain = TfidfFeatures()
+    for one, other in zip(rows, (plain.fit(training), plain.transform(candidates))):
+        _same(one, other)
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+@pytest.mark.parametrize("table_pairs", [0, 4, 1 << 62], ids=["by-table", "default", "by-position"])
+def test_typicality_of_new_texts_is_the_same_bits_compiled_or_not(huse_records, monkeypatch, table_pairs):
+    """The five statistics of new texts in one compiled pass per text or by the torch passes:
+    the same bits (NaN rows alike), the order statistic's pairs counted either way, on real,
+    adversarial, repeated, long and unseen texts."""
+    monkeypatch.setattr("gpu_neighbors.text.typicality.TABLE_PAIRS", table_pairs)
+    training = [record["text"] for record in huse_records[:90]] + ["the the cat the cat", "solo bigram here", ""]
+    words = " ".join(training).split()
+    texts = _texts(huse_records[90:140], seed=5) + [
+        " ".join(words[index % len(words)] for index in range(1_500)) + " unseen1 unseen2 unseen1",
+        "cat the the cat zzz the", "solo bigram here here solo", "# # # a # #", "ÆØÅ Æ resturant servd"]
+    typicality = Typicality(training, WhitespaceTokenizer(), torch.device("cpu"))
+    ours = typicality.of_texts(texts)
+    monkeypatch.setattr("gpu_neighbors.text.typicality.native", None)
+    expected = typicality.of_texts(texts)
+    assert ours.dtype == expected.dtype == torch.float64 and ours.isnan().any()
+    assert torch.equal(ours.view(torch.int64), expected.view(torch.int64))
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+def test_whitespace_tokens_read_from_code_points_are_the_same_compiled_or_not(huse_records, monkeypatch):
+    """`split_tokens` in one compiled pass per text or by numpy's: every field the same (the
+    unknown tokens ranked alike), and both refuse a batch whose unknown tokens collide."""
+    training = [record["text"] for record in huse_records[:100]] + ["a\u00a0b", "é", "🙂 the"]
+    texts = _texts(huse_records[100:150], seed=6) + ["zzq zzq qzz", "\ud800 lone \udfff", "é É e\u0301", "x\x1cy"]
+    vocabulary = Typicality(training, WhitespaceTokenizer(), torch.device("cpu"))._runs
+    ours = split_tokens(texts, vocabulary)
+    monkeypatch.setattr("gpu_neighbors.text.token_runs.native", None)
+    expected = split_tokens(texts, vocabulary)
+    assert ours is not None and expected is not None and len(ours.unknown_tokens) > 10
+    for name in ("ids", "unknown_rank", "wordlike", "lengths", "endings", "codes", "code_rows"):
+        one, other = getattr(ours, name), getattr(expected, name)
+        assert one.dtype == other.dtype and np.array_equal(one, other), name
+    assert ours.unknown_tokens == expected.unknown_tokens
+    monkeypatch.setattr("gpu_neighbors.text.token_runs._LOW_63", np.uint64(0))  # every hash 0
+    assert split_tokens(["x y", "z"], vocabulary) is None
+    monkeypatch.setattr("gpu_neighbors.text.token_runs.native", compiled.native)
+    assert split_tokens(["x y", "z"], vocabulary) is None and split_tokens(["x x", "x"], vocabulary) is not None
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+def test_many_unknown_tokens_group_and_rank_the_same_compiled_or_not(monkeypatch):
+    """Against a vocabulary of three words nearly every token is unknown: thousands of distinct
+    ones, each repeated in a shuffled order (the compiled pass groups them by hash, first
+    occurrence leading, and sorts only the groups): the same ranks, leaders and strings."""
+    rng = random.Random(7)
+    vocabulary = Typicality(["the cat sat"], WhitespaceTokenizer(), torch.device("cpu"))._runs
+    words = [f"w{index}é" for index in range(3_000)] + ["the", "cat"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 12))) for _ in range(2_000)]
+    ours = split_tokens(texts, vocabulary)
+    monkeypatch.setattr("gpu_neighbors.text.token_runs.native", None)
+    expected = split_tokens(texts, vocabulary)
+    assert ours is not None and expected is not None and len(expected.unknown_tokens) > 2_500
+    for name in ("ids", "unknown_rank", "wordlike", "lengths", "endings"):
+        assert np.array_equal(getattr(ours, name), getattr(expected, name)), name
+    assert ours.unknown_tokens == expected.unknown_tokens
