@@ -92,4 +92,3 @@ def stacked_leave_one_out(estimates: np.ndarray, features: np.ndarray, truth: np
     if (np.isfinite(estimates) & np.isfinite(features).all(axis=1)).sum() <= features.shape[1] + 2:
         return None
     return Stacking.fit(estimates, features, truth, bounds)
-
