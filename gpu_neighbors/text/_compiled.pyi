@@ -26,3 +26,6 @@ def split_words(codes: np.ndarray, kinds: np.ndarray, word_bit: int, space_bit: 
                 ids: np.ndarray, unknown_rank: np.ndarray, wordlike: np.ndarray, firsts: np.ndarray,
                 token_lengths: np.ndarray, lengths: np.ndarray, endings: np.ndarray, inside_codes: np.ndarray,
                 code_rows: np.ndarray) -> tuple[int, int]: ...
+def ngram_order(ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, order: int, vocab_size: int,
+                gram_keys: np.ndarray, feature_keys: np.ndarray, max_rank: int, grams: np.ndarray,
+                indptr: np.ndarray, indices: np.ndarray) -> int: ...
