@@ -889,3 +889,103 @@ def ngram_order(const int64_t[::1] ids, const int64_t[::1] offsets, const int64_
     free(known)
     free(spare)
     return entries
+
+
+
+def shared_counts(const int64_t[::1] ids, const int64_t[::1] lengths, int64_t vocab_size, int64_t[:, ::1] matches):
+    """`bleu_sets.shared_matches` in place of its torch passes: per text and order, the sum over
+    its n-grams g of min(its count of g, the second largest count of g over all texts), added
+    into `matches` [texts, orders]. Per order, one sort of (n-gram key, text) composites numbers
+    the n-grams (their distinct keys, ascending) and counts each (n-gram, text) pair. Returns
+    False, having written nothing, where an id is negative or a composite might not fit an int64
+    (the torch passes handle those)."""
+    cdef Py_ssize_t size = ids.shape[0], texts = lengths.shape[0], orders = matches.shape[1]
+    cdef Py_ssize_t text, i, start, end, valid, distinct, run, order, gram
+    cdef int64_t key
+    cdef int64_t* grams
+    cdef int64_t* position_keys
+    cdef int64_t* composite
+    cdef int64_t* spare
+    cdef int64_t* keys
+    cdef int64_t* top
+    cdef int64_t* tops
+    cdef int64_t* below
+    if matches.shape[0] != texts:
+        raise ValueError("shared_counts' matches do not have a row per text")
+    start = 0
+    for text in range(texts):
+        if lengths[text] < 0:
+            raise ValueError("shared_counts' lengths are negative")
+        start += lengths[text]
+    if start != size:
+        raise ValueError("shared_counts' lengths do not add up to its ids")
+    if <double>(size + 1) * <double>max(vocab_size, 1) * <double>(texts + 1) >= <double>(1LL << 62):
+        return False
+    for i in range(size):
+        if ids[i] < 0 or ids[i] >= max(vocab_size, 1):
+            return False
+    grams = <int64_t*>malloc(max(size, 1) * sizeof(int64_t) * 8)
+    if grams == NULL:
+        raise MemoryError()
+    position_keys, composite, spare, keys = grams + size, grams + 2 * size, grams + 3 * size, grams + 4 * size
+    top, tops, below = grams + 5 * size, grams + 6 * size, grams + 7 * size
+    with nogil:
+        for i in range(size):
+            grams[i] = ids[i]
+        for order in range(1, orders + 1):
+            valid = 0
+            start = 0
+            for text in range(texts):  # the key of the n-gram at each position, and its composite
+                end = start + lengths[text]
+                for i in range(start, end):
+                    position_keys[i] = -1
+                    if grams[i] < 0 or i + order - 1 >= end:
+                        continue
+                    key = grams[i] if order == 1 else grams[i] * vocab_size + ids[i + order - 1]
+                    position_keys[i] = key
+                    composite[valid] = key * texts + text
+                    valid += 1
+                start = end
+            if valid:
+                _radix_sort(composite, valid, spare)
+            distinct = 0
+            i = 0
+            while i < valid:  # per (n-gram, text) run: its count beside the n-gram's largest ones
+                run = i
+                while run < valid and composite[run] == composite[i]:
+                    run += 1
+                key = composite[i] // texts
+                if distinct == 0 or keys[distinct - 1] != key:
+                    keys[distinct] = key
+                    top[distinct] = 0
+                    tops[distinct] = 0
+                    below[distinct] = 0
+                    distinct += 1
+                gram = distinct - 1
+                if run - i > top[gram]:
+                    below[gram] = max(below[gram], top[gram])
+                    top[gram] = run - i
+                    tops[gram] = 1
+                elif run - i == top[gram]:
+                    tops[gram] += 1
+                else:
+                    below[gram] = max(below[gram], run - i)
+                i = run
+            for gram in range(distinct):  # the second largest count (the largest, where two texts reach it)
+                if tops[gram] < 2:
+                    top[gram] = below[gram]
+            gram = -1
+            i = 0
+            while i < valid:
+                run = i
+                while run < valid and composite[run] == composite[i]:
+                    run += 1
+                key = composite[i] // texts
+                if gram < 0 or keys[gram] != key:
+                    gram += 1
+                matches[composite[i] % texts, order - 1] += min(run - i, top[gram])
+                i = run
+            for i in range(size):  # each position's n-gram id, for the next order's keys
+                grams[i] = _sorted_position(keys, distinct, position_keys[i]) if position_keys[i] >= 0 else -1
+    free(grams)
+    return True

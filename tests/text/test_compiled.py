@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from gpu_neighbors.kernels.bleu import BleuKernel
+from gpu_neighbors.kernels.bleu_sets import self_bleu, shared_matches
 from gpu_neighbors.kernels.tfidf import SCALE, HeadSplit, TfidfKernel
 from gpu_neighbors.text import compiled
 from gpu_neighbors.text.ngrams import NgramFeatures
@@ -250,3 +251,32 @@ def test_bleu_tiles_are_the_same_bits_compiled_or_not(huse_records, monkeypatch,
     monkeypatch.setattr("gpu_neighbors.text.ngrams.native", None)
     expected = kernel.tile(kernel.encode(candidates), 0, 150)
     assert ours.shape == (len(candidates), 150) and torch.equal(ours, expected)
+
+
+def _shared(ids: list[list[int]], vocab_size: int, orders: int) -> torch.Tensor:
+    batch = TokenBatch(torch.tensor([token for text in ids for token in text], dtype=torch.int64),
+                       torch.tensor([len(text) for text in ids], dtype=torch.int64))
+    return shared_matches(batch, vocab_size, orders)
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+@pytest.mark.parametrize("orders", [4, 6])
+def test_self_bleu_shared_counts_are_the_same_compiled_or_not(monkeypatch, orders):
+    """Self-BLEU's clipped counts against the other texts (`shared_matches`) from the compiled
+    pass and from the torch passes: texts sharing an n-gram's largest count (ties), one text
+    holding it alone, empty texts, texts shorter than an order, a small vocabulary (many repeats)."""
+    rng = random.Random(11)
+    texts = [[rng.randint(0, 6) for _ in range(rng.randint(0, 30))] for _ in range(500)]
+    texts += [[], [1], [2, 2, 2, 2, 2, 2, 2, 2], [2, 2, 2, 2, 2, 2, 2, 2], [3, 4] * 9, [5] * 40]
+    ours = _shared(texts, 7, orders)
+    monkeypatch.setattr("gpu_neighbors.kernels.bleu_sets.native", None)
+    expected = _shared(texts, 7, orders)
+    assert expected.sum() > 10_000 and ours.dtype == expected.dtype and torch.equal(ours, expected)
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+def test_self_bleu_of_huse_texts_is_the_same_bits_compiled_or_not(huse_records, monkeypatch):
+    texts = [record["text"] for record in huse_records] + ADVERSARIAL_TEXTS
+    ours = self_bleu(texts, WhitespaceTokenizer(), smoothing="epsilon")
+    monkeypatch.setattr("gpu_neighbors.kernels.bleu_sets.native", None)
+    assert torch.equal(ours, self_bleu(texts, WhitespaceTokenizer(), smoothing="epsilon"))
