@@ -892,21 +892,23 @@ def ngram_order(const int64_t[::1] ids, const int64_t[::1] offsets, const int64_
 
 
 
+
 def shared_counts(const int64_t[::1] ids, const int64_t[::1] lengths, int64_t vocab_size, int64_t[:, ::1] matches):
     """`bleu_sets.shared_matches` in place of its torch passes: per text and order, the sum over
     its n-grams g of min(its count of g, the second largest count of g over all texts), added
-    into `matches` [texts, orders]. Per order, one sort of (n-gram key, text) composites numbers
-    the n-grams (their distinct keys, ascending) and counts each (n-gram, text) pair. Returns
-    False, having written nothing, where an id is negative or a composite might not fit an int64
-    (the torch passes handle those)."""
+    into `matches` [texts, orders]. Per order, one sort of (n-gram key, position) composites
+    numbers the n-grams (their distinct keys, ascending) and, as a text's positions are
+    contiguous, counts each (n-gram, text) pair as a run. Returns False, having written nothing,
+    where an id is outside the vocabulary or a composite might not fit an int64 (the torch
+    passes handle those)."""
     cdef Py_ssize_t size = ids.shape[0], texts = lengths.shape[0], orders = matches.shape[1]
     cdef Py_ssize_t text, i, start, end, valid, distinct, run, order, gram
-    cdef int64_t key
+    cdef int64_t key, position_mask, position
+    cdef int bits = 0
     cdef int64_t* grams
-    cdef int64_t* position_keys
+    cdef int64_t* rows
     cdef int64_t* composite
     cdef int64_t* spare
-    cdef int64_t* keys
     cdef int64_t* top
     cdef int64_t* tops
     cdef int64_t* below
@@ -919,49 +921,56 @@ def shared_counts(const int64_t[::1] ids, const int64_t[::1] lengths, int64_t vo
         start += lengths[text]
     if start != size:
         raise ValueError("shared_counts' lengths do not add up to its ids")
-    if <double>(size + 1) * <double>max(vocab_size, 1) * <double>(texts + 1) >= <double>(1LL << 62):
+    while (<int64_t>1 << bits) < size:  # composite = key << bits | position
+        bits += 1
+    position_mask = (<int64_t>1 << bits) - 1
+    if <double>(size + 1) * <double>max(vocab_size, 1) * <double>(1LL << bits) >= <double>(1LL << 62):
         return False
     for i in range(size):
         if ids[i] < 0 or ids[i] >= max(vocab_size, 1):
             return False
-    grams = <int64_t*>malloc(max(size, 1) * sizeof(int64_t) * 8)
+    grams = <int64_t*>malloc(max(size, 1) * sizeof(int64_t) * 7)
     if grams == NULL:
         raise MemoryError()
-    position_keys, composite, spare, keys = grams + size, grams + 2 * size, grams + 3 * size, grams + 4 * size
-    top, tops, below = grams + 5 * size, grams + 6 * size, grams + 7 * size
+    rows, composite, spare = grams + size, grams + 2 * size, grams + 3 * size
+    top, tops, below = grams + 4 * size, grams + 5 * size, grams + 6 * size
     with nogil:
-        for i in range(size):
-            grams[i] = ids[i]
+        start = 0
+        for text in range(texts):
+            for i in range(start, start + lengths[text]):
+                grams[i] = ids[i]
+                rows[i] = text
+            start += lengths[text]
         for order in range(1, orders + 1):
             valid = 0
             start = 0
-            for text in range(texts):  # the key of the n-gram at each position, and its composite
+            for text in range(texts):  # the composite of the n-gram starting at each position
                 end = start + lengths[text]
-                for i in range(start, end):
-                    position_keys[i] = -1
-                    if grams[i] < 0 or i + order - 1 >= end:
-                        continue
-                    key = grams[i] if order == 1 else grams[i] * vocab_size + ids[i + order - 1]
-                    position_keys[i] = key
-                    composite[valid] = key * texts + text
-                    valid += 1
+                for i in range(start, end - order + 1):
+                    if grams[i] >= 0:
+                        key = grams[i] if order == 1 else grams[i] * vocab_size + ids[i + order - 1]
+                        composite[valid] = (key << bits) | i
+                        valid += 1
                 start = end
             if valid:
                 _radix_sort(composite, valid, spare)
+            for i in range(size):
+                grams[i] = -1
             distinct = 0
             i = 0
             while i < valid:  # per (n-gram, text) run: its count beside the n-gram's largest ones
-                run = i
-                while run < valid and composite[run] == composite[i]:
-                    run += 1
-                key = composite[i] // texts
-                if distinct == 0 or keys[distinct - 1] != key:
-                    keys[distinct] = key
+                key = composite[i] >> bits
+                if distinct == 0 or composite[i - 1] >> bits != key:
                     top[distinct] = 0
                     tops[distinct] = 0
                     below[distinct] = 0
                     distinct += 1
                 gram = distinct - 1
+                run = i
+                while run < valid and composite[run] >> bits == key and \
+                        rows[composite[run] & position_mask] == rows[composite[i] & position_mask]:
+                    grams[composite[run] & position_mask] = gram  # the next order's keys
+                    run += 1
                 if run - i > top[gram]:
                     below[gram] = max(below[gram], top[gram])
                     top[gram] = run - i
@@ -974,18 +983,14 @@ def shared_counts(const int64_t[::1] ids, const int64_t[::1] lengths, int64_t vo
             for gram in range(distinct):  # the second largest count (the largest, where two texts reach it)
                 if tops[gram] < 2:
                     top[gram] = below[gram]
-            gram = -1
             i = 0
             while i < valid:
+                position = composite[i] & position_mask
                 run = i
-                while run < valid and composite[run] == composite[i]:
+                while run < valid and composite[run] >> bits == composite[i] >> bits and \
+                        rows[composite[run] & position_mask] == rows[position]:
                     run += 1
-                key = composite[i] // texts
-                if gram < 0 or keys[gram] != key:
-                    gram += 1
-                matches[composite[i] % texts, order - 1] += min(run - i, top[gram])
+                matches[rows[position], order - 1] += min(run - i, top[grams[position]])
                 i = run
-            for i in range(size):  # each position's n-gram id, for the next order's keys
-                grams[i] = _sorted_position(keys, distinct, position_keys[i]) if position_keys[i] >= 0 else -1
     free(grams)
     return True
