@@ -7,15 +7,17 @@ temporary folder and run from its source, as it stood), this tree with its compi
 this tree with them turned off (GPU_NEIGHBORS_COMPILED=0: the numpy passes); this tree's runs
 with `--fluency none`, as the base had no fluency part. Each output is
 compared byte for byte with the base's by `cmp`; the command exits 1 on any difference. Seconds
-of each run are printed beside (indicative: one run each).
+of each run are printed beside (indicative: one run each). `--options` adds settings to every
+run (`--options="--kernel bleu"`: BLEU*'s compiled n-gram pass against the base's torch passes).
 
-    .venv/bin/python bench/bench_cmp.py [--base dfd5098] [--candidates 100000] [--train 2000]
+    .venv/bin/python bench/bench_cmp.py [--base dfd5098] [--candidates 100000] [--train 2000] [--options=...]
 """
 from __future__ import annotations
 
 import argparse
 import os
 import random
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -44,7 +46,9 @@ def main() -> None:
     parser.add_argument("--base", default="dfd5098")
     parser.add_argument("--candidates", type=int, default=100_000)
     parser.add_argument("--train", type=int, default=2000)
+    parser.add_argument("--options", default="", help="more `score` settings for every run, one string")
     args = parser.parse_args()
+    extra = shlex.split(args.options)
     rng = random.Random(0)
     with tempfile.TemporaryDirectory(prefix="bench_cmp_") as folder:
         folder = Path(folder)
@@ -56,8 +60,8 @@ def main() -> None:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base], check=True, capture_output=True)
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
         # The base predates the fluency part; this tree runs without it (the same scorer).
-        runs = {f"base {args.base}": (base, True, []), "this tree, compiled": (ROOT, True, WITHOUT_FLUENCY),
-                "this tree, numpy (GPU_NEIGHBORS_COMPILED=0)": (ROOT, False, WITHOUT_FLUENCY)}
+        runs = {f"base {args.base}": (base, True, extra), "this tree, compiled": (ROOT, True, WITHOUT_FLUENCY + extra),
+                "this tree, numpy (GPU_NEIGHBORS_COMPILED=0)": (ROOT, False, WITHOUT_FLUENCY + extra)}
         outputs, differing = {}, 0
         for index, (name, (tree, compiled, options)) in enumerate(runs.items()):
             outputs[name] = folder / f"out{index}.jsonl"
@@ -68,7 +72,7 @@ def main() -> None:
             same = subprocess.run(["cmp", str(first), str(output)]).returncode == 0
             differing += not same
             print(f"cmp base / {name}: {'the same bytes' if same else 'DIFFERENT'}")
-    print(f"{args.candidates:,} candidates x {args.train:,} training texts, load average {os.getloadavg()[0]:.1f}")
+    print(f"{args.candidates:,} candidates x {args.train:,} training texts{', ' + args.options if extra else ''}, load average {os.getloadavg()[0]:.1f}")
     sys.exit(1 if differing else 0)
 
 

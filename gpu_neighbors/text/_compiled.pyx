@@ -805,3 +805,192 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
     if collided:
         return -1, -1
     return tokens, distinct
+
+
+cdef inline int64_t _sorted_position(const int64_t* table, Py_ssize_t size, int64_t key) noexcept nogil:
+    """`ngrams.lookup_sorted` of one key: its position in the ascending `table`, or -1."""
+    cdef Py_ssize_t low = 0, high = size, middle
+    while low < high:
+        middle = (low + high) >> 1
+        if table[middle] < key:
+            low = middle + 1
+        else:
+            high = middle
+    return low if low < size and table[low] == key else -1
+
+
+def ngram_order(const int64_t[::1] ids, const int64_t[::1] offsets, const int64_t[::1] lengths, int order,
+                int64_t vocab_size, const int64_t[::1] gram_keys, const int64_t[::1] feature_keys, int64_t max_rank,
+                int64_t[::1] grams, int64_t[::1] indptr, int64_t[::1] indices):
+    """One order of `NgramFeatures.transform` for every text, in place of its torch passes.
+    `grams` holds each position's (order-1)-gram id (order 1: the token ids) and leaves with its
+    `order`-gram id, -1 where unknown or past the text's end. A text's features are the k-th
+    occurrences (k < max_rank) of its known n-grams found in `feature_keys`, written as the
+    ascending columns of its CSR row (`indptr`, `indices`: room for every position). Returns the
+    number of entries."""
+    cdef Py_ssize_t text, i, start, stop, count, run, k, size = ids.shape[0], texts = lengths.shape[0]
+    cdef Py_ssize_t longest = 0, entries = 0, gram_size = gram_keys.shape[0], feature_size = feature_keys.shape[0]
+    cdef int64_t gram, last, column
+    cdef const int64_t* gram_table = _start(gram_keys)
+    cdef const int64_t* feature_table = _start(feature_keys)
+    cdef int64_t* known
+    cdef int64_t* spare
+    if grams.shape[0] != size or indices.shape[0] < size or indptr.shape[0] != texts + 1 or offsets.shape[0] != texts:
+        raise ValueError("ngram_order's arrays do not match its ids and lengths")
+    if order < 1 or max_rank < 1:
+        raise ValueError("ngram_order takes an order and a max_rank of at least 1")
+    for text in range(texts):
+        if lengths[text] < 0 or offsets[text] < 0 or offsets[text] + lengths[text] > size:
+            raise ValueError("ngram_order's offsets and lengths pass the ids")
+        longest = max(longest, lengths[text])
+    known = <int64_t*>malloc(max(longest, 1) * sizeof(int64_t))
+    spare = <int64_t*>malloc(max(longest, 1) * sizeof(int64_t))
+    if known == NULL or spare == NULL:
+        free(known)
+        free(spare)
+        raise MemoryError()
+    with nogil:
+        indptr[0] = 0
+        for text in range(texts):
+            start = offsets[text]
+            stop = start + lengths[text] - order + 1  # the starts with room for an n-gram
+            count = 0
+            for i in range(start, max(stop, start)):
+                gram = grams[i]
+                if order > 1 and gram >= 0:
+                    last = ids[i + order - 1]
+                    gram = gram * vocab_size + last if last >= 0 else -1
+                gram = _sorted_position(gram_table, gram_size, gram)  # -1 too, as the torch pass looks it up
+                grams[i] = gram
+                if gram >= 0:
+                    known[count] = gram
+                    count += 1
+            for i in range(max(stop, start), start + lengths[text]):
+                grams[i] = -1
+            if count:
+                _sort(known, count, spare)
+            i = 0
+            while i < count:
+                run = i
+                while run < count and known[run] == known[i]:
+                    run += 1
+                column = -1
+                for k in range(min(run - i, max_rank)):
+                    gram = known[i] * max_rank + k
+                    if column >= 0 and column + 1 < feature_size and feature_table[column + 1] == gram:
+                        column = column + 1
+                    else:
+                        column = _sorted_position(feature_table, feature_size, gram)
+                    if column >= 0:
+                        indices[entries] = column
+                        entries += 1
+                i = run
+            indptr[text + 1] = entries
+    free(known)
+    free(spare)
+    return entries
+
+
+
+
+def shared_counts(const int64_t[::1] ids, const int64_t[::1] lengths, int64_t vocab_size, int64_t[:, ::1] matches):
+    """`bleu_sets.shared_matches` in place of its torch passes: per text and order, the sum over
+    its n-grams g of min(its count of g, the second largest count of g over all texts), added
+    into `matches` [texts, orders]. Per order, one sort of (n-gram key, position) composites
+    numbers the n-grams (their distinct keys, ascending) and, as a text's positions are
+    contiguous, counts each (n-gram, text) pair as a run. Returns False, having written nothing,
+    where an id is outside the vocabulary or a composite might not fit an int64 (the torch
+    passes handle those)."""
+    cdef Py_ssize_t size = ids.shape[0], texts = lengths.shape[0], orders = matches.shape[1]
+    cdef Py_ssize_t text, i, start, end, valid, distinct, run, order, gram
+    cdef int64_t key, position_mask, position
+    cdef int bits = 0
+    cdef int64_t* grams
+    cdef int64_t* rows
+    cdef int64_t* composite
+    cdef int64_t* spare
+    cdef int64_t* top
+    cdef int64_t* tops
+    cdef int64_t* below
+    if matches.shape[0] != texts:
+        raise ValueError("shared_counts' matches do not have a row per text")
+    start = 0
+    for text in range(texts):
+        if lengths[text] < 0:
+            raise ValueError("shared_counts' lengths are negative")
+        start += lengths[text]
+    if start != size:
+        raise ValueError("shared_counts' lengths do not add up to its ids")
+    while (<int64_t>1 << bits) < size:  # composite = key << bits | position
+        bits += 1
+    position_mask = (<int64_t>1 << bits) - 1
+    if <double>(size + 1) * <double>max(vocab_size, 1) * <double>(1LL << bits) >= <double>(1LL << 62):
+        return False
+    for i in range(size):
+        if ids[i] < 0 or ids[i] >= max(vocab_size, 1):
+            return False
+    grams = <int64_t*>malloc(max(size, 1) * sizeof(int64_t) * 7)
+    if grams == NULL:
+        raise MemoryError()
+    rows, composite, spare = grams + size, grams + 2 * size, grams + 3 * size
+    top, tops, below = grams + 4 * size, grams + 5 * size, grams + 6 * size
+    with nogil:
+        start = 0
+        for text in range(texts):
+            for i in range(start, start + lengths[text]):
+                grams[i] = ids[i]
+                rows[i] = text
+            start += lengths[text]
+        for order in range(1, orders + 1):
+            valid = 0
+            start = 0
+            for text in range(texts):  # the composite of the n-gram starting at each position
+                end = start + lengths[text]
+                for i in range(start, end - order + 1):
+                    if grams[i] >= 0:
+                        key = grams[i] if order == 1 else grams[i] * vocab_size + ids[i + order - 1]
+                        composite[valid] = (key << bits) | i
+                        valid += 1
+                start = end
+            if valid:
+                _radix_sort(composite, valid, spare)
+            for i in range(size):
+                grams[i] = -1
+            distinct = 0
+            i = 0
+            while i < valid:  # per (n-gram, text) run: its count beside the n-gram's largest ones
+                key = composite[i] >> bits
+                if distinct == 0 or composite[i - 1] >> bits != key:
+                    top[distinct] = 0
+                    tops[distinct] = 0
+                    below[distinct] = 0
+                    distinct += 1
+                gram = distinct - 1
+                run = i
+                while run < valid and composite[run] >> bits == key and \
+                        rows[composite[run] & position_mask] == rows[composite[i] & position_mask]:
+                    grams[composite[run] & position_mask] = gram  # the next order's keys
+                    run += 1
+                if run - i > top[gram]:
+                    below[gram] = max(below[gram], top[gram])
+                    top[gram] = run - i
+                    tops[gram] = 1
+                elif run - i == top[gram]:
+                    tops[gram] += 1
+                else:
+                    below[gram] = max(below[gram], run - i)
+                i = run
+            for gram in range(distinct):  # the second largest count (the largest, where two texts reach it)
+                if tops[gram] < 2:
+                    top[gram] = below[gram]
+            i = 0
+            while i < valid:
+                position = composite[i] & position_mask
+                run = i
+                while run < valid and composite[run] >> bits == composite[i] >> bits and \
+                        rows[composite[run] & position_mask] == rows[position]:
+                    run += 1
+                matches[rows[position], order - 1] += min(run - i, top[grams[position]])
+                i = run
+    free(grams)
+    return True

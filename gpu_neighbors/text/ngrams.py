@@ -6,15 +6,18 @@ dense ids order by order: an n-gram is the pair ((n-1)-gram id, last token id), 
 numbered through sorted tables of the training set (`torch.unique`, `torch.searchsorted`), so
 there is no hashing, no collision and no per-n-gram Python loop. A candidate n-gram absent
 from the training set gets id -1: it can match nothing, but still counts in the candidate's
-n-gram total.
+n-gram total. On the CPU, `transform` runs each order as one compiled pass per text
+(`_compiled.ngram_order`, the same ids) where the compiled loops were built.
 """
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from gpu_neighbors.text.compiled import native
 from gpu_neighbors.text.vocabulary import TokenBatch
 
 
@@ -85,6 +88,8 @@ class NgramFeatures:
         dropped (they cannot contribute to any clipped count). Only an n-gram whose first n-1
         tokens are a training (n-1)-gram can be a training n-gram, so each order looks only at
         the starts that survived the order below."""
+        if native is not None and batch.ids.device.type == "cpu":
+            return self._compiled_transform(batch)
         matrices = []
         starts = torch.arange(batch.ids.numel(), device=batch.ids.device)
         rows, gram_ids = batch.rows, batch.ids
@@ -112,6 +117,26 @@ class NgramFeatures:
             )
         return matrices
 
+    def _compiled_transform(self, batch: TokenBatch) -> list[torch.Tensor]:
+        """`transform` on the CPU, each order one compiled pass per text (`ngram_order`): a
+        text's n-gram ids by binary search, its occurrence features counted from their sort."""
+        assert native is not None
+        ids = np.ascontiguousarray(batch.ids.numpy(), dtype=np.int64)
+        lengths = np.ascontiguousarray(batch.lengths.numpy(), dtype=np.int64)
+        offsets = np.cumsum(lengths) - lengths
+        grams = ids.copy()
+        matrices = []
+        for order, table in enumerate(self.tables, start=1):
+            crow = np.empty(lengths.size + 1, dtype=np.int64)
+            columns = np.empty(ids.size, dtype=np.int64)
+            entries = native.ngram_order(
+                ids, offsets, lengths, order, self.vocab_size, table.gram_keys.numpy(),
+                table.feature_keys.numpy(), table.max_rank, grams, crow, columns,
+            )
+            matrices.append(self._csr(torch.from_numpy(crow), torch.from_numpy(columns[:entries]),
+                                      len(batch), table.feature_keys.numel()))
+        return matrices
+
     def _gram_keys(
         self, batch: TokenBatch, previous_ids: torch.Tensor, order: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,7 +158,12 @@ class NgramFeatures:
         rows, columns = rows[order], columns[order]
         crow = torch.zeros(num_rows + 1, dtype=torch.int64, device=rows.device)
         crow[1:] = torch.cumsum(torch.bincount(rows, minlength=num_rows), 0)
-        values = torch.ones(columns.numel(), dtype=torch.float32, device=rows.device)
+        return NgramFeatures._csr(crow, columns, num_rows, num_columns)
+
+    @staticmethod
+    def _csr(crow: torch.Tensor, columns: torch.Tensor, num_rows: int, num_columns: int) -> torch.Tensor:
+        """Binary CSR matrix of row offsets `crow` and, within each row, ascending `columns`."""
+        values = torch.ones(columns.numel(), dtype=torch.float32, device=crow.device)
         with warnings.catch_warnings():
             # the notes core.sparse.unchecked_sparse keeps in too (text cannot import core)
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")

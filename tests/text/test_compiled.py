@@ -11,12 +11,16 @@ import numpy as np
 import pytest
 import torch
 
+from gpu_neighbors.kernels.bleu import BleuKernel
+from gpu_neighbors.kernels.bleu_sets import self_bleu, shared_matches
 from gpu_neighbors.kernels.tfidf import SCALE, HeadSplit, TfidfKernel
 from gpu_neighbors.text import compiled
+from gpu_neighbors.text.ngrams import NgramFeatures
 from gpu_neighbors.text.tfidf import FeatureRows, TfidfFeatures
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 from gpu_neighbors.text.token_runs import split_tokens
 from gpu_neighbors.text.typicality import Typicality
+from gpu_neighbors.text.vocabulary import TokenBatch
 from tests.conftest import ADVERSARIAL_TEXTS
 
 
@@ -199,3 +203,80 @@ def test_many_unknown_tokens_group_and_rank_the_same_compiled_or_not(monkeypatch
     for name in ("ids", "unknown_rank", "wordlike", "lengths", "endings"):
         assert np.array_equal(getattr(ours, name), getattr(expected, name)), name
     assert ours.unknown_tokens == expected.unknown_tokens
+
+
+def _ngram_matrices(features: NgramFeatures, batch: TokenBatch) -> list[tuple[np.ndarray, ...]]:
+    return [(matrix.crow_indices().numpy(), matrix.col_indices().numpy(), matrix.values().numpy(),
+             np.asarray(matrix.shape)) for matrix in features.transform(batch)]
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+@pytest.mark.parametrize("max_order", [4, 6])
+def test_ngram_features_of_candidates_are_the_same_compiled_or_not(huse_records, monkeypatch, max_order):
+    """BLEU's candidate n-gram matrices (`NgramFeatures.transform`) from the compiled pass per
+    text and from the torch passes: the same rows, columns and values, with unknown tokens (-1)
+    inside n-grams, empty texts and texts shorter than an order, and an n-gram repeated past
+    the training set's most occurrences (its extra occurrences match nothing)."""
+    rng = random.Random(3)
+    train = [[rng.randint(0, 30) for _ in range(rng.randint(0, 40))] for _ in range(300)]
+    train += [[5] * 7, [1, 2, 1, 2, 1, 2]]
+    candidates = [[rng.randint(-1, 40) for _ in range(rng.randint(0, 60))] for _ in range(700)]
+    candidates += [[], [5], [5, 5], [5] * 30, [1, 2] * 20, [-1] * 5, [1, -1, 2, 1, 2, 1]]
+
+    def batch(texts: list[list[int]]) -> TokenBatch:
+        return TokenBatch(torch.tensor([token for text in texts for token in text], dtype=torch.int64),
+                          torch.tensor([len(text) for text in texts], dtype=torch.int64))
+
+    features = NgramFeatures(max_order)
+    features.fit(batch(train), 41)
+    ours = _ngram_matrices(features, batch(candidates))
+    monkeypatch.setattr("gpu_neighbors.text.ngrams.native", None)
+    expected = _ngram_matrices(features, batch(candidates))
+    assert sum(part[1].size for part in expected) > 10_000
+    for order, (mine, theirs) in enumerate(zip(ours, expected, strict=True), start=1):
+        for name, a, b in zip(("crow", "columns", "values", "shape"), mine, theirs, strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b), (order, name)
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+@pytest.mark.parametrize("weights", [(0.0, 1 / 3, 1 / 3, 1 / 3), (0.2,) * 5])
+def test_bleu_tiles_are_the_same_bits_compiled_or_not(huse_records, monkeypatch, weights):
+    """BLEU's tiles (BLEU* and other weights) of HUSE candidates with the compiled n-gram pass
+    and without."""
+    texts = [record["text"] for record in huse_records]
+    kernel = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), weights=weights)
+    kernel.fit(texts[:150])
+    candidates = texts[150:] + ADVERSARIAL_TEXTS
+    ours = kernel.tile(kernel.encode(candidates), 0, 150)
+    monkeypatch.setattr("gpu_neighbors.text.ngrams.native", None)
+    expected = kernel.tile(kernel.encode(candidates), 0, 150)
+    assert ours.shape == (len(candidates), 150) and torch.equal(ours, expected)
+
+
+def _shared(ids: list[list[int]], vocab_size: int, orders: int) -> torch.Tensor:
+    batch = TokenBatch(torch.tensor([token for text in ids for token in text], dtype=torch.int64),
+                       torch.tensor([len(text) for text in ids], dtype=torch.int64))
+    return shared_matches(batch, vocab_size, orders)
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+@pytest.mark.parametrize("orders", [4, 6])
+def test_self_bleu_shared_counts_are_the_same_compiled_or_not(monkeypatch, orders):
+    """Self-BLEU's clipped counts against the other texts (`shared_matches`) from the compiled
+    pass and from the torch passes: texts sharing an n-gram's largest count (ties), one text
+    holding it alone, empty texts, texts shorter than an order, a small vocabulary (many repeats)."""
+    rng = random.Random(11)
+    texts = [[rng.randint(0, 6) for _ in range(rng.randint(0, 30))] for _ in range(500)]
+    texts += [[], [1], [2, 2, 2, 2, 2, 2, 2, 2], [2, 2, 2, 2, 2, 2, 2, 2], [3, 4] * 9, [5] * 40]
+    ours = _shared(texts, 7, orders)
+    monkeypatch.setattr("gpu_neighbors.kernels.bleu_sets.native", None)
+    expected = _shared(texts, 7, orders)
+    assert expected.sum() > 10_000 and ours.dtype == expected.dtype and torch.equal(ours, expected)
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+def test_self_bleu_of_huse_texts_is_the_same_bits_compiled_or_not(huse_records, monkeypatch):
+    texts = [record["text"] for record in huse_records] + ADVERSARIAL_TEXTS
+    ours = self_bleu(texts, WhitespaceTokenizer(), smoothing="epsilon")
+    monkeypatch.setattr("gpu_neighbors.kernels.bleu_sets.native", None)
+    assert torch.equal(ours, self_bleu(texts, WhitespaceTokenizer(), smoothing="epsilon"))
