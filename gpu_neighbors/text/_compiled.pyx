@@ -153,8 +153,9 @@ def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const doub
     (`tf_of_count` indexed by count), each text's word block (features below `word_features`)
     and char block divided by its l2 norm, whose squares are summed in entry order: the same
     operations, in the same order, as numpy's passes (built with -ffp-contract=off: no fused
-    multiply-adds)."""
-    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, i, count, feature
+    multiply-adds). Returns 0, or a count past the table, plus one: the table the caller makes
+    longer before calling again (the caller need not find the largest count first)."""
+    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, i, count, feature, past = 0
     cdef Py_ssize_t table = tf_of_count.shape[0], features = idf.shape[0]
     cdef double value, words, chars
     cdef bint bad = False
@@ -169,8 +170,11 @@ def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const doub
             for i in range(indptr[t], indptr[t + 1]):
                 count = <Py_ssize_t>counts[i]
                 feature = indices[i]
-                if count < 1 or count >= table or feature < 0 or feature >= features:
+                if count < 1 or feature < 0 or feature >= features:
                     bad = True
+                    break
+                if count >= table:
+                    past = count + 1
                     break
                 value = tf_of_count[count] * idf[feature]
                 values[i] = value
@@ -178,7 +182,7 @@ def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const doub
                     words += value * value
                 else:
                     chars += value * value
-            if bad:
+            if bad or past:
                 break
             words = sqrt(words)
             chars = sqrt(chars)
@@ -188,7 +192,8 @@ def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const doub
                 else:
                     values[i] = values[i] / chars
     if bad:
-        raise ValueError("weigh_rows' counts pass its tf table, or its features the idf")
+        raise ValueError("weigh_rows' counts are below one, or its features pass the idf")
+    return past
 
 
 cdef struct Index:
@@ -445,7 +450,7 @@ def quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const 
     feature's column (`position`, -1: none) or appended to the tail's CSR rows."""
     cdef Py_ssize_t texts = indptr.shape[0] - 1, t, i, first, largest, kept = 0, widest = 0
     cdef Py_ssize_t columns = head.shape[1], features = position.shape[0]
-    cdef int64_t quantised, column
+    cdef int64_t quantised, column, word_squares, char_squares
     cdef int64_t[2] squares_of
     cdef double scaled
     cdef bint bad = False
@@ -465,13 +470,20 @@ def quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const 
         tail_indptr[0] = 0
         for t in range(texts):
             first = indptr[t]
-            squares_of[0] = 0  # the word block's
-            squares_of[1] = 0  # the char block's
+            # Summed in two locals, not an array indexed by block: that made each entry wait for
+            # the last one's store (exact integers: the same sums in any order)
+            word_squares = 0
+            char_squares = 0
             for i in range(first, indptr[t + 1]):
                 scaled = values[i] * scale
                 quantised = <int64_t>scaled if scaled >= 0 else <int64_t>floor(scaled)  # floor
                 quanta[i - first] = quantised
-                squares_of[indices[i] >= word_features] += quantised * quantised
+                if indices[i] < word_features:
+                    word_squares += quantised * quantised
+                else:
+                    char_squares += quantised * quantised
+            squares_of[0] = word_squares
+            squares_of[1] = char_squares
             for block in range(2):
                 while squares_of[block] > max_squared_norm:
                     largest = -1

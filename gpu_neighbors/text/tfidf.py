@@ -384,9 +384,10 @@ class TfidfFeatures:
         """Sublinear tf times idf, each block l2-normalised per text."""
         if native is not None:  # the same operations in the same order, in one pass
             values = np.empty(counts.values.size)
-            top = int(counts.values.max()) + 1 if counts.values.size else 1
-            native.weigh_rows(counts.indptr, counts.indices, counts.values, self._tf_of_count(top), self.idf,
-                              self.word_features, values)
+            top = 1  # the table's length so far; weigh_rows says when a count needs it longer
+            while top := native.weigh_rows(counts.indptr, counts.indices, counts.values, self._tf_of_count(top),
+                                           self.idf, self.word_features, values):
+                pass
             return FeatureRows(counts.indptr, counts.indices, values, self.num_features)
         tf = _by_distinct(counts.values.astype(np.int64), lambda count: 1 + math.log(count))
         values = tf * self.idf[counts.indices]

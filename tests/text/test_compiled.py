@@ -128,6 +128,21 @@ def test_a_block_quantised_past_norm_one_comes_back_the_same_compiled_or_not(mon
     assert ours[1].values.tolist() == [SCALE - 1, 47453132.0, 47453133.0]
 
 
+def test_weighing_asks_for_a_longer_tf_table_rather_than_being_told_the_largest_count():
+    """`weigh_rows` says which table a count past it needs (the caller no longer finds the
+    largest count first), then weighs as numpy's passes do once given it."""
+    native = _built()
+    indptr, indices, counts = np.array([0, 2, 3]), np.array([0, 4, 2]), np.array([1.0, 3.0, 9.0])
+    idf, values = np.array([1.0, 2.0, 3.0, 4.0, 5.0]), np.empty(3)
+    tf = np.array([0.0, *(1 + np.log(np.arange(1, 5)))])
+    assert native.weigh_rows(indptr, indices, counts, tf, idf, 2, values) == 10
+    longer = np.array([0.0, *(1 + np.log(np.arange(1, 10)))])
+    assert native.weigh_rows(indptr, indices, counts, longer, idf, 2, values) == 0
+    assert values.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="below one"):
+        native.weigh_rows(indptr, indices, np.array([1.0, 0.0, 1.0]), longer, idf, 2, values)
+
+
 @pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
 def test_long_rows_of_close_features_count_the_same_compiled_or_not(monkeypatch):
     """Hundreds of one order's n-grams of a text among few feature ids (one letter words: the
