@@ -389,7 +389,8 @@ class TfidfFeatures:
                                            self.idf, self.word_features, values):
                 pass
             return FeatureRows(counts.indptr, counts.indices, values, self.num_features)
-        tf = _by_distinct(counts.values.astype(np.int64), lambda count: 1 + math.log(count))
+        whole = counts.values.astype(np.int64)
+        tf = self._tf_of_count(int(whole.max(initial=0)) + 1)[whole]
         values = tf * self.idf[counts.indices]
         # Squares summed per (text, block) in feature order: a text's norm depends on it alone.
         block = counts.rows * 2 + (counts.indices >= self.word_features)
@@ -398,8 +399,9 @@ class TfidfFeatures:
         return FeatureRows(counts.indptr, counts.indices, values, self.num_features)
 
     def _tf_of_count(self, top: int) -> np.ndarray:
-        """1 + ln(count) (`math.log`, as the numpy passes take it) of every count below `top`,
-        indexed by count: made once, and longer where a chunk holds a larger count."""
+        """1 + ln(count) (`math.log`) of every count below `top`, indexed by count: the one tf
+        table of the compiled and numpy passes, made once, and longer where a chunk holds a larger
+        count."""
         table = getattr(self, "_tf", np.zeros(1))  # a scorer pickled before the table was kept
         if table.size < top:
             size = max(top, 2 * table.size, 256)
