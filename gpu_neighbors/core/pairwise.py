@@ -36,6 +36,8 @@ from gpu_neighbors.core.topk import NO_INDEX, TopK, estimate_topk_grid, rank_seg
 DEFAULT_SIMILARITY_ERROR = 2.0**-44
 # Items up to which `top` reads one ordering of every row, kept with the pass (int32: 64 MB at 4,000).
 MAX_ORDERED = 4000
+# Entries of a block of rows that `row_orders` sorts at a time (its temporaries: about 40 bytes an entry).
+ORDER_BLOCK = 1 << 16
 
 
 class PairwiseSimilarities:
@@ -109,7 +111,10 @@ class PairwiseSimilarities:
         width = min(max(ks), columns.size)
         position = np.full(len(self), NO_INDEX, dtype=np.int64)
         position[columns] = np.arange(columns.size)
-        candidates = order[rows]  # [rows, n]: every item, most similar first
+        # A row's first `width` kept entries lie within its first `width` + (items left out,
+        # itself included) of the ordering: read no further.
+        reach = min(len(self), width + len(self) - columns.size + 1)
+        candidates = order[rows, :reach]  # [rows, reach]: the most similar items first
         keep = (position[candidates] >= 0) & (candidates != rows[:, None])
         place = np.cumsum(keep, axis=1)
         row, entry = np.nonzero(keep & (place <= width))
@@ -127,8 +132,7 @@ class PairwiseSimilarities:
         if len(self) > MAX_ORDERED:
             return None
         if self._order is None:
-            ranks = np.broadcast_to(self.quality(np.arange(len(self))).tie_rank.numpy(), self.matrix.shape)
-            self._order = np.lexsort((ranks, -self.matrix.numpy()), axis=1).astype(np.int32)
+            self._order = row_orders(self.matrix.numpy(), self.quality(np.arange(len(self))).tie_rank.numpy())
         return self._order
 
     def quality(self, columns: np.ndarray) -> Quality:
@@ -223,3 +227,32 @@ class PairwiseSimilarities:
 
 def _indices(items: np.ndarray | Sequence[int]) -> np.ndarray:
     return np.asarray(items, dtype=np.int64).reshape(-1)
+
+
+def row_orders(matrix: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Each row's columns by descending value, equal values (NaN equal to NaN, as numpy's sorts
+    take them) by ascending `ranks` (distinct) [n, n] int32: `np.lexsort((ranks, -matrix),
+    axis=1)` from two of numpy's vectorised (unstable) sorts instead of its two stable passes:
+    the values' sort gives each entry the place of its value among the row's distinct values,
+    and the keys (place, the column's rank) are distinct. A block of rows at a time, so that
+    the temporaries stay in cache and are not fresh pages each time (2,000 x 2,000 with many
+    ties, process CPU: 0.09 s against lexsort's 0.29-0.62 s, a loaded 2-core machine)."""
+    rows, columns = matrix.shape
+    key_type = np.int32 if columns * columns < 2**31 else np.int64
+    by_rank = np.argsort(ranks, kind="stable").astype(np.int32)
+    rank_of = np.empty(columns, dtype=key_type)
+    rank_of[by_rank] = np.arange(columns, dtype=key_type)
+    result = np.empty((rows, columns), dtype=np.int32)
+    step = max(1, ORDER_BLOCK // max(columns, 1))
+    for start in range(0, rows, step):
+        values = np.negative(matrix[start:start + step])
+        order = np.argsort(values, axis=1)
+        ordered = np.take_along_axis(values, order, axis=1)
+        same = (ordered[:, 1:] == ordered[:, :-1]) | (np.isnan(ordered[:, 1:]) & np.isnan(ordered[:, :-1]))
+        keys = np.zeros(values.shape, dtype=key_type)
+        np.cumsum(~same, axis=1, out=keys[:, 1:])
+        keys *= key_type(columns)
+        keys += rank_of[order]
+        keys.sort(axis=1)
+        np.take(by_rank, keys % columns, out=result[start:start + step])
+    return result

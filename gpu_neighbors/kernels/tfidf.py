@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core.saved import pack_strings, unpack_strings
-from gpu_neighbors.core.sparse import add_product, csr_matrix, row_block
+from gpu_neighbors.core.sparse import add_product, csr_matrix, row_block, transposed
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.text.compiled import native
@@ -260,7 +260,7 @@ class TfidfKernel(Kernel[EncodedTfidf]):
         if (start, stop) not in self._columns:
             if any(first < stop and start < last for first, last in self._columns):
                 self._columns.clear()
-            self._columns[start, stop] = self._block(start, stop).t().to_sparse_csr()
+            self._columns[start, stop] = transposed(self._block(start, stop))
         return self._columns[start, stop]
 
     def tile(self, encoded: EncodedTfidf, start: int, stop: int) -> torch.Tensor:

@@ -92,6 +92,26 @@ def test_ranks_of_one_vector_against_many_masks_are_the_average_ranks():
         assert spearman_rows(estimates, truth).shape == (rows,)
 
 
+@pytest.mark.parametrize("block", [1, 7, 1 << 16])
+def test_row_orders_is_lexsort_by_value_then_rank(block, monkeypatch):
+    """`row_orders` (two unstable sorts, a block of rows at a time) orders every row as numpy's
+    stable lexsort by descending value, then ascending rank: ties, signed zeros, infinities and
+    NaN (equal to NaN) included, and ranks that are any distinct integers."""
+    from gpu_neighbors.core import pairwise
+
+    monkeypatch.setattr(pairwise, "ORDER_BLOCK", block)
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        rows, columns = int(rng.integers(1, 25)), int(rng.integers(0, 25))
+        if trial % 2:
+            matrix = rng.choice([0.0, -0.0, 0.25, 1.0, -1.0, np.nan, np.inf, -np.inf], (rows, columns))
+        else:
+            matrix = rng.random((rows, columns))
+        ranks = rng.permutation(columns) * 7 - 20
+        expected = np.lexsort((np.broadcast_to(ranks, matrix.shape), -matrix), axis=1)
+        assert np.array_equal(pairwise.row_orders(matrix, ranks), expected)
+
+
 @pytest.mark.parametrize("seed", [0, 4])
 def test_top_read_off_one_ordering_is_the_selection_of_each_subset(seed, monkeypatch):
     """`PairwiseSimilarities.top` reads subsets off one ordering of every row (and `subset`

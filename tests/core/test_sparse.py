@@ -77,3 +77,15 @@ def test_add_entries_in_steps_adds_every_entry_once(monkeypatch, step):
     out = start.clone()
     assert sparse.add_entries(out, matrix) is out
     assert torch.equal(out, start + matrix.to_dense())
+
+
+@pytest.mark.parametrize("shape, density", [((30, 50), 0.2), ((7, 1), 0.5), ((0, 4), 0.3), ((5, 6), 0.0)])
+def test_transposed_is_torchs_transpose_entry_for_entry(shape, density):
+    """The CPU's transpose (scipy's counting sort) holds the same CSR arrays as torch's own:
+    row offsets, columns (int64) and values, empty rows and columns included."""
+    matrix = random_csr(*shape, density, seed=3)
+    ours, torchs = sparse.transposed(matrix), matrix.t().to_sparse_csr()
+    assert ours.shape == torchs.shape
+    for part in ("crow_indices", "col_indices", "values"):
+        mine, theirs = getattr(ours, part)(), getattr(torchs, part)()
+        assert mine.dtype == theirs.dtype and torch.equal(mine, theirs)
