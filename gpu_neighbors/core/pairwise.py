@@ -114,15 +114,20 @@ class PairwiseSimilarities:
         # A row's first `width` kept entries lie within its first `width` + (items left out,
         # itself included) of the ordering: read no further.
         reach = min(len(self), width + len(self) - columns.size + 1)
-        candidates = order[rows, :reach]  # [rows, reach]: the most similar items first
-        keep = (position[candidates] >= 0) & (candidates != rows[:, None])
-        place = np.cumsum(keep, axis=1)
-        row, entry = np.nonzero(keep & (place <= width))
-        chosen = candidates[row, entry]
         index = np.full((rows.size, width), NO_INDEX, dtype=np.int64)
         similarity = np.full((rows.size, width), -np.inf)
-        index[row, place[row, entry] - 1] = position[chosen]
-        similarity[row, place[row, entry] - 1] = self.matrix.numpy()[rows[row], chosen]
+        matrix = self.matrix.numpy()
+        step = max(1, ORDER_BLOCK // reach)  # a block of rows at a time, as `row_orders`
+        for start in range(0, rows.size, step):
+            block = rows[start:start + step]
+            candidates = order[block, :reach]  # the most similar items first
+            keep = (position[candidates] >= 0) & (candidates != block[:, None])
+            place = np.cumsum(keep, axis=1)
+            row, entry = np.nonzero(keep & (place <= width))
+            chosen = candidates[row, entry]
+            slot = (row + start, place[row, entry] - 1)
+            index[slot] = position[chosen]
+            similarity[slot] = matrix[block[row], chosen]
         return TopK(torch.from_numpy(similarity), torch.from_numpy(index))
 
     def _ordering(self) -> np.ndarray | None:
