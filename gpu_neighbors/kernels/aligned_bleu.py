@@ -398,17 +398,16 @@ def _text_ids(tokenizer: Tokenizer, candidates: list[str],
               references: list[str]) -> tuple[IdsAndCounts, IdsAndCounts, int | None]:
     """Token ids (int64, concatenated) and token counts of the candidates and of the references,
     equal ids for equal tokens, and a bound on the ids where one is known. Whitespace tokens of
-    ASCII text come from `word_ids` (no Python per token; ids with no bound), the rest through
+    ASCII text come from `word_ids` (no Python per token), the rest through
     the tokenizer and a vocabulary of this batch (ids below its size)."""
     if type(tokenizer) is WhitespaceTokenizer:
         texts = candidates + references
         fast = word_ids(list(map(str.lower, texts)) if tokenizer.lowercase else texts)
-        if fast is not None:  # numbered below their count by one sort: the bounded path is faster
-            words, counts = fast
-            distinct, numbers = torch.unique(torch.from_numpy(words), return_inverse=True)
-            ids, split = numbers.numpy(), int(counts[: len(candidates)].sum())
+        if fast is not None:  # numbered below their count: the bounded path is faster
+            ids, counts, distinct = fast
+            split = int(counts[: len(candidates)].sum())
             return ((ids[:split], counts[: len(candidates)]), (ids[split:], counts[len(candidates):]),
-                    max(len(distinct), 1))
+                    max(distinct, 1))
     tokenized_candidates = tokenizer.tokenize_many(candidates)
     tokenized_references = tokenizer.tokenize_many(references)
     vocabulary = Vocabulary(tokenized_candidates)

@@ -6,6 +6,7 @@ from libc.stdint cimport int64_t, uint64_t
 from libc.math cimport sqrt
 from libc.stdint cimport int8_t, int32_t, uint8_t
 from libc.stdlib cimport calloc, free, malloc, qsort
+from libc.string cimport memcmp
 from libc.math cimport floor
 
 cdef uint64_t MULTIPLIER = 0x9E3779B97F4A7C15ULL  # key_index._MULTIPLIER: the same home slots
@@ -1006,3 +1007,90 @@ def shared_counts(const int64_t[::1] ids, const int64_t[::1] lengths, int64_t vo
                 i = run
     free(grams)
     return True
+
+
+cdef inline bint _is_split_space(uint8_t byte) noexcept nogil:
+    """Whether `str.split()` splits at this ASCII byte (str.isspace: 9-13 and 28-32)."""
+    return byte == 32 or 9 <= byte <= 13 or 28 <= byte <= 31
+
+
+cdef struct WordSlot:
+    uint64_t hash
+    Py_ssize_t start  # the word's first occurrence in the bytes, or -1: an empty slot
+    Py_ssize_t length
+    int64_t number
+
+
+cdef WordSlot* _word_table(Py_ssize_t capacity) noexcept nogil:
+    cdef WordSlot* table = <WordSlot*>malloc(capacity * sizeof(WordSlot))
+    cdef Py_ssize_t slot
+    if table != NULL:
+        for slot in range(capacity):
+            table[slot].start = -1
+    return table
+
+
+def number_words(const uint8_t[::1] data, uint8_t separator, int64_t[::1] ids, int64_t[::1] counts):
+    """`str.split()`'s words of ASCII texts joined by `separator` (a byte `str.split` splits at),
+    numbered by first occurrence (0, 1, ...: equal words, equal numbers) into `ids`, each
+    text's word count into `counts`, by one pass over the bytes and a hash table over the words'
+    bytes (sized by the distinct words, so that it stays in cache). `ids` holds at least
+    (len(data) + 1) // 2 entries, `counts` one per text. Returns (words, distinct words)."""
+    cdef Py_ssize_t size = data.shape[0], position = 0, start, length, words = 0, text = 0, in_text = 0
+    cdef Py_ssize_t capacity = 1024, slot, old, distinct = 0
+    cdef uint64_t hashed
+    cdef uint8_t byte
+    cdef WordSlot* table = _word_table(capacity)
+    cdef WordSlot* grown
+    cdef bint failed = table == NULL
+    with nogil:
+        while position < size and not failed:
+            byte = data[position]
+            if byte == separator:
+                counts[text] = in_text
+                text += 1
+                in_text = 0
+                position += 1
+                continue
+            if _is_split_space(byte):
+                position += 1
+                continue
+            start = position
+            hashed = 14695981039346656037ULL  # FNV-1a over the word's bytes
+            while position < size and not _is_split_space(data[position]):
+                hashed = (hashed ^ data[position]) * 1099511628211ULL
+                position += 1
+            length = position - start
+            slot = <Py_ssize_t>((hashed * MULTIPLIER) >> 1) & (capacity - 1)
+            while table[slot].start >= 0 and not (table[slot].hash == hashed and table[slot].length == length
+                                                  and memcmp(&data[table[slot].start], &data[start], length) == 0):
+                slot = (slot + 1) & (capacity - 1)
+            if table[slot].start < 0:
+                table[slot].hash, table[slot].start, table[slot].length = hashed, start, length
+                table[slot].number = distinct
+                distinct += 1
+                if 2 * distinct > capacity:  # half full: twice as many slots
+                    grown = _word_table(2 * capacity)
+                    if grown == NULL:
+                        failed = True
+                        break
+                    for old in range(capacity):
+                        if table[old].start >= 0:
+                            slot = <Py_ssize_t>((table[old].hash * MULTIPLIER) >> 1) & (2 * capacity - 1)
+                            while grown[slot].start >= 0:
+                                slot = (slot + 1) & (2 * capacity - 1)
+                            grown[slot] = table[old]
+                    free(table)
+                    table, capacity = grown, 2 * capacity
+                    ids[words] = distinct - 1
+                    words += 1
+                    in_text += 1
+                    continue
+            ids[words] = table[slot].number
+            words += 1
+            in_text += 1
+        counts[text] = in_text
+    free(table)
+    if failed:
+        raise MemoryError()
+    return words, distinct

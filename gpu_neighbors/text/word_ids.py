@@ -1,12 +1,12 @@
-"""Whitespace words of ASCII texts as int64 ids, with no Python step per word (but long words).
+"""Whitespace words of ASCII texts numbered by first occurrence, with no Python step per word.
 
-`str.split()` then a dict lookup per token is most of aligned BLEU's text path (bench:
-two thirds of it at 256 texts x 1,024 words). A word of at most 7 bytes is its own id: its bytes
-read as one little-endian integer (an unaligned 8-byte load at its start, masked to its
-length), below 2^56, and 0 bytes excluded, so equal words give equal ids and different words
-different ones. A longer word gets 2^56 + its number in a dict of the long words (Python per long
-word only). The ids are not dense: the caller must not assume a bound (aligned BLEU renumbers
-each row's ids itself).
+`str.split()` then a dict lookup per token is most of aligned BLEU's text path (bench: two thirds
+of it at 256 texts x 1,024 words). Compiled (`text.compiled`): one pass over the texts' bytes and
+a hash table over the words' bytes. The numpy twin, which gives the same numbers: a word of at
+most 7 bytes is first read as its own integer (an unaligned 8-byte load at its start, masked to
+its length; below 2^56 and 0 bytes excluded, so equal words give equal integers and different
+words different ones), a longer word as 2^56 + its number in a dict of the long words (Python
+per long word only); then the integers are numbered by first occurrence.
 
 Only for text `str.split()` would split the same way byte by byte: ASCII, no NUL, and not holding
 the separator joined in between texts (ASCII file separator, whitespace to `str.split`); `None`
@@ -18,21 +18,39 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpu_neighbors.text.compiled import native
+
 SEPARATOR = "\x1c"  # whitespace to str.split, not expected inside a text
-LONG_WORD_IDS = 1 << 56  # ids of words of 8 bytes or more start here
+LONG_WORD_IDS = 1 << 56  # the numpy pass's integers of words of 8 bytes or more start here
 # The ASCII characters str.split() splits at (str.isspace).
 _SPACE = np.zeros(256, dtype=bool)
 _SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
 
 
-def word_ids(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
-    """The ids of every text's `str.split()` words, concatenated (int64), and each text's word
-    count; None where the texts are not ASCII, hold a NUL or the separator."""
+def word_ids(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Every text's `str.split()` words numbered by first occurrence (int64, concatenated: equal
+    words get equal numbers, from 0 up), each text's word count, and how many distinct words;
+    None where the texts are not ASCII, hold a NUL or the separator."""
     if not texts:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0
     joined = SEPARATOR.join(texts)
     if not joined.isascii() or "\x00" in joined or joined.count(SEPARATOR) != len(texts) - 1:
         return None
+    if native is not None:
+        ids, counts = np.empty((len(joined) + 1) // 2, dtype=np.int64), np.empty(len(texts), dtype=np.int64)
+        words, distinct = native.number_words(np.frombuffer(joined.encode("ascii"), dtype=np.uint8), ord(SEPARATOR),
+                                              ids, counts)
+        return ids[:words], counts, distinct
+    integers, counts = _word_integers(joined)
+    distinct_integers, firsts, inverse = np.unique(integers, return_index=True, return_inverse=True)
+    number = np.empty(distinct_integers.size, dtype=np.int64)
+    number[np.argsort(firsts)] = np.arange(distinct_integers.size)
+    return number[inverse.reshape(-1)], counts, int(distinct_integers.size)
+
+
+def _word_integers(joined: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each word's integer (equal exactly for equal words; module docstring) and each text's
+    word count, of ASCII texts joined by the separator."""
     data = np.frombuffer(joined.encode("ascii") + bytes(8), dtype=np.uint8)  # 8 zero bytes: loads stay inside
     size = len(joined)
     space = np.ones(size + 2, dtype=np.int8)  # a space before and after: the boundaries pair up

@@ -1,5 +1,6 @@
-"""`word_ids`: the whitespace words of ASCII texts as ids, equal exactly where `str.split()`'s
-tokens are equal, and refused (None) where it cannot promise that."""
+"""`word_ids`: the whitespace words of ASCII texts numbered by first occurrence, equal exactly
+where `str.split()`'s tokens are equal, by the compiled pass and its numpy twin alike, and
+refused (None) where it cannot promise that."""
 from __future__ import annotations
 
 import random
@@ -13,7 +14,8 @@ from nltk.translate import bleu_score
 
 import gpu_neighbors
 from conftest import ADVERSARIAL_TEXTS
-from gpu_neighbors.text.word_ids import LONG_WORD_IDS, word_ids
+from gpu_neighbors.text import word_ids as word_ids_module
+from gpu_neighbors.text.word_ids import word_ids
 
 EDGES = ["", "   ", "a", "abcdefg", "abcdefgh", "abcdefghi", "abcdefg abcdefgh abcdefg", "x" * 300 + " " + "x" * 299,
          "tab\there\vand\ffeed\rcr\nnl", "unit\x1dgroup\x1erecord\x1fend", "bell\x07inside a\x01b \x7fdel",
@@ -21,17 +23,21 @@ EDGES = ["", "   ", "a", "abcdefg", "abcdefgh", "abcdefghi", "abcdefg abcdefgh a
 
 
 def assert_same_partition(texts: list[str]) -> None:
-    result = word_ids(texts)
+    """Numbers by first occurrence, as a dict over `str.split()`'s words gives them, from the
+    compiled pass where built and from the numpy twin."""
     tokens = [text.split() for text in texts]
-    assert result is not None
-    ids, counts = result
-    assert counts.tolist() == [len(words) for words in tokens]
     flat = [word for words in tokens for word in words]
-    assert len(ids) == len(flat)
-    by_word, by_id = {}, {}
-    for word, number in zip(flat, ids.tolist()):
-        assert by_word.setdefault(word, number) == number and by_id.setdefault(number, word) == word
-        assert (number >= LONG_WORD_IDS) == (len(word) >= 8) and number >= 0
+    numbers: dict[str, int] = {}
+    expected = [numbers.setdefault(word, len(numbers)) for word in flat]
+    for native in {word_ids_module.native, None}:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(word_ids_module, "native", native)
+            result = word_ids(texts)
+        assert result is not None
+        ids, counts, distinct = result
+        assert ids.dtype == np.int64 and counts.dtype == np.int64
+        assert counts.tolist() == [len(words) for words in tokens]
+        assert ids.tolist() == expected and distinct == len(numbers)
 
 
 def test_real_and_edge_texts(huse_texts):
