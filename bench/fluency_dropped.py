@@ -55,7 +55,7 @@ from gpu_neighbors.fluency import model_files, offline_model  # noqa: E402
 from gpu_neighbors.fluency.model import LanguageModel, causal_mask  # noqa: E402
 from gpu_neighbors.fluency.part import resolved_dtype  # noqa: E402
 from gpu_neighbors.text.perturbations import WordPool, perturb  # noqa: E402
-from pages import replace_section  # noqa: E402
+from pages import write_section  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "fluency.md"
 HEADING = "## 4. Dropped words: other statistics and calibrations (issue 51, round 2)"
@@ -214,9 +214,7 @@ def main() -> int:
         "fifth by token count, and of the good originals and their copies.", "",
         "| set | column | dev, shortest fifth | dev, longest fifth | originals | " + " | ".join(COPIES) + " |",
         "|---|---|---|---|---|" + "---|" * len(COPIES), *columns, ""])
-    page = OUT.read_text(encoding="utf-8") if OUT.exists() else ""
-    OUT.write_text(replace_section(page, HEADING, text), encoding="utf-8")
-    print(text)
+    write_section(OUT, HEADING, text)
     return 0
 
 

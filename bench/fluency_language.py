@@ -28,7 +28,7 @@ from pathlib import Path
 from gpu_neighbors.core.conformal import MAX_CALIBRATION_TEXTS
 from gpu_neighbors.fluency.language import ENGLISH, MIN_ENGLISH_SHARE, english_share
 from gpu_neighbors.text.lexicon import words
-from pages import replace_section  # bench/, beside this script
+from pages import write_section  # bench/, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -104,9 +104,7 @@ def main() -> int:
         f"{min(shares['other']):.3f}-{max(shares['other']):.3f}. The threshold, {MIN_ENGLISH_SHARE:g} (three words in "
         "four), sits in the middle of the gap. Cost on MLQE's English side, the word list read: "
         + ", ".join(timings) + " (one thread; fit checks the calibration sample, 2,000 texts at most).", ""])
-    page = OUT.read_text(encoding="utf-8") if OUT.exists() else ""
-    OUT.write_text(replace_section(page, HEADING, text), encoding="utf-8")
-    print(text)
+    write_section(OUT, HEADING, text)
     return 0
 
 
