@@ -102,7 +102,8 @@ def main() -> int:
         "|---|---|---|---|---|", *rows, "",
         f"English sets: {min(shares['English']):.3f}-{max(shares['English']):.3f}; other languages: "
         f"{min(shares['other']):.3f}-{max(shares['other']):.3f}. The threshold, {MIN_ENGLISH_SHARE:g} (three words in "
-        "four), sits in the middle of the gap. Cost on MLQE's English side, the word list read: "
+        f"four), sits in that gap, {min(shares['English']) - MIN_ENGLISH_SHARE:.2f} below the least English set and "
+        f"{MIN_ENGLISH_SHARE - max(shares['other']):.2f} above the most English of the others. Cost on MLQE's English side, the word list read: "
         + ", ".join(timings) + " (one thread; fit checks the calibration sample, 2,000 texts at most).", ""])
     write_section(OUT, HEADING, text)
     return 0
