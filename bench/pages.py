@@ -2,6 +2,8 @@
 writes the page, checklist.py its perturbation checklist section): each keeps the other's."""
 from __future__ import annotations
 
+from pathlib import Path
+
 
 def section_of(page: str, heading: str) -> str:
     """`page`'s section under `heading` (to the next section of the same level, or the end);
@@ -21,3 +23,11 @@ def replace_section(page: str, heading: str, text: str) -> str:
     start = page.index(heading)
     rest = page[start + len(old):]
     return page[:start] + text + ("\n" + rest if rest else "")
+
+
+def write_section(path: Path, heading: str, text: str) -> None:
+    """Replace (or append) the section under `heading` of the page at `path` (made where
+    missing) with `text`, and print it."""
+    page = path.read_text(encoding="utf-8") if path.exists() else ""
+    path.write_text(replace_section(page, heading, text), encoding="utf-8")
+    print(text)

@@ -41,6 +41,7 @@ from gpu_neighbors.core.validation import check_is_fitted, interval
 from gpu_neighbors.estimators import Estimator, RidgeFit, TilePass
 from gpu_neighbors.estimators.stacking import Stacking
 from gpu_neighbors.fluency import FittedFluency, Fluency
+from gpu_neighbors.fluency.language import MIN_ENGLISH_SHARE, is_english
 from gpu_neighbors.fluency.model import on
 from gpu_neighbors.fluency.outlier import WithinLength, estimate_features
 from gpu_neighbors.intervals import Intervals
@@ -90,6 +91,7 @@ class TilePasses:
     stacking_: Stacking | None
     within_: WithinLength | None
     fluency_selection_: dict[str, Any] | None
+    fluency_english_: float | None  # the share of English words `auto`'s language check measured
     train_scores_: np.ndarray
     device_: torch.device
     _ridge: RidgeFit | None
@@ -459,15 +461,20 @@ class FittedScorer(TilePasses):
             selection=None if self.selection_ is None else tuple(self.selection_.items()),
             level=self.intervals_part.level,
             outside=f"{self.intervals_part.outside_level:g},{self.intervals_part.negatives},{self.intervals_part.words}",
-            fluency=None if self.fluency_ is None else self._fluency_signature(self.fluency_),
+            fluency=self._fluency_signature(),
         )
 
-    def _fluency_signature(self, fluency: FittedFluency) -> str:
+    def _fluency_signature(self) -> str | None:
         """The model, its weights and dtype, and whether it is in use (in the estimate and the
-        outlier test), with the leave-one-out rho without and with it that decided."""
+        outlier test), with the leave-one-out rho without and with it that decided; where
+        `auto`'s language check left the model out, the share of English words it measured;
+        None without fluency."""
+        if self.fluency_ is None:
+            english = self.fluency_english_
+            return None if is_english(english) else f"off(english={english:.3f}<{MIN_ENGLISH_SHARE:g})"
         chosen = self.fluency_selection_
         figures = "" if chosen is None else f"({chosen['without']:.3f}->{chosen['with']:.3f})"
-        return f"{fluency.signature()},{'on' if self.stacking_ is not None else 'off'}{figures}"
+        return f"{self.fluency_.signature()},{'on' if self.stacking_ is not None else 'off'}{figures}"
 
 
 def _progress_bar(total: int) -> Any:

@@ -84,7 +84,7 @@ def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[An
                    "degeneracy": _degeneracy_settings(scorer.outside_.degeneracy),
                    "ridge": None if ridge is None else {"intercept": ridge.model.intercept,
                                                         "penalty": ridge.model.penalty},
-                   "fluency": _fluency_settings(scorer)},
+                   "fluency": _fluency_settings(scorer), "fluency_english": scorer.fluency_english_},
     }
     return SavedScorer(config, tensors, list(scorer.kernel_.train_texts), scorer.train_scores_.tolist(), fields)
 
@@ -215,6 +215,7 @@ def restore(scorer: FittedScorer, saved: SavedScorer) -> None:
         scorer.selection_ = fitted["selection"]
         scorer.calibration_ = Calibration(tensors["calibration_residuals"].numpy(), float(fitted["calibration_floor"]))
         _restore_fluency(scorer, fitted["fluency"], tensors)
+        scorer.fluency_english_ = fitted.get("fluency_english")
         scorer.outside_ = _outside(scorer, tensors, int(fitted["outside_texts"]), fitted["degeneracy"])
         scorer._ridge = None if fitted["ridge"] is None else _ridge(fitted["ridge"], tensors, len(saved.texts))
         expected = fitted["kernel_settings"]
@@ -367,6 +368,7 @@ def saved_settings(num_train: int) -> dict[str, Expected]:
         "fitted.fluency.stacking.intercept": Expected(interval()),
         "fitted.fluency.stacking.weights": Expected(FINITE_LIST),
         "fitted.fluency.selection": Expected(FLUENCY_SELECTION, optional=True),
+        "fitted.fluency_english": Expected(interval(0, 1), optional=True),
     }
 
 

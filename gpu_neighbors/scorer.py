@@ -40,6 +40,7 @@ from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, estimator_part
 from gpu_neighbors.estimators.stacking import Stacking, stacked_leave_one_out
 from gpu_neighbors.fitted import FittedScorer, library_threads
 from gpu_neighbors.fluency import FittedFluency, Fluency, fluency_part, resolved_dtype
+from gpu_neighbors.fluency.language import MIN_ENGLISH_SHARE, english_share, is_english
 from gpu_neighbors.fluency.part import AUTO_MIN_TEXTS
 from gpu_neighbors.fluency.outlier import FLUENCY_ALONE, FLUENCY_LOW_IS_ATYPICAL, WithinLength, estimate_features
 from gpu_neighbors.intervals import Intervals
@@ -70,7 +71,8 @@ class NeighborsScorer(FittedScorer):
     score_range: (low, high) every training score must lie in; None accepts any finite score.
     fluency: a language model's judgment beside the neighbours' (`fluency/part.py`,
         docs/fluency.md): "auto" (the offline model where fetched, in the estimate where
-        leave-one-out gains beyond noise, from AUTO_MIN_TEXTS = 150 training texts), "none", a
+        leave-one-out gains beyond noise, from AUTO_MIN_TEXTS = 150 training texts, not run
+        where under 3 in 4 of their words are English: `fluency/language.py`), "none", a
         model's path (always used) or a `Fluency` part.
     """
 
@@ -189,7 +191,6 @@ class NeighborsScorer(FittedScorer):
         self.device_ = resolve_device(self.device)
         self.kernel_part_, self.estimator_ = part, estimator
         self.kernel_ = part.build(self.device_)
-        self.fluency_ = self._resolve_fluency(len(texts), stored)
         self.stacking_: Stacking | None = None
         self.within_: WithinLength | None = None
         self.fluency_selection_: dict[str, Any] | None = None
@@ -208,19 +209,35 @@ class NeighborsScorer(FittedScorer):
         # set draw from it, and calibration splits its texts in it, so the same texts and the same
         # split whatever order the training set came in.
         self._canonical = np.argsort(self._quality.tie_rank.cpu().numpy())
+        self.fluency_english_: float | None = None
+        self.fluency_ = self._resolve_fluency(texts, stored)
         self._qualities: TransientCache[torch.device, Quality] = TransientCache()
         self._draws: TransientCache[int, int] = TransientCache()
 
-    def _resolve_fluency(self, num_texts: int, stored: saved.SavedScorer | None) -> FittedFluency | None:
+    def _resolve_fluency(self, texts: list[str], stored: saved.SavedScorer | None) -> FittedFluency | None:
         """The fluency model this scorer runs: as saved (the same weights, or refused by name),
-        else the part's where it can decide (use "auto": from AUTO_MIN_TEXTS texts)."""
+        else the part's where it can decide (use "auto": from AUTO_MIN_TEXTS texts, and where
+        the calibration sample's texts, which the model would read first, are English, a check
+        that costs next to nothing: `fluency/language.py`; the share of English words it
+        measured is `fluency_english_`). A model named by its path (use "always") always runs."""
         if stored is not None:
             return saving.fluency_of(stored, self.fluency, self.device_)
         part = self.fluency
-        if part is None or (part.use == "auto" and num_texts < AUTO_MIN_TEXTS):
+        if part is None or (part.use == "auto" and len(texts) < AUTO_MIN_TEXTS):
             return None
         files = part.files()
-        return None if files is None else FittedFluency(files, resolved_dtype(part.dtype, self.device_), self.device_)
+        if files is None:
+            return None
+        if part.use == "auto":
+            share = english_share(texts[index] for index in self.intervals_part.sample(self._canonical))
+            self.fluency_english_ = share
+            if not is_english(share):
+                warn(f"fluency left out (auto means none here): {share:.0%} of the training texts' words are English "
+                     f"words (English text: over 90%; under {MIN_ENGLISH_SHARE:.0%} is taken for another language), and "
+                     "the language model reads English only, so it was not run. To run a model whatever the "
+                     "language, name it: --fluency PATH (fluency=PATH)")
+                return None
+        return FittedFluency(files, resolved_dtype(part.dtype, self.device_), self.device_)
 
     def _use(self, chosen: Thresholds) -> None:
         """Predict with `chosen` (also readable one by one: tau_, min_neighbors_, ...)."""

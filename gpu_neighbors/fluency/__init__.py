@@ -1,6 +1,7 @@
 """Fluency: a small language model's judgment of each text, a part of a scorer beside kernel,
 estimator and intervals (`part.py`); its model files and the offline model's fetch (`files.py`),
-the model itself (`model.py`) and its column of the outlier test (`outlier.py`)."""
+the model itself (`model.py`), its column of the outlier test (`outlier.py`) and the check
+that training texts are English before `auto` runs it (`language.py`)."""
 from __future__ import annotations
 
 from gpu_neighbors.fluency.files import ModelFiles, fetch_model, model_files, models_folder, offline_model

@@ -11,8 +11,9 @@ value sits on a grid line. A text without a token has none (NaN).
 `Fluency(model="auto")` is the offline model where it was fetched (`gpu-neighbors fetch-model`),
 else no fluency (said once a process); `Fluency(model=PATH)` a GGUF file or Hugging Face causal
 LM folder. `use`: "auto" puts the statistic into the estimate only where leave-one-out on the
-training set gains beyond the noise (the rule `auto` follows for kernels, `choice.py`), "always"
-wherever the model is. A fitted scorer names the model and the SHA-256 of its weights; loaded
+training set gains beyond the noise (the rule `auto` follows for kernels, `choice.py`), and runs
+no model at all on training texts that are not English (`language.py`); "always" wherever the
+model is, whatever the language. A fitted scorer names the model and the SHA-256 of its weights; loaded
 with other weights, it is refused by name.
 """
 from __future__ import annotations
@@ -43,7 +44,8 @@ _told_missing = False
 
 class Fluency:
     """model: "auto" (the offline model, where fetched), a GGUF file or a Hugging Face causal LM
-    folder. use: "auto" (in the estimate where leave-one-out gains beyond noise) or "always".
+    folder. use: "auto" (in the estimate where leave-one-out gains beyond noise; no model on
+    training texts that are not English) or "always".
     dtype: "auto" (bfloat16 on CUDA and on CPUs with AMX or AVX-512 BF16, else float32),
     "bfloat16" or "float32"."""
 

@@ -183,21 +183,22 @@ def test_auto_runs_no_model_below_its_fewest_texts(huse_texts, huse_scores, monk
     assert scorer.fluency_ is None and not [w for w in caught if "language model" in str(w.message)]
 
 
-def test_auto_leaves_the_english_model_out_of_another_language_and_says_why():
+def test_auto_leaves_the_english_model_out_of_another_language_unread(monkeypatch):
     """Text that is not English: MLQE's Estonian source sentences, scored by their translations'
-    quality (a quality the neighbours see: leave-one-out rho 0.30). The offline model reads
-    English; its statistic adds nothing there, leave-one-out says so, and fit says why."""
+    quality. The offline model reads English; `auto`'s language check leaves it out before it
+    is loaded (`fluency/language.py`; tests/fluency/test_fluency_language.py with a tiny model),
+    where leave-one-out used to find that out after the model had read every text (160 texts:
+    rho 0.298 without, 0.249 with it), and fit says why."""
+    from gpu_neighbors.fluency.model import LanguageModel
+
     assert REAL_FLUENCY_MODEL is not None, "the offline model is not fetched: bash scripts/setup.sh"
     with (SHARED / "data" / "mlqe_et-en_dev.jsonl").open(encoding="utf-8") as handle:
         rows = [json.loads(line) for line in itertools.islice(handle, 160)]
+    monkeypatch.setattr(LanguageModel, "load", classmethod(lambda cls, *args: pytest.fail("the model was loaded")))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         scorer = NeighborsScorer(fluency=Fluency(REAL_FLUENCY_MODEL, use="auto"), device="cpu").fit(
             [row["source"] for row in rows], [row["score"] for row in rows])
-    assert scorer.stacking_ is None and ",off(" in str(scorer.signature)
-    chosen = scorer.fluency_selection_
-    assert chosen is not None and chosen["with"] < chosen["without"] + 0.05
+    assert scorer.fluency_ is None and scorer.stacking_ is None and "fluency:off(english=0.1" in str(scorer.signature)
     told = [str(w.message) for w in caught if "fluency left out" in str(w.message)]
-    assert len(told) == 1
-    assert f"{chosen['without']:.3f} without" in told[0] and f"{chosen['with']:.3f} with" in told[0]
-    assert "reads English" in told[0] and "--fluency none" in told[0]
+    assert len(told) == 1 and "reads English" in told[0] and "--fluency PATH" in told[0]
