@@ -18,7 +18,8 @@ def word_ids(char_ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, size
 def typicality_of_tokens(ids: np.ndarray, identities: np.ndarray, misspelt: np.ndarray, lengths: np.ndarray,
                          endings: np.ndarray, codes: np.ndarray, code_bounds: np.ndarray, vocab_size: int,
                          identity_count: int, dense: np.ndarray, slots: np.ndarray, keys: np.ndarray,
-                         index_bounds: np.ndarray, ending_counts: np.ndarray, bigram_table: np.ndarray, texts: int,
+                         index_bounds: np.ndarray, ending_counts: np.ndarray, bigram_table: np.ndarray,
+                         successors: np.ndarray, opens: np.ndarray, closes: np.ndarray, texts: int,
                          table_pairs: int, nan: float, statistics: np.ndarray) -> None: ...
 def split_words(codes: np.ndarray, kinds: np.ndarray, word_bit: int, space_bit: int, bounds: np.ndarray, base: int,
                 low_bits: int,                vocabulary_codes: np.ndarray, vocabulary_firsts: np.ndarray, vocabulary_lengths: np.ndarray,

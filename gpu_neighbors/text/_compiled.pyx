@@ -20,10 +20,8 @@ cdef inline int64_t _find(int64_t key, const int64_t* dense, int64_t dense_size,
     """`KeyIndex.find` of one key in one index (`KeyIndex.arrays()`): its position in the
     sorted table, or -1."""
     cdef int64_t slot, position
-    if dense_size:
-        if key < 0 or key >= dense_size - 1:
-            return -1
-        return dense[key]
+    if dense_size:  # a negative key or one past the table reads its last slot, -1 (`_dense_ends`), without a branch
+        return dense[min(<uint64_t>key, <uint64_t>(dense_size - 1))]
     if key < 0:
         return -1
     slot = <int64_t>((<uint64_t>key * MULTIPLIER) >> shift)
@@ -36,6 +34,13 @@ cdef inline int64_t _find(int64_t key, const int64_t* dense, int64_t dense_size,
         slot = (slot + 1) & mask
 
 
+cdef _dense_ends(const int64_t[::1] dense, int64_t start, int64_t size):
+    """ValueError unless the dense table dense[start:start + size] (none where size is 0) ends
+    in -1, which `_find` reads for every key outside it."""
+    if size and dense[start + size - 1] != -1:
+        raise ValueError("a dense key table does not end in -1")
+
+
 def find_keys(const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[::1] keys, int shift, int64_t mask,
               const int64_t[::1] asked, int64_t[::1] found):
     """`KeyIndex.find`: each asked key's position in the table the index (`KeyIndex.arrays()`)
@@ -45,6 +50,7 @@ def find_keys(const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[
         raise ValueError("find_keys' output is not as long as the keys asked")
     if not dense.shape[0] and not slots.shape[0]:
         raise ValueError("find_keys takes a dense table or hash slots")
+    _dense_ends(dense, 0, dense.shape[0])
     with nogil:
         for i in range(size):
             found[i] = _find(asked[i], _start(dense), dense.shape[0], _start(slots), _start(keys), keys.shape[0],
@@ -227,6 +233,7 @@ cdef Index* _indexes(const int64_t[::1] dense, const int64_t[::1] slots, const i
                 or bounds[row, 3] < 0 or bounds[row, 3] + bounds[row, 4] > keys.shape[0]
                 or (not bounds[row, 1] and not bounds[row, 4])):
             raise ValueError("an index's bounds pass its tables, or name neither a dense table nor a hash")
+        _dense_ends(dense, bounds[row, 0], bounds[row, 1])
     cdef Index* indexes = <Index*>malloc(sizeof(Index) * max(rows, 1))
     if indexes == NULL:
         raise MemoryError()
@@ -294,14 +301,6 @@ def word_ids(const int32_t[::1] char_ids, const int64_t[::1] starts, const int64
     free(nodes)
 
 
-cdef inline int64_t _padded(const int32_t* char_ids, Py_ssize_t start, Py_ssize_t inner, Py_ssize_t q,
-                            int64_t space_id) noexcept nogil:
-    """Position q of the padded word " w " (w: char_ids[start:start + inner])."""
-    if q == 0 or q == inner + 1:
-        return space_id
-    return char_ids[start + q - 1]
-
-
 cdef inline Py_ssize_t _counted(int64_t* values, Py_ssize_t size, int64_t* spare, int64_t* indices, double* counts,
                                 Py_ssize_t total) noexcept nogil:
     """values sorted (`spare`: room for as many), then each distinct one and its occurrences
@@ -323,6 +322,43 @@ cdef inline Py_ssize_t _counted(int64_t* values, Py_ssize_t size, int64_t* spare
     return kept + 1
 
 
+cdef inline void _nearly_sorted(int64_t* values, Py_ssize_t size, int64_t* spare) noexcept nogil:
+    """Ascending, in place: an insertion sort, which moves a value only past those above it (few,
+    in the walk's next order), handing over to `_sort` once it has moved more than four per value
+    (time linear in the values whatever their order)."""
+    cdef Py_ssize_t i, j, moves = 0
+    cdef int64_t value
+    for i in range(1, size):
+        value = values[i]
+        j = i - 1
+        while j >= 0 and values[j] > value:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = value
+        moves += i - 1 - j
+        if moves > 4 * size:
+            _sort(values, size, spare)
+            return
+
+
+cdef inline Py_ssize_t _emitted(const int64_t* packed, Py_ssize_t size, int bits, int64_t offset, int64_t* indices,
+                                double* counts, Py_ssize_t total) noexcept nogil:
+    """The ids of `packed` (ascending id << bits | position), each distinct one plus `offset`
+    and its occurrences appended at `total`; the new total."""
+    cdef Py_ssize_t i
+    cdef int64_t ident, last = -1
+    for i in range(size):
+        ident = packed[i] >> bits
+        if ident != last:
+            indices[total] = ident + offset
+            counts[total] = 1
+            total += 1
+            last = ident
+        else:
+            counts[total - 1] += 1
+    return total
+
+
 def count_texts(const int32_t[::1] char_ids, const int8_t[::1] kinds, int word_bit, int space_bit,
                 const int64_t[::1] bounds, Py_ssize_t first, int64_t size, int64_t space_id, const int64_t[::1] ends,
                 const int64_t[:, ::1] end_bounds, const int64_t[::1] dense, const int64_t[::1] slots,
@@ -337,11 +373,19 @@ def count_texts(const int32_t[::1] char_ids, const int8_t[::1] kinds, int word_b
     `end_bounds`' rows), then the word bigrams, then each char order (`char_offsets`: its
     first feature). From text `first` on, each text's distinct features ascending go to
     indices[indptr[t]:indptr[t + 1]] with their counts, while `indices` has room; returns the
-    text it stopped before (every text: all done)."""
+    text it stopped before (every text: all done).
+
+    The char n-grams go order by order: the first order's in text order, then sorted by id; each
+    later order's read in the order of the one before, whose ids its own follow (an n-gram's key
+    is its prefix's id x the alphabet + its last character, and ids number the sorted keys), so
+    only n-grams of one prefix can come out of order and an insertion sort finishes them (the
+    per-order sorts in text order were 40% of the count). An entry is its id << `bits` | its
+    place in the text's padded words."""
     cdef Py_ssize_t texts = bounds.shape[0] - 1, depths = end_bounds.shape[0], orders = char_offsets.shape[0]
-    cdef Py_ssize_t t, p, start, hi, q, inner, order, stream, streams = 2 + orders, entries, total, longest = 0
-    cdef Py_ssize_t capacity = indices.shape[0]
-    cdef int64_t word, previous, ident, following, span
+    cdef Py_ssize_t t, p, start, hi, q, i, order, stream, streams = 2 + orders, entries, total, longest = 0, padded
+    cdef Py_ssize_t capacity = indices.shape[0], row, kept
+    cdef int64_t word, previous, ident, following, key, span, largest = 0, mask
+    cdef int bits = 0
     if index_bounds.shape[0] != max(depths - 1, 0) + 1 + orders:
         raise ValueError("count_texts takes an index per trie depth past the first, the bigrams' and each order's")
     if indptr.shape[0] != texts + 1 or counts.shape[0] != indices.shape[0]:
@@ -356,16 +400,29 @@ def count_texts(const int32_t[::1] char_ids, const int8_t[::1] kinds, int word_b
     if first < 0 or first > texts:
         raise ValueError("count_texts starts past its texts")
     # Per text and stream at most: a unigram and a bigram per character, an n-gram of each order
-    # per position of its padded words (two more a word: at most 2 x its characters + 1).
+    # per position of its padded words (each word " w " and a separator: at most 2 x its
+    # characters + 2), which is also the padded words' length.
     span = 2 * longest + 2
+    while (<int64_t>1 << bits) < span:
+        bits += 1
+    mask = (<int64_t>1 << bits) - 1
+    for row in range(max(depths - 1, 0) + 1, index_bounds.shape[0]):
+        largest = max(largest, index_bounds[row, 1], index_bounds[row, 4])  # an id is below its table's size
+    if bits > 40 or largest >= (<int64_t>1 << (62 - bits)):
+        raise ValueError("count_texts' char n-gram ids and positions do not fit an int64 together")
     cdef Index* indexes = _indexes(dense, slots, keys, index_bounds)
-    cdef int64_t* scratch = <int64_t*>malloc(sizeof(int64_t) * span * (streams + 1))  # and the sort's spare room
+    # Each stream's entries, then the padded words and the sorts' spare room.
+    cdef int64_t* scratch = <int64_t*>malloc(sizeof(int64_t) * span * (streams + 2))
     cdef Py_ssize_t* found = <Py_ssize_t*>malloc(sizeof(Py_ssize_t) * streams)
     if scratch == NULL or found == NULL:
         free(indexes)
         free(scratch)
         free(found)
         raise MemoryError()
+    cdef int64_t* pad = scratch + streams * span
+    cdef int64_t* spare = pad + span
+    cdef int64_t* entry
+    cdef const int64_t* before
     cdef const Index* bigram_index = &indexes[max(depths - 1, 0)]
     cdef const Index* char_indexes = bigram_index + 1
     cdef const int32_t* ids = &char_ids[0] if char_ids.shape[0] else NULL
@@ -399,39 +456,56 @@ def count_texts(const int32_t[::1] char_ids, const int8_t[::1] kinds, int word_b
                             scratch[span + found[1]] = ident + unigrams
                             found[1] += 1
                 previous = word
-            # Words (maximal runs of non-space characters), padded " w ": every n-gram inside.
+            # Words (maximal runs of non-space characters) padded " w ", each followed by a
+            # separator (-1, as an unknown character): an n-gram is a run of known ids.
             p = bounds[t]
+            padded = 0
             while p < hi:
                 if kinds[p] & space_bit:
                     p += 1
                     continue
-                start = p
+                pad[padded] = space_id
+                padded += 1
                 while p < hi and not (kinds[p] & space_bit):
+                    pad[padded] = ids[p]
+                    padded += 1
                     p += 1
-                inner = p - start
-                for q in range(inner + 2):
-                    ident = _padded(ids, start, inner, q, space_id)
-                    if ident < 0:
-                        continue
-                    for order in range(orders):
-                        if q + order + 1 >= inner + 2:
-                            break
-                        following = _padded(ids, start, inner, q + order + 1, space_id)
-                        if following < 0:
-                            break
-                        ident = _look(&char_indexes[order], ident * size + following)
-                        if ident < 0:
-                            break
-                        scratch[(2 + order) * span + found[2 + order]] = ident + char_offsets[order]
-                        found[2 + order] += 1
+                pad[padded] = space_id
+                pad[padded + 1] = -1
+                padded += 2
+            # (each count in a local: a store through `entry` may not alias it)
+            entry = scratch + 2 * span
+            kept = 0
+            for q in range(padded - 1):
+                key = pad[q] * size + pad[q + 1] if pad[q] >= 0 and pad[q + 1] >= 0 else -1
+                ident = _look(&char_indexes[0], key)
+                entry[kept] = (ident << bits) | q
+                kept += ident >= 0
+            _sort(entry, kept, spare)
+            found[2] = kept
+            for order in range(1, orders):
+                before = entry  # the n-grams one shorter, sorted
+                entry = scratch + (2 + order) * span
+                kept = 0
+                for i in range(found[1 + order]):
+                    q = before[i] & mask
+                    following = pad[q + order + 1]
+                    key = (before[i] >> bits) * size + following if following >= 0 else -1
+                    ident = _look(&char_indexes[order], key)
+                    entry[kept] = (ident << bits) | q
+                    kept += ident >= 0
+                _nearly_sorted(entry, kept, spare)
+                found[2 + order] = kept
             entries = 0
             for stream in range(streams):
                 entries += found[stream]
             if total + entries > capacity:
                 break
-            for stream in range(streams):
-                total = _counted(scratch + stream * span, found[stream], scratch + streams * span, &indices[0],
-                                 &counts[0], total)
+            for stream in range(2):
+                total = _counted(scratch + stream * span, found[stream], spare, &indices[0], &counts[0], total)
+            for order in range(orders):
+                total = _emitted(scratch + (2 + order) * span, found[2 + order], bits, char_offsets[order],
+                                 &indices[0], &counts[0], total)
             indptr[t + 1] = total
             t += 1
     free(indexes)
@@ -520,22 +594,28 @@ def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, 
                          const int64_t[::1] code_bounds, int64_t vocab_size, int64_t identity_count,
                          const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[::1] keys,
                          const int64_t[:, ::1] index_bounds, const int64_t[::1] ending_counts,
-                         const int64_t[::1] bigram_table, int64_t texts, int64_t table_pairs, double nan,
+                         const int64_t[::1] bigram_table, const int64_t[::1] successors, const uint8_t[::1] opens,
+                         const uint8_t[::1] closes, int64_t texts, int64_t table_pairs, double nan,
                          double[:, ::1] statistics):
     """`Typicality.statistics` of new texts (none left out) from their tokens in order: per
     token its vocabulary id (-1: unseen), identity (-1: no word character) and whether it is
     misspelt; per text its token count (`lengths`), the code point ending it (-1: none) and its
     tokens' code points, codes[code_bounds[t]:code_bounds[t + 1]]. The tables' indexes
     (`key_index.concatenated`, rows: tokens, bigrams, endings, characters), with the endings'
-    counts by position, and the bigram table's sorted keys. Every count an integer, as the
-    torch passes count it (the order statistic's pairs by position, or from the table's side for
-    a row whose known tokens squared pass `table_pairs` x (table + vocabulary + 2): the same
+    counts by position, and the bigram table's sorted keys (a * (vocabulary + 2) + b), where
+    those of first token a start (`successors`, one more than tokens and start and end), and per
+    token whether the table holds it after the start (`opens`) and before the end (`closes`).
+    Every count an integer, as the torch passes count it (the order statistic's pairs from the
+    table's side for a row whose known tokens squared pass `table_pairs` x (table + vocabulary
+    + 2), else per distinct known token a of the row, from a's bigrams in the table or by
+    looking up a's bigram with each of the row's tokens, whichever is fewer: the same
     integers), then the same divisions; `nan` for a text without a token."""
     cdef Py_ssize_t rows = lengths.shape[0], row, i, j, first, n, known_count, bigram_count, table_size
     cdef Py_ssize_t total_tokens = ids.shape[0], longest = 0, distinct
     cdef int64_t size = vocab_size + 2, start = vocab_size, end = vocab_size + 1
     cdef int64_t identity_size = identity_count + 2, a, b, key, previous
-    cdef int64_t held_tokens, new_characters, held_bigrams, shuffled, repeats, ending, misspellings
+    cdef int64_t held_tokens, new_characters, held_bigrams, shuffled, repeats, ending, misspellings, pairs
+    cdef bint bad = False
     if (identities.shape[0] != total_tokens or misspelt.shape[0] != total_tokens or endings.shape[0] != rows
             or code_bounds.shape[0] != rows + 1 or statistics.shape[0] != rows or statistics.shape[1] != 5):
         raise ValueError("typicality_of_tokens takes a value per token, per text, and a row of five per text")
@@ -555,15 +635,23 @@ def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, 
         if ids[i] >= vocab_size or ids[i] < -1 or identities[i] >= identity_count or identities[i] < -1:
             raise ValueError("typicality_of_tokens' ids or identities pass the vocabulary")
     table_size = bigram_table.shape[0]
+    if successors.shape[0] != size + 1 or opens.shape[0] != size or closes.shape[0] != size:
+        raise ValueError("typicality_of_tokens takes where each token's bigrams start, and two flags a token")
+    if successors[0] != 0 or successors[size] != table_size:
+        raise ValueError("typicality_of_tokens' bigram starts do not cover the table")
+    for i in range(size):
+        if successors[i + 1] < successors[i]:
+            raise ValueError("typicality_of_tokens' bigram starts do not ascend")
     cdef Index* indexes = _indexes(dense, slots, keys, index_bounds)
     cdef int64_t* occurrences = <int64_t*>calloc(size, sizeof(int64_t))  # of each known token, in one row
-    cdef int64_t* scratch = <int64_t*>malloc(sizeof(int64_t) * 2 * (longest + 2))
+    cdef int64_t* scratch = <int64_t*>malloc(sizeof(int64_t) * 3 * (longest + 2))
     if occurrences == NULL or scratch == NULL:
         free(indexes)
         free(occurrences)
         free(scratch)
         raise MemoryError()
     cdef int64_t* spare = scratch + longest + 2
+    cdef int64_t* present = spare + longest + 2  # the row's distinct known tokens
     with nogil:
         first = 0
         for row in range(rows):
@@ -572,16 +660,20 @@ def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, 
                 for i in range(5):
                     statistics[row, i] = nan
                 continue
-            held_tokens = misspellings = shuffled = known_count = 0
+            held_tokens = misspellings = shuffled = known_count = distinct = 0
             for i in range(first, first + n):
-                if _held_key(&indexes[0], ids[i]):
+                a = ids[i]
+                if _held_key(&indexes[0], a):
                     held_tokens += 1
                 elif misspelt[i]:
                     misspellings += 1
-                if ids[i] >= 0:
+                if a >= 0:
                     known_count += 1
-                    occurrences[ids[i]] += 1
-                    shuffled += _held_key(&indexes[1], start * size + ids[i]) + _held_key(&indexes[1], ids[i] * size + end)
+                    if not occurrences[a]:
+                        present[distinct] = a
+                        distinct += 1
+                    occurrences[a] += 1
+                    shuffled += opens[a] + closes[a]
             # bigrams start t1 .. tn end, held where both tokens are known
             held_bigrams = 0
             previous = start
@@ -597,16 +689,29 @@ def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, 
                     b = bigram_table[j] % size
                     if a < vocab_size and b < vocab_size:
                         shuffled += occurrences[a] * (occurrences[b] - (a == b))
-            else:
-                for i in range(first, first + n):
-                    if ids[i] < 0:
-                        continue
-                    for j in range(first, first + n):
-                        if j != i and ids[j] >= 0:
-                            shuffled += _held_key(&indexes[1], ids[i] * size + ids[j])
-            for i in range(first, first + n):
-                if ids[i] >= 0:
-                    occurrences[ids[i]] = 0
+            else:  # pairs (i, j), i != j, of tokens a, b: held(a, b) x m(a) x (m(b) - [a = b]), per distinct a
+                for i in range(distinct):
+                    a = present[i]
+                    pairs = 0
+                    if successors[a + 1] - successors[a] <= distinct:
+                        for j in range(successors[a], successors[a + 1]):
+                            b = bigram_table[j] - a * size
+                            if b < 0 or b >= size:
+                                bad = True
+                                break
+                            pairs += occurrences[b] - (b == a)
+                        if bad:
+                            break
+                    else:
+                        for j in range(distinct):
+                            b = present[j]
+                            if _held_key(&indexes[1], a * size + b):
+                                pairs += occurrences[b] - (b == a)
+                    shuffled += occurrences[a] * pairs
+            for i in range(distinct):
+                occurrences[present[i]] = 0
+            if bad:
+                break
             # repeated bigrams of identities (start t1 .. tn end; a token without a word character matches none)
             bigram_count = 0
             previous = identity_count
@@ -647,6 +752,8 @@ def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, 
     free(indexes)
     free(occurrences)
     free(scratch)
+    if bad:
+        raise ValueError("typicality_of_tokens' bigram starts put a key among another token's")
 
 
 cdef struct Unknown:
@@ -719,6 +826,7 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
             raise ValueError("split_words' hash ids pass the vocabulary")
     if not dense.shape[0] and not slots.shape[0] and hash_ids.shape[0]:
         raise ValueError("split_words takes a dense table or hash slots")
+    _dense_ends(dense, 0, dense.shape[0])
     cdef Unknown* unknown = <Unknown*>malloc(sizeof(Unknown) * max(capacity, 1))
     if unknown == NULL:
         raise MemoryError()

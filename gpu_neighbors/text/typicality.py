@@ -503,20 +503,28 @@ class Typicality:
         code_bounds = np.zeros(len(texts) + 1, dtype=np.int64)
         np.cumsum(np.bincount(split.code_rows, minlength=len(texts)), out=code_bounds[1:])
         statistics = np.empty((len(texts), len(STATISTICS)))
-        indexes, ending_counts, bigram_keys = self._compiled_tables
         native.typicality_of_tokens(split.ids, identities, misspelt.view(np.uint8), split.lengths, split.endings,
                                     split.codes, code_bounds, self.vocab_size, self.vocab_size + int(unseen.sum()),
-                                    *indexes, ending_counts, bigram_keys, self.tables.texts, TABLE_PAIRS, float("nan"),
-                                    statistics)
+                                    *self._native_tables, self.tables.texts, TABLE_PAIRS, float("nan"), statistics)
         return torch.from_numpy(statistics)
 
     @cached_property
-    def _compiled_tables(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray]:
-        """What `typicality_of_tokens` reads: the tables' indexes (`TABLE_NAMES` order), the
-        endings' counts and the bigrams' keys, on the host."""
+    def _native_tables(self) -> tuple[np.ndarray, ...]:
+        """What `typicality_of_tokens` reads of the tables, on the host: their indexes
+        (`TABLE_NAMES` order), the endings' counts, the bigrams' keys a * (vocabulary + 2) + b
+        (sorted), where those of each first token a start (the start and end tokens too, then
+        the table's size), and per token whether a bigram after the start or before the end
+        holds it."""
         tables = [getattr(self.tables, name) for name in TABLE_NAMES]
-        return (concatenated([table._hashed for table in tables]), self.tables.endings.counts.cpu().numpy(),
-                self.tables.bigrams.keys.cpu().numpy())
+        keys = self.tables.bigrams.keys.cpu().numpy()
+        size = self.vocab_size + 2
+        successors = np.searchsorted(keys, np.arange(size + 1, dtype=np.int64) * size).astype(np.int64)
+        first, second = keys // size, keys % size
+        opens, closes = np.zeros(size, dtype=np.uint8), np.zeros(size, dtype=np.uint8)
+        opens[second[first == self.vocab_size]] = 1
+        closes[first[second == self.vocab_size + 1]] = 1
+        return (*concatenated([table._hashed for table in tables]), self.tables.endings.counts.cpu().numpy(), keys,
+                successors, opens, closes)
 
     @cached_property
     def _misspelt_once(self) -> np.ndarray:
