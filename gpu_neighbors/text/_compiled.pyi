@@ -10,6 +10,10 @@ def weigh_rows(indptr: np.ndarray, indices: np.ndarray, counts: np.ndarray, tf_o
 def quantise_split(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, word_features: int, scale: float,
                    max_squared_norm: int, position: np.ndarray, head: np.ndarray, tail_indptr: np.ndarray,
                    tail_indices: np.ndarray, tail_values: np.ndarray) -> None: ...
+def weigh_quantise_split(indptr: np.ndarray, indices: np.ndarray, counts: np.ndarray, tf_of_count: np.ndarray,
+                         idf: np.ndarray, word_features: int, scale: float, max_squared_norm: int, position: np.ndarray,
+                         head: np.ndarray, tail_indptr: np.ndarray, tail_indices: np.ndarray,
+                         tail_values: np.ndarray) -> int: ...
 def find_keys(dense: np.ndarray, slots: np.ndarray, keys: np.ndarray, shift: int, mask: int, asked: np.ndarray,
               found: np.ndarray) -> None: ...
 def word_ids(char_ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, size: int, ends: np.ndarray,

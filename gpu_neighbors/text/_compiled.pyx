@@ -15,6 +15,18 @@ cdef inline const int64_t* _start(const int64_t[::1] values) noexcept nogil:
     return &values[0] if values.shape[0] else NULL
 
 
+cdef inline int64_t* _start_mutable(int64_t[::1] values) noexcept nogil:
+    return &values[0] if values.shape[0] else NULL
+
+
+cdef inline double* _start_mutable_double(double[::1] values) noexcept nogil:
+    return &values[0] if values.shape[0] else NULL
+
+
+cdef inline const double* _start_double(const double[::1] values) noexcept nogil:
+    return &values[0] if values.shape[0] else NULL
+
+
 cdef inline int64_t _find(int64_t key, const int64_t* dense, int64_t dense_size, const int64_t* slots,
                           const int64_t* keys, int64_t keys_size, int shift, int64_t mask) noexcept nogil:
     """`KeyIndex.find` of one key in one index (`KeyIndex.arrays()`): its position in the
@@ -153,6 +165,44 @@ cdef inline void _sort(int64_t* values, Py_ssize_t size, int64_t* spare) noexcep
         _radix_sort(values, size, spare)
 
 
+cdef inline int64_t _weighed_row(const int64_t* indices, const double* counts, Py_ssize_t size,
+                                 const double* tf_of_count, Py_ssize_t table, const double* idf, Py_ssize_t features,
+                                 int64_t word_features, double* values) noexcept nogil:
+    """`weigh_rows` of one row: 0 once weighed; a count past the table, plus one; or -1 where a
+    count is below one or a feature passes the idf."""
+    cdef Py_ssize_t i, count
+    cdef int64_t feature
+    cdef double value, words = 0.0, chars = 0.0
+    for i in range(size):
+        count = <Py_ssize_t>counts[i]
+        feature = indices[i]
+        if count < 1 or feature < 0 or feature >= features:
+            return -1
+        if count >= table:
+            return count + 1
+        value = tf_of_count[count] * idf[feature]
+        values[i] = value
+        if feature < word_features:
+            words += value * value
+        else:
+            chars += value * value
+    words = sqrt(words)
+    chars = sqrt(chars)
+    for i in range(size):
+        if indices[i] < word_features:
+            values[i] = values[i] / words
+        else:
+            values[i] = values[i] / chars
+    return 0
+
+
+cdef _check_rows(const int64_t[::1] indptr, Py_ssize_t entries, str name):
+    cdef Py_ssize_t t
+    for t in range(indptr.shape[0] - 1):
+        if indptr[t] < 0 or indptr[t + 1] < indptr[t] or indptr[t + 1] > entries:
+            raise ValueError(f"{name}'s rows pass its entries")
+
+
 def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] counts,
                const double[::1] tf_of_count, const double[::1] idf, int64_t word_features, double[::1] values):
     """`TfidfFeatures._weighted` of CSR counts: each entry tf(count) x idf(feature)
@@ -161,43 +211,21 @@ def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const doub
     operations, in the same order, as numpy's passes (built with -ffp-contract=off: no fused
     multiply-adds). Returns 0, or a count past the table, plus one: the table the caller makes
     longer before calling again (the caller need not find the largest count first)."""
-    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, i, count, feature, past = 0
-    cdef Py_ssize_t table = tf_of_count.shape[0], features = idf.shape[0]
-    cdef double value, words, chars
-    cdef bint bad = False
+    cdef Py_ssize_t texts = indptr.shape[0] - 1, t
+    cdef int64_t past = 0
     if values.shape[0] < indices.shape[0] or counts.shape[0] < indices.shape[0]:
         raise ValueError("weigh_rows' counts and values are shorter than its indices")
-    if texts > 0 and (indptr[0] < 0 or indptr[texts] > indices.shape[0]):
-        raise ValueError("weigh_rows' rows pass its entries")
+    _check_rows(indptr, indices.shape[0], "weigh_rows")
+    if not indices.shape[0]:
+        return 0
     with nogil:
         for t in range(texts):
-            words = 0.0
-            chars = 0.0
-            for i in range(indptr[t], indptr[t + 1]):
-                count = <Py_ssize_t>counts[i]
-                feature = indices[i]
-                if count < 1 or feature < 0 or feature >= features:
-                    bad = True
-                    break
-                if count >= table:
-                    past = count + 1
-                    break
-                value = tf_of_count[count] * idf[feature]
-                values[i] = value
-                if feature < word_features:
-                    words += value * value
-                else:
-                    chars += value * value
-            if bad or past:
+            past = _weighed_row(&indices[0] + indptr[t], &counts[0] + indptr[t], indptr[t + 1] - indptr[t],
+                                _start_double(tf_of_count), tf_of_count.shape[0], _start_double(idf), idf.shape[0],
+                                word_features, &values[0] + indptr[t])
+            if past:
                 break
-            words = sqrt(words)
-            chars = sqrt(chars)
-            for i in range(indptr[t], indptr[t + 1]):
-                if indices[i] < word_features:
-                    values[i] = values[i] / words
-                else:
-                    values[i] = values[i] / chars
-    if bad:
+    if past < 0:
         raise ValueError("weigh_rows' counts are below one, or its features pass the idf")
     return past
 
@@ -514,6 +542,67 @@ def count_texts(const int32_t[::1] char_ids, const int8_t[::1] kinds, int word_b
     return t
 
 
+cdef inline Py_ssize_t _quantised_row(const int64_t* indices, const double* values, Py_ssize_t size,
+                                      int64_t word_features, double scale, int64_t max_squared_norm,
+                                      const int64_t* position, Py_ssize_t features, Py_ssize_t columns, double* head,
+                                      int64_t* tail_indices, double* tail_values, Py_ssize_t kept,
+                                      int64_t* quanta) noexcept nogil:
+    """`quantise_split` of one row (its head row `head`, its tail entries appended at `kept`,
+    `quanta`: room for its entries): the tail's new length, or -1 where a feature passes the
+    head positions."""
+    cdef Py_ssize_t i, largest
+    cdef int64_t quantised, column, word_squares = 0, char_squares = 0
+    cdef int64_t[2] squares_of
+    cdef double scaled
+    cdef int block
+    # Summed in two locals, not an array indexed by block: that made each entry wait for the
+    # last one's store (exact integers: the same sums in any order)
+    for i in range(size):
+        scaled = values[i] * scale
+        quantised = <int64_t>scaled if scaled >= 0 else <int64_t>floor(scaled)  # floor
+        quanta[i] = quantised
+        if indices[i] < word_features:
+            word_squares += quantised * quantised
+        else:
+            char_squares += quantised * quantised
+    squares_of[0] = word_squares
+    squares_of[1] = char_squares
+    for block in range(2):
+        while squares_of[block] > max_squared_norm:
+            largest = -1
+            for i in range(size):
+                if (indices[i] >= word_features) == block and (largest < 0 or quanta[i] > quanta[largest]):
+                    largest = i
+            squares_of[block] -= 2 * quanta[largest] - 1
+            quanta[largest] -= 1
+    for i in range(size):
+        if indices[i] < 0 or indices[i] >= features or position[indices[i]] >= columns:
+            return -1
+        column = position[indices[i]]
+        if column >= 0:
+            head[column] = <double>quanta[i]
+        else:
+            tail_indices[kept] = indices[i]
+            tail_values[kept] = <double>quanta[i]
+            kept += 1
+    return kept
+
+
+cdef Py_ssize_t _split_shapes(const int64_t[::1] indptr, Py_ssize_t entries, double[:, ::1] head,
+                              int64_t[::1] tail_indptr, int64_t[::1] tail_indices, double[::1] tail_values,
+                              str name) except -1:
+    """ValueError unless the head and tail outputs fit rows `indptr` of `entries`; the widest row."""
+    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, widest = 0
+    if head.shape[0] != texts or tail_indptr.shape[0] != texts + 1:
+        raise ValueError(f"{name} takes a head row and a tail row per text")
+    if tail_indices.shape[0] < entries or tail_values.shape[0] < entries:
+        raise ValueError(f"{name}'s tail is shorter than the entries")
+    _check_rows(indptr, entries, name)
+    for t in range(texts):
+        widest = max(widest, indptr[t + 1] - indptr[t])
+    return widest
+
+
 def quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] values,
                    int64_t word_features, double scale, int64_t max_squared_norm, const int64_t[::1] position,
                    double[:, ::1] head, int64_t[::1] tail_indptr, int64_t[::1] tail_indices, double[::1] tail_values):
@@ -522,67 +611,73 @@ def quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const 
     squared norm of at most `max_squared_norm` (its first largest entry lowered one at a time,
     counted exactly in integers), then each entry into the dense `head` (zeros) at its
     feature's column (`position`, -1: none) or appended to the tail's CSR rows."""
-    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, i, first, largest, kept = 0, widest = 0
-    cdef Py_ssize_t columns = head.shape[1], features = position.shape[0]
-    cdef int64_t quantised, column, word_squares, char_squares
-    cdef int64_t[2] squares_of
-    cdef double scaled
-    cdef bint bad = False
-    cdef int block
-    if head.shape[0] != texts or tail_indptr.shape[0] != texts + 1 or values.shape[0] < indices.shape[0]:
-        raise ValueError("quantise_split takes a head row and a tail row per text, and a value per entry")
-    if tail_indices.shape[0] < indices.shape[0] or tail_values.shape[0] < indices.shape[0]:
-        raise ValueError("quantise_split's tail is shorter than the entries")
-    for t in range(texts):
-        if indptr[t] < 0 or indptr[t + 1] < indptr[t] or indptr[t + 1] > indices.shape[0]:
-            raise ValueError("quantise_split's rows pass the entries")
-        widest = max(widest, indptr[t + 1] - indptr[t])
+    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, kept = 0
+    if values.shape[0] < indices.shape[0]:
+        raise ValueError("quantise_split takes a value per entry")
+    cdef Py_ssize_t widest = _split_shapes(indptr, indices.shape[0], head, tail_indptr, tail_indices, tail_values,
+                                           "quantise_split")
     cdef int64_t* quanta = <int64_t*>malloc(sizeof(int64_t) * max(widest, 1))  # one text's
     if quanta == NULL:
         raise MemoryError()
     with nogil:
         tail_indptr[0] = 0
         for t in range(texts):
-            first = indptr[t]
-            # Summed in two locals, not an array indexed by block: that made each entry wait for
-            # the last one's store (exact integers: the same sums in any order)
-            word_squares = 0
-            char_squares = 0
-            for i in range(first, indptr[t + 1]):
-                scaled = values[i] * scale
-                quantised = <int64_t>scaled if scaled >= 0 else <int64_t>floor(scaled)  # floor
-                quanta[i - first] = quantised
-                if indices[i] < word_features:
-                    word_squares += quantised * quantised
-                else:
-                    char_squares += quantised * quantised
-            squares_of[0] = word_squares
-            squares_of[1] = char_squares
-            for block in range(2):
-                while squares_of[block] > max_squared_norm:
-                    largest = -1
-                    for i in range(first, indptr[t + 1]):
-                        if (indices[i] >= word_features) == block and (largest < 0 or quanta[i - first] > quanta[largest]):
-                            largest = i - first
-                    squares_of[block] -= 2 * quanta[largest] - 1
-                    quanta[largest] -= 1
-            for i in range(first, indptr[t + 1]):
-                if indices[i] < 0 or indices[i] >= features or position[indices[i]] >= columns:
-                    bad = True
+            if indptr[t] < indptr[t + 1]:
+                kept = _quantised_row(&indices[0] + indptr[t], &values[0] + indptr[t], indptr[t + 1] - indptr[t],
+                                      word_features, scale, max_squared_norm, _start(position), position.shape[0],
+                                      head.shape[1], &head[t, 0] if head.shape[1] else NULL, _start_mutable(tail_indices),
+                                      _start_mutable_double(tail_values), kept, quanta)
+                if kept < 0:
                     break
-                column = position[indices[i]]
-                if column >= 0:
-                    head[t, column] = <double>quanta[i - first]
-                else:
-                    tail_indices[kept] = indices[i]
-                    tail_values[kept] = <double>quanta[i - first]
-                    kept += 1
-            if bad:
-                break
             tail_indptr[t + 1] = kept
     free(quanta)
-    if bad:
+    if kept < 0:
         raise ValueError("quantise_split's features pass its head positions")
+
+
+def weigh_quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] counts,
+                         const double[::1] tf_of_count, const double[::1] idf, int64_t word_features, double scale,
+                         int64_t max_squared_norm, const int64_t[::1] position, double[:, ::1] head,
+                         int64_t[::1] tail_indptr, int64_t[::1] tail_indices, double[::1] tail_values):
+    """`weigh_rows` then `quantise_split` of CSR counts, row by row while the row is at hand
+    (the same operations on the same values: the same bits), without the weighed values of the
+    whole chunk in between. Returns 0, or as `weigh_rows` a count past the table, plus one (the
+    caller calls again with a longer table, from the first row)."""
+    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, kept = 0
+    cdef int64_t past = 0
+    if counts.shape[0] < indices.shape[0]:
+        raise ValueError("weigh_quantise_split takes a count per entry")
+    cdef Py_ssize_t widest = _split_shapes(indptr, indices.shape[0], head, tail_indptr, tail_indices, tail_values,
+                                           "weigh_quantise_split")
+    cdef int64_t* quanta = <int64_t*>malloc(sizeof(int64_t) * max(widest, 1))  # one text's
+    cdef double* values = <double*>malloc(sizeof(double) * max(widest, 1))
+    if quanta == NULL or values == NULL:
+        free(quanta)
+        free(values)
+        raise MemoryError()
+    with nogil:
+        tail_indptr[0] = 0
+        for t in range(texts):
+            if indptr[t] < indptr[t + 1]:
+                past = _weighed_row(&indices[0] + indptr[t], &counts[0] + indptr[t], indptr[t + 1] - indptr[t],
+                                    _start_double(tf_of_count), tf_of_count.shape[0], _start_double(idf), idf.shape[0],
+                                    word_features, values)
+                if past:
+                    break
+                kept = _quantised_row(&indices[0] + indptr[t], values, indptr[t + 1] - indptr[t], word_features, scale,
+                                      max_squared_norm, _start(position), position.shape[0], head.shape[1],
+                                      &head[t, 0] if head.shape[1] else NULL, _start_mutable(tail_indices),
+                                      _start_mutable_double(tail_values), kept, quanta)
+                if kept < 0:
+                    break
+            tail_indptr[t + 1] = kept
+    free(quanta)
+    free(values)
+    if past < 0:
+        raise ValueError("weigh_quantise_split's counts are below one, or its features pass the idf")
+    if kept < 0:
+        raise ValueError("weigh_quantise_split's features pass its head positions")
+    return past
 
 
 cdef inline bint _held_key(const Index* index, int64_t key) noexcept nogil:
