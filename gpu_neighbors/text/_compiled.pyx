@@ -878,7 +878,7 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
                 const int64_t[::1] vocabulary_lengths, const int64_t[::1] dense, const int64_t[::1] slots,
                 const int64_t[::1] keys, int shift, int64_t mask, const int64_t[::1] hash_ids, int64_t[::1] ids,
                 int64_t[::1] unknown_rank, uint8_t[::1] wordlike, int64_t[::1] firsts, int64_t[::1] token_lengths,
-                int64_t[::1] lengths, int64_t[::1] endings, int64_t[::1] inside_codes, int64_t[::1] code_rows):
+                int64_t[::1] lengths, int64_t[::1] endings, int64_t[::1] inside_codes, int64_t[::1] code_bounds):
     """`token_runs.split_tokens`'s tokens in one pass per text: each maximal run of non-space
     code points (`kinds`' `space_bit`) of text t (codes[bounds[t]:bounds[t + 1]]) hashed as
     `Runs.hashes` hashes it (sum of (code + 1) base^place, wrapping, then & `low_bits`), looked up among the vocabulary's hashes (the index over them, and
@@ -886,7 +886,7 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
     and its rank among the distinct unknown tokens by hash (np.unique's order); whether it
     holds a word character (`word_bit`), its first code point (counted among the non-space ones)
     and length; per text its token count and the code point ending its last token (-1: none);
-    every non-space code point in `inside_codes`, its text in `code_rows`.
+    every non-space code point in `inside_codes`, text t's from code_bounds[t] to code_bounds[t + 1].
     Returns (tokens, distinct unknown tokens), their leaders (each one's first occurrence) in
     firsts[tokens:] and token_lengths[tokens:] by rank; or (-1, -1) where two different unknown
     tokens share a hash (the caller tokenizes those texts another way)."""
@@ -909,8 +909,9 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
             raise ValueError("split_words' bounds do not ascend")
     if (unknown_rank.shape[0] != capacity or wordlike.shape[0] != capacity or firsts.shape[0] != 2 * capacity
             or token_lengths.shape[0] != 2 * capacity or capacity < codes.shape[0]
-            or inside_codes.shape[0] != capacity or code_rows.shape[0] != capacity):
-        raise ValueError("split_words' outputs hold fewer tokens than the code points (twice for the leaders)")
+            or inside_codes.shape[0] != capacity or code_bounds.shape[0] != texts + 1):
+        raise ValueError("split_words' outputs hold fewer tokens than the code points (twice for the leaders), or its "
+                         "code bounds are not one more than the texts")
     if vocabulary_firsts.shape[0] != vocabulary_lengths.shape[0]:
         raise ValueError("split_words' vocabulary takes a first code point and a length per token")
     for i in range(vocabulary_firsts.shape[0]):
@@ -933,6 +934,7 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
             hi = bounds[t + 1]
             lengths[t] = 0
             endings[t] = -1
+            code_bounds[t] = inside
             while p < hi:
                 if kinds[p] & space_bit:
                     p += 1
@@ -943,7 +945,6 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
                 word = False
                 while p < hi and not (kinds[p] & space_bit):
                     inside_codes[inside + p - start] = code[p]
-                    code_rows[inside + p - start] = t
                     hashed += (<uint64_t>code[p] + 1) * power
                     power *= base
                     word = word or (kinds[p] & word_bit)
@@ -972,6 +973,7 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
                 lengths[t] += 1
                 endings[t] = code[p - 1]
                 tokens += 1
+        code_bounds[texts] = inside
         # Unknown tokens grouped by hash (open addressing, in token order: each group's first
         # occurrence leads it, and every other member must be the same code points), then only
         # the groups' leaders sorted by hash for their ranks: np.unique's order, without sorting

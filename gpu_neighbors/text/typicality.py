@@ -500,11 +500,9 @@ class Typicality:
         misspelt = np.zeros(split.ids.size, dtype=bool)
         if split.unknown_tokens:
             misspelt[unseen] = misspelt_table(split.unknown_tokens, self.language)[split.unknown_rank[unseen]]
-        code_bounds = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(split.code_rows, minlength=len(texts)), out=code_bounds[1:])
         statistics = np.empty((len(texts), len(STATISTICS)))
         native.typicality_of_tokens(split.ids, identities, misspelt.view(np.uint8), split.lengths, split.endings,
-                                    split.codes, code_bounds, self.vocab_size, self.vocab_size + int(unseen.sum()),
+                                    split.codes, split.code_bounds, self.vocab_size, self.vocab_size + int(unseen.sum()),
                                     *self._native_tables, self.tables.texts, TABLE_PAIRS, float("nan"), statistics)
         return torch.from_numpy(statistics)
 
