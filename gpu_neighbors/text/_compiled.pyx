@@ -891,7 +891,7 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
     firsts[tokens:] and token_lengths[tokens:] by rank; or (-1, -1) where two different unknown
     tokens share a hash (the caller tokenizes those texts another way)."""
     cdef Py_ssize_t texts = bounds.shape[0] - 1, t, p, hi, start, length, tokens = 0, inside = 0, unknowns = 0
-    cdef Py_ssize_t position, candidate, distinct = 0, i, capacity = ids.shape[0]
+    cdef Py_ssize_t position, candidate, distinct = 0, i, capacity = ids.shape[0], most = 0
     cdef uint64_t hashed, power
     cdef bint word, collided = False, failed = False
     cdef Unknown leader
@@ -907,11 +907,13 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
     for t in range(texts):
         if bounds[t + 1] < bounds[t]:
             raise ValueError("split_words' bounds do not ascend")
+    for t in range(texts):
+        most += (bounds[t + 1] - bounds[t] + 1) // 2  # tokens, each but the last followed by a space
     if (unknown_rank.shape[0] != capacity or wordlike.shape[0] != capacity or firsts.shape[0] != 2 * capacity
-            or token_lengths.shape[0] != 2 * capacity or capacity < codes.shape[0]
-            or inside_codes.shape[0] != capacity or code_bounds.shape[0] != texts + 1):
-        raise ValueError("split_words' outputs hold fewer tokens than the code points (twice for the leaders), or its "
-                         "code bounds are not one more than the texts")
+            or token_lengths.shape[0] != 2 * capacity or capacity < most
+            or inside_codes.shape[0] < codes.shape[0] or code_bounds.shape[0] != texts + 1):
+        raise ValueError("split_words' outputs hold fewer tokens than the texts may (twice for the leaders), or fewer "
+                         "code points, or its code bounds are not one more than the texts")
     if vocabulary_firsts.shape[0] != vocabulary_lengths.shape[0]:
         raise ValueError("split_words' vocabulary takes a first code point and a length per token")
     for i in range(vocabulary_firsts.shape[0]):
@@ -923,7 +925,7 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
     if not dense.shape[0] and not slots.shape[0] and hash_ids.shape[0]:
         raise ValueError("split_words takes a dense table or hash slots")
     _dense_ends(dense, 0, dense.shape[0])
-    cdef Unknown* unknown = <Unknown*>malloc(sizeof(Unknown) * max(capacity, 1))
+    cdef Unknown* unknown = <Unknown*>malloc(sizeof(Unknown) * max(most, 1))
     if unknown == NULL:
         raise MemoryError()
     cdef const int64_t* code = _start(codes)

@@ -183,12 +183,13 @@ def split_tokens(texts: Sequence[str], vocabulary: RunVocabulary) -> SplitTokens
 def _compiled_split(points: CodePoints, kinds: np.ndarray, vocabulary: RunVocabulary) -> SplitTokens | None:
     """`split_tokens` by `native.split_words` (the same tokens, ids, ranks and strings)."""
     assert native is not None
-    capacity, texts = points.codes.size, points.bounds.size - 1
+    texts = points.bounds.size - 1
+    capacity = (points.codes.size + texts) // 2  # tokens at most: each but a text's last followed by a space
     ids, rank = np.empty(capacity, dtype=np.int64), np.empty(capacity, dtype=np.int64)
     wordlike = np.empty(capacity, dtype=np.uint8)
     firsts, lengths = np.empty(2 * capacity, dtype=np.int64), np.empty(2 * capacity, dtype=np.int64)
     per_text, endings = np.empty(texts, dtype=np.int64), np.empty(texts, dtype=np.int64)
-    codes, code_bounds = np.empty(capacity, dtype=np.int64), np.empty(texts + 1, dtype=np.int64)
+    codes, code_bounds = np.empty(points.codes.size, dtype=np.int64), np.empty(texts + 1, dtype=np.int64)
     runs = vocabulary.runs
     tokens, distinct = native.split_words(points.codes, kinds, WORD, SPACE, points.bounds, _BASE, int(_LOW_63),
                                           runs.codes, runs.firsts,
