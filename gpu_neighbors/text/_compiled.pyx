@@ -69,8 +69,10 @@ def find_keys(const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[
                              shift, mask)
 
 
-cdef inline void _insertion_sort(int64_t* values, Py_ssize_t size) noexcept nogil:
-    cdef Py_ssize_t i, j
+cdef inline bint _insertion_sort(int64_t* values, Py_ssize_t size, Py_ssize_t most) noexcept nogil:
+    """Ascending, in place, by insertion; False, and the values left in some order, once they
+    have moved more than `most` places in all."""
+    cdef Py_ssize_t i, j, moves = 0
     cdef int64_t value
     for i in range(1, size):
         value = values[i]
@@ -79,6 +81,10 @@ cdef inline void _insertion_sort(int64_t* values, Py_ssize_t size) noexcept nogi
             values[j + 1] = values[j]
             j -= 1
         values[j + 1] = value
+        moves += i - 1 - j
+        if moves > most:
+            return False
+    return True
 
 
 cdef void _radix_sort(int64_t* values, Py_ssize_t size, int64_t* spare) noexcept nogil:
@@ -149,7 +155,7 @@ cdef void _bucket_sort(int64_t* values, Py_ssize_t size, int64_t* spare) noexcep
         starts[bucket] += 1
     for i in range(size):
         values[i] = spare[i]
-    _insertion_sort(values, size)
+    _insertion_sort(values, size, size * size)  # never past n(n - 1) / 2 moves
 
 
 cdef inline void _sort(int64_t* values, Py_ssize_t size, int64_t* spare) noexcept nogil:
@@ -158,7 +164,7 @@ cdef inline void _sort(int64_t* values, Py_ssize_t size, int64_t* spare) noexcep
     bucket pass then an insertion sort for most of a text's n-gram orders, a radix sort for
     more."""
     if size <= 12:
-        _insertion_sort(values, size)
+        _insertion_sort(values, size, size * size)  # never past n(n - 1) / 2 moves
     elif size <= 256:
         _bucket_sort(values, size, spare)
     else:
@@ -354,19 +360,8 @@ cdef inline void _nearly_sorted(int64_t* values, Py_ssize_t size, int64_t* spare
     """Ascending, in place: an insertion sort, which moves a value only past those above it (few,
     in the walk's next order), handing over to `_sort` once it has moved more than four per value
     (time linear in the values whatever their order)."""
-    cdef Py_ssize_t i, j, moves = 0
-    cdef int64_t value
-    for i in range(1, size):
-        value = values[i]
-        j = i - 1
-        while j >= 0 and values[j] > value:
-            values[j + 1] = values[j]
-            j -= 1
-        values[j + 1] = value
-        moves += i - 1 - j
-        if moves > 4 * size:
-            _sort(values, size, spare)
-            return
+    if not _insertion_sort(values, size, 4 * size):
+        _sort(values, size, spare)
 
 
 cdef inline Py_ssize_t _emitted(const int64_t* packed, Py_ssize_t size, int bits, int64_t offset, int64_t* indices,
@@ -649,12 +644,10 @@ def weigh_quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, 
         raise ValueError("weigh_quantise_split takes a count per entry")
     cdef Py_ssize_t widest = _split_shapes(indptr, indices.shape[0], head, tail_indptr, tail_indices, tail_values,
                                            "weigh_quantise_split")
-    cdef int64_t* quanta = <int64_t*>malloc(sizeof(int64_t) * max(widest, 1))  # one text's
-    cdef double* values = <double*>malloc(sizeof(double) * max(widest, 1))
-    if quanta == NULL or values == NULL:
-        free(quanta)
-        free(values)
+    cdef int64_t* quanta = <int64_t*>malloc((sizeof(int64_t) + sizeof(double)) * max(widest, 1))  # one text's
+    if quanta == NULL:
         raise MemoryError()
+    cdef double* values = <double*>(quanta + max(widest, 1))  # and its weighed values
     with nogil:
         tail_indptr[0] = 0
         for t in range(texts):
@@ -672,7 +665,6 @@ def weigh_quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, 
                     break
             tail_indptr[t + 1] = kept
     free(quanta)
-    free(values)
     if past < 0:
         raise ValueError("weigh_quantise_split's counts are below one, or its features pass the idf")
     if kept < 0:
