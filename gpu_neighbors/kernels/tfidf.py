@@ -164,9 +164,9 @@ class HeadSplit:
         assert native is not None
         head, tail = self._outputs(counts)
         top = 1  # the tf table's length so far; the pass says when a count needs it longer
-        while top := native.weigh_quantise_split(counts.indptr, counts.indices, counts.values, features.tf_of_count(top),
-                                                 features.idf, features.word_features, SCALE, MAX_SQUARED_NORM,
-                                                 self.position, head, *tail):
+        while top := native.weigh_quantise_split(counts.indptr, counts.indices, counts.values,
+                                                 features.tf_of_count(top), features.idf, features.word_features,
+                                                 SCALE, MAX_SQUARED_NORM, self.position, head, *tail):
             pass
         return head, _kept(tail, counts.num_features)
 

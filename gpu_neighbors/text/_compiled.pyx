@@ -598,6 +598,50 @@ cdef Py_ssize_t _split_shapes(const int64_t[::1] indptr, Py_ssize_t entries, dou
     return widest
 
 
+cdef int64_t _split_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] source,
+                         const double[::1] tf_of_count, const double[::1] idf, bint weigh, int64_t word_features,
+                         double scale, int64_t max_squared_norm, const int64_t[::1] position, double[:, ::1] head,
+                         int64_t[::1] tail_indptr, int64_t[::1] tail_indices, double[::1] tail_values,
+                         str name) except -2:
+    """`quantise_split` of the rows' values (`source`), or where `weigh` of their counts weighed
+    row by row as `weigh_rows` weighs them: 0, or a count past the tf table plus one."""
+    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, kept = 0, size
+    cdef int64_t past = 0
+    if source.shape[0] < indices.shape[0]:
+        raise ValueError(f"{name} takes a value per entry")
+    cdef Py_ssize_t widest = _split_shapes(indptr, indices.shape[0], head, tail_indptr, tail_indices, tail_values, name)
+    cdef int64_t* quanta = <int64_t*>malloc((sizeof(int64_t) + sizeof(double)) * max(widest, 1))  # one text's
+    if quanta == NULL:
+        raise MemoryError()
+    cdef double* weighed = <double*>(quanta + max(widest, 1))  # and its weighed values
+    cdef const double* values
+    with nogil:
+        tail_indptr[0] = 0
+        for t in range(texts):
+            size = indptr[t + 1] - indptr[t]
+            if size:
+                values = &source[0] + indptr[t]
+                if weigh:
+                    past = _weighed_row(&indices[0] + indptr[t], values, size, _start_double(tf_of_count),
+                                        tf_of_count.shape[0], _start_double(idf), idf.shape[0], word_features, weighed)
+                    if past:
+                        break
+                    values = weighed
+                kept = _quantised_row(&indices[0] + indptr[t], values, size, word_features, scale, max_squared_norm,
+                                      _start(position), position.shape[0], head.shape[1],
+                                      &head[t, 0] if head.shape[1] else NULL, _start_mutable(tail_indices),
+                                      _start_mutable_double(tail_values), kept, quanta)
+                if kept < 0:
+                    break
+            tail_indptr[t + 1] = kept
+    free(quanta)
+    if past < 0:
+        raise ValueError(f"{name}'s counts are below one, or its features pass the idf")
+    if kept < 0:
+        raise ValueError(f"{name}'s features pass its head positions")
+    return past
+
+
 def quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] values,
                    int64_t word_features, double scale, int64_t max_squared_norm, const int64_t[::1] position,
                    double[:, ::1] head, int64_t[::1] tail_indptr, int64_t[::1] tail_indices, double[::1] tail_values):
@@ -606,28 +650,8 @@ def quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const 
     squared norm of at most `max_squared_norm` (its first largest entry lowered one at a time,
     counted exactly in integers), then each entry into the dense `head` (zeros) at its
     feature's column (`position`, -1: none) or appended to the tail's CSR rows."""
-    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, kept = 0
-    if values.shape[0] < indices.shape[0]:
-        raise ValueError("quantise_split takes a value per entry")
-    cdef Py_ssize_t widest = _split_shapes(indptr, indices.shape[0], head, tail_indptr, tail_indices, tail_values,
-                                           "quantise_split")
-    cdef int64_t* quanta = <int64_t*>malloc(sizeof(int64_t) * max(widest, 1))  # one text's
-    if quanta == NULL:
-        raise MemoryError()
-    with nogil:
-        tail_indptr[0] = 0
-        for t in range(texts):
-            if indptr[t] < indptr[t + 1]:
-                kept = _quantised_row(&indices[0] + indptr[t], &values[0] + indptr[t], indptr[t + 1] - indptr[t],
-                                      word_features, scale, max_squared_norm, _start(position), position.shape[0],
-                                      head.shape[1], &head[t, 0] if head.shape[1] else NULL, _start_mutable(tail_indices),
-                                      _start_mutable_double(tail_values), kept, quanta)
-                if kept < 0:
-                    break
-            tail_indptr[t + 1] = kept
-    free(quanta)
-    if kept < 0:
-        raise ValueError("quantise_split's features pass its head positions")
+    _split_rows(indptr, indices, values, values[:0], values[:0], False, word_features, scale, max_squared_norm,
+                position, head, tail_indptr, tail_indices, tail_values, "quantise_split")
 
 
 def weigh_quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] counts,
@@ -638,38 +662,8 @@ def weigh_quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, 
     (the same operations on the same values: the same bits), without the weighed values of the
     whole chunk in between. Returns 0, or as `weigh_rows` a count past the table, plus one (the
     caller calls again with a longer table, from the first row)."""
-    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, kept = 0
-    cdef int64_t past = 0
-    if counts.shape[0] < indices.shape[0]:
-        raise ValueError("weigh_quantise_split takes a count per entry")
-    cdef Py_ssize_t widest = _split_shapes(indptr, indices.shape[0], head, tail_indptr, tail_indices, tail_values,
-                                           "weigh_quantise_split")
-    cdef int64_t* quanta = <int64_t*>malloc((sizeof(int64_t) + sizeof(double)) * max(widest, 1))  # one text's
-    if quanta == NULL:
-        raise MemoryError()
-    cdef double* values = <double*>(quanta + max(widest, 1))  # and its weighed values
-    with nogil:
-        tail_indptr[0] = 0
-        for t in range(texts):
-            if indptr[t] < indptr[t + 1]:
-                past = _weighed_row(&indices[0] + indptr[t], &counts[0] + indptr[t], indptr[t + 1] - indptr[t],
-                                    _start_double(tf_of_count), tf_of_count.shape[0], _start_double(idf), idf.shape[0],
-                                    word_features, values)
-                if past:
-                    break
-                kept = _quantised_row(&indices[0] + indptr[t], values, indptr[t + 1] - indptr[t], word_features, scale,
-                                      max_squared_norm, _start(position), position.shape[0], head.shape[1],
-                                      &head[t, 0] if head.shape[1] else NULL, _start_mutable(tail_indices),
-                                      _start_mutable_double(tail_values), kept, quanta)
-                if kept < 0:
-                    break
-            tail_indptr[t + 1] = kept
-    free(quanta)
-    if past < 0:
-        raise ValueError("weigh_quantise_split's counts are below one, or its features pass the idf")
-    if kept < 0:
-        raise ValueError("weigh_quantise_split's features pass its head positions")
-    return past
+    return _split_rows(indptr, indices, counts, tf_of_count, idf, True, word_features, scale, max_squared_norm,
+                       position, head, tail_indptr, tail_indices, tail_values, "weigh_quantise_split")
 
 
 cdef inline bint _held_key(const Index* index, int64_t key) noexcept nogil:

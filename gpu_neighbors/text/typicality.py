@@ -517,8 +517,9 @@ class Typicality:
         if split.unknown_tokens:
             misspelt[unseen] = misspelt_table(split.unknown_tokens, self.language)[split.unknown_rank[unseen]]
         native.typicality_of_tokens(split.ids, identities, misspelt.view(np.uint8), split.lengths, split.endings,
-                                    split.codes, split.code_bounds, self.vocab_size, self.vocab_size + int(unseen.sum()),
-                                    *self._native_tables, self.tables.texts, TABLE_PAIRS, float("nan"), statistics)
+                                    split.codes, split.code_bounds, self.vocab_size,
+                                    self.vocab_size + int(unseen.sum()), *self._native_tables, self.tables.texts,
+                                    TABLE_PAIRS, float("nan"), statistics)
         return True
 
     @cached_property
