@@ -764,7 +764,7 @@ def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, 
                     held_bigrams += _held_key(&indexes[1], previous * size + b)
                 previous = b
             # the pairs of distinct positions of known tokens whose bigram is held
-            if known_count * known_count > table_pairs * (table_size + size):
+            if <double>known_count * known_count > <double>table_pairs * (table_size + size):  # no int64 overflow
                 for j in range(table_size):
                     a = bigram_table[j] // size
                     b = bigram_table[j] % size

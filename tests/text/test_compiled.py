@@ -262,9 +262,12 @@ def test_typicality_of_new_texts_in_compiled_parts_is_the_same_bits(huse_records
     assert torch.equal(whole.view(torch.int64), expected.view(torch.int64))
 
 
-def test_typicality_refuses_bigram_starts_that_put_a_key_among_another_tokens(huse_records):
+@pytest.mark.parametrize("table_pairs", [TABLE_PAIRS, 1 << 62], ids=["default", "by-position"])
+def test_typicality_refuses_bigram_starts_that_put_a_key_among_another_tokens(huse_records, table_pairs):
     """The compiled pass counts a token's held bigrams from its range of the sorted table
-    (`successors`); ranges that do not match the keys' first tokens are refused, not read."""
+    (`successors`); ranges that do not match the keys' first tokens are refused, not read. Also
+    where `table_pairs` x the table's size passes an int64 (by position all the same: the pass
+    once wrapped that product and read such a row by the table)."""
     native = _built()
     typicality = Typicality([record["text"] for record in huse_records[:40]], WhitespaceTokenizer(),
                             torch.device("cpu"))
@@ -280,7 +283,7 @@ def test_typicality_refuses_bigram_starts_that_put_a_key_among_another_tokens(hu
     with pytest.raises(ValueError, match="another token's"):
         native.typicality_of_tokens(ids, ids.copy(), np.zeros(4, dtype=np.uint8), np.array([4]), np.array([-1]),
                                     np.zeros(0, dtype=np.int64), np.array([0, 0]), typicality.vocab_size,
-                                    typicality.vocab_size, *tables, 40, TABLE_PAIRS, float("nan"), np.empty((1, 5)))
+                                    typicality.vocab_size, *tables, 40, table_pairs, float("nan"), np.empty((1, 5)))
 
 
 @pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
