@@ -46,7 +46,7 @@ from gpu_neighbors.core.sparse import add_product, csr_matrix, row_block, transp
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.text.compiled import native
-from gpu_neighbors.text.tfidf import CHAR_ORDERS, FEATURES_NAME, FeatureRows, TfidfFeatures
+from gpu_neighbors.text.tfidf import CHAR_ORDERS, FEATURES_NAME, FeatureRows, TfidfFeatures, stacked
 
 QUANTUM_BITS = 26
 SCALE = float(1 << QUANTUM_BITS)
@@ -144,13 +144,37 @@ class HeadSplit:
         built it (`text.compiled`: the same bits), else by numpy."""
         if native is None:
             return self.split(rows, quantise(rows, word_features))
-        head = np.zeros((len(rows), self.size))
-        tail_indptr = np.empty(len(rows) + 1, dtype=np.int64)
-        tail_indices, tail_values = np.empty(rows.indices.size, dtype=np.int64), np.empty(rows.indices.size)
+        head, tail = self._outputs(rows)
         native.quantise_split(rows.indptr, rows.indices, rows.values, word_features, SCALE, MAX_SQUARED_NORM,
-                              self.position, head, tail_indptr, tail_indices, tail_values)
-        stored = int(tail_indptr[-1])
-        return head, FeatureRows(tail_indptr, tail_indices[:stored], tail_values[:stored], rows.num_features)
+                              self.position, head, *tail)
+        return head, _kept(tail, rows.num_features)
+
+    def encoded(self, features: TfidfFeatures, texts: Sequence[str]) -> tuple[np.ndarray, FeatureRows]:
+        """`quantised(features.transform(texts), features.word_features)`: where the install built
+        the compiled loops, each part of the texts' counts weighed, quantised and split row by row
+        (`weigh_quantise_split`: the same bits, without the chunk's weighed rows in between)."""
+        if native is None:
+            return self.quantised(features.transform(texts), features.word_features)
+        parts = [self._weighed_quantised(counts, features) for counts in features.counts(texts)]
+        heads = [head for head, _ in parts]
+        head = heads[0] if len(heads) == 1 else np.concatenate(heads) if heads else np.zeros((0, self.size))
+        return head, stacked([tail for _, tail in parts], lambda tail: tail, features.num_features)
+
+    def _weighed_quantised(self, counts: FeatureRows, features: TfidfFeatures) -> tuple[np.ndarray, FeatureRows]:
+        assert native is not None
+        head, tail = self._outputs(counts)
+        top = 1  # the tf table's length so far; the pass says when a count needs it longer
+        while top := native.weigh_quantise_split(counts.indptr, counts.indices, counts.values,
+                                                 features.tf_of_count(top), features.idf, features.word_features,
+                                                 SCALE, MAX_SQUARED_NORM, self.position, head, *tail):
+            pass
+        return head, _kept(tail, counts.num_features)
+
+    def _outputs(self, rows: FeatureRows) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Room for the compiled passes' head (zeros) and tail (indptr, indices, values) of `rows`."""
+        tail = (np.empty(len(rows) + 1, dtype=np.int64), np.empty(rows.indices.size, dtype=np.int64),
+                np.empty(rows.indices.size))
+        return np.zeros((len(rows), self.size)), tail
 
     def split(self, rows: FeatureRows, values: np.ndarray) -> tuple[np.ndarray, FeatureRows]:
         """(the head as a dense [rows x size] array, the other entries as rows)."""
@@ -163,6 +187,13 @@ class HeadSplit:
         np.cumsum(in_tail, out=kept[1:])
         tail = FeatureRows(kept[rows.indptr], rows.indices[in_tail], values[in_tail], rows.num_features)
         return head, tail
+
+
+def _kept(tail: tuple[np.ndarray, np.ndarray, np.ndarray], num_features: int) -> FeatureRows:
+    """The tail rows a compiled pass wrote into `_outputs`' room."""
+    indptr, indices, values = tail
+    stored = int(indptr[-1])
+    return FeatureRows(indptr, indices[:stored], values[:stored], num_features)
 
 
 class TfidfKernel(Kernel[EncodedTfidf]):
@@ -243,7 +274,7 @@ class TfidfKernel(Kernel[EncodedTfidf]):
         self._columns: TransientCache[tuple[int, int], torch.Tensor] = TransientCache()
 
     def _encode(self, texts: Sequence[str]) -> EncodedTfidf:
-        head, tail = self._head.quantised(self.features.transform(texts), self.features.word_features)
+        head, tail = self._head.encoded(self.features, texts)
         return EncodedTfidf(torch.from_numpy(head).to(self.device), _sparse_rows(tail).to(self.device))
 
     def _encode_train(self, start: int, stop: int) -> EncodedTfidf:

@@ -10,6 +10,10 @@ def weigh_rows(indptr: np.ndarray, indices: np.ndarray, counts: np.ndarray, tf_o
 def quantise_split(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, word_features: int, scale: float,
                    max_squared_norm: int, position: np.ndarray, head: np.ndarray, tail_indptr: np.ndarray,
                    tail_indices: np.ndarray, tail_values: np.ndarray) -> None: ...
+def weigh_quantise_split(indptr: np.ndarray, indices: np.ndarray, counts: np.ndarray, tf_of_count: np.ndarray,
+                         idf: np.ndarray, word_features: int, scale: float, max_squared_norm: int, position: np.ndarray,
+                         head: np.ndarray, tail_indptr: np.ndarray, tail_indices: np.ndarray,
+                         tail_values: np.ndarray) -> int: ...
 def find_keys(dense: np.ndarray, slots: np.ndarray, keys: np.ndarray, shift: int, mask: int, asked: np.ndarray,
               found: np.ndarray) -> None: ...
 def word_ids(char_ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, size: int, ends: np.ndarray,
@@ -18,14 +22,15 @@ def word_ids(char_ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, size
 def typicality_of_tokens(ids: np.ndarray, identities: np.ndarray, misspelt: np.ndarray, lengths: np.ndarray,
                          endings: np.ndarray, codes: np.ndarray, code_bounds: np.ndarray, vocab_size: int,
                          identity_count: int, dense: np.ndarray, slots: np.ndarray, keys: np.ndarray,
-                         index_bounds: np.ndarray, ending_counts: np.ndarray, bigram_table: np.ndarray, texts: int,
+                         index_bounds: np.ndarray, ending_counts: np.ndarray, bigram_table: np.ndarray,
+                         successors: np.ndarray, opens: np.ndarray, closes: np.ndarray, texts: int,
                          table_pairs: int, nan: float, statistics: np.ndarray) -> None: ...
 def split_words(codes: np.ndarray, kinds: np.ndarray, word_bit: int, space_bit: int, bounds: np.ndarray, base: int,
                 low_bits: int,                vocabulary_codes: np.ndarray, vocabulary_firsts: np.ndarray, vocabulary_lengths: np.ndarray,
                 dense: np.ndarray, slots: np.ndarray, keys: np.ndarray, shift: int, mask: int, hash_ids: np.ndarray,
                 ids: np.ndarray, unknown_rank: np.ndarray, wordlike: np.ndarray, firsts: np.ndarray,
                 token_lengths: np.ndarray, lengths: np.ndarray, endings: np.ndarray, inside_codes: np.ndarray,
-                code_rows: np.ndarray) -> tuple[int, int]: ...
+                code_bounds: np.ndarray) -> tuple[int, int]: ...
 def ngram_order(ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, order: int, vocab_size: int,
                 gram_keys: np.ndarray, feature_keys: np.ndarray, max_rank: int, grams: np.ndarray,
                 indptr: np.ndarray, indices: np.ndarray) -> int: ...

@@ -16,15 +16,25 @@ cdef inline const int64_t* _start(const int64_t[::1] values) noexcept nogil:
     return &values[0] if values.shape[0] else NULL
 
 
+cdef inline int64_t* _start_mutable(int64_t[::1] values) noexcept nogil:
+    return &values[0] if values.shape[0] else NULL
+
+
+cdef inline double* _start_mutable_double(double[::1] values) noexcept nogil:
+    return &values[0] if values.shape[0] else NULL
+
+
+cdef inline const double* _start_double(const double[::1] values) noexcept nogil:
+    return &values[0] if values.shape[0] else NULL
+
+
 cdef inline int64_t _find(int64_t key, const int64_t* dense, int64_t dense_size, const int64_t* slots,
                           const int64_t* keys, int64_t keys_size, int shift, int64_t mask) noexcept nogil:
     """`KeyIndex.find` of one key in one index (`KeyIndex.arrays()`): its position in the
     sorted table, or -1."""
     cdef int64_t slot, position
-    if dense_size:
-        if key < 0 or key >= dense_size - 1:
-            return -1
-        return dense[key]
+    if dense_size:  # a negative key or one past the table reads its last slot, -1 (`_dense_ends`), without a branch
+        return dense[min(<uint64_t>key, <uint64_t>(dense_size - 1))]
     if key < 0:
         return -1
     slot = <int64_t>((<uint64_t>key * MULTIPLIER) >> shift)
@@ -37,6 +47,13 @@ cdef inline int64_t _find(int64_t key, const int64_t* dense, int64_t dense_size,
         slot = (slot + 1) & mask
 
 
+cdef _dense_ends(const int64_t[::1] dense, int64_t start, int64_t size):
+    """ValueError unless the dense table dense[start:start + size] (none where size is 0) ends
+    in -1, which `_find` reads for every key outside it."""
+    if size and dense[start + size - 1] != -1:
+        raise ValueError("a dense key table does not end in -1")
+
+
 def find_keys(const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[::1] keys, int shift, int64_t mask,
               const int64_t[::1] asked, int64_t[::1] found):
     """`KeyIndex.find`: each asked key's position in the table the index (`KeyIndex.arrays()`)
@@ -46,14 +63,17 @@ def find_keys(const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[
         raise ValueError("find_keys' output is not as long as the keys asked")
     if not dense.shape[0] and not slots.shape[0]:
         raise ValueError("find_keys takes a dense table or hash slots")
+    _dense_ends(dense, 0, dense.shape[0])
     with nogil:
         for i in range(size):
             found[i] = _find(asked[i], _start(dense), dense.shape[0], _start(slots), _start(keys), keys.shape[0],
                              shift, mask)
 
 
-cdef inline void _insertion_sort(int64_t* values, Py_ssize_t size) noexcept nogil:
-    cdef Py_ssize_t i, j
+cdef inline bint _insertion_sort(int64_t* values, Py_ssize_t size, Py_ssize_t most) noexcept nogil:
+    """Ascending, in place, by insertion; False, and the values left in some order, once they
+    have moved more than `most` places in all."""
+    cdef Py_ssize_t i, j, moves = 0
     cdef int64_t value
     for i in range(1, size):
         value = values[i]
@@ -62,6 +82,10 @@ cdef inline void _insertion_sort(int64_t* values, Py_ssize_t size) noexcept nogi
             values[j + 1] = values[j]
             j -= 1
         values[j + 1] = value
+        moves += i - 1 - j
+        if moves > most:
+            return False
+    return True
 
 
 cdef void _radix_sort(int64_t* values, Py_ssize_t size, int64_t* spare) noexcept nogil:
@@ -132,7 +156,7 @@ cdef void _bucket_sort(int64_t* values, Py_ssize_t size, int64_t* spare) noexcep
         starts[bucket] += 1
     for i in range(size):
         values[i] = spare[i]
-    _insertion_sort(values, size)
+    _insertion_sort(values, size, size * size)  # never past n(n - 1) / 2 moves
 
 
 cdef inline void _sort(int64_t* values, Py_ssize_t size, int64_t* spare) noexcept nogil:
@@ -141,11 +165,49 @@ cdef inline void _sort(int64_t* values, Py_ssize_t size, int64_t* spare) noexcep
     bucket pass then an insertion sort for most of a text's n-gram orders, a radix sort for
     more."""
     if size <= 12:
-        _insertion_sort(values, size)
+        _insertion_sort(values, size, size * size)  # never past n(n - 1) / 2 moves
     elif size <= 256:
         _bucket_sort(values, size, spare)
     else:
         _radix_sort(values, size, spare)
+
+
+cdef inline int64_t _weighed_row(const int64_t* indices, const double* counts, Py_ssize_t size,
+                                 const double* tf_of_count, Py_ssize_t table, const double* idf, Py_ssize_t features,
+                                 int64_t word_features, double* values) noexcept nogil:
+    """`weigh_rows` of one row: 0 once weighed; a count past the table, plus one; or -1 where a
+    count is below one or a feature passes the idf."""
+    cdef Py_ssize_t i, count
+    cdef int64_t feature
+    cdef double value, words = 0.0, chars = 0.0
+    for i in range(size):
+        count = <Py_ssize_t>counts[i]
+        feature = indices[i]
+        if count < 1 or feature < 0 or feature >= features:
+            return -1
+        if count >= table:
+            return count + 1
+        value = tf_of_count[count] * idf[feature]
+        values[i] = value
+        if feature < word_features:
+            words += value * value
+        else:
+            chars += value * value
+    words = sqrt(words)
+    chars = sqrt(chars)
+    for i in range(size):
+        if indices[i] < word_features:
+            values[i] = values[i] / words
+        else:
+            values[i] = values[i] / chars
+    return 0
+
+
+cdef _check_rows(const int64_t[::1] indptr, Py_ssize_t entries, str name):
+    cdef Py_ssize_t t
+    for t in range(indptr.shape[0] - 1):
+        if indptr[t] < 0 or indptr[t + 1] < indptr[t] or indptr[t + 1] > entries:
+            raise ValueError(f"{name}'s rows pass its entries")
 
 
 def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] counts,
@@ -156,43 +218,21 @@ def weigh_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const doub
     operations, in the same order, as numpy's passes (built with -ffp-contract=off: no fused
     multiply-adds). Returns 0, or a count past the table, plus one: the table the caller makes
     longer before calling again (the caller need not find the largest count first)."""
-    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, i, count, feature, past = 0
-    cdef Py_ssize_t table = tf_of_count.shape[0], features = idf.shape[0]
-    cdef double value, words, chars
-    cdef bint bad = False
+    cdef Py_ssize_t texts = indptr.shape[0] - 1, t
+    cdef int64_t past = 0
     if values.shape[0] < indices.shape[0] or counts.shape[0] < indices.shape[0]:
         raise ValueError("weigh_rows' counts and values are shorter than its indices")
-    if texts > 0 and (indptr[0] < 0 or indptr[texts] > indices.shape[0]):
-        raise ValueError("weigh_rows' rows pass its entries")
+    _check_rows(indptr, indices.shape[0], "weigh_rows")
+    if not indices.shape[0]:
+        return 0
     with nogil:
         for t in range(texts):
-            words = 0.0
-            chars = 0.0
-            for i in range(indptr[t], indptr[t + 1]):
-                count = <Py_ssize_t>counts[i]
-                feature = indices[i]
-                if count < 1 or feature < 0 or feature >= features:
-                    bad = True
-                    break
-                if count >= table:
-                    past = count + 1
-                    break
-                value = tf_of_count[count] * idf[feature]
-                values[i] = value
-                if feature < word_features:
-                    words += value * value
-                else:
-                    chars += value * value
-            if bad or past:
+            past = _weighed_row(&indices[0] + indptr[t], &counts[0] + indptr[t], indptr[t + 1] - indptr[t],
+                                _start_double(tf_of_count), tf_of_count.shape[0], _start_double(idf), idf.shape[0],
+                                word_features, &values[0] + indptr[t])
+            if past:
                 break
-            words = sqrt(words)
-            chars = sqrt(chars)
-            for i in range(indptr[t], indptr[t + 1]):
-                if indices[i] < word_features:
-                    values[i] = values[i] / words
-                else:
-                    values[i] = values[i] / chars
-    if bad:
+    if past < 0:
         raise ValueError("weigh_rows' counts are below one, or its features pass the idf")
     return past
 
@@ -228,6 +268,7 @@ cdef Index* _indexes(const int64_t[::1] dense, const int64_t[::1] slots, const i
                 or bounds[row, 3] < 0 or bounds[row, 3] + bounds[row, 4] > keys.shape[0]
                 or (not bounds[row, 1] and not bounds[row, 4])):
             raise ValueError("an index's bounds pass its tables, or name neither a dense table nor a hash")
+        _dense_ends(dense, bounds[row, 0], bounds[row, 1])
     cdef Index* indexes = <Index*>malloc(sizeof(Index) * max(rows, 1))
     if indexes == NULL:
         raise MemoryError()
@@ -295,14 +336,6 @@ def word_ids(const int32_t[::1] char_ids, const int64_t[::1] starts, const int64
     free(nodes)
 
 
-cdef inline int64_t _padded(const int32_t* char_ids, Py_ssize_t start, Py_ssize_t inner, Py_ssize_t q,
-                            int64_t space_id) noexcept nogil:
-    """Position q of the padded word " w " (w: char_ids[start:start + inner])."""
-    if q == 0 or q == inner + 1:
-        return space_id
-    return char_ids[start + q - 1]
-
-
 cdef inline Py_ssize_t _counted(int64_t* values, Py_ssize_t size, int64_t* spare, int64_t* indices, double* counts,
                                 Py_ssize_t total) noexcept nogil:
     """values sorted (`spare`: room for as many), then each distinct one and its occurrences
@@ -324,6 +357,32 @@ cdef inline Py_ssize_t _counted(int64_t* values, Py_ssize_t size, int64_t* spare
     return kept + 1
 
 
+cdef inline void _nearly_sorted(int64_t* values, Py_ssize_t size, int64_t* spare) noexcept nogil:
+    """Ascending, in place: an insertion sort, which moves a value only past those above it (few,
+    in the walk's next order), handing over to `_sort` once it has moved more than four per value
+    (time linear in the values whatever their order)."""
+    if not _insertion_sort(values, size, 4 * size):
+        _sort(values, size, spare)
+
+
+cdef inline Py_ssize_t _emitted(const int64_t* packed, Py_ssize_t size, int bits, int64_t offset, int64_t* indices,
+                                double* counts, Py_ssize_t total) noexcept nogil:
+    """The ids of `packed` (ascending id << bits | position), each distinct one plus `offset`
+    and its occurrences appended at `total`; the new total."""
+    cdef Py_ssize_t i
+    cdef int64_t ident, last = -1
+    for i in range(size):
+        ident = packed[i] >> bits
+        if ident != last:
+            indices[total] = ident + offset
+            counts[total] = 1
+            total += 1
+            last = ident
+        else:
+            counts[total - 1] += 1
+    return total
+
+
 def count_texts(const int32_t[::1] char_ids, const int8_t[::1] kinds, int word_bit, int space_bit,
                 const int64_t[::1] bounds, Py_ssize_t first, int64_t size, int64_t space_id, const int64_t[::1] ends,
                 const int64_t[:, ::1] end_bounds, const int64_t[::1] dense, const int64_t[::1] slots,
@@ -338,11 +397,19 @@ def count_texts(const int32_t[::1] char_ids, const int8_t[::1] kinds, int word_b
     `end_bounds`' rows), then the word bigrams, then each char order (`char_offsets`: its
     first feature). From text `first` on, each text's distinct features ascending go to
     indices[indptr[t]:indptr[t + 1]] with their counts, while `indices` has room; returns the
-    text it stopped before (every text: all done)."""
+    text it stopped before (every text: all done).
+
+    The char n-grams go order by order: the first order's in text order, then sorted by id; each
+    later order's read in the order of the one before, whose ids its own follow (an n-gram's key
+    is its prefix's id x the alphabet + its last character, and ids number the sorted keys), so
+    only n-grams of one prefix can come out of order and an insertion sort finishes them (the
+    per-order sorts in text order were 40% of the count). An entry is its id << `bits` | its
+    place in the text's padded words."""
     cdef Py_ssize_t texts = bounds.shape[0] - 1, depths = end_bounds.shape[0], orders = char_offsets.shape[0]
-    cdef Py_ssize_t t, p, start, hi, q, inner, order, stream, streams = 2 + orders, entries, total, longest = 0
-    cdef Py_ssize_t capacity = indices.shape[0]
-    cdef int64_t word, previous, ident, following, span
+    cdef Py_ssize_t t, p, start, hi, q, i, order, stream, streams = 2 + orders, entries, total, longest = 0, padded
+    cdef Py_ssize_t capacity = indices.shape[0], row, kept
+    cdef int64_t word, previous, ident, following, key, span, largest = 0, mask
+    cdef int bits = 0
     if index_bounds.shape[0] != max(depths - 1, 0) + 1 + orders:
         raise ValueError("count_texts takes an index per trie depth past the first, the bigrams' and each order's")
     if indptr.shape[0] != texts + 1 or counts.shape[0] != indices.shape[0]:
@@ -357,16 +424,29 @@ def count_texts(const int32_t[::1] char_ids, const int8_t[::1] kinds, int word_b
     if first < 0 or first > texts:
         raise ValueError("count_texts starts past its texts")
     # Per text and stream at most: a unigram and a bigram per character, an n-gram of each order
-    # per position of its padded words (two more a word: at most 2 x its characters + 1).
+    # per position of its padded words (each word " w " and a separator: at most 2 x its
+    # characters + 2), which is also the padded words' length.
     span = 2 * longest + 2
+    while (<int64_t>1 << bits) < span:
+        bits += 1
+    mask = (<int64_t>1 << bits) - 1
+    for row in range(max(depths - 1, 0) + 1, index_bounds.shape[0]):
+        largest = max(largest, index_bounds[row, 1], index_bounds[row, 4])  # an id is below its table's size
+    if bits > 40 or largest >= (<int64_t>1 << (62 - bits)):
+        raise ValueError("count_texts' char n-gram ids and positions do not fit an int64 together")
     cdef Index* indexes = _indexes(dense, slots, keys, index_bounds)
-    cdef int64_t* scratch = <int64_t*>malloc(sizeof(int64_t) * span * (streams + 1))  # and the sort's spare room
+    # Each stream's entries, then the padded words and the sorts' spare room.
+    cdef int64_t* scratch = <int64_t*>malloc(sizeof(int64_t) * span * (streams + 2))
     cdef Py_ssize_t* found = <Py_ssize_t*>malloc(sizeof(Py_ssize_t) * streams)
     if scratch == NULL or found == NULL:
         free(indexes)
         free(scratch)
         free(found)
         raise MemoryError()
+    cdef int64_t* pad = scratch + streams * span
+    cdef int64_t* spare = pad + span
+    cdef int64_t* entry
+    cdef const int64_t* before
     cdef const Index* bigram_index = &indexes[max(depths - 1, 0)]
     cdef const Index* char_indexes = bigram_index + 1
     cdef const int32_t* ids = &char_ids[0] if char_ids.shape[0] else NULL
@@ -400,45 +480,167 @@ def count_texts(const int32_t[::1] char_ids, const int8_t[::1] kinds, int word_b
                             scratch[span + found[1]] = ident + unigrams
                             found[1] += 1
                 previous = word
-            # Words (maximal runs of non-space characters), padded " w ": every n-gram inside.
+            # Words (maximal runs of non-space characters) padded " w ", each followed by a
+            # separator (-1, as an unknown character): an n-gram is a run of known ids.
             p = bounds[t]
+            padded = 0
             while p < hi:
                 if kinds[p] & space_bit:
                     p += 1
                     continue
-                start = p
+                pad[padded] = space_id
+                padded += 1
                 while p < hi and not (kinds[p] & space_bit):
+                    pad[padded] = ids[p]
+                    padded += 1
                     p += 1
-                inner = p - start
-                for q in range(inner + 2):
-                    ident = _padded(ids, start, inner, q, space_id)
-                    if ident < 0:
-                        continue
-                    for order in range(orders):
-                        if q + order + 1 >= inner + 2:
-                            break
-                        following = _padded(ids, start, inner, q + order + 1, space_id)
-                        if following < 0:
-                            break
-                        ident = _look(&char_indexes[order], ident * size + following)
-                        if ident < 0:
-                            break
-                        scratch[(2 + order) * span + found[2 + order]] = ident + char_offsets[order]
-                        found[2 + order] += 1
+                pad[padded] = space_id
+                pad[padded + 1] = -1
+                padded += 2
+            # (each count in a local: a store through `entry` may not alias it)
+            entry = scratch + 2 * span
+            kept = 0
+            for q in range(padded - 1):
+                key = pad[q] * size + pad[q + 1] if pad[q] >= 0 and pad[q + 1] >= 0 else -1
+                ident = _look(&char_indexes[0], key)
+                entry[kept] = (ident << bits) | q
+                kept += ident >= 0
+            _sort(entry, kept, spare)
+            found[2] = kept
+            for order in range(1, orders):
+                before = entry  # the n-grams one shorter, sorted
+                entry = scratch + (2 + order) * span
+                kept = 0
+                for i in range(found[1 + order]):
+                    q = before[i] & mask
+                    following = pad[q + order + 1]
+                    key = (before[i] >> bits) * size + following if following >= 0 else -1
+                    ident = _look(&char_indexes[order], key)
+                    entry[kept] = (ident << bits) | q
+                    kept += ident >= 0
+                _nearly_sorted(entry, kept, spare)
+                found[2 + order] = kept
             entries = 0
             for stream in range(streams):
                 entries += found[stream]
             if total + entries > capacity:
                 break
-            for stream in range(streams):
-                total = _counted(scratch + stream * span, found[stream], scratch + streams * span, &indices[0],
-                                 &counts[0], total)
+            for stream in range(2):
+                total = _counted(scratch + stream * span, found[stream], spare, &indices[0], &counts[0], total)
+            for order in range(orders):
+                total = _emitted(scratch + (2 + order) * span, found[2 + order], bits, char_offsets[order],
+                                 &indices[0], &counts[0], total)
             indptr[t + 1] = total
             t += 1
     free(indexes)
     free(scratch)
     free(found)
     return t
+
+
+cdef inline Py_ssize_t _quantised_row(const int64_t* indices, const double* values, Py_ssize_t size,
+                                      int64_t word_features, double scale, int64_t max_squared_norm,
+                                      const int64_t* position, Py_ssize_t features, Py_ssize_t columns, double* head,
+                                      int64_t* tail_indices, double* tail_values, Py_ssize_t kept,
+                                      int64_t* quanta) noexcept nogil:
+    """`quantise_split` of one row (its head row `head`, its tail entries appended at `kept`,
+    `quanta`: room for its entries): the tail's new length, or -1 where a feature passes the
+    head positions."""
+    cdef Py_ssize_t i, largest
+    cdef int64_t quantised, column, word_squares = 0, char_squares = 0
+    cdef int64_t[2] squares_of
+    cdef double scaled
+    cdef int block
+    # Summed in two locals, not an array indexed by block: that made each entry wait for the
+    # last one's store (exact integers: the same sums in any order)
+    for i in range(size):
+        scaled = values[i] * scale
+        quantised = <int64_t>scaled if scaled >= 0 else <int64_t>floor(scaled)  # floor
+        quanta[i] = quantised
+        if indices[i] < word_features:
+            word_squares += quantised * quantised
+        else:
+            char_squares += quantised * quantised
+    squares_of[0] = word_squares
+    squares_of[1] = char_squares
+    for block in range(2):
+        while squares_of[block] > max_squared_norm:
+            largest = -1
+            for i in range(size):
+                if (indices[i] >= word_features) == block and (largest < 0 or quanta[i] > quanta[largest]):
+                    largest = i
+            squares_of[block] -= 2 * quanta[largest] - 1
+            quanta[largest] -= 1
+    for i in range(size):
+        if indices[i] < 0 or indices[i] >= features or position[indices[i]] >= columns:
+            return -1
+        column = position[indices[i]]
+        if column >= 0:
+            head[column] = <double>quanta[i]
+        else:
+            tail_indices[kept] = indices[i]
+            tail_values[kept] = <double>quanta[i]
+            kept += 1
+    return kept
+
+
+cdef Py_ssize_t _split_shapes(const int64_t[::1] indptr, Py_ssize_t entries, double[:, ::1] head,
+                              int64_t[::1] tail_indptr, int64_t[::1] tail_indices, double[::1] tail_values,
+                              str name) except -1:
+    """ValueError unless the head and tail outputs fit rows `indptr` of `entries`; the widest row."""
+    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, widest = 0
+    if head.shape[0] != texts or tail_indptr.shape[0] != texts + 1:
+        raise ValueError(f"{name} takes a head row and a tail row per text")
+    if tail_indices.shape[0] < entries or tail_values.shape[0] < entries:
+        raise ValueError(f"{name}'s tail is shorter than the entries")
+    _check_rows(indptr, entries, name)
+    for t in range(texts):
+        widest = max(widest, indptr[t + 1] - indptr[t])
+    return widest
+
+
+cdef int64_t _split_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] source,
+                         const double[::1] tf_of_count, const double[::1] idf, bint weigh, int64_t word_features,
+                         double scale, int64_t max_squared_norm, const int64_t[::1] position, double[:, ::1] head,
+                         int64_t[::1] tail_indptr, int64_t[::1] tail_indices, double[::1] tail_values,
+                         str name) except -2:
+    """`quantise_split` of the rows' values (`source`), or where `weigh` of their counts weighed
+    row by row as `weigh_rows` weighs them: 0, or a count past the tf table plus one."""
+    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, kept = 0, size
+    cdef int64_t past = 0
+    if source.shape[0] < indices.shape[0]:
+        raise ValueError(f"{name} takes a value per entry")
+    cdef Py_ssize_t widest = _split_shapes(indptr, indices.shape[0], head, tail_indptr, tail_indices, tail_values, name)
+    cdef int64_t* quanta = <int64_t*>malloc((sizeof(int64_t) + sizeof(double)) * max(widest, 1))  # one text's
+    if quanta == NULL:
+        raise MemoryError()
+    cdef double* weighed = <double*>(quanta + max(widest, 1))  # and its weighed values
+    cdef const double* values
+    with nogil:
+        tail_indptr[0] = 0
+        for t in range(texts):
+            size = indptr[t + 1] - indptr[t]
+            if size:
+                values = &source[0] + indptr[t]
+                if weigh:
+                    past = _weighed_row(&indices[0] + indptr[t], values, size, _start_double(tf_of_count),
+                                        tf_of_count.shape[0], _start_double(idf), idf.shape[0], word_features, weighed)
+                    if past:
+                        break
+                    values = weighed
+                kept = _quantised_row(&indices[0] + indptr[t], values, size, word_features, scale, max_squared_norm,
+                                      _start(position), position.shape[0], head.shape[1],
+                                      &head[t, 0] if head.shape[1] else NULL, _start_mutable(tail_indices),
+                                      _start_mutable_double(tail_values), kept, quanta)
+                if kept < 0:
+                    break
+            tail_indptr[t + 1] = kept
+    free(quanta)
+    if past < 0:
+        raise ValueError(f"{name}'s counts are below one, or its features pass the idf")
+    if kept < 0:
+        raise ValueError(f"{name}'s features pass its head positions")
+    return past
 
 
 def quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] values,
@@ -449,67 +651,20 @@ def quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const 
     squared norm of at most `max_squared_norm` (its first largest entry lowered one at a time,
     counted exactly in integers), then each entry into the dense `head` (zeros) at its
     feature's column (`position`, -1: none) or appended to the tail's CSR rows."""
-    cdef Py_ssize_t texts = indptr.shape[0] - 1, t, i, first, largest, kept = 0, widest = 0
-    cdef Py_ssize_t columns = head.shape[1], features = position.shape[0]
-    cdef int64_t quantised, column, word_squares, char_squares
-    cdef int64_t[2] squares_of
-    cdef double scaled
-    cdef bint bad = False
-    cdef int block
-    if head.shape[0] != texts or tail_indptr.shape[0] != texts + 1 or values.shape[0] < indices.shape[0]:
-        raise ValueError("quantise_split takes a head row and a tail row per text, and a value per entry")
-    if tail_indices.shape[0] < indices.shape[0] or tail_values.shape[0] < indices.shape[0]:
-        raise ValueError("quantise_split's tail is shorter than the entries")
-    for t in range(texts):
-        if indptr[t] < 0 or indptr[t + 1] < indptr[t] or indptr[t + 1] > indices.shape[0]:
-            raise ValueError("quantise_split's rows pass the entries")
-        widest = max(widest, indptr[t + 1] - indptr[t])
-    cdef int64_t* quanta = <int64_t*>malloc(sizeof(int64_t) * max(widest, 1))  # one text's
-    if quanta == NULL:
-        raise MemoryError()
-    with nogil:
-        tail_indptr[0] = 0
-        for t in range(texts):
-            first = indptr[t]
-            # Summed in two locals, not an array indexed by block: that made each entry wait for
-            # the last one's store (exact integers: the same sums in any order)
-            word_squares = 0
-            char_squares = 0
-            for i in range(first, indptr[t + 1]):
-                scaled = values[i] * scale
-                quantised = <int64_t>scaled if scaled >= 0 else <int64_t>floor(scaled)  # floor
-                quanta[i - first] = quantised
-                if indices[i] < word_features:
-                    word_squares += quantised * quantised
-                else:
-                    char_squares += quantised * quantised
-            squares_of[0] = word_squares
-            squares_of[1] = char_squares
-            for block in range(2):
-                while squares_of[block] > max_squared_norm:
-                    largest = -1
-                    for i in range(first, indptr[t + 1]):
-                        if (indices[i] >= word_features) == block and (largest < 0 or quanta[i - first] > quanta[largest]):
-                            largest = i - first
-                    squares_of[block] -= 2 * quanta[largest] - 1
-                    quanta[largest] -= 1
-            for i in range(first, indptr[t + 1]):
-                if indices[i] < 0 or indices[i] >= features or position[indices[i]] >= columns:
-                    bad = True
-                    break
-                column = position[indices[i]]
-                if column >= 0:
-                    head[t, column] = <double>quanta[i - first]
-                else:
-                    tail_indices[kept] = indices[i]
-                    tail_values[kept] = <double>quanta[i - first]
-                    kept += 1
-            if bad:
-                break
-            tail_indptr[t + 1] = kept
-    free(quanta)
-    if bad:
-        raise ValueError("quantise_split's features pass its head positions")
+    _split_rows(indptr, indices, values, values[:0], values[:0], False, word_features, scale, max_squared_norm,
+                position, head, tail_indptr, tail_indices, tail_values, "quantise_split")
+
+
+def weigh_quantise_split(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] counts,
+                         const double[::1] tf_of_count, const double[::1] idf, int64_t word_features, double scale,
+                         int64_t max_squared_norm, const int64_t[::1] position, double[:, ::1] head,
+                         int64_t[::1] tail_indptr, int64_t[::1] tail_indices, double[::1] tail_values):
+    """`weigh_rows` then `quantise_split` of CSR counts, row by row while the row is at hand
+    (the same operations on the same values: the same bits), without the weighed values of the
+    whole chunk in between. Returns 0, or as `weigh_rows` a count past the table, plus one (the
+    caller calls again with a longer table, from the first row)."""
+    return _split_rows(indptr, indices, counts, tf_of_count, idf, True, word_features, scale, max_squared_norm,
+                       position, head, tail_indptr, tail_indices, tail_values, "weigh_quantise_split")
 
 
 cdef inline bint _held_key(const Index* index, int64_t key) noexcept nogil:
@@ -521,22 +676,28 @@ def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, 
                          const int64_t[::1] code_bounds, int64_t vocab_size, int64_t identity_count,
                          const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[::1] keys,
                          const int64_t[:, ::1] index_bounds, const int64_t[::1] ending_counts,
-                         const int64_t[::1] bigram_table, int64_t texts, int64_t table_pairs, double nan,
+                         const int64_t[::1] bigram_table, const int64_t[::1] successors, const uint8_t[::1] opens,
+                         const uint8_t[::1] closes, int64_t texts, int64_t table_pairs, double nan,
                          double[:, ::1] statistics):
     """`Typicality.statistics` of new texts (none left out) from their tokens in order: per
     token its vocabulary id (-1: unseen), identity (-1: no word character) and whether it is
     misspelt; per text its token count (`lengths`), the code point ending it (-1: none) and its
     tokens' code points, codes[code_bounds[t]:code_bounds[t + 1]]. The tables' indexes
     (`key_index.concatenated`, rows: tokens, bigrams, endings, characters), with the endings'
-    counts by position, and the bigram table's sorted keys. Every count an integer, as the
-    torch passes count it (the order statistic's pairs by position, or from the table's side for
-    a row whose known tokens squared pass `table_pairs` x (table + vocabulary + 2): the same
+    counts by position, and the bigram table's sorted keys (a * (vocabulary + 2) + b), where
+    those of first token a start (`successors`, one more than tokens and start and end), and per
+    token whether the table holds it after the start (`opens`) and before the end (`closes`).
+    Every count an integer, as the torch passes count it (the order statistic's pairs from the
+    table's side for a row whose known tokens squared pass `table_pairs` x (table + vocabulary
+    + 2), else per distinct known token a of the row, from a's bigrams in the table or by
+    looking up a's bigram with each of the row's tokens, whichever is fewer: the same
     integers), then the same divisions; `nan` for a text without a token."""
     cdef Py_ssize_t rows = lengths.shape[0], row, i, j, first, n, known_count, bigram_count, table_size
     cdef Py_ssize_t total_tokens = ids.shape[0], longest = 0, distinct
     cdef int64_t size = vocab_size + 2, start = vocab_size, end = vocab_size + 1
     cdef int64_t identity_size = identity_count + 2, a, b, key, previous
-    cdef int64_t held_tokens, new_characters, held_bigrams, shuffled, repeats, ending, misspellings
+    cdef int64_t held_tokens, new_characters, held_bigrams, shuffled, repeats, ending, misspellings, pairs
+    cdef bint bad = False
     if (identities.shape[0] != total_tokens or misspelt.shape[0] != total_tokens or endings.shape[0] != rows
             or code_bounds.shape[0] != rows + 1 or statistics.shape[0] != rows or statistics.shape[1] != 5):
         raise ValueError("typicality_of_tokens takes a value per token, per text, and a row of five per text")
@@ -556,15 +717,23 @@ def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, 
         if ids[i] >= vocab_size or ids[i] < -1 or identities[i] >= identity_count or identities[i] < -1:
             raise ValueError("typicality_of_tokens' ids or identities pass the vocabulary")
     table_size = bigram_table.shape[0]
+    if successors.shape[0] != size + 1 or opens.shape[0] != size or closes.shape[0] != size:
+        raise ValueError("typicality_of_tokens takes where each token's bigrams start, and two flags a token")
+    if successors[0] != 0 or successors[size] != table_size:
+        raise ValueError("typicality_of_tokens' bigram starts do not cover the table")
+    for i in range(size):
+        if successors[i + 1] < successors[i]:
+            raise ValueError("typicality_of_tokens' bigram starts do not ascend")
     cdef Index* indexes = _indexes(dense, slots, keys, index_bounds)
     cdef int64_t* occurrences = <int64_t*>calloc(size, sizeof(int64_t))  # of each known token, in one row
-    cdef int64_t* scratch = <int64_t*>malloc(sizeof(int64_t) * 2 * (longest + 2))
+    cdef int64_t* scratch = <int64_t*>malloc(sizeof(int64_t) * 3 * (longest + 2))
     if occurrences == NULL or scratch == NULL:
         free(indexes)
         free(occurrences)
         free(scratch)
         raise MemoryError()
     cdef int64_t* spare = scratch + longest + 2
+    cdef int64_t* present = spare + longest + 2  # the row's distinct known tokens
     with nogil:
         first = 0
         for row in range(rows):
@@ -573,16 +742,20 @@ def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, 
                 for i in range(5):
                     statistics[row, i] = nan
                 continue
-            held_tokens = misspellings = shuffled = known_count = 0
+            held_tokens = misspellings = shuffled = known_count = distinct = 0
             for i in range(first, first + n):
-                if _held_key(&indexes[0], ids[i]):
+                a = ids[i]
+                if _held_key(&indexes[0], a):
                     held_tokens += 1
                 elif misspelt[i]:
                     misspellings += 1
-                if ids[i] >= 0:
+                if a >= 0:
                     known_count += 1
-                    occurrences[ids[i]] += 1
-                    shuffled += _held_key(&indexes[1], start * size + ids[i]) + _held_key(&indexes[1], ids[i] * size + end)
+                    if not occurrences[a]:
+                        present[distinct] = a
+                        distinct += 1
+                    occurrences[a] += 1
+                    shuffled += opens[a] + closes[a]
             # bigrams start t1 .. tn end, held where both tokens are known
             held_bigrams = 0
             previous = start
@@ -592,22 +765,35 @@ def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, 
                     held_bigrams += _held_key(&indexes[1], previous * size + b)
                 previous = b
             # the pairs of distinct positions of known tokens whose bigram is held
-            if known_count * known_count > table_pairs * (table_size + size):
+            if <double>known_count * known_count > <double>table_pairs * (table_size + size):  # no int64 overflow
                 for j in range(table_size):
                     a = bigram_table[j] // size
                     b = bigram_table[j] % size
                     if a < vocab_size and b < vocab_size:
                         shuffled += occurrences[a] * (occurrences[b] - (a == b))
-            else:
-                for i in range(first, first + n):
-                    if ids[i] < 0:
-                        continue
-                    for j in range(first, first + n):
-                        if j != i and ids[j] >= 0:
-                            shuffled += _held_key(&indexes[1], ids[i] * size + ids[j])
-            for i in range(first, first + n):
-                if ids[i] >= 0:
-                    occurrences[ids[i]] = 0
+            else:  # pairs (i, j), i != j, of tokens a, b: held(a, b) x m(a) x (m(b) - [a = b]), per distinct a
+                for i in range(distinct):
+                    a = present[i]
+                    pairs = 0
+                    if successors[a + 1] - successors[a] <= distinct:
+                        for j in range(successors[a], successors[a + 1]):
+                            b = bigram_table[j] - a * size
+                            if b < 0 or b >= size:
+                                bad = True
+                                break
+                            pairs += occurrences[b] - (b == a)
+                        if bad:
+                            break
+                    else:
+                        for j in range(distinct):
+                            b = present[j]
+                            if _held_key(&indexes[1], a * size + b):
+                                pairs += occurrences[b] - (b == a)
+                    shuffled += occurrences[a] * pairs
+            for i in range(distinct):
+                occurrences[present[i]] = 0
+            if bad:
+                break
             # repeated bigrams of identities (start t1 .. tn end; a token without a word character matches none)
             bigram_count = 0
             previous = identity_count
@@ -648,6 +834,8 @@ def typicality_of_tokens(const int64_t[::1] ids, const int64_t[::1] identities, 
     free(indexes)
     free(occurrences)
     free(scratch)
+    if bad:
+        raise ValueError("typicality_of_tokens' bigram starts put a key among another token's")
 
 
 cdef struct Unknown:
@@ -677,7 +865,7 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
                 const int64_t[::1] vocabulary_lengths, const int64_t[::1] dense, const int64_t[::1] slots,
                 const int64_t[::1] keys, int shift, int64_t mask, const int64_t[::1] hash_ids, int64_t[::1] ids,
                 int64_t[::1] unknown_rank, uint8_t[::1] wordlike, int64_t[::1] firsts, int64_t[::1] token_lengths,
-                int64_t[::1] lengths, int64_t[::1] endings, int64_t[::1] inside_codes, int64_t[::1] code_rows):
+                int64_t[::1] lengths, int64_t[::1] endings, int64_t[::1] inside_codes, int64_t[::1] code_bounds):
     """`token_runs.split_tokens`'s tokens in one pass per text: each maximal run of non-space
     code points (`kinds`' `space_bit`) of text t (codes[bounds[t]:bounds[t + 1]]) hashed as
     `Runs.hashes` hashes it (sum of (code + 1) base^place, wrapping, then & `low_bits`), looked up among the vocabulary's hashes (the index over them, and
@@ -685,12 +873,12 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
     and its rank among the distinct unknown tokens by hash (np.unique's order); whether it
     holds a word character (`word_bit`), its first code point (counted among the non-space ones)
     and length; per text its token count and the code point ending its last token (-1: none);
-    every non-space code point in `inside_codes`, its text in `code_rows`.
+    every non-space code point in `inside_codes`, text t's from code_bounds[t] to code_bounds[t + 1].
     Returns (tokens, distinct unknown tokens), their leaders (each one's first occurrence) in
     firsts[tokens:] and token_lengths[tokens:] by rank; or (-1, -1) where two different unknown
     tokens share a hash (the caller tokenizes those texts another way)."""
     cdef Py_ssize_t texts = bounds.shape[0] - 1, t, p, hi, start, length, tokens = 0, inside = 0, unknowns = 0
-    cdef Py_ssize_t position, candidate, distinct = 0, i, capacity = ids.shape[0]
+    cdef Py_ssize_t position, candidate, distinct = 0, i, capacity = ids.shape[0], most = 0
     cdef uint64_t hashed, power
     cdef bint word, collided = False, failed = False
     cdef Unknown leader
@@ -706,10 +894,13 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
     for t in range(texts):
         if bounds[t + 1] < bounds[t]:
             raise ValueError("split_words' bounds do not ascend")
+    for t in range(texts):
+        most += (bounds[t + 1] - bounds[t] + 1) // 2  # tokens, each but the last followed by a space
     if (unknown_rank.shape[0] != capacity or wordlike.shape[0] != capacity or firsts.shape[0] != 2 * capacity
-            or token_lengths.shape[0] != 2 * capacity or capacity < codes.shape[0]
-            or inside_codes.shape[0] != capacity or code_rows.shape[0] != capacity):
-        raise ValueError("split_words' outputs hold fewer tokens than the code points (twice for the leaders)")
+            or token_lengths.shape[0] != 2 * capacity or capacity < most
+            or inside_codes.shape[0] < codes.shape[0] or code_bounds.shape[0] != texts + 1):
+        raise ValueError("split_words' outputs hold fewer tokens than the texts may (twice for the leaders), or fewer "
+                         "code points, or its code bounds are not one more than the texts")
     if vocabulary_firsts.shape[0] != vocabulary_lengths.shape[0]:
         raise ValueError("split_words' vocabulary takes a first code point and a length per token")
     for i in range(vocabulary_firsts.shape[0]):
@@ -720,7 +911,8 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
             raise ValueError("split_words' hash ids pass the vocabulary")
     if not dense.shape[0] and not slots.shape[0] and hash_ids.shape[0]:
         raise ValueError("split_words takes a dense table or hash slots")
-    cdef Unknown* unknown = <Unknown*>malloc(sizeof(Unknown) * max(capacity, 1))
+    _dense_ends(dense, 0, dense.shape[0])
+    cdef Unknown* unknown = <Unknown*>malloc(sizeof(Unknown) * max(most, 1))
     if unknown == NULL:
         raise MemoryError()
     cdef const int64_t* code = _start(codes)
@@ -731,6 +923,7 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
             hi = bounds[t + 1]
             lengths[t] = 0
             endings[t] = -1
+            code_bounds[t] = inside
             while p < hi:
                 if kinds[p] & space_bit:
                     p += 1
@@ -741,7 +934,6 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
                 word = False
                 while p < hi and not (kinds[p] & space_bit):
                     inside_codes[inside + p - start] = code[p]
-                    code_rows[inside + p - start] = t
                     hashed += (<uint64_t>code[p] + 1) * power
                     power *= base
                     word = word or (kinds[p] & word_bit)
@@ -770,6 +962,7 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
                 lengths[t] += 1
                 endings[t] = code[p - 1]
                 tokens += 1
+        code_bounds[texts] = inside
         # Unknown tokens grouped by hash (open addressing, in token order: each group's first
         # occurrence leads it, and every other member must be the same code points), then only
         # the groups' leaders sorted by hash for their ranks: np.unique's order, without sorting

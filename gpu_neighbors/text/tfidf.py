@@ -145,7 +145,7 @@ class TfidfFeatures:
         self.num_features = 0
         self.idf = np.zeros(0)
         self._lookups: Lookups | None = None
-        self._tf = np.zeros(1)  # 1 + ln(count) by count, made as far as asked (`_tf_of_count`)
+        self._tf = np.zeros(1)  # 1 + ln(count) by count, made as far as asked (`tf_of_count`)
 
     # -- fitting --------------------------------------------------------------------------
 
@@ -224,7 +224,11 @@ class TfidfFeatures:
 
     def transform(self, texts: Sequence[str]) -> FeatureRows:
         """The rows of `texts` over the fitted vocabularies (n-grams outside them dropped)."""
-        return self._weighted_rows(self._counts([text.lower() for text in texts]))
+        return self._weighted_rows(self.counts(texts))
+
+    def counts(self, texts: Sequence[str]) -> list[FeatureRows]:
+        """The occurrence counts that `transform` weighs, in parts of COUNT_TEXTS texts."""
+        return self._counts([text.lower() for text in texts])
 
     # -- lookups ------------------------------------------------------------------------------
 
@@ -365,32 +369,20 @@ class TfidfFeatures:
         return FeatureRows(indptr, indices[:stored], counts[:stored], self.num_features)
 
     def _weighted_rows(self, parts: list[FeatureRows]) -> FeatureRows:
-        """The parts' counts weighted and stacked into one set of rows; each part is dropped from
-        `parts` once copied, so the counts and the rows are not both held whole."""
-        if len(parts) == 1:
-            return self._weighted(parts.pop())
-        total = sum(part.indices.size for part in parts)
-        indptr, indices, values = [np.zeros(1, dtype=np.int64)], np.empty(total, dtype=np.int64), np.empty(total)
-        start = 0
-        while parts:
-            part = self._weighted(parts.pop(0))
-            stop = start + part.indices.size
-            indices[start:stop], values[start:stop] = part.indices, part.values
-            indptr.append(part.indptr[1:] + start)
-            start = stop
-        return FeatureRows(np.concatenate(indptr), indices, values, self.num_features)
+        """The parts' counts weighted and stacked into one set of rows."""
+        return stacked(parts, self._weighted, self.num_features)
 
     def _weighted(self, counts: FeatureRows) -> FeatureRows:
         """Sublinear tf times idf, each block l2-normalised per text."""
         if native is not None:  # the same operations in the same order, in one pass
             values = np.empty(counts.values.size)
             top = 1  # the table's length so far; weigh_rows says when a count needs it longer
-            while top := native.weigh_rows(counts.indptr, counts.indices, counts.values, self._tf_of_count(top),
+            while top := native.weigh_rows(counts.indptr, counts.indices, counts.values, self.tf_of_count(top),
                                            self.idf, self.word_features, values):
                 pass
             return FeatureRows(counts.indptr, counts.indices, values, self.num_features)
         whole = counts.values.astype(np.int64)
-        tf = self._tf_of_count(int(whole.max(initial=0)) + 1)[whole]
+        tf = self.tf_of_count(int(whole.max(initial=0)) + 1)[whole]
         values = tf * self.idf[counts.indices]
         # Squares summed per (text, block) in feature order: a text's norm depends on it alone.
         block = counts.rows * 2 + (counts.indices >= self.word_features)
@@ -398,7 +390,7 @@ class TfidfFeatures:
         values = values / norms[block]  # a stored entry's block has a positive norm
         return FeatureRows(counts.indptr, counts.indices, values, self.num_features)
 
-    def _tf_of_count(self, top: int) -> np.ndarray:
+    def tf_of_count(self, top: int) -> np.ndarray:
         """1 + ln(count) (`math.log`) of every count below `top`, indexed by count: the one tf
         table of the compiled and numpy passes, made once, and longer where a chunk holds a larger
         count."""
@@ -423,6 +415,23 @@ class TfidfFeatures:
             names += current
             previous = current
         return names
+
+
+def stacked(parts: list[FeatureRows], convert: Callable[[FeatureRows], FeatureRows], num_features: int) -> FeatureRows:
+    """The parts (rows over `num_features`), each converted, stacked into one set of rows; each
+    part is dropped from `parts` once copied, so the parts and the rows are not both held whole."""
+    if len(parts) == 1:
+        return convert(parts.pop())
+    total = sum(part.indices.size for part in parts)
+    indptr, indices, values = [np.zeros(1, dtype=np.int64)], np.empty(total, dtype=np.int64), np.empty(total)
+    start = 0
+    while parts:
+        part = convert(parts.pop(0))
+        stop = start + part.indices.size
+        indices[start:stop], values[start:stop] = part.indices, part.values
+        indptr.append(part.indptr[1:] + start)
+        start = stop
+    return FeatureRows(np.concatenate(indptr), indices, values, num_features)
 
 
 def _padded_words(char_ids: np.ndarray, kinds: np.ndarray, words: Runs, space_id: int) -> np.ndarray:

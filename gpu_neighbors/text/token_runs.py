@@ -122,8 +122,8 @@ class SplitTokens:
     """The tokens of texts: per token its vocabulary id (UNKNOWN_ID where the vocabulary lacks it),
     its rank among the batch's distinct unknown tokens (-1 for known ones) and whether it holds a
     word character; the distinct unknown tokens by rank; per text its token count and the code
-    point ending its last token (-1: no token); the tokens' code points, in order, and each
-    one's text."""
+    point ending its last token (-1: no token); the tokens' code points, in order, text t's from
+    code_bounds[t] to code_bounds[t + 1]."""
 
     ids: np.ndarray
     unknown_rank: np.ndarray
@@ -132,7 +132,12 @@ class SplitTokens:
     lengths: np.ndarray
     endings: np.ndarray
     codes: np.ndarray
-    code_rows: np.ndarray
+    code_bounds: np.ndarray
+
+    @property
+    def code_rows(self) -> np.ndarray:
+        """The text of each of `codes`."""
+        return np.repeat(np.arange(self.lengths.size, dtype=np.int64), np.diff(self.code_bounds))
 
 
 def split_tokens(texts: Sequence[str], vocabulary: RunVocabulary) -> SplitTokens | None:
@@ -169,34 +174,31 @@ def split_tokens(texts: Sequence[str], vocabulary: RunVocabulary) -> SplitTokens
     some = lengths > 0
     last = (np.cumsum(lengths) - 1)[some]
     endings[some] = runs.codes[runs.firsts[last] + runs.lengths[last] - 1]
+    inside_before = np.zeros(points.codes.size + 1, dtype=np.int64)  # the code points inside before each position
+    np.cumsum(inside, out=inside_before[1:])
     return SplitTokens(ids, unknown_rank, unknown_tokens, wordlike, lengths, endings, runs.codes,
-                       _code_rows(points, inside))
-
-
-def _code_rows(points: CodePoints, inside: np.ndarray) -> np.ndarray:
-    """The text of every code point where `inside` holds."""
-    marks = np.bincount(points.bounds[1:-1], minlength=points.codes.size + 1)[:points.codes.size]
-    return np.cumsum(marks)[inside]
+                       inside_before[points.bounds])
 
 
 def _compiled_split(points: CodePoints, kinds: np.ndarray, vocabulary: RunVocabulary) -> SplitTokens | None:
     """`split_tokens` by `native.split_words` (the same tokens, ids, ranks and strings)."""
     assert native is not None
-    capacity, texts = points.codes.size, points.bounds.size - 1
+    texts = points.bounds.size - 1
+    capacity = (points.codes.size + texts) // 2  # tokens at most: each but a text's last followed by a space
     ids, rank = np.empty(capacity, dtype=np.int64), np.empty(capacity, dtype=np.int64)
     wordlike = np.empty(capacity, dtype=np.uint8)
     firsts, lengths = np.empty(2 * capacity, dtype=np.int64), np.empty(2 * capacity, dtype=np.int64)
     per_text, endings = np.empty(texts, dtype=np.int64), np.empty(texts, dtype=np.int64)
-    codes, code_rows = np.empty(capacity, dtype=np.int64), np.empty(capacity, dtype=np.int64)
+    codes, code_bounds = np.empty(points.codes.size, dtype=np.int64), np.empty(texts + 1, dtype=np.int64)
     runs = vocabulary.runs
     tokens, distinct = native.split_words(points.codes, kinds, WORD, SPACE, points.bounds, _BASE, int(_LOW_63),
                                           runs.codes, runs.firsts,
                                           runs.lengths, *vocabulary.index.arrays(), vocabulary.ids, ids, rank,
-                                          wordlike, firsts, lengths, per_text, endings, codes, code_rows)
+                                          wordlike, firsts, lengths, per_text, endings, codes, code_bounds)
     if tokens < 0:
         return None
     inside = int(firsts[tokens - 1] + lengths[tokens - 1]) if tokens else 0
-    codes, code_rows = codes[:inside], code_rows[:inside]
+    codes = codes[:inside]
     leaders = Runs(codes, firsts[tokens:tokens + distinct], lengths[tokens:tokens + distinct], np.zeros(0, np.int64))
     return SplitTokens(ids[:tokens], rank[:tokens], leaders.strings(np.arange(distinct)), wordlike[:tokens].view(bool),
-                       per_text, endings, codes, code_rows)
+                       per_text, endings, codes, code_bounds)

@@ -71,6 +71,10 @@ LOW_IS_ATYPICAL = (True, True, False, True, False)  # repetition and spelling ar
 TEST_LOW_IS_ATYPICAL = LOW_IS_ATYPICAL + (True, False)
 TEST_ALONE = (True, False, True, True, True, False, True)
 FIT_ROWS = 1 << 12  # texts padded at once
+# New texts whose statistics one compiled pass makes at once: their code points and tokens stay
+# small enough that the allocator reuses their memory (`prepare` of 100,000 candidates in batches
+# of 8,192, one thread: 62,437 page faults with a batch at once, 26,417 at this size).
+COMPILED_ROWS = 1 << 11
 SHORT_TEXT = 64  # characters: texts up to twice this long share a slice whatever their lengths
 PAIR_BLOCK = 1 << 22  # bigram keys of position pairs (`order`) made at once
 # The order statistic counts a row's pairs of positions one by one (width^2 lookups) unless its
@@ -488,35 +492,53 @@ class Typicality:
     def _compiled_statistics(self, texts: Sequence[str]) -> torch.Tensor | None:
         """`of_texts` of new texts in one compiled pass per text (`typicality_of_tokens`: the
         same integers, the same divisions), where the install built it, the tables are on the
-        CPU and the texts' tokens are read from their code points (`split_tokens`); else None."""
+        CPU and the texts' tokens are read from their code points (`split_tokens`); else None.
+        COMPILED_ROWS texts at a time (a row's statistics depend on it alone)."""
         if native is None or self.device.type != "cpu" or self._runs is None:
             return None
-        split = split_tokens(list(map(str.lower, texts)) if self.tokenizer.lowercase else texts, self._runs)
+        statistics = np.empty((len(texts), len(STATISTICS)))
+        for first in range(0, max(len(texts), 1), COMPILED_ROWS):
+            if not self._compiled_rows(texts[first:first + COMPILED_ROWS], self._runs,
+                                       statistics[first:first + COMPILED_ROWS]):
+                return None
+        return torch.from_numpy(statistics)
+
+    def _compiled_rows(self, texts: Sequence[str], runs: RunVocabulary, statistics: np.ndarray) -> bool:
+        """`_compiled_statistics` of some texts into `statistics`; False where their tokens are
+        not read from their code points (two unknown tokens share a hash)."""
+        assert native is not None
+        split = split_tokens(list(map(str.lower, texts)) if self.tokenizer.lowercase else texts, runs)
         if split is None:
-            return None
+            return False
         unseen = split.ids == UNKNOWN_ID
         identities = np.where(split.wordlike, np.where(unseen, self.vocab_size + split.unknown_rank, split.ids),
                               NOT_A_WORD)
         misspelt = np.zeros(split.ids.size, dtype=bool)
         if split.unknown_tokens:
             misspelt[unseen] = misspelt_table(split.unknown_tokens, self.language)[split.unknown_rank[unseen]]
-        code_bounds = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(split.code_rows, minlength=len(texts)), out=code_bounds[1:])
-        statistics = np.empty((len(texts), len(STATISTICS)))
-        indexes, ending_counts, bigram_keys = self._compiled_tables
         native.typicality_of_tokens(split.ids, identities, misspelt.view(np.uint8), split.lengths, split.endings,
-                                    split.codes, code_bounds, self.vocab_size, self.vocab_size + int(unseen.sum()),
-                                    *indexes, ending_counts, bigram_keys, self.tables.texts, TABLE_PAIRS, float("nan"),
-                                    statistics)
-        return torch.from_numpy(statistics)
+                                    split.codes, split.code_bounds, self.vocab_size,
+                                    self.vocab_size + int(unseen.sum()), *self._native_tables, self.tables.texts,
+                                    TABLE_PAIRS, float("nan"), statistics)
+        return True
 
     @cached_property
-    def _compiled_tables(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray]:
-        """What `typicality_of_tokens` reads: the tables' indexes (`TABLE_NAMES` order), the
-        endings' counts and the bigrams' keys, on the host."""
+    def _native_tables(self) -> tuple[np.ndarray, ...]:
+        """What `typicality_of_tokens` reads of the tables, on the host: their indexes
+        (`TABLE_NAMES` order), the endings' counts, the bigrams' keys a * (vocabulary + 2) + b
+        (sorted), where those of each first token a start (the start and end tokens too, then
+        the table's size), and per token whether a bigram after the start or before the end
+        holds it."""
         tables = [getattr(self.tables, name) for name in TABLE_NAMES]
-        return (concatenated([table._hashed for table in tables]), self.tables.endings.counts.cpu().numpy(),
-                self.tables.bigrams.keys.cpu().numpy())
+        keys = self.tables.bigrams.keys.cpu().numpy()
+        size = self.vocab_size + 2
+        successors = np.searchsorted(keys, np.arange(size + 1, dtype=np.int64) * size).astype(np.int64)
+        first, second = keys // size, keys % size
+        opens, closes = np.zeros(size, dtype=np.uint8), np.zeros(size, dtype=np.uint8)
+        opens[second[first == self.vocab_size]] = 1
+        closes[first[second == self.vocab_size + 1]] = 1
+        return (*concatenated([table._hashed for table in tables]), self.tables.endings.counts.cpu().numpy(), keys,
+                successors, opens, closes)
 
     @cached_property
     def _misspelt_once(self) -> np.ndarray:

@@ -19,7 +19,7 @@ from gpu_neighbors.text.ngrams import NgramFeatures
 from gpu_neighbors.text.tfidf import FeatureRows, TfidfFeatures
 from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 from gpu_neighbors.text.token_runs import split_tokens
-from gpu_neighbors.text.typicality import Typicality
+from gpu_neighbors.text.typicality import TABLE_PAIRS, Typicality
 from gpu_neighbors.text.vocabulary import TokenBatch
 from tests.conftest import ADVERSARIAL_TEXTS
 
@@ -143,6 +143,69 @@ def test_weighing_asks_for_a_longer_tf_table_rather_than_being_told_the_largest_
         native.weigh_rows(indptr, indices, np.array([1.0, 0.0, 1.0]), longer, idf, 2, values)
 
 
+def test_weighing_quantising_and_splitting_in_one_pass_gives_the_two_passes_bits():
+    """`weigh_quantise_split` is `weigh_rows` then `quantise_split`, row by row: the same head and
+    tail, an empty row and a block quantised past norm one included; like `weigh_rows` it asks
+    for a longer tf table (a count past it, plus one) rather than being told the largest count."""
+    native = _built()
+    indptr, indices = np.array([0, 3, 3, 6, 7]), np.array([0, 2, 5, 1, 4, 5, 3])
+    counts = np.array([1.0, 2.0, 9.0, 1.0, 1.0, 1.0, 4.0])
+    idf, word_features = np.array([1.0, 1.5, 2.0, 2.5, 3.0, 3.5]), 3
+    position = np.array([1, -1, -1, -1, 0, -1])
+    long_tf = np.array([0.0, *(1 + np.log(np.arange(1, 16)))])
+
+    def outputs() -> tuple[np.ndarray, ...]:
+        return np.zeros((4, 2)), np.empty(5, dtype=np.int64), np.empty(7, dtype=np.int64), np.empty(7)
+
+    values = np.empty(7)
+    assert native.weigh_rows(indptr, indices, counts, long_tf, idf, word_features, values) == 0
+    apart = outputs()
+    native.quantise_split(indptr, indices, values, word_features, SCALE, 1 << 52, position, *apart)
+    together = outputs()
+    assert native.weigh_quantise_split(indptr, indices, counts, long_tf[:5], idf, word_features, SCALE, 1 << 52,
+                                       position, *together) == 10
+    assert native.weigh_quantise_split(indptr, indices, counts, long_tf, idf, word_features, SCALE, 1 << 52,
+                                       position, *together) == 0
+    stored = int(apart[1][-1])
+    assert stored == 5 and np.array_equal(apart[0], together[0]) and np.array_equal(apart[1], together[1])
+    for one, other in zip(apart[2:], together[2:]):
+        assert np.array_equal(one[:stored], other[:stored])
+    with pytest.raises(ValueError, match="below one"):
+        native.weigh_quantise_split(indptr, indices, counts * 0, long_tf, idf, word_features, SCALE, 1 << 52, position,
+                                    *outputs())
+
+
+def test_a_dense_key_table_must_end_in_minus_one():
+    """A key outside a dense table reads its last slot (no branch), so a table whose last slot is
+    not -1 (not a `KeyIndex`'s) is refused rather than read as a hit."""
+    native = _built()
+    empty = np.zeros(0, dtype=np.int64)
+    found = np.empty(2, dtype=np.int64)
+    native.find_keys(np.array([0, -1, 1, -1]), empty, empty, 0, 0, np.array([2, 9]), found)
+    assert found.tolist() == [1, -1]
+    with pytest.raises(ValueError, match="does not end in -1"):
+        native.find_keys(np.array([0, -1, 1, 5]), empty, empty, 0, 0, np.array([2, 9]), found)
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+def test_char_ngrams_of_one_prefix_in_any_order_count_the_same_compiled_or_not(monkeypatch):
+    """The compiled walk reads each order in the order of the one before, so n-grams sharing a
+    prefix come out in their texts' order: many words of one first letter, their next letters
+    descending (the insertion sort's worst case, handed over to the full sort) or shuffled."""
+    rng = random.Random(9)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    training = [" ".join("q" + first + second for first in letters for second in letters[:5])]
+    descending = " ".join("q" + first + second for first in letters[::-1] for second in "edcba")
+    shuffled = [" ".join("q" + rng.choice(letters) + rng.choice(letters) for _ in range(n)) for n in (3, 40, 500)]
+    candidates = [descending * 3, *shuffled, "qz qy qx qa"]
+    fitted = TfidfFeatures()
+    rows = fitted.fit(training), fitted.transform(candidates)
+    monkeypatch.setattr("gpu_neighbors.text.tfidf.native", None)
+    plain = TfidfFeatures()
+    for one, other in zip(rows, (plain.fit(training), plain.transform(candidates))):
+        _same(one, other)
+
+
 @pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
 def test_long_rows_of_close_features_count_the_same_compiled_or_not(monkeypatch):
     """Hundreds of one order's n-grams of a text among few feature ids (one letter words: the
@@ -179,6 +242,48 @@ def test_typicality_of_new_texts_is_the_same_bits_compiled_or_not(huse_records, 
     expected = typicality.of_texts(texts)
     assert ours.dtype == expected.dtype == torch.float64 and ours.isnan().any()
     assert torch.equal(ours.view(torch.int64), expected.view(torch.int64))
+
+
+@pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
+def test_typicality_of_new_texts_in_compiled_parts_is_the_same_bits(huse_records, monkeypatch):
+    """The compiled statistics COMPILED_ROWS texts at a time: a part's unseen tokens are numbered
+    among its own, a row's statistics depend on it alone, so parts of 3 give the torch passes'
+    bits (NaN rows alike) and the one-part pass's."""
+    training = [record["text"] for record in huse_records[:90]] + ["the the cat the cat", ""]
+    texts = _texts(huse_records[90:130], seed=8) + ["cat the the cat zzz the", "zzz", "zzz zzz the"]
+    typicality = Typicality(training, WhitespaceTokenizer(), torch.device("cpu"))
+    whole = typicality.of_texts(texts)
+    monkeypatch.setattr("gpu_neighbors.text.typicality.COMPILED_ROWS", 3)
+    parts = typicality.of_texts(texts)
+    monkeypatch.setattr("gpu_neighbors.text.typicality.native", None)
+    expected = typicality.of_texts(texts)
+    assert parts.isnan().any() and parts.shape == (len(texts), 5)
+    assert torch.equal(parts.view(torch.int64), expected.view(torch.int64))
+    assert torch.equal(whole.view(torch.int64), expected.view(torch.int64))
+
+
+@pytest.mark.parametrize("table_pairs", [TABLE_PAIRS, 1 << 62], ids=["default", "by-position"])
+def test_typicality_refuses_bigram_starts_that_put_a_key_among_another_tokens(huse_records, table_pairs):
+    """The compiled pass counts a token's held bigrams from its range of the sorted table
+    (`successors`); ranges that do not match the keys' first tokens are refused, not read. Also
+    where `table_pairs` x the table's size passes an int64 (by position all the same: the pass
+    once wrapped that product and read such a row by the table)."""
+    native = _built()
+    typicality = Typicality([record["text"] for record in huse_records[:40]], WhitespaceTokenizer(),
+                            torch.device("cpu"))
+    tables = list(typicality._native_tables)
+    successors = tables[6].copy()
+    degree = np.diff(successors)
+    # a token a with one bigram after a token with some: a's range moved back over the other's
+    # last key, a row of the two, so that a's bigrams are read from its range (2, the row's tokens)
+    token = next(a for a in range(1, typicality.vocab_size) if degree[a] == 1 and degree[a - 1] >= 1)
+    successors[token] -= 1
+    tables[6] = successors
+    ids = np.array([token, token - 1, token, token - 1], dtype=np.int64)
+    with pytest.raises(ValueError, match="another token's"):
+        native.typicality_of_tokens(ids, ids.copy(), np.zeros(4, dtype=np.uint8), np.array([4]), np.array([-1]),
+                                    np.zeros(0, dtype=np.int64), np.array([0, 0]), typicality.vocab_size,
+                                    typicality.vocab_size, *tables, 40, table_pairs, float("nan"), np.empty((1, 5)))
 
 
 @pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
