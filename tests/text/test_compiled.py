@@ -38,14 +38,6 @@ def test_the_install_built_the_compiled_loops():
     assert _built() is not None
 
 
-def test_the_environment_turns_them_off(monkeypatch):
-    built = _built()
-    monkeypatch.setenv("GPU_NEIGHBORS_COMPILED", "0")
-    assert compiled._load() is None
-    monkeypatch.setenv("GPU_NEIGHBORS_COMPILED", "1")
-    assert compiled._load() is built
-
-
 def _same(one: FeatureRows, other: FeatureRows) -> None:
     for name in ("indptr", "indices", "values"):
         a, b = getattr(one, name), getattr(other, name)
