@@ -3,9 +3,11 @@
 `core.compiled` imports this module or None, and then the callers run their torch passes, which
 give the same answers. Each function runs without the GIL."""
 from libc.stdint cimport int64_t
+from libc.math cimport NAN
 from libc.stdlib cimport free, malloc, qsort
 
 cdef Py_ssize_t PRUNE_WIDTH = 4  # a tile at least this many k wide is gathered above a bound of its k-th value
+cdef Py_ssize_t PARTS = 2  # chunks per k of the row whose maxima bound its k-th value
 
 
 cdef struct Ranked:
@@ -52,14 +54,12 @@ cdef double _kth_largest(double* values, Py_ssize_t size, Py_ssize_t k) noexcept
     return values[target]
 
 
-cdef double _chunk_bound(const double* row, Py_ssize_t chunk, Py_ssize_t k, double* scratch) noexcept nogil:
-    """A lower bound of the k-th largest of a row of at least 2k `chunk`-wide chunks: the k-th
-    largest of the first 2k chunks' maxima (k of those are k distinct entries at or above it),
-    as `topk._kth_lower_bound` takes it. Four running maxima a chunk, so that no maximum waits
-    on the one before (a third of the pass's time with one)."""
+cdef void _chunk_maxima(const double* row, Py_ssize_t chunk, Py_ssize_t parts, double* maxima) noexcept nogil:
+    """The maxima of a row's first `parts` chunks, `chunk` wide. Four running maxima a chunk, so
+    that no maximum waits on the one before (a third of the pass's time with one)."""
     cdef Py_ssize_t part, column, start, stop
     cdef double one, two, three, four
-    for part in range(2 * k):
+    for part in range(parts):
         start, stop = part * chunk, (part + 1) * chunk
         one = two = three = four = row[start]
         column = start + 1
@@ -74,8 +74,7 @@ cdef double _chunk_bound(const double* row, Py_ssize_t chunk, Py_ssize_t k, doub
             column += 1
         one = two if two > one else one
         three = four if four > three else three
-        scratch[part] = three if three > one else one
-    return _kth_largest(scratch, 2 * k, k)
+        maxima[part] = three if three > one else one
 
 
 def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1] tie_rank,
@@ -86,8 +85,10 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
     ascending (an index past the training set, an empty slot's: after every rank), as a set in
     no particular order; the order is total (ranks are distinct), so the set is `select_top`'s.
 
-    Per row, a floor with k entries at or above it (the buffer's least; on a tile at least
-    PRUNE_WIDTH k wide, raised to `_chunk_bound`), then one pass that gathers every entry above
+    Per row, a floor with k entries at or above it: the buffer's least, and on a tile at least
+    PRUNE_WIDTH k wide the k-th largest of the maxima of 2k chunks of the row (k of them are k
+    distinct entries at or above it; `topk._kth_lower_bound`). Then one pass, over the chunks
+    whose maximum is above the floor (fewer than k of the 2k), that gathers every entry above
     it, raising it to the k-th largest gathered whenever the room (4k + 32) fills: the k-th
     largest value is then the k-th gathered or, with fewer than k, the floor, and every entry
     above it is kept. Of the entries at it, those with the lowest ranks: where it is above the
@@ -96,13 +97,15 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
     zeros tie whole rows: the walk reads about as many as it keeps). No NaN (the tiles have none)."""
     cdef Py_ssize_t rows = tile.shape[0], columns = tile.shape[1], k = similarity.shape[1]
     cdef Py_ssize_t room = 4 * k + 32
-    cdef Py_ssize_t chunk = columns // (2 * k) if columns >= PRUNE_WIDTH * k else 0
+    cdef Py_ssize_t parts = PARTS * k if columns >= PRUNE_WIDTH * k else 0
+    cdef Py_ssize_t chunk = columns // parts if parts else columns, part, start, stop
     cdef Py_ssize_t row, column, slot, gathered, kept, taken, walked, tied
     cdef int64_t size = tie_rank.shape[0], held, position
     cdef double value, floor, kth
     cdef double* values
     cdef int64_t* positions
     cdef double* scratch
+    cdef double* maxima
     cdef double* out_similarity
     cdef int64_t* out_index
     cdef Ranked* ties
@@ -116,15 +119,17 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
     values = <double*>malloc((room + 1) * sizeof(double))  # + 1: the slot written past the last gathered
     positions = <int64_t*>malloc((room + 1) * sizeof(int64_t))
     scratch = <double*>malloc(room * sizeof(double))
+    maxima = <double*>malloc((parts + 1) * sizeof(double))
     out_similarity = <double*>malloc(k * sizeof(double))
     out_index = <int64_t*>malloc(k * sizeof(int64_t))
     ties = <Ranked*>malloc(room * sizeof(Ranked))  # the gathered entries at the k-th value, or the buffer's
     by_rank = <Ranked*>malloc((columns + 1) * sizeof(Ranked))
-    if (values == NULL or positions == NULL or scratch == NULL or out_similarity == NULL or out_index == NULL
-            or ties == NULL or by_rank == NULL):
+    if (values == NULL or positions == NULL or scratch == NULL or maxima == NULL or out_similarity == NULL
+            or out_index == NULL or ties == NULL or by_rank == NULL):
         free(values)
         free(positions)
         free(scratch)
+        free(maxima)
         free(out_similarity)
         free(out_index)
         free(ties)
@@ -139,28 +144,35 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
             floor = similarity[row, 0]
             for slot in range(1, k):
                 floor = min(floor, similarity[row, slot])
-            if chunk:
-                floor = max(floor, _chunk_bound(&tile[row, 0], chunk, k, scratch))
+            if parts:
+                _chunk_maxima(&tile[row, 0], chunk, parts, maxima)
+                for part in range(parts):
+                    scratch[part] = maxima[part]
+                floor = max(floor, _kth_largest(scratch, parts, k))
             gathered = 0
             for slot in range(k):
                 if similarity[row, slot] > floor:
                     values[gathered], positions[gathered] = similarity[row, slot], slot
                     gathered += 1
-            for column in range(columns):
-                # Written always, counted where above the floor: no branch to mispredict.
-                value = tile[row, column]
-                values[gathered], positions[gathered] = value, k + column
-                gathered += value > floor
-                if gathered == room:
-                    for slot in range(gathered):
-                        scratch[slot] = values[slot]
-                    floor = _kth_largest(scratch, gathered, k)
-                    kept = 0
-                    for slot in range(gathered):
-                        if values[slot] > floor:
-                            values[kept], positions[kept] = values[slot], positions[slot]
-                            kept += 1
-                    gathered = kept
+            for part in range(parts + 1):
+                start, stop = part * chunk, (part + 1) * chunk if part < parts else columns
+                if part < parts and maxima[part] <= floor:
+                    continue  # nothing in it above the floor
+                for column in range(start, stop):
+                    # Written always, counted where above the floor: no branch to mispredict.
+                    value = tile[row, column]
+                    values[gathered], positions[gathered] = value, k + column
+                    gathered += value > floor
+                    if gathered == room:
+                        for slot in range(gathered):
+                            scratch[slot] = values[slot]
+                        floor = _kth_largest(scratch, gathered, k)
+                        kept = 0
+                        for slot in range(gathered):
+                            if values[slot] > floor:
+                                values[kept], positions[kept] = values[slot], positions[slot]
+                                kept += 1
+                        gathered = kept
             kth = floor
             if gathered >= k:
                 for slot in range(gathered):
@@ -206,6 +218,8 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
                         out_similarity[taken] = similarity[row, ties[slot].position]
                         out_index[taken] = index[row, ties[slot].position]
                         slot += 1
+                    elif walked == columns:  # never while k entries are at or above the floor: no read past the row
+                        out_similarity[taken], out_index[taken] = NAN, -1
                     else:
                         out_similarity[taken] = tile[row, by_rank[walked].position]
                         out_index[taken] = first_column + by_rank[walked].position
@@ -216,6 +230,7 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
     free(values)
     free(positions)
     free(scratch)
+    free(maxima)
     free(out_similarity)
     free(out_index)
     free(ties)

@@ -48,7 +48,9 @@ def _tiles(similarity: torch.Tensor, chunk: int, block: int, generator: torch.Ge
 
 def _adversarial(rows: int, columns: int, generator: torch.Generator) -> torch.Tensor:
     """Similarities full of ties (5 values, 0 and -0 among them), excluded pairs (-inf), rows all
-    equal, all 0, all -inf, rows with a single positive entry, and rows of distinct values."""
+    equal, all 0, all -inf, rows with a single positive entry, rows of distinct values and rows
+    rising to a last quarter that falls (the best all in the last chunks, more above the bound
+    than the room holds, and the best first)."""
     similarity = torch.randint(0, 5, (rows, columns), generator=generator).to(torch.float64) / 4
     similarity[(similarity == 0) & (torch.rand((rows, columns), generator=generator) < 0.5)] = -0.0
     similarity[torch.rand((rows, columns), generator=generator) < 0.15] = -torch.inf
@@ -58,6 +60,9 @@ def _adversarial(rows: int, columns: int, generator: torch.Generator) -> torch.T
     similarity[4::9] = 0.0
     similarity[4::9, columns // 2] = 0.25  # fewer than k positive entries
     similarity[5::9] = torch.rand((len(range(5, rows, 9)), columns), generator=generator, dtype=torch.float64)
+    ascending = torch.linspace(0.1, 0.9, columns, dtype=torch.float64)
+    ascending[-(columns // 4):] = ascending[-(columns // 4):].flip(0)  # the last quarter's best first
+    similarity[6::9] = ascending
     return similarity
 
 
@@ -73,12 +78,15 @@ def _run(tiles: list[Tile], rows: int, k: int, tie_rank: torch.Tensor, native: M
     return sets, reduction.result()
 
 
-@pytest.mark.parametrize(("k", "chunk", "block"), [(1, 16, 7), (3, 10, 64), (10, 16, 200), (10, 7, 3),
-                                                   (25, 16, 64), (50, 16, 30), (300, 16, 200)])
+@pytest.mark.parametrize(("k", "chunk", "block"), [(1, 16, 7), (1, 16, 200), (2, 9, 200), (3, 10, 64), (7, 16, 200),
+                                                   (10, 16, 200), (10, 7, 3), (25, 16, 64), (50, 16, 30),
+                                                   (300, 16, 200)])
 @pytest.mark.parametrize("exclusion", ["none", "leave-one-out", "subset", "both"])
 def test_the_compiled_merge_keeps_the_torch_passes_set_after_every_tile(monkeypatch, k, chunk, block, exclusion):
     """Tiles in a shuffled order (a first tile, later training blocks merged into full and part
-    full buffers), k below, at and above the tile's width and above the training set: after
+    full buffers), k below, at and above the tile's width and above the training set, tiles
+    wide enough to be gathered above a bound (2k chunks, with columns left over) and to fill the
+    room (k 1 and 2 of 200 columns): after
     every tile the buffer holds the same entries (excluded and empty slots included) as the
     torch selections', and the ordered result is the same bits."""
     built = _built()
