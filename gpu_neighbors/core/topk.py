@@ -353,6 +353,16 @@ class TopKReduction:
         )
         self.top.similarity[part], self.top.index[part] = merged.similarity, merged.index
 
+    def keeps_nearest(self, leave_one_out: bool) -> bool:
+        """Whether `nearest` is what a `NearestReduction(leave_one_out)` fed the same tiles finds:
+        the same pairs excluded (no subset), and at least one kept."""
+        return self.subset is None and self.leave_one_out == leave_one_out and self.k > 0
+
+    def nearest(self) -> torch.Tensor:
+        """Each row's highest similarity (-inf where no pair may be a neighbour): the best of the k
+        it keeps, which are copies of the tiles' values, so a maximum of the same values, exact."""
+        return self.top.similarity.amax(dim=1)
+
     def result(self) -> TopK:
         top = order_top(self.top, self.k, self.tie_rank) if self.ordered else self.top
         return TopK(top.similarity, top.index.masked_fill(torch.isinf(top.similarity), NO_INDEX))
