@@ -124,8 +124,103 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
     out_index = <int64_t*>malloc(k * sizeof(int64_t))
     ties = <Ranked*>malloc(room * sizeof(Ranked))  # the gathered entries at the k-th value, or the buffer's
     by_rank = <Ranked*>malloc((columns + 1) * sizeof(Ranked))
-    if (values == NULL or positions == NULL or scratch == NULL or maxima == NULL or out_similarity == NULL
-            or out_index == NULL or ties == NULL or by_rank == NULL):
+    try:
+        if (values == NULL or positions == NULL or scratch == NULL or maxima == NULL or out_similarity == NULL
+                or out_index == NULL or ties == NULL or by_rank == NULL):
+            raise MemoryError()
+        with nogil:
+            for column in range(columns):
+                by_rank[column].rank, by_rank[column].position = tie_rank[first_column + column], column
+            qsort(by_rank, columns, sizeof(Ranked), _by_rank)
+            for row in range(rows):
+                # Every entry above the floor (positions: the buffer's slots, then k + the tile's columns).
+                floor = similarity[row, 0]
+                for slot in range(1, k):
+                    floor = min(floor, similarity[row, slot])
+                if parts:
+                    _chunk_maxima(&tile[row, 0], chunk, parts, maxima)
+                    for part in range(parts):
+                        scratch[part] = maxima[part]
+                    floor = max(floor, _kth_largest(scratch, parts, k))
+                gathered = 0
+                for slot in range(k):
+                    if similarity[row, slot] > floor:
+                        values[gathered], positions[gathered] = similarity[row, slot], slot
+                        gathered += 1
+                for part in range(parts + 1):
+                    start, stop = part * chunk, (part + 1) * chunk if part < parts else columns
+                    if part < parts and maxima[part] <= floor:
+                        continue  # nothing in it above the floor
+                    for column in range(start, stop):
+                        # Written always, counted where above the floor: no branch to mispredict.
+                        value = tile[row, column]
+                        values[gathered], positions[gathered] = value, k + column
+                        gathered += value > floor
+                        if gathered == room:
+                            for slot in range(gathered):
+                                scratch[slot] = values[slot]
+                            floor = _kth_largest(scratch, gathered, k)
+                            kept = 0
+                            for slot in range(gathered):
+                                if values[slot] > floor:
+                                    values[kept], positions[kept] = values[slot], positions[slot]
+                                    kept += 1
+                            gathered = kept
+                kth = floor
+                if gathered >= k:
+                    for slot in range(gathered):
+                        scratch[slot] = values[slot]
+                    kth = _kth_largest(scratch, gathered, k)
+                # Every entry above the k-th value; those at it, where it is above the floor, are gathered too.
+                taken = 0
+                tied = 0
+                for slot in range(gathered):
+                    value, position = values[slot], positions[slot]
+                    if value >= kth:
+                        held = index[row, position] if position < k else first_column + position - k
+                        if value > kth:
+                            out_similarity[taken], out_index[taken] = value, held
+                            taken += 1
+                        else:
+                            ties[tied].rank = _rank(held, tie_rank, size)
+                            ties[tied].position = position
+                            tied += 1
+                if kth > floor:
+                    qsort(ties, tied, sizeof(Ranked), _by_rank)
+                    for slot in range(k - taken):
+                        position = ties[slot].position
+                        out_similarity[taken] = tile[row, position - k] if position >= k else similarity[row, position]
+                        out_index[taken] = index[row, position] if position < k else first_column + position - k
+                        taken += 1
+                else:
+                    # At the floor: the buffer's entries at it, and the tile's by a walk through its
+                    # columns in rank order, lowest rank first until the k are full.
+                    tied = 0
+                    for slot in range(k):
+                        if similarity[row, slot] == kth:
+                            ties[tied].rank = _rank(index[row, slot], tie_rank, size)
+                            ties[tied].position = slot
+                            tied += 1
+                    qsort(ties, tied, sizeof(Ranked), _by_rank)
+                    walked = 0
+                    slot = 0
+                    while taken < k:
+                        while walked < columns and tile[row, by_rank[walked].position] != kth:
+                            walked += 1
+                        if slot < tied and (walked == columns or ties[slot].rank < by_rank[walked].rank):
+                            out_similarity[taken] = similarity[row, ties[slot].position]
+                            out_index[taken] = index[row, ties[slot].position]
+                            slot += 1
+                        elif walked == columns:  # never while k entries are at or above the floor: no read past the row
+                            out_similarity[taken], out_index[taken] = NAN, -1
+                        else:
+                            out_similarity[taken] = tile[row, by_rank[walked].position]
+                            out_index[taken] = first_column + by_rank[walked].position
+                            walked += 1
+                        taken += 1
+                for slot in range(k):
+                    similarity[row, slot], index[row, slot] = out_similarity[slot], out_index[slot]
+    finally:
         free(values)
         free(positions)
         free(scratch)
@@ -134,104 +229,3 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
         free(out_index)
         free(ties)
         free(by_rank)
-        raise MemoryError()
-    with nogil:
-        for column in range(columns):
-            by_rank[column].rank, by_rank[column].position = tie_rank[first_column + column], column
-        qsort(by_rank, columns, sizeof(Ranked), _by_rank)
-        for row in range(rows):
-            # Every entry above the floor (positions: the buffer's slots, then k + the tile's columns).
-            floor = similarity[row, 0]
-            for slot in range(1, k):
-                floor = min(floor, similarity[row, slot])
-            if parts:
-                _chunk_maxima(&tile[row, 0], chunk, parts, maxima)
-                for part in range(parts):
-                    scratch[part] = maxima[part]
-                floor = max(floor, _kth_largest(scratch, parts, k))
-            gathered = 0
-            for slot in range(k):
-                if similarity[row, slot] > floor:
-                    values[gathered], positions[gathered] = similarity[row, slot], slot
-                    gathered += 1
-            for part in range(parts + 1):
-                start, stop = part * chunk, (part + 1) * chunk if part < parts else columns
-                if part < parts and maxima[part] <= floor:
-                    continue  # nothing in it above the floor
-                for column in range(start, stop):
-                    # Written always, counted where above the floor: no branch to mispredict.
-                    value = tile[row, column]
-                    values[gathered], positions[gathered] = value, k + column
-                    gathered += value > floor
-                    if gathered == room:
-                        for slot in range(gathered):
-                            scratch[slot] = values[slot]
-                        floor = _kth_largest(scratch, gathered, k)
-                        kept = 0
-                        for slot in range(gathered):
-                            if values[slot] > floor:
-                                values[kept], positions[kept] = values[slot], positions[slot]
-                                kept += 1
-                        gathered = kept
-            kth = floor
-            if gathered >= k:
-                for slot in range(gathered):
-                    scratch[slot] = values[slot]
-                kth = _kth_largest(scratch, gathered, k)
-            # Every entry above the k-th value; those at it, where it is above the floor, are gathered too.
-            taken = 0
-            tied = 0
-            for slot in range(gathered):
-                value, position = values[slot], positions[slot]
-                if value >= kth:
-                    held = index[row, position] if position < k else first_column + position - k
-                    if value > kth:
-                        out_similarity[taken], out_index[taken] = value, held
-                        taken += 1
-                    else:
-                        ties[tied].rank = _rank(held, tie_rank, size)
-                        ties[tied].position = position
-                        tied += 1
-            if kth > floor:
-                qsort(ties, tied, sizeof(Ranked), _by_rank)
-                for slot in range(k - taken):
-                    position = ties[slot].position
-                    out_similarity[taken] = tile[row, position - k] if position >= k else similarity[row, position]
-                    out_index[taken] = index[row, position] if position < k else first_column + position - k
-                    taken += 1
-            else:
-                # At the floor: the buffer's entries at it, and the tile's by a walk through its
-                # columns in rank order, lowest rank first until the k are full.
-                tied = 0
-                for slot in range(k):
-                    if similarity[row, slot] == kth:
-                        ties[tied].rank = _rank(index[row, slot], tie_rank, size)
-                        ties[tied].position = slot
-                        tied += 1
-                qsort(ties, tied, sizeof(Ranked), _by_rank)
-                walked = 0
-                slot = 0
-                while taken < k:
-                    while walked < columns and tile[row, by_rank[walked].position] != kth:
-                        walked += 1
-                    if slot < tied and (walked == columns or ties[slot].rank < by_rank[walked].rank):
-                        out_similarity[taken] = similarity[row, ties[slot].position]
-                        out_index[taken] = index[row, ties[slot].position]
-                        slot += 1
-                    elif walked == columns:  # never while k entries are at or above the floor: no read past the row
-                        out_similarity[taken], out_index[taken] = NAN, -1
-                    else:
-                        out_similarity[taken] = tile[row, by_rank[walked].position]
-                        out_index[taken] = first_column + by_rank[walked].position
-                        walked += 1
-                    taken += 1
-            for slot in range(k):
-                similarity[row, slot], index[row, slot] = out_similarity[slot], out_index[slot]
-    free(values)
-    free(positions)
-    free(scratch)
-    free(maxima)
-    free(out_similarity)
-    free(out_index)
-    free(ties)
-    free(by_rank)
