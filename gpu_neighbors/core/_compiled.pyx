@@ -25,33 +25,38 @@ cdef int _by_rank(const void* one, const void* other) noexcept nogil:
     return (a > b) - (a < b)
 
 
-cdef double _kth_largest(double* values, Py_ssize_t size, Py_ssize_t k) noexcept nogil:
-    """The k-th largest of `values` (1 <= k <= size; no NaN), which it reorders: a selection by
-    partitions around a median of three (Hoare's, as Wirth writes it: any number of equal values)."""
-    cdef Py_ssize_t low = 0, high = size - 1, target = size - k, i, j
-    cdef double pivot, a, b, c, swap
-    while low < high:
-        a, b, c = values[low], values[(low + high) // 2], values[high]
+cdef double _kth_largest(const double* source, Py_ssize_t size, Py_ssize_t k, double* spare,
+                         Py_ssize_t room) noexcept nogil:
+    """The k-th largest of `source`'s first `size` (1 <= k <= size <= room; no NaN), which it leaves
+    as they are: partitions around a median of three, out of place and without a branch on the
+    values (each written to both sides, counted in one; those equal to the pivot in neither), into
+    two pairs of halves of `spare` (4 room) in turn."""
+    cdef const double* current = source
+    cdef double* above
+    cdef double* below
+    cdef Py_ssize_t turn = 0, i, more, less
+    cdef double pivot, a, b, c, value
+    while True:
+        a, b, c = current[0], current[size // 2], current[size - 1]
         pivot = max(min(a, b), min(max(a, b), c))
-        i, j = low, high
-        while i <= j:
-            while values[i] < pivot:
-                i += 1
-            while values[j] > pivot:
-                j -= 1
-            if i <= j:
-                swap = values[i]
-                values[i] = values[j]
-                values[j] = swap
-                i += 1
-                j -= 1
-        if target <= j:
-            high = j
-        elif target >= i:
-            low = i
+        above = spare + 2 * turn * room
+        below = above + room
+        more = 0
+        less = 0
+        for i in range(size):
+            value = current[i]
+            above[more] = value
+            more += value > pivot
+            below[less] = value
+            less += value < pivot
+        if k <= more:
+            current, size = above, more
+        elif k <= size - less:
+            return pivot
         else:
-            break
-    return values[target]
+            k -= size - less
+            current, size = below, less
+        turn = 1 - turn
 
 
 cdef void _chunk_maxima(const double* row, Py_ssize_t chunk, Py_ssize_t parts, double* maxima) noexcept nogil:
@@ -118,7 +123,7 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
         return
     values = <double*>malloc((room + 1) * sizeof(double))  # + 1: the slot written past the last gathered
     positions = <int64_t*>malloc((room + 1) * sizeof(int64_t))
-    scratch = <double*>malloc(room * sizeof(double))
+    scratch = <double*>malloc(4 * room * sizeof(double))  # `_kth_largest`'s halves
     maxima = <double*>malloc((parts + 1) * sizeof(double))
     out_similarity = <double*>malloc(k * sizeof(double))
     out_index = <int64_t*>malloc(k * sizeof(int64_t))
@@ -139,9 +144,7 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
                     floor = min(floor, similarity[row, slot])
                 if parts:
                     _chunk_maxima(&tile[row, 0], chunk, parts, maxima)
-                    for part in range(parts):
-                        scratch[part] = maxima[part]
-                    floor = max(floor, _kth_largest(scratch, parts, k))
+                    floor = max(floor, _kth_largest(maxima, parts, k, scratch, room))
                 gathered = 0
                 for slot in range(k):
                     if similarity[row, slot] > floor:
@@ -157,9 +160,7 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
                         values[gathered], positions[gathered] = value, k + column
                         gathered += value > floor
                         if gathered == room:
-                            for slot in range(gathered):
-                                scratch[slot] = values[slot]
-                            floor = _kth_largest(scratch, gathered, k)
+                            floor = _kth_largest(values, gathered, k, scratch, room)
                             kept = 0
                             for slot in range(gathered):
                                 if values[slot] > floor:
@@ -168,9 +169,7 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
                             gathered = kept
                 kth = floor
                 if gathered >= k:
-                    for slot in range(gathered):
-                        scratch[slot] = values[slot]
-                    kth = _kth_largest(scratch, gathered, k)
+                    kth = _kth_largest(values, gathered, k, scratch, room)
                 # Every entry above the k-th value; those at it, where it is above the floor, are gathered too.
                 taken = 0
                 tied = 0
