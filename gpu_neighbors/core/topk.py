@@ -294,9 +294,9 @@ class TopKReduction:
     `select_top`): the token-ids path. `ordered` false: the result holds each row's k as a set,
     in no order (for sums over all k, which are exact in any order: ordering them was 5% of a
     default predict). On the CPU, where the host may wait and the compiled loops were built
-    (`core.compiled`), each tile is merged in one compiled pass per row (`merge_top`: a k-slot
-    heap seeded with the row's buffer) instead of the torch selections: the same set, as the
-    order is total."""
+    (`core.compiled`), each tile is merged in one compiled pass per row (`merge_top`, seeded with
+    the row's buffer: the first tile and later training blocks alike) instead of the torch
+    selections: the same set, as the order is total."""
 
     def __init__(
         self,
