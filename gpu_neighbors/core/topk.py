@@ -24,6 +24,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import torch
 
+from gpu_neighbors.core.compiled import native
 from gpu_neighbors.core.neighbours import (
     Neighbors,
     NeighborStats,
@@ -292,7 +293,10 @@ class TopKReduction:
     the tiles (late tiles are not packed, `_entrants`, nor rows without ties selected apart,
     `select_top`): the token-ids path. `ordered` false: the result holds each row's k as a set,
     in no order (for sums over all k, which are exact in any order: ordering them was 5% of a
-    default predict)."""
+    default predict). On the CPU, where the host may wait and the compiled loops were built
+    (`core.compiled`), each tile is merged in one compiled pass per row (`merge_top`, seeded with
+    the row's buffer: the first tile and later training blocks alike) instead of the torch
+    selections: the same set, as the order is total."""
 
     def __init__(
         self,
@@ -324,6 +328,10 @@ class TopKReduction:
         if excluded is not None:
             similarity = similarity.masked_fill(excluded, -torch.inf)
         part = slice(tile.row, tile.row + rows)
+        if native is not None and self.host_waits and similarity.device.type == "cpu":
+            native.merge_top(similarity.contiguous().numpy(), tile.column, self.tie_rank.contiguous().numpy(),
+                             self.top.similarity[part].numpy(), self.top.index[part].numpy())
+            return
         first = columns >= self.k and not self._merged[part].any()
         self._merged[part] = True
         if first:
@@ -344,6 +352,16 @@ class TopKReduction:
             self.host_waits,
         )
         self.top.similarity[part], self.top.index[part] = merged.similarity, merged.index
+
+    def keeps_nearest(self, leave_one_out: bool) -> bool:
+        """Whether `nearest` is what a `NearestReduction(leave_one_out)` fed the same tiles finds:
+        the same pairs excluded (no subset), and at least one kept."""
+        return self.subset is None and self.leave_one_out == leave_one_out and self.k > 0
+
+    def nearest(self) -> torch.Tensor:
+        """Each row's highest similarity (-inf where no pair may be a neighbour): the best of the k
+        it keeps, which are copies of the tiles' values, so a maximum of the same values, exact."""
+        return self.top.similarity.amax(dim=1)
 
     def result(self) -> TopK:
         top = order_top(self.top, self.k, self.tie_rank) if self.ordered else self.top

@@ -2,9 +2,7 @@
 same bits in every output, and the numpy passes still there where no compiler built them."""
 from __future__ import annotations
 
-import importlib
 import random
-import shutil
 from types import ModuleType
 
 import numpy as np
@@ -21,29 +19,18 @@ from gpu_neighbors.text.tokenizers import WhitespaceTokenizer
 from gpu_neighbors.text.token_runs import split_tokens
 from gpu_neighbors.text.typicality import TABLE_PAIRS, Typicality
 from gpu_neighbors.text.vocabulary import TokenBatch
+from compiled_modules import built
 from tests.conftest import ADVERSARIAL_TEXTS
 
 
 def _built() -> ModuleType:
-    """The compiled module, whatever GPU_NEIGHBORS_COMPILED says (the suite may run with it 0,
-    to test the numpy passes)."""
-    if shutil.which("cc") is None and shutil.which("gcc") is None:
-        pytest.skip("no C compiler here: the install leaves the numpy passes (tested below)")
-    return importlib.import_module("gpu_neighbors.text._compiled")
+    return built("gpu_neighbors.text._compiled")
 
 
 def test_the_install_built_the_compiled_loops():
     """setup.py builds them wherever a C compiler is found; a silent fall back to numpy there
     would keep every answer and lose the speed."""
     assert _built() is not None
-
-
-def test_the_environment_turns_them_off(monkeypatch):
-    built = _built()
-    monkeypatch.setenv("GPU_NEIGHBORS_COMPILED", "0")
-    assert compiled._load() is None
-    monkeypatch.setenv("GPU_NEIGHBORS_COMPILED", "1")
-    assert compiled._load() is built
 
 
 def _same(one: FeatureRows, other: FeatureRows) -> None:

@@ -1,0 +1,151 @@
+"""The core's compiled host loops (`core._compiled`, Cython) against the torch passes they
+replace: the running top k of a CPU tile loop merged by `merge_top` holds the same set, bit for
+bit, as the torch selections, on tiles made to break it; and one loader and switch for both
+layers' compiled modules (`gpu_neighbors._extensions`)."""
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+import pytest
+import torch
+
+from gpu_neighbors.core import topk
+from gpu_neighbors.core.neighbours import TrainingSubset
+from gpu_neighbors.core.tiling import Tile
+from gpu_neighbors.core.topk import TopK, TopKReduction, select_top
+from compiled_modules import built
+
+EMPTY = torch.iinfo(torch.int64).max
+
+
+def _built() -> ModuleType:
+    return built("gpu_neighbors.core._compiled")
+
+
+def test_the_install_built_the_core_loops():
+    assert _built() is not None
+
+
+def _as_set(top: TopK) -> list[list[tuple[int, int]]]:
+    """Each row's (index, similarity's bits) entries, sorted: the set a buffer holds, whatever its
+    order (bits: 0 and -0 are told apart)."""
+    bits = top.similarity.contiguous().view(torch.int64)
+    return [sorted(zip(index, similarity)) for index, similarity in zip(top.index.tolist(), bits.tolist())]
+
+
+def _tiles(similarity: torch.Tensor, chunk: int, block: int, generator: torch.Generator) -> list[Tile]:
+    rows, columns = similarity.shape
+    tiles = [Tile(similarity[row:row + chunk, column:column + block], row, column)
+             for row in range(0, rows, chunk) for column in range(0, columns, block)]
+    return [tiles[order] for order in torch.randperm(len(tiles), generator=generator).tolist()]
+
+
+def _adversarial(rows: int, columns: int, generator: torch.Generator) -> torch.Tensor:
+    """Similarities full of ties (5 values, 0 and -0 among them), excluded pairs (-inf), rows all
+    equal, all 0, all -inf, rows with a single positive entry, rows of distinct values and rows
+    rising to a last quarter that falls (the best all in the last chunks, more above the bound
+    than the room holds, and the best first)."""
+    similarity = torch.randint(0, 5, (rows, columns), generator=generator).to(torch.float64) / 4
+    similarity[(similarity == 0) & (torch.rand((rows, columns), generator=generator) < 0.5)] = -0.0
+    similarity[torch.rand((rows, columns), generator=generator) < 0.15] = -torch.inf
+    similarity[1::9] = 0.5
+    similarity[2::9] = 0.0
+    similarity[3::9] = -torch.inf
+    similarity[4::9] = 0.0
+    similarity[4::9, columns // 2] = 0.25  # fewer than k positive entries
+    similarity[5::9] = torch.rand((len(range(5, rows, 9)), columns), generator=generator, dtype=torch.float64)
+    ascending = torch.linspace(0.1, 0.9, columns, dtype=torch.float64)
+    ascending[-(columns // 4):] = ascending[-(columns // 4):].flip(0)  # the last quarter's best first
+    similarity[6::9] = ascending
+    return similarity
+
+
+def _run(tiles: list[Tile], rows: int, k: int, tie_rank: torch.Tensor, native: ModuleType | None,
+         monkeypatch: pytest.MonkeyPatch, **settings) -> tuple[list, TopK]:
+    """The buffer's set after every tile, and the result, with the compiled merge or without."""
+    monkeypatch.setattr(topk, "native", native)
+    reduction = TopKReduction(rows, k, tie_rank, **settings)
+    sets = []
+    for tile in tiles:
+        reduction.add(tile)
+        sets.append(_as_set(reduction.top))
+    return sets, reduction.result()
+
+
+@pytest.mark.parametrize(("k", "chunk", "block"), [(1, 16, 7), (1, 16, 200), (2, 9, 200), (3, 10, 64), (7, 16, 200),
+                                                   (10, 16, 200), (10, 7, 3), (25, 16, 64), (50, 16, 30),
+                                                   (300, 16, 200)])
+@pytest.mark.parametrize("exclusion", ["none", "leave-one-out", "subset", "both"])
+def test_the_compiled_merge_keeps_the_torch_passes_set_after_every_tile(monkeypatch, k, chunk, block, exclusion):
+    """Tiles in a shuffled order (a first tile, later training blocks merged into full and part
+    full buffers), k below, at and above the tile's width and above the training set, tiles
+    wide enough to be gathered above a bound (2k chunks, with columns left over) and to fill the
+    room (k 1 and 2 of 200 columns): after
+    every tile the buffer holds the same entries (excluded and empty slots included) as the
+    torch selections', and the ordered result is the same bits."""
+    built = _built()
+    generator = torch.Generator().manual_seed(k * 1000 + block)
+    rows, size = 45, 200
+    tie_rank = torch.randperm(size, generator=generator)
+    similarity = _adversarial(rows, size, generator)
+    settings: dict = {"leave_one_out": exclusion in ("leave-one-out", "both")}
+    if exclusion in ("subset", "both"):
+        mask = torch.rand(size, generator=generator) < 0.6
+        settings["subset"] = TrainingSubset(mask, int(mask.sum()))
+    tiles = _tiles(similarity, chunk, block, generator)
+    for ordered in (True, False):
+        compiled_sets, compiled_top = _run(tiles, rows, k, tie_rank, built, monkeypatch, ordered=ordered, **settings)
+        torch_sets, torch_top = _run(tiles, rows, k, tie_rank, None, monkeypatch, ordered=ordered, **settings)
+        assert compiled_sets == torch_sets
+        if ordered:
+            assert torch.equal(compiled_top.similarity.view(torch.int64), torch_top.similarity.view(torch.int64))
+            assert torch.equal(compiled_top.index, torch_top.index)
+        else:
+            assert _as_set(compiled_top) == _as_set(torch_top)
+
+
+@pytest.mark.parametrize("k", [1, 4, 16, 40])
+def test_merge_top_is_select_top_of_the_buffer_and_the_tile(k):
+    """`merge_top` against `select_top` of a held buffer (entries, excluded entries with real
+    indices, empty slots) and a tile side by side: the same set in each row."""
+    built = _built()
+    generator = torch.Generator().manual_seed(k)
+    rows, size, first, columns = 36, 120, 50, 40
+    tie_rank = torch.randperm(size, generator=generator)
+    held = TopK(torch.randint(0, 4, (rows, k), generator=generator).to(torch.float64) / 4,
+                torch.randperm(first, generator=generator)[:k].repeat(rows, 1) if k <= first else
+                torch.arange(k).repeat(rows, 1))
+    held.similarity[torch.rand((rows, k), generator=generator) < 0.2] = -torch.inf
+    empty = torch.rand((rows, k), generator=generator) < 0.2
+    held.similarity[empty], held.index[empty] = -torch.inf, EMPTY
+    tile = _adversarial(rows, columns, generator)
+    ranks = torch.where(held.index < size, tie_rank[held.index.clamp(max=size - 1)], size)
+    expected = select_top(torch.cat([held.similarity, tile], dim=1),
+                          torch.cat([held.index, torch.arange(first, first + columns).expand(rows, columns)], dim=1),
+                          k, tie_rank, torch.cat([ranks, tie_rank[first:first + columns].expand(rows, columns)], dim=1))
+    merged = TopK(held.similarity.clone(), held.index.clone())
+    built.merge_top(tile.numpy(), first, tie_rank.numpy(), merged.similarity.numpy(), merged.index.numpy())
+    assert _as_set(merged) == _as_set(expected)
+
+
+def test_merge_top_refuses_buffers_and_tiles_that_do_not_fit():
+    built = _built()
+    tile = np.zeros((3, 4))
+    tie_rank = np.arange(10, dtype=np.int64)
+    with pytest.raises(ValueError, match="buffers"):
+        built.merge_top(tile, 0, tie_rank, np.zeros((2, 5)), np.zeros((2, 5), dtype=np.int64))
+    with pytest.raises(ValueError, match="past the training set"):
+        built.merge_top(tile, 7, tie_rank, np.zeros((3, 5)), np.zeros((3, 5), dtype=np.int64))
+
+
+def test_the_cpu_reduction_merges_with_the_compiled_loop(monkeypatch):
+    """Given the loops, a CPU reduction that may wait merges by `merge_top`, and the token-ids
+    path (the host reads nothing) keeps the torch passes."""
+    calls = []
+    monkeypatch.setattr(topk, "native", type("Spy", (), {"merge_top": staticmethod(lambda *a: calls.append(a))}))
+    tile = Tile(torch.zeros((4, 6), dtype=torch.float64), 0, 0)
+    TopKReduction(4, 2, torch.arange(6)).add(tile)
+    assert len(calls) == 1
+    TopKReduction(4, 2, torch.arange(6), host_waits=False).add(tile)
+    assert len(calls) == 1
