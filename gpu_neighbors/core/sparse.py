@@ -62,6 +62,9 @@ SPARSE_INTO_DENSE = frozenset({"cpu"} if torch.backends.mkl.is_available() else 
 # `add_out_dense_sparse_csr_cuda`): there the product is added entry by entry (`add_entries`);
 # elsewhere torch's loop is the faster (5x on this CPU). The census adds the CPU to see that path.
 ENTRY_BY_ENTRY = frozenset({"cuda"})
+# Devices whose CSR matrices `transposed` turns by scipy on the host (the CPU's tensors are host
+# memory); elsewhere torch transposes on the device. The census switches it off (tests/census.py).
+TRANSPOSED_ON_HOST = frozenset({"cpu"})
 ENTRIES_PER_STEP = 1 << 24  # add_entries' working arrays: 24 bytes an entry, 384 MiB a step
 
 
@@ -131,7 +134,7 @@ def transposed(matrix: torch.Tensor) -> torch.Tensor:
     the CPU by scipy's counting sort, linear in the entries (a TF-IDF training block of 2,500 x
     26,506, 365,232 entries: 4 ms against 28 ms for torch's `t().to_sparse_csr()`, one
     thread); elsewhere by torch on the device."""
-    if matrix.device.type != "cpu":
+    if matrix.device.type not in TRANSPOSED_ON_HOST:
         return matrix.t().to_sparse_csr()
     rows, columns = matrix.shape
     columnwise = scipy.sparse.csr_matrix((matrix.values().numpy(), matrix.col_indices().numpy(),
