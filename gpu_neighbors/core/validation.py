@@ -309,9 +309,10 @@ def check_texts(texts: Sequence[str], what: str, at_least: int = 0) -> list[str]
     if isinstance(texts, str):
         raise TypeError(f"{what} must be a sequence of strings, not one string")
     texts = list(texts)
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"{what}[{index}] is {type(text).__name__}, not str")
+    if not all(issubclass(kind, str) for kind in set(map(type, texts))):  # a look per type, not per text
+        for index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"{what}[{index}] is {type(text).__name__}, not str")
     if len(texts) < at_least:
         raise ValueError(f"{what}: {len(texts)} text{'s' if len(texts) != 1 else ''}; need at least {at_least}")
     return texts

@@ -11,6 +11,7 @@ class changes), or what `str.split()` returns (a maximal run of non-space charac
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,11 +55,29 @@ class CodePoints:
     bounds: np.ndarray
 
     @classmethod
-    def of(cls, texts: list[str]) -> CodePoints:
+    def of(cls, texts: Sequence[str]) -> CodePoints:
+        return cls._joined("".join(texts), texts)
+
+    @classmethod
+    def lowered(cls, texts: Sequence[str]) -> CodePoints:
+        """`of` the texts lower-cased (`str.lower`, each alone): where they are all ASCII, by one
+        `str.lower` of them joined, which is the same there (an ASCII letter lowers to one
+        letter, whatever is beside it), without a call per text."""
+        joined = "".join(texts)
+        if joined.isascii():
+            return cls._joined(joined.lower(), texts)
+        lowered = [text.lower() for text in texts]  # a final sigma or a longer lowering: text by text
+        return cls._joined("".join(lowered), lowered)
+
+    @classmethod
+    def _joined(cls, joined: str, texts: Sequence[str]) -> CodePoints:
+        """Those of `texts`, given them joined."""
         lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-        joined = "".join(texts).encode("utf-32-le", "surrogatepass")  # one 4-byte unit per code point
-        codes = np.frombuffer(joined, dtype=np.uint32).astype(np.int64)
-        return cls(codes, np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(lengths)]))
+        if joined.isascii():  # one byte per code point (a string knows whether it is ASCII)
+            units = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+        else:  # one 4-byte unit per code point
+            units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        return cls(units.astype(np.int64), np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(lengths)]))
 
     def runs(self, inside: np.ndarray) -> Runs:
         """The maximal runs of positions where `inside` holds, cut at the ends of texts."""

@@ -24,9 +24,10 @@ package needs no scikit-learn (the tests compare the two):
 - value tf * idf, then each analyzer's block l2-normalised per text (norm="l2"); a text with no
   vocabulary n-gram in a block keeps that block all zero.
 
-Everything is batched: a chunk of texts is lower-cased (`str.lower`, per text) and joined into
-one array of code points, split into tokens and words by character class (`text.characters`:
-the classes `re` and `str.split` use, looked up per code point), and n-grams become integer ids
+Everything is batched: a chunk of texts is lower-cased (`str.lower` per text, or once of them
+joined where that is the same: `CodePoints.lowered`) and joined into one array of code points,
+split into tokens and words by character class (`text.characters`: the classes `re` and
+`str.split` use, looked up per code point), and n-grams become integer ids
 order by order (an n-gram is its (n-1)-gram's id and its last character; a token is walked
 character by character through the prefixes of the vocabulary's words), each id found in a
 sorted table of the training set (`np.unique` at fit; at transform a hash index over the table,
@@ -179,7 +180,7 @@ class TfidfFeatures:
             pass
         self._number_features()
 
-        parts = self._counts(lowered)
+        parts = self.counts(texts)
         df = np.zeros(self.num_features, dtype=np.int64)
         for part in parts:
             df += np.bincount(part.indices, minlength=self.num_features)
@@ -227,8 +228,10 @@ class TfidfFeatures:
         return self._weighted_rows(self.counts(texts))
 
     def counts(self, texts: Sequence[str]) -> list[FeatureRows]:
-        """The occurrence counts that `transform` weighs, in parts of COUNT_TEXTS texts."""
-        return self._counts([text.lower() for text in texts])
+        """The occurrence counts (float64) that `transform` weighs of every vocabulary n-gram per
+        text, sorted by feature, in parts of COUNT_TEXTS texts (a text's counts depend on it
+        alone)."""
+        return [self._chunk_counts(texts[first:first + COUNT_TEXTS]) for first in range(0, len(texts), COUNT_TEXTS)]
 
     # -- lookups ------------------------------------------------------------------------------
 
@@ -323,15 +326,10 @@ class TfidfFeatures:
             features.append(ids + offset)
         return Grams(rows, features)
 
-    def _counts(self, lowered: list[str]) -> list[FeatureRows]:
-        """Occurrence counts (float64) of every vocabulary n-gram per text, sorted by feature, in
-        parts of COUNT_TEXTS texts (a text's counts depend on it alone)."""
-        return [self._chunk_counts(lowered[first:first + COUNT_TEXTS]) for first in range(0, len(lowered), COUNT_TEXTS)]
-
-    def _chunk_counts(self, lowered: list[str]) -> FeatureRows:
-        num_texts = len(lowered)
+    def _chunk_counts(self, texts: Sequence[str]) -> FeatureRows:
+        num_texts = len(texts)
         lookups = self.lookups()
-        points = CodePoints.of(lowered)
+        points = CodePoints.lowered(texts)
         kinds = classes(points.codes)
         if native is not None:  # one pass per text in C, from its characters to its row
             return self._compiled_counts(points, kinds, lookups.char_ids[points.codes], lookups)

@@ -50,3 +50,28 @@ def test_runs_at_text_ends_and_in_empty_texts():
 @given(st.lists(st.text(alphabet=st.sampled_from("ab_ 1\t\n\u00a0\u3000é-.🙂\u0301"), max_size=12), max_size=6))
 def test_runs_match_re_and_str_split_on_any_texts(texts):
     assert_runs_match(texts)
+
+
+def assert_same_points(made: CodePoints, texts: list[str]) -> None:
+    """`made` holds `texts`' code points and bounds, as int64."""
+    assert made.codes.dtype == np.int64 and made.bounds.dtype == np.int64
+    assert made.codes.tolist() == [ord(char) for char in "".join(texts)]
+    assert made.bounds.tolist() == [0, *np.cumsum([len(text) for text in texts]).tolist()]
+
+
+LOWERING = ["", "ABC def", "ΟΔΟΣ", "Σ", "ΑΣ", "ΣΑ", "İSTANBUL", "STRAßE ǅ ᾈ", "\ud800 lone", "x\x00Y"]
+
+
+def test_lowered_points_are_those_of_each_text_lowered_alone():
+    # Each group joined: ASCII alone (one lowering of the whole), and with the cases where
+    # lowering depends on the text (a final sigma at a text's end) or changes lengths.
+    for texts in ([], [""], ["ABC def", "", "XyZ \t\n", "\x00A"], LOWERING, LOWERING[:3] + LOWERING[4:6]):
+        assert_same_points(CodePoints.lowered(texts), [text.lower() for text in texts])
+    for texts in (["ABC def", "", "x"], ["é", "ΑΣ"]):  # `of` of ASCII and of other texts
+        assert_same_points(CodePoints.of(texts), texts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("aB_ 1\tΣΑσİß\u0301é\x00"), max_size=8), max_size=6))
+def test_lowered_points_on_any_texts(texts):
+    assert_same_points(CodePoints.lowered(texts), [text.lower() for text in texts])
