@@ -1223,6 +1223,26 @@ cdef WordSlot* _word_table(Py_ssize_t capacity) noexcept nogil:
     return table
 
 
+cdef inline Py_ssize_t _word_home(uint64_t hashed, Py_ssize_t capacity) noexcept nogil:
+    return <Py_ssize_t>((hashed * MULTIPLIER) >> 1) & (capacity - 1)
+
+
+cdef WordSlot* _grown_word_table(WordSlot* table, Py_ssize_t capacity) noexcept nogil:
+    """The table's words in one of twice the slots (`table` freed), or NULL (`table` kept)."""
+    cdef WordSlot* grown = _word_table(2 * capacity)
+    cdef Py_ssize_t old, slot
+    if grown == NULL:
+        return NULL
+    for old in range(capacity):
+        if table[old].start >= 0:
+            slot = _word_home(table[old].hash, 2 * capacity)
+            while grown[slot].start >= 0:
+                slot = (slot + 1) & (2 * capacity - 1)
+            grown[slot] = table[old]
+    free(table)
+    return grown
+
+
 def number_words(const uint8_t[::1] data, uint8_t separator, int64_t[::1] ids, int64_t[::1] counts):
     """`str.split()`'s words of ASCII texts joined by `separator` (a byte `str.split` splits at),
     numbered by first occurrence (0, 1, ...: equal words, equal numbers) into `ids`, each
@@ -1230,7 +1250,7 @@ def number_words(const uint8_t[::1] data, uint8_t separator, int64_t[::1] ids, i
     bytes (sized by the distinct words, so that it stays in cache). `ids` holds at least
     (len(data) + 1) // 2 entries, `counts` one per text. Returns (words, distinct words)."""
     cdef Py_ssize_t size = data.shape[0], position = 0, start, length, words = 0, text = 0, in_text = 0
-    cdef Py_ssize_t capacity = 1024, slot, old, distinct = 0
+    cdef Py_ssize_t capacity = 1024, slot, distinct = 0
     cdef uint64_t hashed
     cdef uint8_t byte
     cdef WordSlot* table = _word_table(capacity)
@@ -1254,7 +1274,7 @@ def number_words(const uint8_t[::1] data, uint8_t separator, int64_t[::1] ids, i
                 hashed = (hashed ^ data[position]) * 1099511628211ULL
                 position += 1
             length = position - start
-            slot = <Py_ssize_t>((hashed * MULTIPLIER) >> 1) & (capacity - 1)
+            slot = _word_home(hashed, capacity)
             while table[slot].start >= 0 and not (table[slot].hash == hashed and table[slot].length == length
                                                   and memcmp(&data[table[slot].start], &data[start], length) == 0):
                 slot = (slot + 1) & (capacity - 1)
@@ -1262,26 +1282,15 @@ def number_words(const uint8_t[::1] data, uint8_t separator, int64_t[::1] ids, i
                 table[slot].hash, table[slot].start, table[slot].length = hashed, start, length
                 table[slot].number = distinct
                 distinct += 1
-                if 2 * distinct > capacity:  # half full: twice as many slots
-                    grown = _word_table(2 * capacity)
-                    if grown == NULL:
-                        failed = True
-                        break
-                    for old in range(capacity):
-                        if table[old].start >= 0:
-                            slot = <Py_ssize_t>((table[old].hash * MULTIPLIER) >> 1) & (2 * capacity - 1)
-                            while grown[slot].start >= 0:
-                                slot = (slot + 1) & (2 * capacity - 1)
-                            grown[slot] = table[old]
-                    free(table)
-                    table, capacity = grown, 2 * capacity
-                    ids[words] = distinct - 1
-                    words += 1
-                    in_text += 1
-                    continue
             ids[words] = table[slot].number
             words += 1
             in_text += 1
+            if 2 * distinct > capacity:  # half full: twice as many slots
+                grown = _grown_word_table(table, capacity)
+                if grown == NULL:
+                    failed = True
+                    break
+                table, capacity = grown, 2 * capacity
         counts[text] = in_text
     free(table)
     if failed:
