@@ -129,6 +129,21 @@ def row_block(matrix: torch.Tensor, start: int, stop: int, offsets: np.ndarray) 
                       (stop - start, matrix.shape[1]))
 
 
+def stacked(parts: list[torch.Tensor], scales: list[float]) -> torch.Tensor:
+    """CSR matrices of the same columns one above the other ([sum of rows x columns], float64),
+    each part's stored entries replaced by its scale: the parts' arrays joined end to end, each
+    part's row offsets shifted past the entries above it. All sizes are host metadata."""
+    device = parts[0].device
+    crows, shift = [torch.zeros(1, dtype=torch.int64, device=device)], 0
+    for part in parts:
+        crows.append(part.crow_indices()[1:] + shift)
+        shift += stored_entries(part)
+    values = [torch.full((stored_entries(part),), scale, dtype=torch.float64, device=device)
+              for part, scale in zip(parts, scales)]
+    return csr_matrix(torch.cat(crows), torch.cat([part.col_indices() for part in parts]), torch.cat(values),
+                      (sum(part.shape[0] for part in parts), parts[0].shape[1]))
+
+
 def transposed(matrix: torch.Tensor) -> torch.Tensor:
     """The transpose of a CSR matrix, as CSR (the same entries, each column's in row order). On
     the CPU by scipy's counting sort, linear in the entries (a TF-IDF training block of 2,500 x

@@ -11,7 +11,8 @@ and BLEU* = 0 when x is empty or shares no unigram with s. A zero m_n is smoothe
     add1    (method2) P_n = (m_n + 1) / (t_n + 1) for every n >= 2, zero or not
     exp     (method3) P_n = 1 / (2^k t_n) for the k-th order with m_n = 0
 Per order, one sparse product of the candidates' occurrence features with the training set's
-gives every clipped count of a tile at once (see `ngrams.py`). No exp, log or root runs on the
+gives every clipped count of a tile at once (see `ngrams.py`); BLEU* packs orders 2-4 into one
+product (`count_groups`), each order's counts in their own bits of one exact float64. No exp, log or root runs on the
 device: every factor of a pair's value is gathered from host tables by its lengths and counts
 (`bleu_tables.py`) and multiplied in a fixed order, so a tile is the same bits on every device.
 
@@ -53,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from gpu_neighbors.core.sparse import coo_matrix, row_block, sparse_mm
+from gpu_neighbors.core.sparse import coo_matrix, row_block, sparse_mm, stacked, transposed
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.bleu_sets import check_weights
@@ -78,6 +79,7 @@ FIT_SLICE = 65_536  # training texts tokenized at a time
 FEATURE_BYTES = 4  # one float32 entry of the dense candidate-feature matrix of the id path
 FEATURE_SHARE = 2  # at most 1/FEATURE_SHARE of the memory budget goes to those features
 WORD_SLICE_BYTES = 1 << 25  # dense candidate-word matrix of the shared-word join, per slice
+EXACT_BITS = 53  # float64 holds every integer below 2^53 exactly
 
 
 # Every exp, log and root comes from host tables (`bleu_tables`), gathered by integer index:
@@ -109,14 +111,16 @@ class ChunkWords:
 @dataclass(frozen=True)
 class EncodedBleu:
     """A chunk of candidates: occurrence matrices per order, token counts, the host-made
-    factors their lengths and counts can reach, and (BLEU*) their words."""
+    factors their lengths and counts can reach, and (BLEU*) their words and their orders 2-4
+    side by side, one matrix per group of `BleuKernel.count_groups`."""
 
-    features: list[torch.Tensor]  # sparse COO [rows x F_n] for n = 1..4
+    features: list[torch.Tensor]  # sparse COO [rows x F_n] for n = 1..K (BLEU*: n = 1 only)
     lengths: torch.Tensor  # int64 [rows]
     length_index: torch.Tensor  # int64 [rows]: the row of `by_length` of each candidate's length
     by_length: torch.Tensor  # float64 [distinct lengths, distinct training lengths]
     factors: Factors
     words: ChunkWords | None = None
+    grouped: list[torch.Tensor] = field(default_factory=list)  # BLEU*: COO [rows x sum of F_n]
 
     def __len__(self) -> int:
         return int(self.lengths.numel())
@@ -247,17 +251,24 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
                                   return_inverse=True)
         self._train_length_values = values
         self._train_length_codes = torch.from_numpy(codes.reshape(-1).astype(np.int64)).to(self.device)
+        self._count_bits, self.count_groups = count_groups(int(values.max(initial=0)))
         self._id_tables.clear()
 
     def _encode(self, texts: Sequence[str]) -> EncodedBleu:
         tokenized = self.tokenizer.tokenize_many(texts)
         batch = self.vocabulary.batch(tokenized, self.device)
-        features = [matrix.to_sparse_coo() for matrix in self.ngrams.transform(batch)]
+        matrices = self.ngrams.transform(batch)
         values, index = np.unique(np.asarray(tokenized.lengths, dtype=np.int64), return_inverse=True)
         by_length, factors = self._tables_for(values, self.device)
-        words = ChunkWords.of(features[0], self._first_occurrence) if self.weights == BLEU_STAR_WEIGHTS else None
-        return EncodedBleu(features, batch.lengths, torch.from_numpy(index.reshape(-1)).to(self.device),
-                           by_length, factors, words)
+        length_index = torch.from_numpy(index.reshape(-1)).to(self.device)
+        if self.weights != BLEU_STAR_WEIGHTS:
+            features = [matrix.to_sparse_coo() for matrix in matrices]
+            return EncodedBleu(features, batch.lengths, length_index, by_length, factors)
+        unigrams = matrices[0].to_sparse_coo()
+        grouped = [transposed(stacked([transposed(matrices[order + 1]) for order in group], [1.0] * len(group)))
+                   .to_sparse_coo() for group in self.count_groups]  # orders side by side
+        return EncodedBleu([unigrams], batch.lengths, length_index, by_length, factors,
+                           ChunkWords.of(unigrams, self._first_occurrence), grouped)
 
     def _tables_for(self, lengths: np.ndarray, device: torch.device) -> tuple[torch.Tensor, Factors]:
         """The by-length table of candidate `lengths` (distinct, host) against the training
@@ -287,17 +298,27 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
 
     def _bleu_star_tile(self, encoded: EncodedBleu, start: int, stop: int) -> torch.Tensor:
         """BLEU*: unigrams only as the shared-word join, counted products for orders 2-4 (a
-        pair that shares a bigram shares a word, so they touch only pairs the join keeps)."""
+        pair that shares a bigram shares a word, so they touch only pairs the join keeps), one
+        product per group of orders whose counts pack into one float64."""
         assert encoded.words is not None
         shared = shared_words(encoded.words, len(encoded), self._block(0, start, stop))
-        matches = (
-            sparse_mm(features, self._block(order, start, stop).t().to_sparse_coo())
-            for order, features in enumerate(encoded.features[1:], start=1)
+        packed = (
+            sparse_mm(candidates, self._grouped_block(group, start, stop))
+            for candidates, group in zip(encoded.grouped, self.count_groups)
         )
         by_length = encoded.by_length.index_select(1, self._train_length_codes[start:stop])
         assert isinstance(encoded.factors, torch.Tensor)
-        return bleu_star(shared, matches, by_length.index_select(0, encoded.length_index), encoded.factors,
-                         self.smoothing)
+        return bleu_star(shared, zip(packed, self.count_groups), by_length.index_select(0, encoded.length_index),
+                         encoded.factors, self.smoothing, self._count_bits)
+
+    def _grouped_block(self, group: tuple[int, ...], start: int, stop: int) -> torch.Tensor:
+        """Training texts start..stop-1 of a group of orders (0 = order 2), as the COO
+        [sum of F_n x texts] whose entries are 2^(bits * place in the group): a product with the
+        candidates' 0/1 matrix sums each order's clipped counts into its own bits. Made from CSR
+        (row-major order already), so the product sorts nothing."""
+        blocks = [transposed(self._block(order + 1, start, stop)) for order in group]
+        scales = [float(1 << (self._count_bits * place)) for place in range(len(group))]
+        return stacked(blocks, scales).to_sparse_coo()
 
     def _block(self, order: int, start: int, stop: int) -> torch.Tensor:
         """Training texts start..stop-1 of one order's matrix (CSR), cut at host offsets."""
@@ -378,8 +399,20 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         return self._id_tables[device]
 
 
+def count_groups(longest: int) -> tuple[int, list[tuple[int, ...]]]:
+    """The bits each clipped count takes and BLEU*'s orders 2-4 (0 = order 2) in groups whose
+    counts pack into one exact float64. A clipped count is at most the training text's number of
+    n-grams, so below 2^bits for the `longest` training text; 53 // bits orders fit in a group:
+    all three for texts under 2^17 tokens (one product a tile instead of three), one each past
+    2^26."""
+    bits = max(longest, 1).bit_length()
+    size = max(EXACT_BITS // bits, 1)
+    orders = (0, 1, 2)
+    return bits, [orders[first : first + size] for first in range(0, len(orders), size)]
+
+
 def shared_words(words: ChunkWords, num_rows: int, train: torch.Tensor) -> torch.Tensor:
-    """Float64 [rows x cols], 1 where a candidate x training pair shares a word and 0 where not
+    """Float32 [rows x cols], 1 where a candidate x training pair shares a word and 0 where not
     (an indicator to multiply by: on the CPU that is several times faster than a boolean mask),
     as a join on the words alone (no match counts): the candidates' words form a sparse 0/1
     matrix over the chunk's own vocabulary (`words`), the training block's words a dense one over
@@ -417,41 +450,51 @@ def shared_words(words: ChunkWords, num_rows: int, train: torch.Tensor) -> torch
         counts = sparse_mm(sparse, dense[:size])
         shared = counts if shared is None else shared.add_(counts)
     if shared is None:
-        return torch.zeros((num_rows, num_cols), dtype=torch.float64, device=device)
-    return shared.clamp_(max=1.0).to(torch.float64)
+        return torch.zeros((num_rows, num_cols), dtype=torch.float32, device=device)
+    return shared.clamp_(max=1.0)
 
 
 def bleu_star(
     shared: torch.Tensor,
-    matches: Iterable[torch.Tensor],
+    packed: Iterable[tuple[torch.Tensor, tuple[int, ...]]],
     by_length: torch.Tensor,
     factors: torch.Tensor,
     smoothing: str,
+    bits: int,
 ) -> torch.Tensor:
-    """BLEU* [rows x cols] (float64) from which pairs share a word (`shared`, the 0/1 float64
-    indicator from `shared_words`, overwritten), sparse COO clipped match counts m_2..m_4
-    [rows x cols], the value of each pair with m_2 = m_3 = m_4 = 0 (`by_length`, gathered from
-    `bleu_tables.star_by_length`: it depends on the two lengths alone) and the order factors
-    [3, counts] of `bleu_tables.star_order_factors`.
+    """BLEU* [rows x cols] (float64) from which pairs share a word (`shared`, the 0/1 float32
+    indicator from `shared_words`), the value of each pair with m_2 = m_3 = m_4 = 0
+    (`by_length`, gathered from `bleu_tables.star_by_length`: it depends on the two lengths
+    alone; overwritten) and the order factors [3, counts] of `bleu_tables.star_order_factors`.
+    `packed`: per group of orders (0 = order 2; `count_groups`), a sparse COO product [rows x
+    cols] whose entries hold the group's clipped counts, `bits` bits each, the first order lowest.
 
     A shared n-gram contains shared (n-1)-grams, so the orders a pair does not share are always
     its last ones, and every smoothing factorises over orders: a pair sharing a word starts from
-    its by-length value, and each higher order n it shares multiplies that by
-    (smoothed numerator of m_n / unmatched numerator of n)^(1/3), a table entry; only the pairs
-    sharing a bigram are touched past the first step. Under `none` only the pairs sharing a
-    4-gram keep a value.
+    its by-length value, and each higher order n multiplies that by (smoothed numerator of m_n /
+    unmatched numerator of n)^(1/3), a table entry (1 where m_n = 0), in order n = 2, 3, 4;
+    only the pairs sharing a bigram are touched past the first step. Under `none` only the pairs
+    sharing a 4-gram keep a value.
     """
-    device = by_length.device
-    score = shared.mul_(by_length)
-    rows = cols = torch.empty(0, dtype=torch.int64, device=device)
-    for order, product in enumerate(matches, start=2):
+    score = by_length.mul_(shared)
+    values = score.view(-1)
+    width = score.shape[1]
+    mask = (1 << bits) - 1
+    flat = count = torch.empty(0, dtype=torch.int64, device=score.device)
+    for product, group in packed:
         rows, cols, counts = _stored_entries(product)
-        factor = factors[order - 2].index_select(0, counts.to(torch.int64))
-        score.index_put_((rows, cols), score[rows, cols] * factor)
-    if smoothing == "none":  # rows, cols: the pairs sharing a 4-gram
-        kept = score[rows, cols]
+        flat = rows * width + cols
+        counts = counts.to(torch.int64)
+        value = values.index_select(0, flat)
+        for place, order in enumerate(group):
+            count = (counts >> (bits * place)) & mask
+            value = value * factors[order].index_select(0, count)
+        values.index_put_((flat,), value)
+    if smoothing == "none":  # count: m_4 of the pairs `flat` (the last group ends with order 4)
+        kept = flat[count > 0]
+        value = values.index_select(0, kept)
         score.zero_()
-        score.index_put_((rows, cols), kept)
+        values.index_put_((kept,), value)
     return score
 
 
@@ -462,13 +505,13 @@ def dense_bleu_star(
     smoothing: str,
 ) -> torch.Tensor:
     """`bleu_star` for dense match counts m_1..m_4 [rows x cols]: the same factorisation over
-    orders, elementwise in the same operation order (so the same bits), with masks where the
-    sparse form skips pairs, so no shape depends on the data. `by_length` [rows x cols] and
-    `factors` as there, already on the device."""
+    orders, elementwise in the same operation order (so the same bits): every pair multiplies
+    by every order's factor (1 for an order it does not share, as the sparse form skips it), so
+    no shape depends on the data. `by_length` [rows x cols] and `factors` as there, already on
+    the device."""
     score = torch.where(matches[0] > 0, by_length, 0.0)
-    for order, counts in enumerate(matches[1:], start=2):
-        factor = factors[order - 2].index_select(0, counts.to(torch.int64).reshape(-1)).view(counts.shape)
-        score = torch.where(counts > 0, score * factor, score)
+    for order, counts in enumerate(matches[1:]):
+        score = score * factors[order].index_select(0, counts.to(torch.int64).reshape(-1)).view(counts.shape)
     if smoothing == "none":
         score = torch.where(matches[-1] > 0, score, 0.0)
     return score

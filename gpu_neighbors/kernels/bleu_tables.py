@@ -74,14 +74,14 @@ def star_by_length(candidate_lengths: np.ndarray, train_lengths: np.ndarray, smo
 
 
 def star_order_factors(size: int, smoothing: str) -> np.ndarray:
-    """[3, size]: what sharing order n = 2, 3, 4 with m_n = 0..size-1 clipped matches multiplies
-    a pair's BLEU* by, ((m_n + add) / N_n)^(1/3) (see `kernels.bleu.bleu_star`)."""
+    """[3, size]: what sharing order n = 2, 3, 4 with m_n = 1..size-1 clipped matches multiplies
+    a pair's BLEU* by, ((m_n + add) / N_n)^(1/3) (see `kernels.bleu.bleu_star`); an order not
+    shared (m_n = 0) multiplies by 1, which leaves every float as it is."""
     add_one = 1.0 if smoothing == "add1" else 0.0
-    counts = np.arange(size, dtype=np.float64)
-    return np.stack([
-        portable.exp(portable.log((counts + add_one) / numerator) / 3)
-        for numerator in UNMATCHED_NUMERATORS[smoothing]
-    ])
+    counts = np.arange(1, max(size, 1), dtype=np.float64)
+    shared = [portable.exp(portable.log((counts + add_one) / numerator) / 3)
+              for numerator in UNMATCHED_NUMERATORS[smoothing]]
+    return np.stack([np.concatenate([np.ones(1), factors]) for factors in shared])
 
 
 class PrecisionTables:

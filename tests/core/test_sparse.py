@@ -89,3 +89,14 @@ def test_transposed_is_torchs_transpose_entry_for_entry(shape, density):
     for part in ("crow_indices", "col_indices", "values"):
         mine, theirs = getattr(ours, part)(), getattr(torchs, part)()
         assert mine.dtype == theirs.dtype and torch.equal(mine, theirs)
+
+
+def test_stacked_equals_the_dense_concatenation_of_scaled_indicators():
+    """Parts with empty rows, one part storing nothing and parts of different heights: each
+    stored entry becomes its part's scale, rows shifted below the parts above it."""
+    parts = [random_csr(5, 9, 0.4, seed=10), random_csr(1, 9, 0.0, seed=11), random_csr(7, 9, 0.5, seed=12)]
+    scales = [1.0, 2.0**17, 2.0**34]
+    joined = sparse.stacked(parts, scales)
+    expected = torch.cat([(part.to_dense() != 0).double() * scale for part, scale in zip(parts, scales)])
+    assert joined.layout == torch.sparse_csr and joined.dtype == torch.float64
+    assert torch.equal(joined.to_dense(), expected)

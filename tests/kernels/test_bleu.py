@@ -97,3 +97,35 @@ def test_shared_word_join_in_many_slices_equals_one(huse_texts, monkeypatch):
     sliced = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(train,
                              [0.5] * len(train)).similarity(candidates)
     assert whole.abs().sum() > 0 and torch.equal(sliced, whole)
+
+
+@pytest.mark.parametrize("smoothing", SMOOTHINGS)
+@pytest.mark.parametrize("groups", [2, 3])
+def test_orders_packed_in_fewer_bits_give_the_same_bits(huse_texts, monkeypatch, smoothing, groups):
+    """Training texts long enough that BLEU*'s three orders no longer share one float64 take two
+    or three products (a smaller `EXACT_BITS` stands in for 2^17- and 2^26-token texts): the same
+    bits as all three packed in one, and NLTK's values."""
+    from gpu_neighbors.kernels import bleu
+
+    train, candidates = huse_texts[:60] + ADVERSARIAL_TEXTS, huse_texts[60:90] + ADVERSARIAL_TEXTS
+    packed = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing=smoothing)
+    packed.fit(train)
+    assert len(packed.count_groups) == 1
+    whole = packed.tile(packed.encode(candidates), 0, len(train))
+    bits = bleu.count_groups(max(len(text.split()) for text in train))[0]
+    monkeypatch.setattr(bleu, "EXACT_BITS", bits * (2 if groups == 2 else 1))
+    split = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing=smoothing)
+    split.fit(train)
+    assert len(split.count_groups) == groups
+    assert whole.abs().sum() > 0 and torch.equal(split.tile(split.encode(candidates), 0, len(train)), whole)
+    expected = [[nltk_bleu_star(c.split(), s.split(), smoothing) for s in train[:20]] for c in candidates[:10]]
+    np.testing.assert_allclose(whole[:10, :20].numpy(), expected, rtol=0, atol=1e-9)
+
+
+def test_count_groups_fit_every_count_in_53_bits():
+    from gpu_neighbors.kernels.bleu import count_groups
+
+    assert count_groups(0) == (1, [(0, 1, 2)])
+    assert count_groups(2**17 - 1) == (17, [(0, 1, 2)])
+    assert count_groups(2**17) == (18, [(0, 1), (2,)])
+    assert count_groups(2**26) == (27, [(0,), (1,), (2,)])
