@@ -319,13 +319,13 @@ def device_paths() -> Iterator[None]:
     from gpu_neighbors.core import sparse
     from gpu_neighbors.text import typicality
 
-    kept = sparse.SPARSE_INTO_DENSE, sparse.ENTRY_BY_ENTRY, sparse.TRANSPOSED_ON_HOST, typicality.HASHED_ON
-    sparse.SPARSE_INTO_DENSE = sparse.TRANSPOSED_ON_HOST = typicality.HASHED_ON = frozenset()
+    kept = sparse.SPARSE_INTO_DENSE, sparse.ENTRY_BY_ENTRY, sparse.BY_SCIPY_ON_HOST, typicality.HASHED_ON
+    sparse.SPARSE_INTO_DENSE = sparse.BY_SCIPY_ON_HOST = typicality.HASHED_ON = frozenset()
     sparse.ENTRY_BY_ENTRY = frozenset({"cpu"})
     try:
         yield
     finally:
-        sparse.SPARSE_INTO_DENSE, sparse.ENTRY_BY_ENTRY, sparse.TRANSPOSED_ON_HOST, typicality.HASHED_ON = kept
+        sparse.SPARSE_INTO_DENSE, sparse.ENTRY_BY_ENTRY, sparse.BY_SCIPY_ON_HOST, typicality.HASHED_ON = kept
 
 
 def huse(count: int) -> tuple[list[str], list[float]]:

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from gpu_neighbors.core.sparse import coo_matrix, row_block, sparse_mm, stacked, transposed
+from gpu_neighbors.core.sparse import coo_matrix, row_block, side_by_side, sparse_mm, transposed
 from gpu_neighbors.core.tiling import TransientCache
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.bleu_sets import check_weights
@@ -265,8 +265,8 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
             features = [matrix.to_sparse_coo() for matrix in matrices]
             return EncodedBleu(features, batch.lengths, length_index, by_length, factors)
         unigrams = matrices[0].to_sparse_coo()
-        grouped = [transposed(stacked([transposed(matrices[order + 1]) for order in group], [1.0] * len(group)))
-                   .to_sparse_coo() for group in self.count_groups]  # orders side by side
+        grouped = [side_by_side([matrices[order + 1] for order in group], [1.0] * len(group)).to_sparse_coo()
+                   for group in self.count_groups]
         return EncodedBleu([unigrams], batch.lengths, length_index, by_length, factors,
                            ChunkWords.of(unigrams, self._first_occurrence), grouped)
 
@@ -316,9 +316,9 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         [sum of F_n x texts] whose entries are 2^(bits * place in the group): a product with the
         candidates' 0/1 matrix sums each order's clipped counts into its own bits. Made from CSR
         (row-major order already), so the product sorts nothing."""
-        blocks = [transposed(self._block(order + 1, start, stop)) for order in group]
+        blocks = [self._block(order + 1, start, stop) for order in group]
         scales = [float(1 << (self._count_bits * place)) for place in range(len(group))]
-        return stacked(blocks, scales).to_sparse_coo()
+        return transposed(side_by_side(blocks, scales)).to_sparse_coo()
 
     def _block(self, order: int, start: int, stop: int) -> torch.Tensor:
         """Training texts start..stop-1 of one order's matrix (CSR), cut at host offsets."""

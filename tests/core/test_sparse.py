@@ -91,12 +91,21 @@ def test_transposed_is_torchs_transpose_entry_for_entry(shape, density):
         assert mine.dtype == theirs.dtype and torch.equal(mine, theirs)
 
 
-def test_stacked_equals_the_dense_concatenation_of_scaled_indicators():
-    """Parts with empty rows, one part storing nothing and parts of different heights: each
-    stored entry becomes its part's scale, rows shifted below the parts above it."""
-    parts = [random_csr(5, 9, 0.4, seed=10), random_csr(1, 9, 0.0, seed=11), random_csr(7, 9, 0.5, seed=12)]
+@pytest.mark.parametrize("by_scipy", [True, False])
+def test_side_by_side_equals_the_dense_concatenation_of_scaled_indicators(monkeypatch, by_scipy):
+    """Parts with empty rows, one part storing nothing and parts of different widths, by both
+    paths (scipy's on the CPU, torch's elsewhere): each stored entry becomes its part's scale,
+    columns shifted past the parts to its left, every row's columns ascending."""
+    if not by_scipy:
+        monkeypatch.setattr(sparse, "BY_SCIPY_ON_HOST", frozenset())
+    parts = [random_csr(9, 5, 0.4, seed=10), random_csr(9, 1, 0.0, seed=11), random_csr(9, 7, 0.5, seed=12)]
     scales = [1.0, 2.0**17, 2.0**34]
-    joined = sparse.stacked(parts, scales)
-    expected = torch.cat([(part.to_dense() != 0).double() * scale for part, scale in zip(parts, scales)])
+    joined = sparse.side_by_side(parts, scales)
+    expected = torch.cat([(part.to_dense() != 0).double() * scale for part, scale in zip(parts, scales)], dim=1)
     assert joined.layout == torch.sparse_csr and joined.dtype == torch.float64
+    assert joined.crow_indices().dtype == joined.col_indices().dtype == torch.int64
     assert torch.equal(joined.to_dense(), expected)
+    crow, columns = joined.crow_indices(), joined.col_indices()
+    for row in range(9):
+        within = columns[crow[row] : crow[row + 1]]
+        assert torch.equal(within, within.sort().values)
