@@ -161,7 +161,7 @@ def side_by_side(parts: list[torch.Tensor], scales: list[float]) -> torch.Tensor
         row = torch.repeat_interleave(torch.arange(rows, device=device), part_counts, output_size=entries)
         place = crow[row] + part_before[row] + torch.arange(entries, device=device) - part_crow[row]
         columns[place] = part.col_indices() + shift
-        values[place] = scale
+        values.index_fill_(0, place, scale)
         shift += part.shape[1]
     return csr_matrix(crow, columns, values, (rows, width))
 

@@ -10,11 +10,12 @@ and BLEU* = 0 when x is empty or shares no unigram with s. A zero m_n is smoothe
     epsilon (method1) P_n = 0.1 / t_n
     add1    (method2) P_n = (m_n + 1) / (t_n + 1) for every n >= 2, zero or not
     exp     (method3) P_n = 1 / (2^k t_n) for the k-th order with m_n = 0
-Per order, one sparse product of the candidates' occurrence features with the training set's
-gives every clipped count of a tile at once (see `ngrams.py`); BLEU* packs orders 2-4 into one
-product (`count_groups`), each order's counts in their own bits of one exact float64. No exp, log or root runs on the
-device: every factor of a pair's value is gathered from host tables by its lengths and counts
-(`bleu_tables.py`) and multiplied in a fixed order, so a tile is the same bits on every device.
+Per order, the product of the candidates' occurrence features with the training set's gives
+every clipped count of a tile at once (see `ngrams.py`); the orders share one sparse product,
+each order's counts in their own bits of one exact float64 (`count_groups`). No exp, log or root
+runs on the device: every factor of a pair's value is gathered from host tables by its lengths
+and counts (`bleu_tables.py`) and multiplied in a fixed order, so a tile is the same bits on
+every device.
 
 Other `weights` (any number of orders from 1, e.g. BLEU-4's (1/4, 1/4, 1/4, 1/4)) take a general
 path on the same stored counts: NLTK's formula (`bleu_sets.bleu_from_counts`) per pair sharing a
@@ -110,17 +111,16 @@ class ChunkWords:
 
 @dataclass(frozen=True)
 class EncodedBleu:
-    """A chunk of candidates: occurrence matrices per order, token counts, the host-made
-    factors their lengths and counts can reach, and (BLEU*) their words and their orders 2-4
-    side by side, one matrix per group of `BleuKernel.count_groups`."""
+    """A chunk of candidates: their counted orders' occurrence matrices side by side, one per
+    group of `BleuKernel.count_groups`, token counts, the host-made factors their lengths and
+    counts can reach, and (BLEU*) their words."""
 
-    features: list[torch.Tensor]  # sparse COO [rows x F_n] for n = 1..K (BLEU*: n = 1 only)
+    grouped: list[torch.Tensor]  # sparse COO [rows x sum of the group's F_n]
     lengths: torch.Tensor  # int64 [rows]
     length_index: torch.Tensor  # int64 [rows]: the row of `by_length` of each candidate's length
     by_length: torch.Tensor  # float64 [distinct lengths, distinct training lengths]
     factors: Factors
     words: ChunkWords | None = None
-    grouped: list[torch.Tensor] = field(default_factory=list)  # BLEU*: COO [rows x sum of F_n]
 
     def __len__(self) -> int:
         return int(self.lengths.numel())
@@ -251,7 +251,8 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
                                   return_inverse=True)
         self._train_length_values = values
         self._train_length_codes = torch.from_numpy(codes.reshape(-1).astype(np.int64)).to(self.device)
-        self._count_bits, self.count_groups = count_groups(int(values.max(initial=0)))
+        counted = range(1, MAX_ORDER) if self.weights == BLEU_STAR_WEIGHTS else range(len(self.weights))
+        self._count_bits, self.count_groups = count_groups(int(values.max(initial=0)), counted)
         self._id_tables.clear()
 
     def _encode(self, texts: Sequence[str]) -> EncodedBleu:
@@ -261,14 +262,11 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         values, index = np.unique(np.asarray(tokenized.lengths, dtype=np.int64), return_inverse=True)
         by_length, factors = self._tables_for(values, self.device)
         length_index = torch.from_numpy(index.reshape(-1)).to(self.device)
-        if self.weights != BLEU_STAR_WEIGHTS:
-            features = [matrix.to_sparse_coo() for matrix in matrices]
-            return EncodedBleu(features, batch.lengths, length_index, by_length, factors)
-        unigrams = matrices[0].to_sparse_coo()
-        grouped = [side_by_side([matrices[order + 1] for order in group], [1.0] * len(group)).to_sparse_coo()
+        grouped = [side_by_side([matrices[order] for order in group], [1.0] * len(group)).to_sparse_coo()
                    for group in self.count_groups]
-        return EncodedBleu([unigrams], batch.lengths, length_index, by_length, factors,
-                           ChunkWords.of(unigrams, self._first_occurrence), grouped)
+        words = (ChunkWords.of(matrices[0].to_sparse_coo(), self._first_occurrence)
+                 if self.weights == BLEU_STAR_WEIGHTS else None)
+        return EncodedBleu(grouped, batch.lengths, length_index, by_length, factors, words)
 
     def _tables_for(self, lengths: np.ndarray, device: torch.device) -> tuple[torch.Tensor, Factors]:
         """The by-length table of candidate `lengths` (distinct, host) against the training
@@ -285,38 +283,29 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
     def tile(self, encoded: EncodedBleu | EncodedIds, start: int, stop: int) -> torch.Tensor:
         if isinstance(encoded, EncodedIds):
             return self._dense_tile(encoded, start, stop)
-        if self.weights == BLEU_STAR_WEIGHTS:
-            return self._bleu_star_tile(encoded, start, stop)
         # COO products: torch 2.13's CSR x CSR product on the CPU (MKL) leaks about the size of
         # its result on every call, which a stream of millions of tiles cannot afford.
-        matches = (
-            sparse_mm(features, self._block(order, start, stop).t().to_sparse_coo())
-            for order, features in enumerate(encoded.features[: len(self.weights)])
-        )
-        assert isinstance(encoded.factors, PrecisionTables)
-        return weighted_bleu(matches, encoded, self._train_length_codes[start:stop], encoded.factors)
-
-    def _bleu_star_tile(self, encoded: EncodedBleu, start: int, stop: int) -> torch.Tensor:
-        """BLEU*: unigrams only as the shared-word join, counted products for orders 2-4 (a
-        pair that shares a bigram shares a word, so they touch only pairs the join keeps), one
-        product per group of orders whose counts pack into one float64."""
-        assert encoded.words is not None
+        packed = [sparse_mm(candidates, self._grouped_block(group, start, stop))
+                  for candidates, group in zip(encoded.grouped, self.count_groups)]
+        rows, cols, counts = packed_counts(packed, [len(group) for group in self.count_groups], self._count_bits,
+                                           stop - start)
+        if self.weights != BLEU_STAR_WEIGHTS:
+            assert isinstance(encoded.factors, PrecisionTables)
+            return weighted_bleu(rows, cols, counts, encoded, self._train_length_codes[start:stop], encoded.factors)
+        # BLEU*: unigrams only as the shared-word join (a pair that shares a bigram shares a
+        # word, so the counted orders 2-4 touch only pairs the join keeps).
+        assert encoded.words is not None and isinstance(encoded.factors, torch.Tensor)
         shared = shared_words(encoded.words, len(encoded), self._block(0, start, stop))
-        packed = (
-            sparse_mm(candidates, self._grouped_block(group, start, stop))
-            for candidates, group in zip(encoded.grouped, self.count_groups)
-        )
         by_length = encoded.by_length.index_select(1, self._train_length_codes[start:stop])
-        assert isinstance(encoded.factors, torch.Tensor)
-        return bleu_star(shared, zip(packed, self.count_groups), by_length.index_select(0, encoded.length_index),
-                         encoded.factors, self.smoothing, self._count_bits)
+        return bleu_star(shared, rows, cols, counts, by_length.index_select(0, encoded.length_index),
+                         encoded.factors, self.smoothing)
 
     def _grouped_block(self, group: tuple[int, ...], start: int, stop: int) -> torch.Tensor:
-        """Training texts start..stop-1 of a group of orders (0 = order 2), as the COO
+        """Training texts start..stop-1 of a group of orders (0 = unigrams), as the COO
         [sum of F_n x texts] whose entries are 2^(bits * place in the group): a product with the
         candidates' 0/1 matrix sums each order's clipped counts into its own bits. Made from CSR
         (row-major order already), so the product sorts nothing."""
-        blocks = [self._block(order + 1, start, stop) for order in group]
+        blocks = [self._block(order, start, stop) for order in group]
         scales = [float(1 << (self._count_bits * place)) for place in range(len(group))]
         return transposed(side_by_side(blocks, scales)).to_sparse_coo()
 
@@ -326,12 +315,14 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
 
     def pair_bytes(self) -> int:
         # Worst case, every pair shares every order and every candidate length differs: the
-        # float64 tile and its by-length table, one sparse product at a time (its COO result,
-        # two int64 indices and a float32 count, after a CSR one inside the product), and per
-        # stored pair its table row and about two float64 temporaries. Other weights keep, per
-        # pair sharing a unigram, its indices and about six float64 temporaries per order.
+        # float64 tile and its by-length table; per group of orders its product (a COO result of
+        # two int64 indices and a float64 of packed counts, after a CSR one inside the product);
+        # per stored pair its counts (int64 an order), flat index and about two float64
+        # temporaries, and BLEU*'s float32 shared-word indicator. Other weights keep, per pair
+        # sharing a unigram, its indices and about six float64 temporaries per order.
+        orders = sum(len(group) for group in self.count_groups)
         general = 0 if self.weights == BLEU_STAR_WEIGHTS else 8 * (2 + 6 * len(self.weights))
-        return 2 * 8 + (12 + 20) + 8 + 2 * 8 + general
+        return 2 * 8 + len(self.count_groups) * (16 + 24) + 8 * orders + 8 + 2 * 8 + 4 + general
 
     def settings(self) -> dict[str, str]:
         weights = {} if self.weights == BLEU_STAR_WEIGHTS else {"weights": ",".join(map(str, self.weights))}
@@ -399,16 +390,40 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         return self._id_tables[device]
 
 
-def count_groups(longest: int) -> tuple[int, list[tuple[int, ...]]]:
-    """The bits each clipped count takes and BLEU*'s orders 2-4 (0 = order 2) in groups whose
-    counts pack into one exact float64. A clipped count is at most the training text's number of
-    n-grams, so below 2^bits for the `longest` training text; 53 // bits orders fit in a group:
-    all three for texts under 2^17 tokens (one product a tile instead of three), one each past
-    2^26."""
+def count_groups(longest: int, orders: Sequence[int]) -> tuple[int, list[tuple[int, ...]]]:
+    """The bits each clipped count takes, and the counted `orders` (0 = unigrams) in groups whose
+    counts pack into one exact float64, in order. A clipped count is at most the training text's
+    number of n-grams, so below 2^bits for the `longest` training text, and 53 // bits orders fit
+    in a group: BLEU*'s three for training texts under 2^17 tokens, BLEU-4's four under 2^13
+    (one product a tile instead of one an order); one an order past 2^26."""
     bits = max(longest, 1).bit_length()
     size = max(EXACT_BITS // bits, 1)
-    orders = (0, 1, 2)
+    orders = tuple(orders)
     return bits, [orders[first : first + size] for first in range(0, len(orders), size)]
+
+
+def packed_counts(
+    packed: list[torch.Tensor], sizes: list[int], bits: int, width: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(row, column, clipped counts [pairs, orders] int64) of the pairs that share the first
+    counted order, from one sparse COO product [rows x `width`] per group of `sizes` orders,
+    each order's counts `bits` bits of the entry (the group's first order lowest). A shared
+    n-gram contains shared (n-1)-grams, so every later group's pairs are among the first's; they
+    are found by binary search (coalesced entries are in row-major order)."""
+    mask = (1 << bits) - 1
+    entries = [_stored_entries(product) for product in packed]
+    rows, cols, _ = entries[0]
+    pairs = rows * width + cols
+    columns = []
+    for (group_rows, group_cols, values), size in zip(entries, sizes):
+        values = values.to(torch.int64)
+        at = None if group_rows is rows else torch.searchsorted(pairs, group_rows * width + group_cols)
+        for place in range(size):
+            counts = (values >> (bits * place)) & mask
+            if at is not None:
+                counts = torch.zeros_like(pairs).index_put_((at,), counts)
+            columns.append(counts)
+    return rows, cols, torch.stack(columns, dim=1)
 
 
 def shared_words(words: ChunkWords, num_rows: int, train: torch.Tensor) -> torch.Tensor:
@@ -456,18 +471,18 @@ def shared_words(words: ChunkWords, num_rows: int, train: torch.Tensor) -> torch
 
 def bleu_star(
     shared: torch.Tensor,
-    packed: Iterable[tuple[torch.Tensor, tuple[int, ...]]],
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    counts: torch.Tensor,
     by_length: torch.Tensor,
     factors: torch.Tensor,
     smoothing: str,
-    bits: int,
 ) -> torch.Tensor:
     """BLEU* [rows x cols] (float64) from which pairs share a word (`shared`, the 0/1 float32
-    indicator from `shared_words`), the value of each pair with m_2 = m_3 = m_4 = 0
+    indicator from `shared_words`), the clipped counts m_2..m_4 [pairs, 3] of the pairs sharing
+    a bigram (`rows`, `cols`; `packed_counts`), the value of each pair with m_2 = m_3 = m_4 = 0
     (`by_length`, gathered from `bleu_tables.star_by_length`: it depends on the two lengths
     alone; overwritten) and the order factors [3, counts] of `bleu_tables.star_order_factors`.
-    `packed`: per group of orders (0 = order 2; `count_groups`), a sparse COO product [rows x
-    cols] whose entries hold the group's clipped counts, `bits` bits each, the first order lowest.
 
     A shared n-gram contains shared (n-1)-grams, so the orders a pair does not share are always
     its last ones, and every smoothing factorises over orders: a pair sharing a word starts from
@@ -478,23 +493,14 @@ def bleu_star(
     """
     score = by_length.mul_(shared)
     values = score.view(-1)
-    width = score.shape[1]
-    mask = (1 << bits) - 1
-    flat = count = torch.empty(0, dtype=torch.int64, device=score.device)
-    for product, group in packed:
-        rows, cols, counts = _stored_entries(product)
-        flat = rows * width + cols
-        counts = counts.to(torch.int64)
-        value = values.index_select(0, flat)
-        for place, order in enumerate(group):
-            count = (counts >> (bits * place)) & mask
-            value = value * factors[order].index_select(0, count)
-        values.index_put_((flat,), value)
-    if smoothing == "none":  # count: m_4 of the pairs `flat` (the last group ends with order 4)
-        kept = flat[count > 0]
-        value = values.index_select(0, kept)
+    flat = rows * score.shape[1] + cols
+    value = values.index_select(0, flat)
+    for order in range(3):
+        value = value * factors[order].index_select(0, counts[:, order])
+    if smoothing == "none":  # 0 for every pair but those sharing a 4-gram
+        value = torch.where(counts[:, 2] > 0, value, 0.0)
         score.zero_()
-        values.index_put_((kept,), value)
+    values.index_put_((flat,), value)
     return score
 
 
@@ -518,31 +524,24 @@ def dense_bleu_star(
 
 
 def weighted_bleu(
-    matches: Iterable[torch.Tensor],
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    counts: torch.Tensor,
     encoded: EncodedBleu,
     train_length_codes: torch.Tensor,
     tables: PrecisionTables,
 ) -> torch.Tensor:
-    """BLEU with any 1-4 weights [rows x cols] (float64) from sparse COO clipped match counts
-    m_1..m_K [rows x cols], as NLTK `sentence_bleu([s], x, weights, smoothing_function)`, on the
-    pairs that share a unigram; the others are 0 under every smoothing. A shared n-gram contains
-    shared unigrams, so every higher order's stored pairs are among the unigram ones. The
-    brevity penalty comes from the chunk's by-length table, the precisions from `tables`."""
-    matches = iter(matches)
-    rows, cols, unigrams = _stored_entries(next(matches))
+    """BLEU with any weights [rows x cols] (float64) from the clipped match counts m_1..m_K
+    [pairs, K] of the pairs sharing a unigram (`rows`, `cols`; `packed_counts`), as NLTK
+    `sentence_bleu([s], x, weights, smoothing_function)`; the other pairs are 0 under every
+    smoothing. The brevity penalty comes from the chunk's by-length table, the precisions from
+    `tables`."""
     width = len(train_length_codes)
-    pairs = rows * width + cols  # sorted: coalesced COO entries are in (row, column) order
-    counts = [unigrams.to(torch.int64)]
-    for product in matches:
-        order_rows, order_cols, order_counts = _stored_entries(product)
-        column = torch.zeros_like(counts[0])
-        column[torch.searchsorted(pairs, order_rows * width + order_cols)] = order_counts.to(torch.int64)
-        counts.append(column)
     lengths = encoded.lengths[rows]
-    orders = torch.arange(1, len(counts) + 1, device=lengths.device)
+    orders = torch.arange(1, counts.shape[1] + 1, device=lengths.device)
     totals = (lengths[:, None] - orders + 1).clamp(min=1)
     penalty = encoded.by_length[encoded.length_index[rows], train_length_codes[cols]]
-    values = bleu_of_rows(tables, torch.stack(counts, dim=1), totals, lengths, penalty)
+    values = bleu_of_rows(tables, counts, totals, lengths, penalty)
     score = torch.zeros((len(encoded), width), dtype=torch.float64, device=lengths.device)
     score[rows, cols] = values
     return score

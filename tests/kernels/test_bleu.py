@@ -100,32 +100,43 @@ def test_shared_word_join_in_many_slices_equals_one(huse_texts, monkeypatch):
 
 
 @pytest.mark.parametrize("smoothing", SMOOTHINGS)
-@pytest.mark.parametrize("groups", [2, 3])
-def test_orders_packed_in_fewer_bits_give_the_same_bits(huse_texts, monkeypatch, smoothing, groups):
-    """Training texts long enough that BLEU*'s three orders no longer share one float64 take two
-    or three products (a smaller `EXACT_BITS` stands in for 2^17- and 2^26-token texts): the same
-    bits as all three packed in one, and NLTK's values."""
+@pytest.mark.parametrize("per_group", [2, 1])
+@pytest.mark.parametrize("weights", [WEIGHTS, (0.25, 0.25, 0.25, 0.25)], ids=["bleu-star", "bleu-4"])
+def test_orders_packed_in_fewer_bits_give_the_same_bits(huse_texts, monkeypatch, smoothing, per_group, weights):
+    """Training texts long enough that the counted orders no longer share one float64 take a
+    product per group of orders (a smaller `EXACT_BITS` stands in for long texts: two orders a
+    group, then one): the same bits as all of them packed in one, and NLTK's values."""
     from gpu_neighbors.kernels import bleu
 
     train, candidates = huse_texts[:60] + ADVERSARIAL_TEXTS, huse_texts[60:90] + ADVERSARIAL_TEXTS
-    packed = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing=smoothing)
+    packed = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing=smoothing,
+                        weights=weights)
     packed.fit(train)
     assert len(packed.count_groups) == 1
     whole = packed.tile(packed.encode(candidates), 0, len(train))
-    bits = bleu.count_groups(max(len(text.split()) for text in train))[0]
-    monkeypatch.setattr(bleu, "EXACT_BITS", bits * (2 if groups == 2 else 1))
-    split = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing=smoothing)
+    counted = len(packed.count_groups[0])
+    bits = bleu.count_groups(max(len(text.split()) for text in train), range(counted))[0]
+    monkeypatch.setattr(bleu, "EXACT_BITS", bits * per_group)
+    split = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing=smoothing,
+                       weights=weights)
     split.fit(train)
-    assert len(split.count_groups) == groups
+    assert len(split.count_groups) == -(-counted // per_group) > 1
     assert whole.abs().sum() > 0 and torch.equal(split.tile(split.encode(candidates), 0, len(train)), whole)
-    expected = [[nltk_bleu_star(c.split(), s.split(), smoothing) for s in train[:20]] for c in candidates[:10]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # method0 warns on every zero count
+        method = getattr(SmoothingFunction(), NLTK_METHOD[smoothing])
+        expected = [[sentence_bleu([s.split()], c.split(), weights=weights, smoothing_function=method)
+                     for s in train[:20]] for c in candidates[:10]]
     np.testing.assert_allclose(whole[:10, :20].numpy(), expected, rtol=0, atol=1e-9)
 
 
 def test_count_groups_fit_every_count_in_53_bits():
     from gpu_neighbors.kernels.bleu import count_groups
 
-    assert count_groups(0) == (1, [(0, 1, 2)])
-    assert count_groups(2**17 - 1) == (17, [(0, 1, 2)])
-    assert count_groups(2**17) == (18, [(0, 1), (2,)])
-    assert count_groups(2**26) == (27, [(0,), (1,), (2,)])
+    star, bleu4 = range(1, 4), range(4)
+    assert count_groups(0, star) == (1, [(1, 2, 3)])
+    assert count_groups(2**17 - 1, star) == (17, [(1, 2, 3)])
+    assert count_groups(2**17, star) == (18, [(1, 2), (3,)])
+    assert count_groups(2**26, star) == (27, [(1,), (2,), (3,)])
+    assert count_groups(2**13 - 1, bleu4) == (13, [(0, 1, 2, 3)])
+    assert count_groups(2**13, bleu4) == (14, [(0, 1, 2), (3,)])
