@@ -319,20 +319,22 @@ def device_paths() -> Iterator[None]:
     compiled loops that run only on CPU tensors (the top k of a tile, n-gram features, BLEU's
     shared counts, typicality's rows) off, as on a device, where torch's operations run."""
     from gpu_neighbors.core import sparse, topk
-    from gpu_neighbors.kernels import bleu_sets
+    from gpu_neighbors.kernels import bleu, bleu_sets
     from gpu_neighbors.text import ngrams, typicality
 
     on_cpu_tensors = (topk, ngrams, bleu_sets, typicality)
     natives = [module.native for module in on_cpu_tensors]
-    kept = sparse.SPARSE_INTO_DENSE, sparse.ENTRY_BY_ENTRY, sparse.BY_SCIPY_ON_HOST, typicality.HASHED_ON
-    sparse.SPARSE_INTO_DENSE = sparse.BY_SCIPY_ON_HOST = typicality.HASHED_ON = frozenset()
+    kept = (sparse.SPARSE_INTO_DENSE, sparse.ENTRY_BY_ENTRY, sparse.BY_SCIPY_ON_HOST, typicality.HASHED_ON,
+            bleu.SLICED_ON)
+    sparse.SPARSE_INTO_DENSE = sparse.BY_SCIPY_ON_HOST = typicality.HASHED_ON = bleu.SLICED_ON = frozenset()
     sparse.ENTRY_BY_ENTRY = frozenset({"cpu"})
     for module in on_cpu_tensors:
         module.native = None
     try:
         yield
     finally:
-        sparse.SPARSE_INTO_DENSE, sparse.ENTRY_BY_ENTRY, sparse.BY_SCIPY_ON_HOST, typicality.HASHED_ON = kept
+        (sparse.SPARSE_INTO_DENSE, sparse.ENTRY_BY_ENTRY, sparse.BY_SCIPY_ON_HOST, typicality.HASHED_ON,
+         bleu.SLICED_ON) = kept
         for module, native in zip(on_cpu_tensors, natives):
             module.native = native
 

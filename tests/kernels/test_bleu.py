@@ -86,17 +86,27 @@ def test_scorer_similarity_equals_kernel_pairs(huse_texts):
     np.testing.assert_allclose(similarity.numpy(), expected, rtol=0, atol=1e-9)
 
 
-def test_shared_word_join_in_many_slices_equals_one(huse_texts, monkeypatch):
-    """A chunk with more words than a slice holds takes the sliced join: same bits."""
+@pytest.mark.parametrize("word_slice", [None, 7], ids=["words whole", "7 words a slice"])
+@pytest.mark.parametrize("row_slice", [None, 1, 5], ids=["rows whole", "1 row a slice", "5 rows a slice"])
+def test_shared_word_join_in_slices_equals_one(huse_texts, monkeypatch, word_slice, row_slice):
+    """A chunk with more words than a slice holds takes the sliced join, and the CPU's tiles go
+    a few rows at a time (a device's whole): the same bits in every combination."""
     from gpu_neighbors.kernels import bleu
 
     train, candidates = huse_texts[:120], huse_texts[120:]
-    whole = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(train,
-                            [0.5] * len(train)).similarity(candidates)
-    monkeypatch.setattr(bleu, "WORD_SLICE_BYTES", 4 * len(train) * 7)  # 7 words a slice
-    sliced = NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(train,
-                             [0.5] * len(train)).similarity(candidates)
-    assert whole.abs().sum() > 0 and torch.equal(sliced, whole)
+
+    def similarity() -> torch.Tensor:
+        return NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(
+            train, [0.5] * len(train)).similarity(candidates)
+
+    monkeypatch.setattr(bleu, "SLICED_ON", frozenset())
+    whole = similarity()
+    if word_slice is not None:
+        monkeypatch.setattr(bleu, "WORD_SLICE_BYTES", 4 * len(train) * word_slice)
+    if row_slice is not None:
+        monkeypatch.setattr(bleu, "SLICED_ON", frozenset({"cpu"}))
+        monkeypatch.setattr(bleu, "ROW_SLICE_BYTES", 8 * len(train) * row_slice)
+    assert whole.abs().sum() > 0 and torch.equal(similarity(), whole)
 
 
 @pytest.mark.parametrize("smoothing", SMOOTHINGS)
