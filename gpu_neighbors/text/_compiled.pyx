@@ -1013,45 +1013,38 @@ def split_words(const int64_t[::1] codes, const int8_t[::1] kinds, int word_bit,
     return tokens, distinct
 
 
-cdef inline int64_t _sorted_position(const int64_t* table, Py_ssize_t size, int64_t key) noexcept nogil:
-    """`ngrams.lookup_sorted` of one key: its position in the ascending `table`, or -1."""
-    cdef Py_ssize_t low = 0, high = size, middle
-    while low < high:
-        middle = (low + high) >> 1
-        if table[middle] < key:
-            low = middle + 1
-        else:
-            high = middle
-    return low if low < size and table[low] == key else -1
-
-
 def ngram_order(const int64_t[::1] ids, const int64_t[::1] offsets, const int64_t[::1] lengths, int order,
-                int64_t vocab_size, const int64_t[::1] gram_keys, const int64_t[::1] feature_keys, int64_t max_rank,
-                int64_t[::1] grams, int64_t[::1] indptr, int64_t[::1] indices):
+                int64_t vocab_size, const int64_t[::1] dense, const int64_t[::1] slots, const int64_t[::1] keys,
+                const int64_t[:, ::1] bounds, int64_t max_rank, int64_t[::1] grams, int64_t[::1] indptr,
+                int64_t[::1] indices):
     """One order of `NgramFeatures.transform` for every text, in place of its torch passes.
     `grams` holds each position's (order-1)-gram id (order 1: the token ids) and leaves with its
-    `order`-gram id, -1 where unknown or past the text's end. A text's features are the k-th
-    occurrences (k < max_rank) of its known n-grams found in `feature_keys`, written as the
-    ascending columns of its CSR row (`indptr`, `indices`: room for every position). Returns the
-    number of entries."""
+    `order`-gram id (its position among the order's gram keys), -1 where unknown or past the
+    text's end. A text's features are the k-th occurrences (k < max_rank) of its known n-grams
+    among the feature keys, written as the ascending columns of its CSR row (`indptr`, `indices`:
+    room for every position). The keys are found by two `KeyIndex`es (`key_index.concatenated`:
+    the gram keys', then the feature keys'), a slot or two a key. Returns the number of entries."""
     cdef Py_ssize_t text, i, start, stop, count, run, k, size = ids.shape[0], texts = lengths.shape[0]
-    cdef Py_ssize_t longest = 0, entries = 0, gram_size = gram_keys.shape[0], feature_size = feature_keys.shape[0]
+    cdef Py_ssize_t longest = 0, entries = 0
     cdef int64_t gram, last, column
-    cdef const int64_t* gram_table = _start(gram_keys)
-    cdef const int64_t* feature_table = _start(feature_keys)
+    cdef Index* indexes
     cdef int64_t* known
     cdef int64_t* spare
     if grams.shape[0] != size or indices.shape[0] < size or indptr.shape[0] != texts + 1 or offsets.shape[0] != texts:
         raise ValueError("ngram_order's arrays do not match its ids and lengths")
     if order < 1 or max_rank < 1:
         raise ValueError("ngram_order takes an order and a max_rank of at least 1")
+    if bounds.shape[0] != 2:
+        raise ValueError("ngram_order takes two indexes: its gram keys' and its feature keys'")
     for text in range(texts):
         if lengths[text] < 0 or offsets[text] < 0 or offsets[text] + lengths[text] > size:
             raise ValueError("ngram_order's offsets and lengths pass the ids")
         longest = max(longest, lengths[text])
+    indexes = _indexes(dense, slots, keys, bounds)
     known = <int64_t*>malloc(max(longest, 1) * sizeof(int64_t))
     spare = <int64_t*>malloc(max(longest, 1) * sizeof(int64_t))
     if known == NULL or spare == NULL:
+        free(indexes)
         free(known)
         free(spare)
         raise MemoryError()
@@ -1066,7 +1059,7 @@ def ngram_order(const int64_t[::1] ids, const int64_t[::1] offsets, const int64_
                 if order > 1 and gram >= 0:
                     last = ids[i + order - 1]
                     gram = gram * vocab_size + last if last >= 0 else -1
-                gram = _sorted_position(gram_table, gram_size, gram)  # -1 too, as the torch pass looks it up
+                gram = _look(&indexes[0], gram)  # -1 too, as the torch pass looks it up
                 grams[i] = gram
                 if gram >= 0:
                     known[count] = gram
@@ -1080,18 +1073,14 @@ def ngram_order(const int64_t[::1] ids, const int64_t[::1] offsets, const int64_
                 run = i
                 while run < count and known[run] == known[i]:
                     run += 1
-                column = -1
                 for k in range(min(run - i, max_rank)):
-                    gram = known[i] * max_rank + k
-                    if column >= 0 and column + 1 < feature_size and feature_table[column + 1] == gram:
-                        column = column + 1
-                    else:
-                        column = _sorted_position(feature_table, feature_size, gram)
+                    column = _look(&indexes[1], known[i] * max_rank + k)
                     if column >= 0:
                         indices[entries] = column
                         entries += 1
                 i = run
             indptr[text + 1] = entries
+    free(indexes)
     free(known)
     free(spare)
     return entries

@@ -7,17 +7,20 @@ numbered through sorted tables of the training set (`torch.unique`, `torch.searc
 there is no hashing, no collision and no per-n-gram Python loop. A candidate n-gram absent
 from the training set gets id -1: it can match nothing, but still counts in the candidate's
 n-gram total. On the CPU, `transform` runs each order as one compiled pass per text
-(`_compiled.ngram_order`, the same ids) where the compiled loops were built.
+(`_compiled.ngram_order`, the same ids, found by hash indexes over the same sorted tables) where
+the compiled loops were built.
 """
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
 
 from gpu_neighbors.text.compiled import native
+from gpu_neighbors.text.key_index import KeyIndex, concatenated
 from gpu_neighbors.text.vocabulary import TokenBatch
 
 
@@ -52,6 +55,12 @@ class OrderTable:
     gram_keys: torch.Tensor
     feature_keys: torch.Tensor
     max_rank: int
+
+    @cached_property
+    def host_indexes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The gram keys' and the feature keys' `KeyIndex`, joined for the compiled pass (a slot
+        or two a key where a binary search reads ~15): made on first use, from CPU tables."""
+        return concatenated([KeyIndex(self.gram_keys.numpy()), KeyIndex(self.feature_keys.numpy())])
 
 
 class NgramFeatures:
@@ -119,7 +128,7 @@ class NgramFeatures:
 
     def _compiled_transform(self, batch: TokenBatch) -> list[torch.Tensor]:
         """`transform` on the CPU, each order one compiled pass per text (`ngram_order`): a
-        text's n-gram ids by binary search, its occurrence features counted from their sort."""
+        text's n-gram ids by hash index, its occurrence features counted from their sort."""
         assert native is not None
         ids = np.ascontiguousarray(batch.ids.numpy(), dtype=np.int64)
         lengths = np.ascontiguousarray(batch.lengths.numpy(), dtype=np.int64)
@@ -130,8 +139,8 @@ class NgramFeatures:
             crow = np.empty(lengths.size + 1, dtype=np.int64)
             columns = np.empty(ids.size, dtype=np.int64)
             entries = native.ngram_order(
-                ids, offsets, lengths, order, self.vocab_size, table.gram_keys.numpy(),
-                table.feature_keys.numpy(), table.max_rank, grams, crow, columns,
+                ids, offsets, lengths, order, self.vocab_size, *table.host_indexes, table.max_rank, grams, crow,
+                columns,
             )
             matrices.append(self._csr(torch.from_numpy(crow), torch.from_numpy(columns[:entries]),
                                       len(batch), table.feature_keys.numel()))

@@ -319,15 +319,20 @@ def _ngram_matrices(features: NgramFeatures, batch: TokenBatch) -> list[tuple[np
 
 @pytest.mark.skipif(compiled.native is None, reason="the compiled loops were not built (no C compiler)")
 @pytest.mark.parametrize("max_order", [4, 6])
-def test_ngram_features_of_candidates_are_the_same_compiled_or_not(huse_records, monkeypatch, max_order):
+@pytest.mark.parametrize("vocab", [41, 200_003], ids=["keys indexed by key", "keys hashed"])
+def test_ngram_features_of_candidates_are_the_same_compiled_or_not(huse_records, monkeypatch, max_order, vocab):
     """BLEU's candidate n-gram matrices (`NgramFeatures.transform`) from the compiled pass per
     text and from the torch passes: the same rows, columns and values, with unknown tokens (-1)
     inside n-grams, empty texts and texts shorter than an order, and an n-gram repeated past
-    the training set's most occurrences (its extra occurrences match nothing)."""
+    the training set's most occurrences (its extra occurrences match nothing). A vocabulary of
+    41 keeps the low orders' gram keys in tables indexed by the key; ids up to 200,003 put every
+    order's in hash tables (`KeyIndex`), as a real vocabulary does."""
     rng = random.Random(3)
-    train = [[rng.randint(0, 30) for _ in range(rng.randint(0, 40))] for _ in range(300)]
+    pool = list(range(41)) if vocab == 41 else [0, 1, 2, 5, *rng.sample(range(6, vocab), 37)]  # 41 ids in use
+    train = [[pool[rng.randint(0, 30)] for _ in range(rng.randint(0, 40))] for _ in range(300)]
     train += [[5] * 7, [1, 2, 1, 2, 1, 2]]
-    candidates = [[rng.randint(-1, 40) for _ in range(rng.randint(0, 60))] for _ in range(700)]
+    candidates = [[pool[rng.randint(0, 40)] if rng.random() > 0.02 else -1 for _ in range(rng.randint(0, 60))]
+                  for _ in range(700)]
     candidates += [[], [5], [5, 5], [5] * 30, [1, 2] * 20, [-1] * 5, [1, -1, 2, 1, 2, 1]]
 
     def batch(texts: list[list[int]]) -> TokenBatch:
@@ -335,7 +340,9 @@ def test_ngram_features_of_candidates_are_the_same_compiled_or_not(huse_records,
                           torch.tensor([len(text) for text in texts], dtype=torch.int64))
 
     features = NgramFeatures(max_order)
-    features.fit(batch(train), 41)
+    features.fit(batch(train), vocab)
+    hashed = [bool(table.host_indexes[1].size) for table in features.tables]  # hash slots in use
+    assert hashed[:2] == [vocab > 41] * 2  # (41 ids hash from order 3 or 4 on)
     ours = _ngram_matrices(features, batch(candidates))
     monkeypatch.setattr("gpu_neighbors.text.ngrams.native", None)
     expected = _ngram_matrices(features, batch(candidates))
