@@ -4,9 +4,9 @@ Clipped n-gram overlap is a dot product once the k-th occurrence of n-gram g in 
 own feature (g, k): min(c_x(g), c_s(g)) = sum_k [c_x(g) >= k][c_s(g) >= k]. N-grams get exact
 dense ids order by order: an n-gram is the pair ((n-1)-gram id, last token id), and pairs are
 numbered through sorted tables of the training set (`torch.unique`, `torch.searchsorted`), so
-there is no hashing, no collision and no per-n-gram Python loop. A candidate n-gram absent
-from the training set gets id -1: it can match nothing, but still counts in the candidate's
-n-gram total. On the CPU, `transform` runs each order as one compiled pass per text
+no id is a hash, nothing collides and no Python runs per n-gram. A candidate n-gram absent from
+the training set gets id -1: it can match nothing, but still counts in the candidate's n-gram
+total. On the CPU, `transform` runs each order as one compiled pass per text
 (`_compiled.ngram_order`, the same ids, found by hash indexes over the same sorted tables) where
 the compiled loops were built.
 """
