@@ -204,6 +204,19 @@ class TransientCache(dict[Key, Value]):
         return (type(self), ())
 
 
+class BlockCache(TransientCache[tuple[int, int], Value]):
+    """What a kernel derives from one block of training texts (start, stop), made once and kept:
+    every chunk of candidates meets the same blocks. At most one tiling's blocks are kept (about
+    one copy of what is derived): a block overlapping a kept one, of another tiling, clears them."""
+
+    def made(self, start: int, stop: int, make: Callable[[], Value]) -> Value:
+        if (start, stop) not in self:
+            if any(first < stop and start < last for first, last in self):
+                self.clear()
+            self[start, stop] = make()
+        return self[start, stop]
+
+
 class HostTensors:
     """Mixin for objects whose attributes named in `host_tensors` must stay CPU tensors when
     pickled and loaded elsewhere: `torch.load(..., map_location=device)` moves every tensor it

@@ -43,7 +43,7 @@ import torch
 
 from gpu_neighbors.core.saved import pack_strings, unpack_strings
 from gpu_neighbors.core.sparse import add_product, csr_matrix, row_block, transposed
-from gpu_neighbors.core.tiling import TransientCache
+from gpu_neighbors.core.tiling import BlockCache
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.text.compiled import native
 from gpu_neighbors.text.tfidf import CHAR_ORDERS, FEATURES_NAME, FeatureRows, TfidfFeatures, stacked
@@ -271,7 +271,7 @@ class TfidfKernel(Kernel[EncodedTfidf]):
         self._train_head = head.to(self.device)
         self._train_rows = tail.indptr  # host row offsets: cutting a block reads no device
         self._train = _sparse_rows(tail).to(self.device)
-        self._columns: TransientCache[tuple[int, int], torch.Tensor] = TransientCache()
+        self._columns: BlockCache[torch.Tensor] = BlockCache()
 
     def _encode(self, texts: Sequence[str]) -> EncodedTfidf:
         head, tail = self._head.encoded(self.features, texts)
@@ -287,12 +287,8 @@ class TfidfKernel(Kernel[EncodedTfidf]):
         """The tail of training texts start..stop-1 transposed (CSR [features x texts]), made
         once per block and kept: every chunk of candidates multiplies by the same blocks, and
         transposing one was a sixth of a tile's time (TF-IDF, 1,572 x 2,000, one thread). At
-        most one copy of the tail is kept: a block of another tiling clears the others."""
-        if (start, stop) not in self._columns:
-            if any(first < stop and start < last for first, last in self._columns):
-                self._columns.clear()
-            self._columns[start, stop] = transposed(self._block(start, stop))
-        return self._columns[start, stop]
+        most one copy of the tail is kept (`BlockCache`)."""
+        return self._columns.made(start, stop, lambda: transposed(self._block(start, stop)))
 
     def tile(self, encoded: EncodedTfidf, start: int, stop: int) -> torch.Tensor:
         """Dense head product plus sparse tail product: both sums of non-negative integers whose
