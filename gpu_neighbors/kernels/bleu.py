@@ -149,7 +149,7 @@ class IdTables:
     tables: list[OrderTable]
     vocab_size: int
     feature_widths: list[int]  # columns of the training matrices per order
-    blocks: dict[tuple[int, int], TrainingBlock] = field(default_factory=dict)
+    blocks: BlockCache[TrainingBlock] = field(default_factory=BlockCache)
     # Per table size (the padded width + 1, rounded up by `table_size`): the by-length table of
     # lengths below it and the factors counts below it reach, made on the host once (the width
     # is a host integer: no sync).
@@ -385,15 +385,13 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         return dense_bleu_star(matches, by_length, encoded.factors, self.smoothing)
 
     def _block_on(self, tables: IdTables, start: int, stop: int) -> TrainingBlock:
-        """Training texts start..stop-1 on the tables' device, moved there on first use."""
-        block = tables.blocks.get((start, stop))
-        if block is None:
-            device = tables.lookup.device
-            block = tables.blocks[start, stop] = TrainingBlock(
-                [self._block(order, start, stop).to(device) for order in range(len(self._train))],
-                self._train_length_codes[start:stop].to(device),
-            )
-        return block
+        """Training texts start..stop-1 on the tables' device, moved there on first use and kept
+        (`BlockCache`: one tiling's blocks at a time)."""
+        device = tables.lookup.device
+        return tables.blocks.made(start, stop, lambda: TrainingBlock(
+            [self._block(order, start, stop).to(device) for order in range(len(self._train))],
+            self._train_length_codes[start:stop].to(device),
+        ))
 
     def _tables_on(self, device: torch.device) -> IdTables:
         """The id tables on `device`, built on first use (with host syncs, once)."""
