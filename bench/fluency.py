@@ -8,13 +8,14 @@ bfloat16; writes bench/fluency.md.
    alone and applied to the test side; Spearman with the truth there:
    - the statistic alone (mean token log-probability; and the sum);
    - stacked (least squares on the leave-one-out estimates, `estimators/stacking.py`) with the
-     mean (the built one), with the sum, with the mean and log(length), and with log(length)
+     mean (the built one until part 6's SLOR joined it), with the sum, with the mean and log(length), and with log(length)
      alone (no language model: what length alone adds);
    - kernel ridge alone and with the standardised statistic as a feature of it (kernel K +
      gamma z z^T, lambda and gamma by exact leave-one-out on the training side), on the same
      kernel's similarities.
 2. Cost: texts per second of the statistic on one CPU thread (GUG dev, bfloat16 and float32, a
-   fresh memo), and the model's load time (converted folder).
+   fresh memo), of a fit's calibration pass over the same texts (`token_mass`: the statistics
+   and the unigram table's mass), and the model's load time (converted folder).
 3. float32 against bfloat16: the default scorer with fluency ("always") fitted and run in each
    dtype on each set (the first HUSE fold; seeded samples of the training and test sides, sizes
    below); the share of test texts whose estimate moves (by more than 1e-9 and 0.01) and whose
@@ -121,7 +122,7 @@ def ridge_feature(train_k: np.ndarray, test_k: np.ndarray, y: np.ndarray, z_trai
 def design(args: argparse.Namespace, fluency: FittedFluency) -> list[str]:
     lines = ["## 1. The statistic and the combination (test-side Spearman)", "",
              f"Load average at the start: {os.getloadavg()[0]:.1f}.", "",
-             "| set | neighbours (default, no fluency) | mean log-prob alone | sum alone | stacked: mean (built) "
+             "| set | neighbours (default, no fluency) | mean log-prob alone | sum alone | stacked: mean (built until part 6) "
              "| stacked: sum | stacked: mean + log length | stacked: log length alone (no model) | kernel ridge "
              "| kernel ridge + fluency feature (gamma) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -140,11 +141,11 @@ def design(args: argparse.Namespace, fluency: FittedFluency) -> list[str]:
                 test_k = scorer.similarity(test_texts).numpy()
             f_train, f_test = fluency.of_texts(train_texts).numpy(), fluency.of_texts(test_texts).numpy()
             features = {"mean": (f_train[:, :1], f_test[:, :1]),
-                        "sum": (f_train[:, :1] * f_train[:, 1:], f_test[:, :1] * f_test[:, 1:]),
-                        "mean+log": (np.column_stack([f_train[:, 0], np.log(np.maximum(f_train[:, 1], 1))]),
-                                     np.column_stack([f_test[:, 0], np.log(np.maximum(f_test[:, 1], 1))])),
-                        "log": (np.log(np.maximum(f_train[:, 1:], 1)), np.log(np.maximum(f_test[:, 1:], 1)))}
-            out = {"neighbours": test, "mean alone": f_test[:, 0], "sum alone": f_test[:, 0] * f_test[:, 1]}
+                        "sum": (f_train[:, :1] * f_train[:, 2:], f_test[:, :1] * f_test[:, 2:]),
+                        "mean+log": (np.column_stack([f_train[:, 0], np.log(np.maximum(f_train[:, 2], 1))]),
+                                     np.column_stack([f_test[:, 0], np.log(np.maximum(f_test[:, 2], 1))])),
+                        "log": (np.log(np.maximum(f_train[:, 2:], 1)), np.log(np.maximum(f_test[:, 2:], 1)))}
+            out = {"neighbours": test, "mean alone": f_test[:, 0], "sum alone": f_test[:, 0] * f_test[:, 2]}
             for label, (train_x, test_x) in features.items():
                 design_train = np.column_stack([np.ones(len(loo)), loo, train_x])
                 used = np.isfinite(design_train).all(axis=1)
@@ -176,8 +177,9 @@ def cost(count: int) -> list[str]:
     texts = read("gug_dev.jsonl")[0][:count]
     files = model_files(offline_model())  # type: ignore[arg-type]
     lines = ["## 2. Cost on one CPU thread", "",
-             f"| dtype | load (s) | texts/s (the first {len(texts)} GUG dev texts, a fresh memo) | load average |",
-             "|---|---|---|---|"]
+             f"| dtype | load (s) | texts/s (the first {len(texts)} GUG dev texts, a fresh memo) | texts/s of a fit's "
+             "calibration pass (the same texts, the unigram table's mass summed too) | load average |",
+             "|---|---|---|---|---|"]
     for dtype in (torch.bfloat16, torch.float32):
         start = time.perf_counter()
         model = LanguageModel._read(files, torch.device("cpu"), dtype)  # a fresh load: not the process's
@@ -185,8 +187,11 @@ def cost(count: int) -> list[str]:
         start = time.perf_counter()
         model.text_log_probs(texts)
         seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        model.token_mass(texts)  # every text again: a fit's pass remembers nothing first
+        calibration = time.perf_counter() - start
         lines.append(f"| {str(dtype).removeprefix('torch.')} | {loaded:.1f} | {len(texts) / seconds:.1f} | "
-                     f"{os.getloadavg()[0]:.1f} |")
+                     f"{len(texts) / calibration:.1f} | {os.getloadavg()[0]:.1f} |")
         print(lines[-1], file=sys.stderr, flush=True)
     return [*lines, ""]
 

@@ -37,10 +37,18 @@ side), the splits of bench/checklist.py, with the same 100 good held-out texts a
    mean score in the least fluent 10%, 5% and 2%, against the copies' mean the target asks for,
    and by tenth of the statistic.
 
+4. SLOR (round 4; part 6 of bench/fluency.md): the mean lp less the mean of the tokens' unigram
+   log-probabilities, the unigram table either the library's (`FittedFluency.calibrate`: the
+   model's predicted distributions averaged over the stacking texts' positions) or counted on
+   the same texts (add one half). Each statistic alone as the outlier column (within length,
+   scaled three ways as in 2, at level 0.05), its copies' shift below their originals in
+   training standard deviations, and stacked (as in 1), alone and beside the mean lp. The
+   statistics here are the library's (`FittedFluency.of_texts`), so `--part 6` runs alone.
+
 The stacked drops here leave out the outlier test's move of flagged texts towards the negative
 evidence's estimate, which the checklist's cells include, so they sit below those cells.
 
-    .venv/bin/python bench/fluency_dropped.py
+    .venv/bin/python bench/fluency_dropped.py [--part 6]
 
 About 10 minutes on two loaded cores (the model on one thread; no memo: per-token values).
 """
@@ -67,7 +75,7 @@ from gpu_neighbors.core.conformal import MAX_CALIBRATION_TEXTS  # noqa: E402
 from gpu_neighbors.core.correlation import spearman_rows  # noqa: E402
 from gpu_neighbors.estimators.stacking import Stacking  # noqa: E402
 from gpu_neighbors.evaluation.checklist import lowest_decile_mean  # noqa: E402
-from gpu_neighbors.fluency import model_files, offline_model  # noqa: E402
+from gpu_neighbors.fluency import FittedFluency, model_files, offline_model  # noqa: E402
 from gpu_neighbors.fluency.model import LanguageModel, causal_mask  # noqa: E402
 from gpu_neighbors.fluency.part import resolved_dtype  # noqa: E402
 from gpu_neighbors.text.perturbations import PERTURBATIONS, WordPool, perturb  # noqa: E402
@@ -304,11 +312,102 @@ def measure(data: checklist.DataSet, values: TokenValues) -> tuple[list[str], li
     return stacked_rows, column_rows, monotone_rows(data, loo[chosen], means, predicted, scores[chosen], decile)
 
 
+SLOR_HEADING = "## 6. SLOR: the mean less the unigram mean (issue 51, round 4)"
+
+
+def slor_rows(data: checklist.DataSet) -> list[str]:
+    """Part 6 (docstring, 4): the mean lp, SLOR by the model's unigram table and SLOR by counted
+    unigrams, each as the outlier column alone and stacked."""
+    texts, scores = data.train
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scorer = NeighborsScorer(device="cpu", fluency="none").fit(texts, scores)
+        loo = scorer.leave_one_out().scores
+        good = sorted(checklist.good_sample(data, scores, 100)[0])
+        pool = WordPool.from_texts(texts)
+        copies = {name: perturb(good, name, seed=0, vocabulary=pool) for name in COPIES}
+        predicted = {"dev": scorer.predict(data.held[0]).scores, "original": scorer.predict(good).scores,
+                     **{name: scorer.predict(copy).scores for name, copy in copies.items()}}
+        chosen = np.sort(np.random.default_rng(0).choice(len(texts), size=min(STACKING_TEXTS, len(texts)), replace=False))
+        sets = {"train": [texts[i] for i in chosen], "dev": data.held[0], "original": good, **copies}
+        device = torch.device("cpu")
+        fluency = FittedFluency(model_files(offline_model()), resolved_dtype("auto", device), device)
+        fluency.calibrate(sets["train"])
+        values = {key: fluency.of_texts(rows).numpy() for key, rows in sets.items()}
+    model = fluency.model
+    ids = {key: [np.array(row[1:], dtype=np.int64) for row in model.tokenize(rows)] for key, rows in sets.items()}
+    size = model.model.get_output_embeddings().weight.shape[0]
+    counted = np.bincount(np.concatenate(ids["train"]), minlength=size).astype(np.float64)
+    table = np.log((counted + 0.5) / (counted.sum() + 0.5 * size))
+    counts = {key: value[:, 2] for key, value in values.items()}
+    statistics = {"mean lp": {key: value[:, 0] for key, value in values.items()},
+                  "SLOR, the model's unigrams (built)": {key: value[:, 1] for key, value in values.items()},
+                  "SLOR, counted unigrams": {key: values[key][:, 0] - np.array([table[row].mean() if row.size else np.nan
+                                                                               for row in ids[key]]) for key in sets}}
+    shortest, longest = counts["dev"] <= np.quantile(counts["dev"], 0.2), counts["dev"] >= np.quantile(counts["dev"], 0.8)
+    rows = []
+    for name, statistic in statistics.items():
+        center = line(np.log(counts["train"]), statistic["train"])
+        distance = {key: statistic[key] - np.polyval(center, np.log(counts[key])) for key in sets}
+        spread = line(np.log(counts["train"]), np.log(np.abs(distance["train"]) + 1 / 1024))
+        scalings = {"sqrt(n)": lambda key: distance[key] * np.sqrt(counts[key]), "unscaled": lambda key: distance[key],
+                    "fitted spread (built)": lambda key: distance[key] / np.exp(np.polyval(spread, np.log(counts[key])))}
+        for label, column in scalings.items():
+            cut = np.quantile(column("train"), 0.05)
+            dev = column("dev") < cut
+            rows.append(f"| {data.name} | column: {name}, {label} | {dev.mean():.3f} | {dev[shortest].mean():.3f} | "
+                        f"{dev[longest].mean():.3f} | {np.mean(column('original') < cut):.2f} | | "
+                        + " | ".join(f"{np.mean(column(key) < cut):.2f}" for key in COPIES) + " |")
+        deviation = float(np.std(statistic["train"]))
+        rows.append(f"| {data.name} | shift: {name} (training SDs) | | | | | | "
+                    + " | ".join(f"{np.nanmean(statistic['original'] - statistic[key]) / deviation:.2f}" for key in COPIES)
+                    + " |")
+    decile = lowest_decile_mean(scores)
+    for names in (("mean lp",), ("SLOR, the model's unigrams (built)",), ("SLOR, counted unigrams",),
+                  ("mean lp", "SLOR, the model's unigrams (built)"), ("mean lp", "SLOR, counted unigrams")):
+        def features(key: str, names: Sequence[str] = names) -> np.ndarray:
+            return np.column_stack([statistics[name][key] for name in names])
+
+        fitted, stacked = Stacking.fit(loo[chosen], features("train"), scores[chosen],
+                                       (float(scores.min()), float(scores.max())))
+
+        def apply(key: str, fitted: Stacking = fitted, features: Callable[[str], np.ndarray] = features) -> np.ndarray:
+            return np.asarray(fitted.apply(torch.from_numpy(predicted[key]), torch.from_numpy(features(key))).numpy())
+
+        original = float(np.nanmean(apply("original")))
+        needed = (original - decile) / 2
+        rows.append(f"| {data.name} | stacked: {' + '.join(names)} | {rho(apply('dev'), data.held[1]):.3f} | | | "
+                    f"{rho(stacked, scores[chosen]):.3f} | {needed:.3f} | "
+                    + " | ".join(f"{original - float(np.nanmean(apply(key))):.3f}" for key in COPIES) + " |")
+    return rows
+
+
+def slor_section(sets: list[checklist.DataSet]) -> None:
+    start, load = time.perf_counter(), " ".join(f"{value:.1f}" for value in os.getloadavg())
+    rows = [row for data in sets for row in slor_rows(data)]
+    write_section(OUT, SLOR_HEADING, "\n".join([
+        SLOR_HEADING, "",
+        f"Made by `bench/fluency_dropped.py --part 6` ({(time.perf_counter() - start) / 60:.1f} min; load average at "
+        f"the start {load}; see its docstring, 4). Rows *column*: the statistic alone as the outlier column at level "
+        "0.05, the share flagged of ordinary dev texts (all, shortest and longest fifth by token count), of the good "
+        "originals and of their copies. Rows *shift*: the copies' statistic below their originals', in training "
+        "standard deviations. Rows *stacked*: dev rho, then leave-one-out rho on the stacking texts, what the "
+        "checklist needs, and each copy's drop below the originals' mean estimate (the outlier test's move left out, "
+        "as in part 4). *(built)*: what the library does since round 4: both statistics in the stacked estimate "
+        "and as two columns of the outlier test, each divided by its fitted spread.", "",
+        "| set | row | dev | dev, shortest fifth | dev, longest fifth | originals (column) or leave-one-out rho "
+        "(stacked) | needed | " + " | ".join(COPIES) + " |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(COPIES), *rows, ""]))
+
+
 def main() -> int:
     if offline_model() is None:
         print("the offline model is not fetched: gpu-neighbors fetch-model", file=sys.stderr)
         return 1
     torch.set_num_threads(1)
+    if sys.argv[1:] == ["--part", "6"]:
+        slor_section(checklist.load(2000)[1:])
+        return 0
     start, load = time.perf_counter(), " ".join(f"{value:.1f}" for value in os.getloadavg())
     values = TokenValues()
     stacked, columns, monotone = [], [], []

@@ -295,7 +295,7 @@ def fluency(record: Record, source: Path, sizes: tuple[int, ...] = (1_000, 10_00
         seconds, statistics = synchronised(lambda: fitted.of_texts(chosen))
         rate = size / seconds
         record.write("fluency", texts=size, dtype=str(dtype).removeprefix("torch."), seconds=seconds,
-                     texts_per_second=rate, tokens_mean=float(statistics[:, 1].mean()),
+                     texts_per_second=rate, tokens_mean=float(statistics[:, 2].mean()),
                      model="SmolLM2-135M's shape, random weights")
 
 

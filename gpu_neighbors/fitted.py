@@ -256,7 +256,7 @@ class FittedScorer(TilePasses):
         if self.stacking_ is not None:
             assert self.within_ is not None  # fitted with the outlier test
             fluency = statistics[:, len(STATISTICS) :]
-            columns.append(self.within_.column(fluency)[:, None])
+            columns.append(self.within_.columns(fluency))
             scores = self.stacking_.apply(scores, estimate_features(fluency))
         typicality = self.outside_.p_values(torch.cat([*columns, nearest[:, None]], dim=1))  # one device
         scores = self.outside_.estimates(scores, prediction.covered, typicality)

@@ -38,7 +38,9 @@ from gpu_neighbors.estimators import Estimator, RidgeFit, estimator_from_setting
 from gpu_neighbors.estimators.stacking import Stacking
 from gpu_neighbors.fitted import FittedScorer
 from gpu_neighbors.fluency import FittedFluency, Fluency, check_weights
+from gpu_neighbors.fluency.model import MAX_TOKENS
 from gpu_neighbors.fluency.outlier import FLUENCY_ALONE, FLUENCY_LOW_IS_ATYPICAL, WithinLength
+from gpu_neighbors.fluency.part import STATISTIC_COLUMNS
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels.base import Kernel
 from gpu_neighbors.kernels.parts import Auto, KernelPart, part_from_settings
@@ -59,8 +61,11 @@ def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[An
                "outside_products": torch.as_tensor(scorer.outside_.test.products, dtype=torch.float64),
                **encoding_tensors(scorer)}
     if scorer.within_ is not None:
-        tensors.update(fluency_center=torch.as_tensor(scorer.within_.center),
-                       fluency_scale=torch.as_tensor(scorer.within_.scale))
+        assert scorer.fluency_ is not None and scorer.fluency_.unigram is not None  # calibrated at fit
+        for index, (center, scale) in enumerate(zip(scorer.within_.center, scorer.within_.scale)):
+            tensors.update({f"fluency_center_{index}": torch.as_tensor(center),
+                            f"fluency_scale_{index}": torch.as_tensor(scale)})
+        tensors["fluency_unigram"] = scorer.fluency_.unigram
     if ridge is not None:
         tensors.update(ridge_alpha=torch.as_tensor(ridge.model.alpha), ridge_loo=torch.as_tensor(ridge.model.loo),
                        ridge_similar=torch.as_tensor(ridge.loo.num_neighbors))
@@ -238,7 +243,18 @@ def _restore_fluency(scorer: FittedScorer, settings: dict[str, Any] | None, tens
     scorer.stacking_ = None if stacking is None else Stacking(
         float(stacking["intercept"]), tuple(float(weight) for weight in stacking["weights"]), scorer.score_range)
     if scorer.stacking_ is not None:
-        scorer.within_ = WithinLength(tensors["fluency_center"].numpy(), tensors["fluency_scale"].numpy())
+        assert scorer.fluency_ is not None  # `fluency_of` found it
+        if len(scorer.stacking_.weights) != 1 + STATISTIC_COLUMNS:
+            raise ValueError(f"the stacked estimate has {len(scorer.stacking_.weights)} weights, not "
+                             f"{1 + STATISTIC_COLUMNS} (the neighbour estimate and the fluency statistics)")
+        missing = [name for name in FLUENCY_TENSORS if name not in tensors]
+        if missing:
+            raise ValueError(f"fluency is in use but {', '.join(missing)} is missing")
+        center, scale = (np.stack([tensors[f"fluency_{kind}_{index}"].numpy() for index in range(STATISTIC_COLUMNS)])
+                         for kind in ("center", "scale"))
+        scorer.within_ = WithinLength(center, scale)
+        scorer.fluency_.unigram = tensors["fluency_unigram"]
+        scorer.fluency_.check_unigram()
     scorer.fluency_selection_ = settings["selection"]
 
 
@@ -388,18 +404,26 @@ SAVED_TENSORS: dict[str, Expected] = {
     "calibration_residuals": Expected(_float64s("ascending finite non-negative float64 values",
                                                 lambda values: _ascending(values) and bool((values >= 0).all()))),
     **{f"outside_{index}": Expected(_float64s("ascending finite float64 values", _ascending),
-                                    optional=index >= len(TEST_LOW_IS_ATYPICAL))  # the last: fluency's column
+                                    optional=index >= len(TEST_LOW_IS_ATYPICAL))  # the last: fluency's columns
        for index in range(len(FLUENCY_LOW_IS_ATYPICAL))},
-    # fluency's outlier column by length: index 0 (no token) unused
-    "fluency_center": Expected(_float64s("float64 values finite past the first",
-                                         lambda values: bool(np.isfinite(values[1:]).all())), optional=True),
-    "fluency_scale": Expected(_float64s("float64 values positive and finite past the first", lambda values: bool(
-        np.isfinite(values[1:]).all() and (values[1:] > 0).all())), optional=True),
+    # fluency's outlier columns by token count, 0 to MAX_TOKENS (index 0, no token, unused)
+    **{f"fluency_center_{index}": Expected(_float64s(
+        f"{MAX_TOKENS + 1} float64 values finite past the first",
+        lambda values: values.size == MAX_TOKENS + 1 and bool(np.isfinite(values[1:]).all())), optional=True)
+       for index in range(STATISTIC_COLUMNS)},
+    **{f"fluency_scale_{index}": Expected(_float64s(
+        f"{MAX_TOKENS + 1} float64 values positive and finite past the first",
+        lambda values: values.size == MAX_TOKENS + 1 and bool(np.isfinite(values[1:]).all() and (values[1:] > 0).all())),
+        optional=True) for index in range(STATISTIC_COLUMNS)},
+    # the unigram table of SLOR, one log-probability per token id (`fluency.part.unigram_table`)
+    "fluency_unigram": Expected(_float64s("finite non-positive float64 values", lambda values: values.size > 0 and bool(
+        np.isfinite(values).all() and (values <= 0).all())), optional=True),
     "outside_products": Expected(_float64s("ascending float64 values in (0, 1]", lambda values: _ascending(values)
                                            and bool(((values > 0) & (values <= 1)).all()))),
     "ridge_alpha": Expected(FINITE, optional=True),
     "ridge_loo": Expected(FINITE, optional=True),
 }
+FLUENCY_TENSORS = [name for name in SAVED_TENSORS if name.startswith("fluency_")]
 
 
 def check_saved(saved: SavedScorer) -> None:

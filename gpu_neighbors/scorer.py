@@ -347,8 +347,9 @@ class NeighborsScorer(FittedScorer):
         return self.intervals_part.calibrate(chosen, estimates, spreads, self.train_scores_, canonical)
 
     def _fluency_statistics(self, texts: list[str]) -> np.ndarray | None:
-        """[texts, 2] fluency statistics and token counts on the host; None without fluency."""
-        return None if self.fluency_ is None else self.fluency_.of_texts(texts).cpu().numpy()
+        """The calibration texts' [texts, 3] fluency statistics (`fluency.part.statistics`) on
+        the host, the unigram table learned from them on the way; None without fluency."""
+        return None if self.fluency_ is None else self.fluency_.calibrate(texts).cpu().numpy()
 
     def _in_use(self, fluency: np.ndarray | None) -> np.ndarray | None:
         """The calibration texts' fluency where it is in use (it joined the estimate), so that it
@@ -394,7 +395,7 @@ class NeighborsScorer(FittedScorer):
         alone: tuple[bool, ...] = TEST_ALONE
         if fluency is not None:
             self.within_ = WithinLength.fit(fluency)
-            columns.append(self.within_.column(torch.from_numpy(fluency)).numpy()[:, None])
+            columns.append(self.within_.columns(torch.from_numpy(fluency)).numpy())
             low, alone = FLUENCY_LOW_IS_ATYPICAL, FLUENCY_ALONE
         statistics = np.column_stack([*columns, np.where(np.isfinite(nearest), nearest, np.nan),
                                       degeneracy.score(torch.from_numpy(own)).numpy()])

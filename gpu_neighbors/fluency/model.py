@@ -18,7 +18,7 @@ import itertools
 import json
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,15 +89,42 @@ class LanguageModel:
         encoded = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
         return [[self.start_id, *ids[:MAX_TOKENS]] for ids in encoded]
 
-    def text_log_probs(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(sum of the token log-probabilities, token count) of each text, float64 and int64 on
-        the model's device; a text without a token has sum 0 and count 0. Each distinct text
-        is computed once a process (`remembered`), in a batch of texts of nearly its token count
-        (right-padded, which a causal model's tokens never see; one count per batch was 8x slower
-        on the CPU, batches being too small)."""
-        rows, batch = [tuple(row) for row in self.tokenize(texts)], self.batch_rows()
-        missing = sorted({row for row in rows if row not in self.remembered}, key=lambda row: (len(row), row))
-        for _, group in itertools.groupby(missing, key=lambda row: -(-len(row) // LENGTH_BUCKET)):
+    def text_log_probs(self, texts: Sequence[str], unigram: torch.Tensor | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(sum of the token log-probabilities, token count, sum of the tokens' `unigram`
+        log-probabilities) of each text, float64, int64 and float64 on the model's device; a text
+        without a token has sums 0 and count 0 (the unigram sums are 0 without a table). Each
+        distinct text is computed once a process (`remembered`), in a batch of texts of nearly
+        its token count (right-padded, which a causal model's tokens never see; one count per
+        batch was 8x slower on the CPU, batches being too small)."""
+        rows = [tuple(row) for row in self.tokenize(texts)]
+        missing = {row for row in rows if row not in self.remembered}
+        if len(self.remembered) + len(missing) > REMEMBERED:
+            self.remembered.clear()
+        for chosen, ids, kept in self._batches(missing):
+            self.remembered.update(zip(chosen, self.sequence_log_probs(ids, kept).tolist()))
+        sums = torch.tensor([self.remembered[row] for row in rows], dtype=torch.float64, device=self.device)
+        counts = torch.tensor([len(row) - 1 for row in rows], dtype=torch.int64, device=self.device)
+        return sums, counts, unigram_sums(rows, unigram, self.device)
+
+    def token_mass(self, texts: Sequence[str]) -> tuple[torch.Tensor, int]:
+        """The model's predicted distributions summed over every token position of the distinct
+        `texts` (float64 [vocabulary] on the host) and the number of positions: what the
+        unigram table of `unigram_table` is made of. The texts' sums are remembered on the way."""
+        rows = {tuple(row) for row in self.tokenize(texts)}
+        mass = torch.zeros(self.model.get_output_embeddings().weight.shape[0], dtype=torch.float64, device=self.device)
+        if len(self.remembered) + len(rows) > REMEMBERED:
+            self.remembered.clear()
+        for chosen, ids, kept in self._batches(rows):
+            self.remembered.update(zip(chosen, self.sequence_log_probs(ids, kept, mass).tolist()))
+        return mass.cpu(), sum(len(row) - 1 for row in rows)
+
+    def _batches(self, rows: set[tuple[int, ...]]) -> Iterator[tuple[list[tuple[int, ...]], torch.Tensor, torch.Tensor]]:
+        """The distinct `rows` in batches of nearly one token count, in an order that does not
+        depend on the order they came in: (rows, their padded ids, where the ids are the rows')."""
+        ordered = sorted(rows, key=lambda row: (len(row), row))
+        batch = self.batch_rows()
+        for _, group in itertools.groupby(ordered, key=lambda row: -(-len(row) // LENGTH_BUCKET)):
             similar = list(group)
             for first in range(0, len(similar), batch):
                 chosen = similar[first : first + batch]
@@ -106,14 +133,10 @@ class LanguageModel:
                                    dtype=torch.int64, device=self.device)
                 kept = torch.arange(width, device=self.device)[None, :] < torch.tensor(
                     [len(row) for row in chosen], device=self.device)[:, None]
-                if len(self.remembered) + len(chosen) > REMEMBERED:
-                    self.remembered.clear()
-                self.remembered.update(zip(chosen, self.sequence_log_probs(ids, kept).tolist()))
-        sums = torch.tensor([self.remembered[row] for row in rows], dtype=torch.float64, device=self.device)
-        counts = torch.tensor([len(row) - 1 for row in rows], dtype=torch.int64, device=self.device)
-        return sums, counts
+                yield chosen, ids, kept
 
-    def id_log_probs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def id_log_probs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, unigram: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """`text_log_probs` of right-padded token ids of this model's tokenizer [rows, width]
         (each row's mask: ones, then zeros), on their device with no host synchronisation: the
         start token is put before each row, which is cut at MAX_TOKENS tokens. A causal model's
@@ -126,13 +149,19 @@ class LanguageModel:
         parts = [self.sequence_log_probs(ids[first : first + batch], kept[first : first + batch])
                  for first in range(0, ids.shape[0], batch)]
         sums = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64, device=self.device)
-        return on(sums, input_ids.device), on(kept.sum(dim=1) - 1, input_ids.device)
+        if unigram is None:
+            unigrams = torch.zeros_like(sums)
+        else:  # the table's values are multiples of 2^-10: their sums are exact, in any order
+            table = on(unigram, ids.device)
+            unigrams = table[ids[:, 1:]].masked_fill(~kept[:, 1:], 0.0).sum(dim=1)
+        return on(sums, input_ids.device), on(kept.sum(dim=1) - 1, input_ids.device), on(unigrams, input_ids.device)
 
     @torch.inference_mode()
-    def sequence_log_probs(self, ids: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    def sequence_log_probs(self, ids: torch.Tensor, kept: torch.Tensor, mass: torch.Tensor | None = None) -> torch.Tensor:
         """float64 [rows]: the sum over each row's tokens after the first of log p(token | the
         tokens before it), the positions where `kept` is false (padding at a row's end) left
-        out."""
+        out. `mass` (float64 [vocabulary]), where given, gains each kept position's predicted
+        distribution."""
         hidden = self.model.base_model(input_ids=ids, attention_mask=causal_mask(ids, self.dtype),
                                        use_cache=False).last_hidden_state[:, :-1]
         targets, kept = ids[:, 1:], kept[:, 1:]
@@ -142,10 +171,23 @@ class LanguageModel:
         step = max(1, held // (4 * head.weight.shape[0] * max(rows, 1)))
         total = torch.zeros(rows, dtype=torch.float64, device=ids.device)
         for first in range(0, positions, step):
-            logits = head(hidden[:, first : first + step].contiguous()).float()
-            picked = logits.log_softmax(dim=-1).gather(-1, targets[:, first : first + step, None])[..., 0]
+            logs = head(hidden[:, first : first + step].contiguous()).float().log_softmax(dim=-1)
+            picked = logs.gather(-1, targets[:, first : first + step, None])[..., 0]
             total = total + picked.masked_fill(~kept[:, first : first + step], 0.0).to(torch.float64).sum(dim=1)
+            if mass is not None:
+                mass += logs.exp_().masked_fill_(~kept[:, first : first + step, None], 0.0).sum(dim=(0, 1), dtype=torch.float64)
         return total
+
+
+def unigram_sums(rows: list[tuple[int, ...]], unigram: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+    """float64 [rows]: the sum of `unigram`'s values (on the host) over each row's tokens after
+    the start token; zeros without a table."""
+    if unigram is None or not rows:
+        return torch.zeros(len(rows), dtype=torch.float64, device=device)
+    tokens = torch.tensor([token for row in rows for token in row[1:]], dtype=torch.int64)
+    owner = torch.repeat_interleave(torch.arange(len(rows)), torch.tensor([len(row) - 1 for row in rows]))
+    sums = torch.zeros(len(rows), dtype=torch.float64).index_add_(0, owner, unigram[tokens])
+    return on(sums, device)
 
 
 def causal_mask(ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -19,6 +19,7 @@ from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.core.saved import SavedScorerError
 from gpu_neighbors.fluency import FittedFluency, Fluency, model_files
 from gpu_neighbors.fluency import part as part_module
+from gpu_neighbors.fluency.model import MAX_TOKENS
 from gpu_neighbors.fluency.outlier import FLUENCY_LOW_IS_ATYPICAL
 from gpu_neighbors.kernels.parts import Bleu
 from gpu_neighbors.text.tokenizers import HuggingFaceTokenizer
@@ -41,9 +42,14 @@ def scorer(folder, huse_texts, huse_scores) -> NeighborsScorer:
 
 
 def test_fluency_joins_the_estimate_and_the_outlier_test(scorer, folder, huse_texts):
+    """Both statistics, the mean log-probability and SLOR against the unigram table learned from
+    the calibration texts, in the stacked estimate and as two columns of the outlier test."""
     files = model_files(folder)
     assert f"fluency:{files.name}@{files.sha256[:12]},float32,on(" in str(scorer.signature)
     assert scorer.stacking_ is not None and scorer.outside_.test.low_is_atypical == FLUENCY_LOW_IS_ATYPICAL
+    assert len(scorer.stacking_.weights) == 3 and all(weight != 0 for weight in scorer.stacking_.weights)
+    assert scorer.within_.center.shape == scorer.within_.scale.shape == (2, MAX_TOKENS + 1)
+    assert scorer.fluency_.unigram is not None and scorer.fluency_.unigram.numel() == len(scorer.fluency_.model.vocabulary())
     plain = NeighborsScorer(fluency="none", device="cpu").fit(scorer.kernel_.train_texts, scorer.train_scores_)
     assert "fluency" not in str(plain.signature) and len(plain.outside_.test.columns) == 7
     with_fluency, without = scorer.predict(huse_texts[TRAIN:]), plain.predict(huse_texts[TRAIN:])
@@ -69,6 +75,7 @@ def test_saved_scorer_names_its_model_and_refuses_other_weights(scorer, folder, 
     assert fitted["name"] == folder.name and fitted["sha256"] == model_files(folder).sha256
     loaded = NeighborsScorer.load(path, device="cpu")
     np.testing.assert_array_equal(loaded.predict(huse_texts[TRAIN:]).scores, scorer.predict(huse_texts[TRAIN:]).scores)
+    assert torch.equal(loaded.fluency_.unigram, scorer.fluency_.unigram)
     other = tiny_model(tmp_path / "other", huse_texts, seed=1)
     with pytest.raises(SavedScorerError, match=f"fitted with fluency model {folder.name} .*other weights"):
         NeighborsScorer.load(path, device="cpu", fluency=other)
@@ -96,6 +103,27 @@ def test_forged_fluency_values_are_refused_by_their_place(scorer, tmp_path, plac
 
     path = scorer.save(tmp_path / "scorer")
     rewrite_config(path, lambda config: config["fitted"]["fluency"].__setitem__(place, forged))
+    with pytest.raises(SavedScorerError, match=message):
+        NeighborsScorer.load(path, device="cpu")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda tensors: tensors.__setitem__("fluency_unigram", tensors["fluency_unigram"][:-1].clone()),
+     "the fluency unigram table has .* entries, but .* has .* tokens"),
+    (lambda tensors: tensors.__setitem__("fluency_unigram", -tensors["fluency_unigram"]),
+     "tensor 'fluency_unigram' must be finite non-positive float64 values"),
+    (lambda tensors: tensors.pop("fluency_scale_1"), "fluency is in use but fluency_scale_1 is missing"),
+    (lambda tensors: tensors.__setitem__("fluency_center_0", tensors["fluency_center_0"][:-1].clone()),
+     "tensor 'fluency_center_0' must be 257 float64 values"),
+])
+def test_forged_fluency_tables_are_refused_by_name(scorer, tmp_path, change, message):
+    """The unigram table and the columns' tables as saved, every digest recomputed: one too
+    short for the model's vocabulary or its token counts, positive log-probabilities, one
+    missing."""
+    from forged import forge_tensors
+
+    path = scorer.save(tmp_path / "scorer")
+    forge_tensors(path, change)
     with pytest.raises(SavedScorerError, match=message):
         NeighborsScorer.load(path, device="cpu")
 
@@ -166,10 +194,11 @@ def test_a_few_texts_keep_the_neighbour_estimate(folder, huse_texts, huse_scores
     assert scorer.stacking_ is None and np.isfinite(scorer.predict(huse_texts[3:6]).scores).all()
 
 
-def test_the_column_adds_up_and_never_flags_alone(scorer, folder):
-    """Fluency joins Fisher's product, not Bonferroni's test, whose five single tests keep their
-    share of the level (saved and loaded alike)."""
-    assert scorer.outside_.test.alone == (True, False, True, True, True, False, False, True)
+def test_the_columns_add_up_and_never_flag_alone(scorer, folder):
+    """Fluency's two columns (the mean log-probability and SLOR) join Fisher's product, not
+    Bonferroni's test, whose five single tests keep their share of the level (saved and loaded
+    alike)."""
+    assert scorer.outside_.test.alone == (True, False, True, True, True, False, False, False, True)
     assert scorer.outside_.test.single_tests == 5
     assert NeighborsScorer.load(scorer.save(folder.parent / "saved_alone"), device="cpu").outside_.test.alone == \
         scorer.outside_.test.alone

@@ -1,4 +1,4 @@
-"""The stacked estimate (`estimators/stacking.py`) and the outlier test's fluency column within
+"""The stacked estimate (`estimators/stacking.py`) and the outlier test's fluency columns within
 length (`fluency/outlier.py`): exact leave-one-out, the same bits as the formula, NaN handling."""
 from __future__ import annotations
 
@@ -38,23 +38,35 @@ def test_stacked_estimates_stay_in_the_score_range():
     assert set(far) == {0.0, 1.0}
 
 
-def test_estimate_reads_the_mean_log_probability():
-    fluency = torch.tensor([[-3.5, 12.0], [float("nan"), 0.0], [-2.0, 1.0]], dtype=torch.float64)
+def test_estimate_reads_the_mean_log_probability_and_slor():
+    fluency = torch.tensor([[-3.5, -0.5, 12.0], [float("nan"), float("nan"), 0.0], [-2.0, 1.25, 1.0]],
+                           dtype=torch.float64)
     features = estimate_features(fluency).numpy()
-    assert features.shape == (3, 1) and features[0, 0] == -3.5 and features[2, 0] == -2.0
-    assert np.isnan(features[1, 0])
+    assert features.shape == (3, 2) and list(features[0]) == [-3.5, -0.5] and list(features[2]) == [-2.0, 1.25]
+    assert np.isnan(features[1]).all()
 
 
-def test_fluency_column_is_within_length():
-    """Long texts read likelier per token: the column takes the line through the calibration
-    texts' statistics against log(length) away, and scales by sqrt(length)."""
-    counts = np.array([3, 5, 8, 12, 20, 30, 45, 60] * 5, dtype=np.float64)
-    statistic = -6 + 0.8 * np.log(counts) + np.random.default_rng(2).normal(0, 0.3, counts.size)
-    within = WithinLength.fit(np.column_stack([statistic, counts]))
-    column = within.column(torch.from_numpy(np.column_stack([statistic, counts]))).numpy()
-    slope = np.polyfit(log(counts), statistic, 1)[0]
-    assert abs(within.center[60] - within.center[3] - slope * (np.log(60) - np.log(3))) < 1e-9
-    np.testing.assert_array_equal(column, (statistic - within.center[counts.astype(int)]) * np.sqrt(counts))
-    assert abs(np.corrcoef(column, np.log(counts))[0, 1]) < 0.1  # the length is gone
-    nothing = within.column(torch.tensor([[np.nan, 0.0]], dtype=torch.float64))
+def test_fluency_columns_are_within_length():
+    """Long texts read likelier per token: each column takes the line through the calibration
+    texts' statistic against log(length) away, and divides by the spread fitted against
+    log(length) (here the statistic spreads as 1/length^0.3)."""
+    rng = np.random.default_rng(2)
+    counts = np.array([3, 5, 8, 12, 20, 30, 45, 60] * 40, dtype=np.float64)
+    mean = -6 + 0.8 * np.log(counts) + rng.normal(0, 1, counts.size) * counts ** -0.3
+    slor = 2 - 0.2 * np.log(counts) + rng.normal(0, 0.5, counts.size)
+    statistics = np.column_stack([mean, slor, counts])
+    within = WithinLength.fit(statistics)
+    columns = within.columns(torch.from_numpy(statistics)).numpy()
+    for index, (statistic, slope) in enumerate(((mean, 0.8), (slor, -0.2))):
+        fitted = np.polyfit(log(counts), statistic, 1)[0]
+        step = within.center[index, 60] - within.center[index, 3]
+        assert abs(step - fitted * (np.log(60) - np.log(3))) < 1e-9 and abs(fitted - slope) < 0.1
+        np.testing.assert_array_equal(columns[:, index], (statistic - within.center[index, counts.astype(int)])
+                                      * within.scale[index, counts.astype(int)])
+        assert abs(np.corrcoef(columns[:, index], np.log(counts))[0, 1]) < 0.1  # the length is gone
+        spreads = [columns[counts == count, index].std() for count in (3, 60)]
+        assert abs(np.log(spreads[1] / spreads[0])) < 0.25  # and so is the spread's dependence on it
+    spread_ratio = within.scale[0, 60] / within.scale[0, 3]
+    assert abs(np.log(spread_ratio) - 0.3 * np.log(20)) < 0.3  # the fitted slope, not sqrt(n)'s 0.5
+    nothing = within.columns(torch.tensor([[np.nan, np.nan, 0.0]], dtype=torch.float64))
     assert torch.isnan(nothing).all()
