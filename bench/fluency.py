@@ -35,6 +35,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,7 @@ from gpu_neighbors.evaluation.protocols import fold_indices  # noqa: E402
 from gpu_neighbors.fluency import FittedFluency, Fluency, model_files, offline_model  # noqa: E402
 from gpu_neighbors.fluency.model import LanguageModel  # noqa: E402
 from lm_memo import remembered  # noqa: E402  (bench/, beside this script)
+from pages import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -198,26 +200,36 @@ def cost(count: int) -> list[str]:
 
 def dtypes(args: argparse.Namespace) -> list[str]:
     lines = ["## 3. float32 against bfloat16 (the default scorer with fluency always on)", "",
-             f"Training sides capped at {args.dtype_train} texts and test sides at {args.dtype_test} (seeded samples).", "",
-             "| set | test texts | estimate moves > 1e-9 | moves > 0.01 | largest move | flag flips | load average |",
-             "|---|---|---|---|---|---|---|"]
+             f"Training sides capped at {args.dtype_train} texts and test sides at {args.dtype_test} (seeded samples). "
+             "*Largest move's p*: the outside p-value of the text whose estimate moved most, in bfloat16 and float32 "
+             "(between the level, 0.05, and twice it an estimate fades towards the flagged one); *unigram table*: the "
+             "median and largest difference of the two fits' tables (nats).", "",
+             "| set | test texts | estimate moves > 1e-9 | moves > 0.01 | largest move | largest move's p | "
+             "flag flips | unigram table | load average |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, folds in splits(args):
         if args.only and not name.startswith(args.only):
             continue
         rng = np.random.default_rng(1)
         train_texts, train_scores = sample(*folds[0][:2], args.dtype_train, rng)
         test_texts, _ = sample(*folds[0][2:], args.dtype_test, rng)
-        predictions = []
+        predictions, tables = [], []
         for dtype in ("bfloat16", "float32"):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 scorer = NeighborsScorer(device="cpu", fluency=Fluency(offline_model(), use="always", dtype=dtype))
                 predictions.append(scorer.fit(train_texts, train_scores).predict(test_texts))
+            assert scorer.fluency_ is not None and scorer.fluency_.unigram is not None
+            tables.append(scorer.fluency_.unigram.numpy())
         move = np.abs(predictions[0].scores - predictions[1].scores)
         flips = predictions[0].outside != predictions[1].outside
+        largest = int(np.nanargmax(move))
+        table = np.abs(tables[0] - tables[1])
         lines.append(f"| {name.split(' (')[0]} ({len(train_texts)} -> {len(test_texts)}) | {len(test_texts)} | "
-                     f"{np.mean(move > 1e-9):.3f} | {np.mean(move > 0.01):.3f} | {np.nanmax(move):.4f} | "
-                     f"{int(flips.sum())} ({np.mean(flips):.3f}) | {os.getloadavg()[0]:.1f} |")
+                     f"{np.mean(move > 1e-9):.3f} | {np.mean(move > 0.01):.3f} | {move[largest]:.4f} | "
+                     f"{predictions[0].typicality[largest]:.4f} / {predictions[1].typicality[largest]:.4f} | "
+                     f"{int(flips.sum())} ({np.mean(flips):.3f}) | {np.median(table):.3f} / {table.max():.3f} | "
+                     f"{os.getloadavg()[0]:.1f} |")
         print(lines[-1], file=sys.stderr, flush=True)
     return [*lines, ""]
 
@@ -238,24 +250,27 @@ def main(argv: list[str] | None = None) -> int:
         print("the offline model is not fetched: gpu-neighbors fetch-model", file=sys.stderr)
         return 1
     parts = args.parts.split(",")
-    start = time.perf_counter()
-    lines = ["# Fluency: what decided its design, what it costs (issue 51)", "",
-             f"Made by `bench/fluency.py {' '.join(sys.argv[1:] if argv is None else argv)}` on this machine's CPU "
-             f"({os.cpu_count()} cores shared with other work), the model on one thread; see the script's docstring "
-             "for the protocols.", ""]
+    command = f"bench/fluency.py {' '.join(sys.argv[1:] if argv is None else argv)}"
     with remembered():
         fluency = FittedFluency(model_files(offline_model()), torch.bfloat16, torch.device("cpu"))  # type: ignore[arg-type]
         if "1" in parts:
-            lines += design(args, fluency)
+            write_part(Path(args.out), command, lambda: design(args, fluency))
     if "2" in parts:
-        lines += cost(args.cost_texts)
+        write_part(Path(args.out), command, lambda: cost(args.cost_texts))
     if "3" in parts:
         with remembered(dtype="float32"), remembered(dtype="bfloat16"):
-            lines += dtypes(args)
-    lines.append(f"Run time {(time.perf_counter() - start) / 60:.1f} min.")
-    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines))
+            write_part(Path(args.out), command, lambda: dtypes(args))
     return 0
+
+
+def write_part(out: Path, command: str, make: Callable[[], list[str]]) -> None:
+    """One part's section of the page (its heading the first line `make` returns), replaced
+    in place: the other parts stay as they were."""
+    start, load = time.perf_counter(), os.getloadavg()[0]
+    lines = make()
+    made = (f"Made by `{command}` ({(time.perf_counter() - start) / 60:.1f} min; load average at the start "
+            f"{load:.1f}; {os.cpu_count()} cores, the model on one thread).")
+    write_section(out, lines[0], "\n".join([lines[0], "", made, *lines[1:]]))
 
 
 if __name__ == "__main__":

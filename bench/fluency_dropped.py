@@ -13,7 +13,7 @@ side), the splits of bench/checklist.py, with the same 100 good held-out texts a
    and applied to the dev texts (Spearman) and to the originals and their copies, every
    perturbation of the checklist (the drop of the copies' mean below the originals', and what is
    needed). The features come from each token's log-probability lp and the entropy H of the
-   model's prediction at that position: the mean lp (built); the lowest lp, the mean of the
+   model's prediction at that position: the mean lp (built then); the lowest lp, the mean of the
    lowest 3, of the lowest fifth, the median; the statistic within length (the outlier column's
    z); the excess surprise -lp - H (mean, mean of the top 3, of its positive part), which is
    low where the model expected a word with confidence and saw another (a gap); the mean lp at
@@ -22,7 +22,7 @@ side), the splits of bench/checklist.py, with the same 100 good held-out texts a
 2. The outlier column alone at level 0.05, calibrated on the same training texts: the share
    of originals and copies below the calibration texts' 5% quantile, and of ordinary dev texts
    in the shortest and longest fifth by token count, for the within-length distance scaled by
-   sqrt(n) (built), unscaled, and divided by the spread fitted on the calibration texts
+   sqrt(n) (built then), unscaled, and divided by the spread fitted on the calibration texts
    (log|distance| on log n).
 3. Monotone non-linear stacking (round 3): truth ~ a + w * estimate + g(p), p the mean lp's
    percentile among the stacking texts' (mid-ranks; a new text's by where it falls among them, 0
@@ -217,7 +217,7 @@ MONOTONE: dict[str, Sequence[float] | None] = {
 
 def monotone_rows(data: checklist.DataSet, loo: np.ndarray, means: dict[str, np.ndarray],
                   predicted: dict[str, np.ndarray], truth: np.ndarray, decile: float) -> list[str]:
-    """Section 3: the linear model (built), the monotone ones and the product, with the bound."""
+    """Section 3: the linear model (built then), the monotone ones and the product, with the bound."""
     bounds = (float(truth.min()), float(truth.max()))
     used = np.isfinite(loo) & np.isfinite(means["train"])
     estimates, lp, truth = loo[used], means["train"][used], truth[used]
@@ -231,7 +231,7 @@ def monotone_rows(data: checklist.DataSet, loo: np.ndarray, means: dict[str, np.
                     f"{needed:.3f} | " + " | ".join(f"{drop:.3f}{' ✓' if drop >= needed else ''}" for drop in drops) + " |")
         return original - needed
 
-    for label, product in (("linear, mean lp (built)", False), ("linear, mean lp + estimate x mean lp", True)):
+    for label, product in (("linear, mean lp (built then)", False), ("linear, mean lp + estimate x mean lp", True)):
         def columns(key: str, product: bool = product) -> np.ndarray:
             values = means[key] if key != "train" else lp
             neighbour = predicted[key] if key != "train" else estimates
@@ -293,7 +293,7 @@ def measure(data: checklist.DataSet, values: TokenValues) -> tuple[list[str], li
                             + " | ".join(f"{drop:.3f}{' ✓' if drop >= needed else ''}" for drop in drops) + " |")
     distance = {key: means[key] - np.polyval(center, np.log(counts[key])) for key in tokens}
     spread = line(np.log(counts["train"]), np.log(np.abs(distance["train"]) + 1e-12))
-    scalings = {"sqrt(n) (built)": lambda key: distance[key] * np.sqrt(counts[key]),
+    scalings = {"sqrt(n) (built then)": lambda key: distance[key] * np.sqrt(counts[key]),
                 "unscaled": lambda key: distance[key],
                 "fitted spread": lambda key: distance[key] / np.exp(np.polyval(spread, np.log(counts[key])))}
     shortest, longest = counts["dev"] <= np.quantile(counts["dev"], 0.2), counts["dev"] >= np.quantile(counts["dev"], 0.8)
@@ -312,6 +312,7 @@ def measure(data: checklist.DataSet, values: TokenValues) -> tuple[list[str], li
     return stacked_rows, column_rows, monotone_rows(data, loo[chosen], means, predicted, scores[chosen], decile)
 
 
+BUILT = ("mean lp", "SLOR, the model's unigrams")  # what the library stacks, and its outlier columns
 SLOR_HEADING = "## 6. SLOR: the mean less the unigram mean (issue 51, round 4)"
 
 
@@ -341,7 +342,7 @@ def slor_rows(data: checklist.DataSet) -> list[str]:
     table = np.log((counted + 0.5) / (counted.sum() + 0.5 * size))
     counts = {key: value[:, 2] for key, value in values.items()}
     statistics = {"mean lp": {key: value[:, 0] for key, value in values.items()},
-                  "SLOR, the model's unigrams (built)": {key: value[:, 1] for key, value in values.items()},
+                  "SLOR, the model's unigrams": {key: value[:, 1] for key, value in values.items()},
                   "SLOR, counted unigrams": {key: values[key][:, 0] - np.array([table[row].mean() if row.size else np.nan
                                                                                for row in ids[key]]) for key in sets}}
     shortest, longest = counts["dev"] <= np.quantile(counts["dev"], 0.2), counts["dev"] >= np.quantile(counts["dev"], 0.8)
@@ -351,11 +352,12 @@ def slor_rows(data: checklist.DataSet) -> list[str]:
         distance = {key: statistic[key] - np.polyval(center, np.log(counts[key])) for key in sets}
         spread = line(np.log(counts["train"]), np.log(np.abs(distance["train"]) + 1 / 1024))
         scalings = {"sqrt(n)": lambda key: distance[key] * np.sqrt(counts[key]), "unscaled": lambda key: distance[key],
-                    "fitted spread (built)": lambda key: distance[key] / np.exp(np.polyval(spread, np.log(counts[key])))}
+                    "fitted spread": lambda key: distance[key] / np.exp(np.polyval(spread, np.log(counts[key])))}
         for label, column in scalings.items():
+            built = " (built)" if label == "fitted spread" and name in BUILT else ""
             cut = np.quantile(column("train"), 0.05)
             dev = column("dev") < cut
-            rows.append(f"| {data.name} | column: {name}, {label} | {dev.mean():.3f} | {dev[shortest].mean():.3f} | "
+            rows.append(f"| {data.name} | column: {name}, {label}{built} | {dev.mean():.3f} | {dev[shortest].mean():.3f} | "
                         f"{dev[longest].mean():.3f} | {np.mean(column('original') < cut):.2f} | | "
                         + " | ".join(f"{np.mean(column(key) < cut):.2f}" for key in COPIES) + " |")
         deviation = float(np.std(statistic["train"]))
@@ -363,8 +365,8 @@ def slor_rows(data: checklist.DataSet) -> list[str]:
                     + " | ".join(f"{np.nanmean(statistic['original'] - statistic[key]) / deviation:.2f}" for key in COPIES)
                     + " |")
     decile = lowest_decile_mean(scores)
-    for names in (("mean lp",), ("SLOR, the model's unigrams (built)",), ("SLOR, counted unigrams",),
-                  ("mean lp", "SLOR, the model's unigrams (built)"), ("mean lp", "SLOR, counted unigrams")):
+    for names in (("mean lp",), ("SLOR, the model's unigrams",), ("SLOR, counted unigrams",), BUILT,
+                  ("mean lp", "SLOR, counted unigrams")):
         def features(key: str, names: Sequence[str] = names) -> np.ndarray:
             return np.column_stack([statistics[name][key] for name in names])
 
@@ -376,7 +378,7 @@ def slor_rows(data: checklist.DataSet) -> list[str]:
 
         original = float(np.nanmean(apply("original")))
         needed = (original - decile) / 2
-        rows.append(f"| {data.name} | stacked: {' + '.join(names)} | {rho(apply('dev'), data.held[1]):.3f} | | | "
+        rows.append(f"| {data.name} | stacked: {' + '.join(names)}{' (built)' if names == BUILT else ''} | {rho(apply('dev'), data.held[1]):.3f} | | | "
                     f"{rho(stacked, scores[chosen]):.3f} | {needed:.3f} | "
                     + " | ".join(f"{original - float(np.nanmean(apply(key))):.3f}" for key in COPIES) + " |")
     return rows

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +146,7 @@ class FittedFluency:
     dtype: torch.dtype
     device: torch.device
     unigram: torch.Tensor | None = None
+    _placed: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)  # (unigram, on the device)
 
     @property
     def model(self) -> LanguageModel:
@@ -175,8 +176,14 @@ class FittedFluency:
             return statistics(*self.model.text_log_probs(texts, self.unigram), self.unigram is not None)
 
     def of_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """`of_texts` of token ids of the model's own tokenizer, on their device, no host wait."""
-        return statistics(*self.model.id_log_probs(input_ids, attention_mask, self.unigram), self.unigram is not None)
+        """`of_texts` of token ids of the model's own tokenizer, on their device, no host wait
+        (the unigram table copied to the model's device once, not every call)."""
+        table = None
+        if self.unigram is not None:
+            if self._placed is None or self._placed[0] is not self.unigram:
+                self._placed = (self.unigram, self.unigram.to(self.device))
+            table = self._placed[1]
+        return statistics(*self.model.id_log_probs(input_ids, attention_mask, table), self.unigram is not None)
 
     def shares_tokenizer(self, tokenizer: Any) -> bool:
         """Whether a Hugging Face tokenizer's ids are this model's (the same vocabulary)."""
