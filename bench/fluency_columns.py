@@ -12,10 +12,12 @@ held-out texts) for each way the two within-length columns (the mean log-probabi
 - the two add-up columns, and the degeneracy score (`core/discriminant.py`) learned on them too
   beside the typicality statistics: the model reads the 300 taught texts' degenerate copies at
   fit (the columns divided by 4, so that the score's clamp to [-1, 1] cuts only beyond 4
-  spreads; the test's p-values do not depend on that scale).
+  spreads; the test's p-values do not depend on that scale);
+- the two add-up columns, the stacked estimate reading the mean and NormLP (Lau, Clark and
+  Lappin's normalised log-probability: -mean lp / mean unigram lp) instead of the mean and SLOR.
 
 Each variant replaces the scorer's seams (`WithinLength.columns`, the test's column flags,
-`NeighborsScorer._outside_rule`) for the run; the library keeps the built one. Per row: the share
+`NeighborsScorer._outside_rule`, `estimate_features`) for the run; the library keeps the built one. Per row: the share
 of ordinary dev texts flagged, and each perturbation's drop (✓: reaches the target).
 
     .venv/bin/python bench/fluency_columns.py
@@ -42,13 +44,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import checklist  # noqa: E402  (bench/, beside this script: its splits and good held-out sample)
 from gpu_neighbors import NeighborsScorer  # noqa: E402
+from gpu_neighbors import fitted as fitted_module  # noqa: E402
 from gpu_neighbors import scorer as scorer_module  # noqa: E402
 from gpu_neighbors.core.discriminant import LinearScore  # noqa: E402
 from gpu_neighbors.core.neighbours import canonical_sample  # noqa: E402
 from gpu_neighbors.core.outside import OutlierTest, OutsideRule  # noqa: E402
 from gpu_neighbors.evaluation.checklist import held_out_checklist  # noqa: E402
 from gpu_neighbors.fluency import offline_model  # noqa: E402
-from gpu_neighbors.fluency.outlier import WithinLength  # noqa: E402
+from gpu_neighbors.fluency.outlier import WithinLength, estimate_features  # noqa: E402
 from gpu_neighbors.fluency.part import FittedFluency  # noqa: E402
 from gpu_neighbors.intervals import NEGATIVE_TEXTS  # noqa: E402
 from gpu_neighbors.text.perturbations import WordPool, all_copies  # noqa: E402
@@ -61,6 +64,12 @@ HEADING = "## 7. Fluency's columns in the outlier test (issue 51, round 4)"
 BUILT_COLUMNS = WithinLength.columns
 BUILT_RULE = NeighborsScorer._outside_rule
 Columns = Callable[[WithinLength, torch.Tensor], torch.Tensor]
+
+
+def norm_lp(fluency: torch.Tensor) -> torch.Tensor:
+    """[mean lp, NormLP] of [mean, SLOR, count]: the unigram mean is mean - SLOR."""
+    mean, slor = fluency[:, 0], fluency[:, 1]
+    return torch.stack([mean, -mean / (mean - slor)], dim=1)
 
 
 def smallest(within: WithinLength, fluency: torch.Tensor) -> torch.Tensor:
@@ -103,30 +112,33 @@ def fluency_alone(alone: tuple[bool, ...]) -> tuple[bool, ...]:
     return TEST_ALONE[: len(LOW_IS_ATYPICAL)] + alone + TEST_ALONE[len(LOW_IS_ATYPICAL):]
 
 
-# name: (the columns, whether each may flag alone, the outlier rule)
-VARIANTS: dict[str, tuple[Columns, tuple[bool, ...], Any]] = {
-    "two add-up columns (built)": (BUILT_COLUMNS, (False, False), BUILT_RULE),
-    "their minimum, add-up": (smallest, (False,), BUILT_RULE),
-    "SLOR alone, add-up": (slor_only, (False,), BUILT_RULE),
-    "two columns, SLOR flags alone": (BUILT_COLUMNS, (False, True), BUILT_RULE),
-    "their minimum, flags alone": (smallest, (True,), BUILT_RULE),
-    "two add-up columns, degeneracy score taught them": (quartered, (False, False), taught_rule),
+Features = Callable[[torch.Tensor], torch.Tensor]
+# name: (the columns, whether each may flag alone, the outlier rule, the stacked estimate's features)
+VARIANTS: dict[str, tuple[Columns, tuple[bool, ...], Any, Features]] = {
+    "two add-up columns (built)": (BUILT_COLUMNS, (False, False), BUILT_RULE, estimate_features),
+    "their minimum, add-up": (smallest, (False,), BUILT_RULE, estimate_features),
+    "SLOR alone, add-up": (slor_only, (False,), BUILT_RULE, estimate_features),
+    "two columns, SLOR flags alone": (BUILT_COLUMNS, (False, True), BUILT_RULE, estimate_features),
+    "their minimum, flags alone": (smallest, (True,), BUILT_RULE, estimate_features),
+    "two add-up columns, degeneracy score taught them": (quartered, (False, False), taught_rule, estimate_features),
+    "two add-up columns, stacked on the mean and NormLP": (BUILT_COLUMNS, (False, False), BUILT_RULE, norm_lp),
 }
 
 
 @contextmanager
-def variant(columns: Columns, alone: tuple[bool, ...], rule: Any) -> Iterator[None]:
+def variant(columns: Columns, alone: tuple[bool, ...], rule: Any, features: Features) -> Iterator[None]:
     low = LOW_IS_ATYPICAL + (True,) * len(alone) + TEST_LOW_IS_ATYPICAL[len(LOW_IS_ATYPICAL):]
     saved = (WithinLength.columns, scorer_module.FLUENCY_LOW_IS_ATYPICAL, scorer_module.FLUENCY_ALONE,
-             NeighborsScorer._outside_rule)
+             NeighborsScorer._outside_rule, scorer_module.estimate_features, fitted_module.estimate_features)
     WithinLength.columns = columns  # type: ignore[method-assign]
     scorer_module.FLUENCY_LOW_IS_ATYPICAL, scorer_module.FLUENCY_ALONE = low, fluency_alone(alone)
     NeighborsScorer._outside_rule = rule  # type: ignore[method-assign]
+    scorer_module.estimate_features = fitted_module.estimate_features = features
     try:
         yield
     finally:
         (WithinLength.columns, scorer_module.FLUENCY_LOW_IS_ATYPICAL, scorer_module.FLUENCY_ALONE,
-         NeighborsScorer._outside_rule) = saved
+         NeighborsScorer._outside_rule, scorer_module.estimate_features, fitted_module.estimate_features) = saved
 
 
 @contextmanager
@@ -162,8 +174,8 @@ def main() -> int:
         for data in checklist.load(2000)[1:]:  # GUG and MLQE
             texts, scores = data.train
             held_texts, held_scores = checklist.good_sample(data, scores, 100)
-            for name, (columns, alone, rule) in VARIANTS.items():
-                with variant(columns, alone, rule), warnings.catch_warnings():
+            for name, (columns, alone, rule, features) in VARIANTS.items():
+                with variant(columns, alone, rule, features), warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     scorer = NeighborsScorer(device="cpu", fluency="auto").fit(texts, scores)
                     result = held_out_checklist(scorer, texts, held_texts, held_scores)
