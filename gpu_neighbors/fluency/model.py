@@ -1,5 +1,5 @@
-"""A causal language model's log-probabilities of texts and of token ids: what the fluency
-statistic is made of.
+"""A causal language model's log-probabilities of texts and of token ids, and its predicted
+distributions summed over texts: what the fluency statistics and their unigram table are made of.
 
 Any Hugging Face causal LM folder (GPT-2, Llama, SmolLM2...) or a GGUF file (converted once,
 `files.py`) loads the same way, once a process per model, device and dtype. Every text is read
@@ -109,8 +109,9 @@ class LanguageModel:
 
     def token_mass(self, texts: Sequence[str]) -> tuple[torch.Tensor, int]:
         """The model's predicted distributions summed over every token position of the distinct
-        `texts` (float64 [vocabulary] on the host) and the number of positions: what the
-        unigram table of `unigram_table` is made of. The texts' sums are remembered on the way."""
+        `texts` (float64 [vocabulary] on the host) and the number of positions: what
+        `part.unigram_table` is made of. The texts' sums are remembered on the way. (While a
+        chunk's probabilities are summed, their float64 copy holds twice LOGIT_BYTES.)"""
         rows = {tuple(row) for row in self.tokenize(texts)}
         mass = torch.zeros(self.model.get_output_embeddings().weight.shape[0], dtype=torch.float64, device=self.device)
         if len(self.remembered) + len(rows) > REMEMBERED:
