@@ -381,6 +381,12 @@ def slor_rows(data: checklist.DataSet) -> list[str]:
         rows.append(f"| {data.name} | stacked: {' + '.join(names)}{' (built)' if names == BUILT else ''} | {rho(apply('dev'), data.held[1]):.3f} | | | "
                     f"{rho(stacked, scores[chosen]):.3f} | {needed:.3f} | "
                     + " | ".join(f"{original - float(np.nanmean(apply(key))):.3f}" for key in COPIES) + " |")
+    train = scores[chosen]
+    for name in BUILT:
+        order = np.argsort(statistics[name]["train"], kind="stable")
+        tails = " / ".join(f"{train[order[: max(1, int(share * train.size))]].mean():.3f}" for share in (0.1, 0.05, 0.02))
+        rows.append(f"| {data.name} | (training texts' mean score, least fluent 10% / 5% / 2% by {name}: {tails}) "
+                    "| | | | | |" + " |" * len(COPIES))
     return rows
 
 
