@@ -34,6 +34,7 @@ LOGIT_BYTES = 64 << 20  # float32 logits held at once by the chunked log-softmax
 DEVICE_LOGIT_BYTES = 1 << 30  # and on an accelerator
 START_TOKENS = ("<|endoftext|>",)
 REMEMBERED = 1 << 18  # texts whose statistics a process keeps (evaluation protocols refit on the same texts)
+MASSES = 8  # sets of calibration texts whose summed distributions a process keeps (compare fits a scorer a kernel)
 _LOADED: dict[tuple[str, str, torch.dtype], LanguageModel] = {}
 _LOADING = threading.Lock()
 
@@ -49,6 +50,7 @@ class LanguageModel:
     dtype: torch.dtype
     start_id: int
     remembered: dict[tuple[int, ...], float] = field(default_factory=dict, repr=False)
+    masses: dict[tuple[tuple[int, ...], ...], tuple[torch.Tensor, int]] = field(default_factory=dict, repr=False)
     _vocab: dict[str, int] | None = field(default=None, repr=False)
 
     @classmethod
@@ -110,15 +112,23 @@ class LanguageModel:
     def token_mass(self, texts: Sequence[str]) -> tuple[torch.Tensor, int]:
         """The model's predicted distributions summed over every token position of the distinct
         `texts` (float64 [vocabulary] on the host) and the number of positions: what
-        `part.unigram_table` is made of. The texts' sums are remembered on the way. (While a
-        chunk's probabilities are summed, their float64 copy holds twice LOGIT_BYTES.)"""
+        `part.unigram_table` is made of. The texts' sums are remembered on the way, and the result
+        for the same distinct texts too (`masses`: every scorer `compare` fits calibrates on the
+        same texts). (While a chunk's probabilities are summed, their float64 copy holds twice
+        LOGIT_BYTES.)"""
         rows = {tuple(row) for row in self.tokenize(texts)}
-        mass = torch.zeros(self.model.get_output_embeddings().weight.shape[0], dtype=torch.float64, device=self.device)
-        if len(self.remembered) + len(rows) > REMEMBERED:
-            self.remembered.clear()
-        for chosen, ids, kept in self._batches(rows):
-            self.remembered.update(zip(chosen, self.sequence_log_probs(ids, kept, mass).tolist()))
-        return mass.cpu(), sum(len(row) - 1 for row in rows)
+        key = tuple(sorted(rows))
+        if key not in self.masses:
+            mass = torch.zeros(self.model.get_output_embeddings().weight.shape[0], dtype=torch.float64,
+                               device=self.device)
+            if len(self.remembered) + len(rows) > REMEMBERED:
+                self.remembered.clear()
+            for chosen, ids, kept in self._batches(rows):
+                self.remembered.update(zip(chosen, self.sequence_log_probs(ids, kept, mass).tolist()))
+            if len(self.masses) >= MASSES:
+                self.masses.clear()
+            self.masses[key] = (mass.cpu(), sum(len(row) - 1 for row in rows))
+        return self.masses[key]
 
     def _batches(self, rows: set[tuple[int, ...]]) -> Iterator[tuple[list[tuple[int, ...]], torch.Tensor, torch.Tensor]]:
         """The distinct `rows` in batches of nearly one token count, in an order that does not

@@ -29,6 +29,7 @@ def fresh(folder, dtype=torch.float32, calibration: list[str] | None = None) -> 
     from `calibration` where given."""
     fluency = FittedFluency(model_files(folder), dtype, torch.device("cpu"))
     fluency.model.remembered.clear()
+    fluency.model.masses.clear()
     if calibration is not None:
         fluency.calibrate(calibration)
         fluency.model.remembered.clear()
@@ -79,6 +80,17 @@ def test_statistics_are_the_rounded_mean_log_probability_and_slor(folder, huse_t
         exact = logs.gather(-1, torch.tensor(row[1:])[:, None]).sum().item() / (len(row) - 1)
         assert count == len(row) - 1 and abs(mean - exact) <= 1 / ROUNDING
         assert abs(slor - (exact - table[row[1:]].mean().item())) <= 2 / ROUNDING
+
+
+def test_the_same_calibration_texts_are_read_once(folder, huse_texts, monkeypatch):
+    """A second scorer calibrated on the same texts, in any order (`compare` fits one a kernel),
+    reuses their summed distributions: the same table, no model pass."""
+    first = fresh(folder)
+    first.calibrate(huse_texts[:50])
+    monkeypatch.setattr(LanguageModel, "sequence_log_probs", lambda *args: pytest.fail("the model ran again"))
+    second = FittedFluency(model_files(folder), torch.float32, torch.device("cpu"))  # the same model, loaded once
+    statistics = second.calibrate(list(reversed(huse_texts[:50])))
+    assert torch.equal(second.unigram, first.unigram) and torch.isfinite(statistics[:, 1]).all()
 
 
 def test_token_ids_give_the_texts_statistics(folder, huse_texts):
