@@ -2,7 +2,7 @@
 # The CUDA check as ONE call of the device tool, everything in order of what matters most, each
 # step writing its results to $OUT before the next starts:
 #   collect (every test collected), parity (every kernel and estimator, CPU against CUDA;
-#   predict_ids and rewards under set_sync_debug_mode("error")), tests (the suite on CUDA,
+#   predict_ids and rewards under set_sync_debug_mode("error"); fluency in float32 and bfloat16), tests (the suite on CUDA,
 #   pytest-xdist workers, JUnit XML and failures.md as it goes, stopped at --timeout),
 #   throughput (bench/gpu_throughput.py: the targets' figures beside the device's measured
 #   ceilings, a line of throughput.jsonl each). `bench` (run_all.py) needs a call of its own.

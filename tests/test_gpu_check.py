@@ -44,6 +44,21 @@ def test_pytest_args_in_both_forms(check, given):
     assert check.pytest_command(args)[-4:] == ["-x", "-k", "not slow", "tests/kernels"]
 
 
+def test_fluency_parity_reports_what_moves_against_the_cpu(check, tmp_path, huse_texts, monkeypatch):
+    """On the CPU against itself (a tiny random Llama): float32 moves nothing, bfloat16 is
+    measured; a tolerance that nothing can meet fails the row."""
+    from fluency_model import tiny_model
+
+    model = tiny_model(tmp_path / "model", huse_texts)
+    rows = {row["dtype"]: row for row in check.fluency_parity("cpu", model)}
+    same = rows["float32"]
+    assert same["passed"] and same["moving_share"] == same["flipped_share"] == same["statistics_differing"] == 0
+    assert same["unigram_max"] == 0 and same["largest_move"] == 0
+    assert "error" not in rows["bfloat16"] and 0 <= rows["bfloat16"]["moving_share"] <= 1
+    monkeypatch.setitem(check.FLUENCY_TOLERANCE, "float32", (-1.0, 0.0))
+    assert not next(row for row in check.fluency_parity("cpu", model) if row["dtype"] == "float32")["passed"]
+
+
 def test_all_is_every_step_in_order(check):
     assert check.parse_arguments(["all"]).steps == ["collect", "parity", "tests", "throughput", "bench"]
 
