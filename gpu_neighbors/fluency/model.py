@@ -130,7 +130,8 @@ class LanguageModel:
             self.masses[key] = (mass.cpu(), sum(len(row) - 1 for row in rows))
         return self.masses[key]
 
-    def _batches(self, rows: set[tuple[int, ...]]) -> Iterator[tuple[list[tuple[int, ...]], torch.Tensor, torch.Tensor]]:
+    def _batches(self, rows: set[tuple[int, ...]]
+                 ) -> Iterator[tuple[list[tuple[int, ...]], torch.Tensor, torch.Tensor]]:
         """The distinct `rows` in batches of nearly one token count, in an order that does not
         depend on the order they came in: (rows, their padded ids, where the ids are the rows')."""
         ordered = sorted(rows, key=lambda row: (len(row), row))
@@ -168,7 +169,8 @@ class LanguageModel:
         return on(sums, input_ids.device), on(kept.sum(dim=1) - 1, input_ids.device), on(unigrams, input_ids.device)
 
     @torch.inference_mode()
-    def sequence_log_probs(self, ids: torch.Tensor, kept: torch.Tensor, mass: torch.Tensor | None = None) -> torch.Tensor:
+    def sequence_log_probs(self, ids: torch.Tensor, kept: torch.Tensor,
+                           mass: torch.Tensor | None = None) -> torch.Tensor:
         """float64 [rows]: the sum over each row's tokens after the first of log p(token | the
         tokens before it), the positions where `kept` is false (padding at a row's end) left
         out. `mass` (float64 [vocabulary]), where given, gains each kept position's predicted
@@ -186,7 +188,8 @@ class LanguageModel:
             picked = logs.gather(-1, targets[:, first : first + step, None])[..., 0]
             total = total + picked.masked_fill(~kept[:, first : first + step], 0.0).to(torch.float64).sum(dim=1)
             if mass is not None:
-                mass += logs.exp_().masked_fill_(~kept[:, first : first + step, None], 0.0).sum(dim=(0, 1), dtype=torch.float64)
+                probabilities = logs.exp_().masked_fill_(~kept[:, first : first + step, None], 0.0)
+                mass += probabilities.sum(dim=(0, 1), dtype=torch.float64)
         return total
 
 

@@ -44,12 +44,12 @@ LOG_LENGTH = np.concatenate([[np.nan], log(np.arange(1, MAX_TOKENS + 1, dtype=np
 
 
 def estimate_features(fluency: torch.Tensor) -> torch.Tensor:
-    """float64 [rows, 2] of `part.statistics` [rows, 3] (the first two columns): what the stacked estimate reads, the
-    mean token log-probability and SLOR (NaN for a text without a token). With log(token count)
-    beside them GUG's dev rho rose further (0.51 -> 0.65) but the model learned that short
-    learner sentences are the good ones, and cut-off and word-dropped copies of good texts then
-    scored as well as their originals (bench/fluency.md): the statistics alone, which grow with
-    length, rate them lower."""
+    """float64 [rows, 2] of `part.statistics` [rows, 3] (its first two columns): what the
+    stacked estimate reads, the mean token log-probability and SLOR (NaN for a text without a
+    token). With log(token count) beside them GUG's dev rho rose further (0.51 -> 0.65) but the
+    model learned that short learner sentences are the good ones, and cut-off and word-dropped
+    copies of good texts then scored as well as their originals (bench/fluency.md): the
+    statistics alone, which grow with length, rate them lower."""
     return fluency[:, :STATISTIC_COLUMNS]
 
 

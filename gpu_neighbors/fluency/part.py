@@ -220,4 +220,5 @@ def check_weights(files: ModelFiles, name: str, sha256: str) -> None:
                          "other numbers")
 
 
-__all__ = ["AUTO", "NONE", "FittedFluency", "Fluency", "check_weights", "fluency_part", "resolved_dtype", "statistics", "unigram_table"]
+__all__ = ["AUTO", "NONE", "FittedFluency", "Fluency", "check_weights", "fluency_part", "resolved_dtype", "statistics",
+           "unigram_table"]
