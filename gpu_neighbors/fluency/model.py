@@ -18,7 +18,7 @@ import itertools
 import json
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +81,11 @@ class LanguageModel:
         depend on it (rounded: `statistics`)."""
         return BATCH_ROWS if self.device.type == "cpu" else DEVICE_BATCH_ROWS
 
+    @property
+    def vocabulary_size(self) -> int:
+        """The number of token ids the model predicts (its output layer's rows)."""
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
     def vocabulary(self) -> dict[str, int]:
         if self._vocab is None:
             self._vocab = dict(self.tokenizer.get_vocab())
@@ -92,19 +97,13 @@ class LanguageModel:
         return [[self.start_id, *ids[:MAX_TOKENS]] for ids in encoded]
 
     def text_log_probs(self, texts: Sequence[str], unigram: torch.Tensor | None = None
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(sum of the token log-probabilities, token count, sum of the tokens' `unigram`
-        log-probabilities) of each text, float64, int64 and float64 on the model's device; a text
-        without a token has sums 0 and count 0 (the unigram sums are 0 without a table). Each
-        distinct text is computed once a process (`remembered`), in a batch of texts of nearly
-        its token count (right-padded, which a causal model's tokens never see; one count per
-        batch was 8x slower on the CPU, batches being too small)."""
+        log-probabilities: None without a table) of each text, float64, int64 and float64 on the
+        model's device; a text without a token has sums 0 and count 0. Each distinct text is
+        computed once a process (`remembered`, `_remember`)."""
         rows = [tuple(row) for row in self.tokenize(texts)]
-        missing = {row for row in rows if row not in self.remembered}
-        if len(self.remembered) + len(missing) > REMEMBERED:
-            self.remembered.clear()
-        for chosen, ids, kept in self._batches(missing):
-            self.remembered.update(zip(chosen, self.sequence_log_probs(ids, kept).tolist()))
+        self._remember({row for row in rows if row not in self.remembered})
         sums = torch.tensor([self.remembered[row] for row in rows], dtype=torch.float64, device=self.device)
         counts = torch.tensor([len(row) - 1 for row in rows], dtype=torch.int64, device=self.device)
         return sums, counts, unigram_sums(rows, unigram, self.device)
@@ -119,21 +118,20 @@ class LanguageModel:
         rows = {tuple(row) for row in self.tokenize(texts)}
         key = tuple(sorted(rows))
         if key not in self.masses:
-            mass = torch.zeros(self.model.get_output_embeddings().weight.shape[0], dtype=torch.float64,
-                               device=self.device)
-            if len(self.remembered) + len(rows) > REMEMBERED:
-                self.remembered.clear()
-            for chosen, ids, kept in self._batches(rows):
-                self.remembered.update(zip(chosen, self.sequence_log_probs(ids, kept, mass).tolist()))
+            mass = torch.zeros(self.vocabulary_size, dtype=torch.float64, device=self.device)
+            self._remember(rows, mass)
             if len(self.masses) >= MASSES:
                 self.masses.clear()
             self.masses[key] = (mass.cpu(), sum(len(row) - 1 for row in rows))
         return self.masses[key]
 
-    def _batches(self, rows: set[tuple[int, ...]]
-                 ) -> Iterator[tuple[list[tuple[int, ...]], torch.Tensor, torch.Tensor]]:
-        """The distinct `rows` in batches of nearly one token count, in an order that does not
-        depend on the order they came in: (rows, their padded ids, where the ids are the rows')."""
+    def _remember(self, rows: set[tuple[int, ...]], mass: torch.Tensor | None = None) -> None:
+        """The distinct `rows`' sums of log-probabilities into `remembered` (`mass` gaining their
+        distributions, where given), in batches of texts of nearly one token count, in an order
+        that does not depend on the order they came in (right-padded, which a causal model's
+        tokens never see; one count per batch was 8x slower on the CPU, batches being too small)."""
+        if len(self.remembered) + len(rows) > REMEMBERED:
+            self.remembered.clear()
         ordered = sorted(rows, key=lambda row: (len(row), row))
         batch = self.batch_rows()
         for _, group in itertools.groupby(ordered, key=lambda row: -(-len(row) // LENGTH_BUCKET)):
@@ -145,10 +143,10 @@ class LanguageModel:
                                    dtype=torch.int64, device=self.device)
                 kept = torch.arange(width, device=self.device)[None, :] < torch.tensor(
                     [len(row) for row in chosen], device=self.device)[:, None]
-                yield chosen, ids, kept
+                self.remembered.update(zip(chosen, self.sequence_log_probs(ids, kept, mass).tolist()))
 
     def id_log_probs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, unigram: torch.Tensor | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """`text_log_probs` of right-padded token ids of this model's tokenizer [rows, width]
         (each row's mask: ones, then zeros), on their device with no host synchronisation: the
         start token is put before each row, which is cut at MAX_TOKENS tokens. A causal model's
@@ -161,12 +159,12 @@ class LanguageModel:
         parts = [self.sequence_log_probs(ids[first : first + batch], kept[first : first + batch])
                  for first in range(0, ids.shape[0], batch)]
         sums = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64, device=self.device)
+        counts = on(kept.sum(dim=1) - 1, input_ids.device)
         if unigram is None:
-            unigrams = torch.zeros_like(sums)
-        else:  # the table's values are multiples of 2^-10: their sums are exact, in any order
-            table = on(unigram, ids.device)
-            unigrams = table[ids[:, 1:]].masked_fill(~kept[:, 1:], 0.0).sum(dim=1)
-        return on(sums, input_ids.device), on(kept.sum(dim=1) - 1, input_ids.device), on(unigrams, input_ids.device)
+            return on(sums, input_ids.device), counts, None
+        # the table's values are multiples of 2^-10: their sums are exact, in any order
+        unigrams = on(unigram, ids.device)[ids[:, 1:]].masked_fill(~kept[:, 1:], 0.0).sum(dim=1)
+        return on(sums, input_ids.device), counts, on(unigrams, input_ids.device)
 
     @torch.inference_mode()
     def sequence_log_probs(self, ids: torch.Tensor, kept: torch.Tensor,
@@ -193,11 +191,13 @@ class LanguageModel:
         return total
 
 
-def unigram_sums(rows: list[tuple[int, ...]], unigram: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+def unigram_sums(rows: list[tuple[int, ...]], unigram: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
     """float64 [rows]: the sum of `unigram`'s values (on the host) over each row's tokens after
-    the start token; zeros without a table."""
-    if unigram is None or not rows:
-        return torch.zeros(len(rows), dtype=torch.float64, device=device)
+    the start token; None without a table."""
+    if unigram is None:
+        return None
+    if not rows:
+        return torch.zeros(0, dtype=torch.float64, device=device)
     tokens = torch.tensor([token for row in rows for token in row[1:]], dtype=torch.int64)
     owner = torch.repeat_interleave(torch.arange(len(rows)), torch.tensor([len(row) - 1 for row in rows]))
     sums = torch.zeros(len(rows), dtype=torch.float64).index_add_(0, owner, unigram[tokens])

@@ -163,7 +163,7 @@ class FittedFluency:
     def check_unigram(self) -> None:
         """Refuse a unigram table (a saved one) that does not cover the model's vocabulary."""
         assert self.unigram is not None
-        size = self.model.model.get_output_embeddings().weight.shape[0]
+        size = self.model.vocabulary_size
         if self.unigram.numel() != size:
             raise ValueError(f"the fluency unigram table has {self.unigram.numel()} entries, but {self.files.name} "
                              f"has {size} tokens")
@@ -173,7 +173,7 @@ class FittedFluency:
         token), the rounded SLOR (NaN also before `calibrate`) and the token count."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # transformers' notes on loading
-            return statistics(*self.model.text_log_probs(texts, self.unigram), self.unigram is not None)
+            return statistics(*self.model.text_log_probs(texts, self.unigram))
 
     def of_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """`of_texts` of token ids of the model's own tokenizer, on their device, no host wait
@@ -183,7 +183,7 @@ class FittedFluency:
             if self._placed is None or self._placed[0] is not self.unigram:
                 self._placed = (self.unigram, self.unigram.to(self.device))
             table = self._placed[1]
-        return statistics(*self.model.id_log_probs(input_ids, attention_mask, table), self.unigram is not None)
+        return statistics(*self.model.id_log_probs(input_ids, attention_mask, table))
 
     def shares_tokenizer(self, tokenizer: Any) -> bool:
         """Whether a Hugging Face tokenizer's ids are this model's (the same vocabulary)."""
@@ -193,13 +193,16 @@ class FittedFluency:
         return f"{self.files.name}@{self.files.sha256[:12]},{str(self.dtype).removeprefix('torch.')}"
 
 
-def statistics(sums: torch.Tensor, counts: torch.Tensor, unigram_sums: torch.Tensor, calibrated: bool) -> torch.Tensor:
-    """[rows, 3]: sum / count on the grid of 1/ROUNDING (NaN where count is 0), SLOR, (sum -
-    unigram sum) / count on the grid (NaN also where not `calibrated`), and count."""
+def statistics(sums: torch.Tensor, counts: torch.Tensor, unigram_sums: torch.Tensor | None) -> torch.Tensor:
+    """[rows, 3]: the mean, sum / count on the grid of 1/ROUNDING (NaN where count is 0); SLOR,
+    (sum - unigram sum) / count on the grid (NaN too without unigram sums); and count."""
     counts = counts.to(torch.float64)
     mean = torch.round(sums / counts * ROUNDING) / ROUNDING
-    slor = torch.round((sums - unigram_sums) / counts * ROUNDING) / ROUNDING
-    return torch.stack([mean, slor if calibrated else torch.full_like(slor, float("nan")), counts], dim=1)
+    if unigram_sums is None:
+        slor = torch.full_like(mean, float("nan"))
+    else:
+        slor = torch.round((sums - unigram_sums) / counts * ROUNDING) / ROUNDING
+    return torch.stack([mean, slor, counts], dim=1)
 
 
 def unigram_table(mass: torch.Tensor, positions: int) -> torch.Tensor:
