@@ -46,7 +46,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from gpu_neighbors import NeighborsScorer  # noqa: E402
 from gpu_neighbors.core.correlation import spearman_rows  # noqa: E402
-from gpu_neighbors.estimators.stacking import Stacking  # noqa: E402
 from gpu_neighbors.evaluation.protocols import fold_indices  # noqa: E402
 from gpu_neighbors.fluency import FittedFluency, Fluency, model_files, offline_model  # noqa: E402
 from gpu_neighbors.fluency.model import LanguageModel  # noqa: E402

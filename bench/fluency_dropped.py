@@ -59,6 +59,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 from pathlib import Path
 
 import numpy as np
@@ -257,19 +258,37 @@ def monotone_rows(data: checklist.DataSet, loo: np.ndarray, means: dict[str, np.
     return rows
 
 
-def measure(data: checklist.DataSet, values: TokenValues) -> tuple[list[str], list[str], list[str]]:
+class NeighbourSide(NamedTuple):
+    """What both protocols stack on: the default scorer without fluency's leave-one-out estimate
+    of every training text, the good held-out texts and their copies, every text's prediction
+    (by name: dev, original, each copy), and the stacking texts (`chosen`, sorted positions)."""
+
+    loo: np.ndarray
+    good: list[str]
+    copies: dict[str, list[str]]
+    predicted: dict[str, np.ndarray]
+    chosen: np.ndarray
+
+
+def neighbour_side(data: checklist.DataSet) -> NeighbourSide:
     texts, scores = data.train
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         scorer = NeighborsScorer(device="cpu", fluency="none").fit(texts, scores)
         loo = scorer.leave_one_out().scores
-        dev_texts, dev_scores = data.held
         good = sorted(checklist.good_sample(data, scores, 100)[0])
         pool = WordPool.from_texts(texts)
         copies = {name: perturb(good, name, seed=0, vocabulary=pool) for name in COPIES}
-        predicted = {"dev": scorer.predict(dev_texts).scores, "original": scorer.predict(good).scores,
+        predicted = {"dev": scorer.predict(data.held[0]).scores, "original": scorer.predict(good).scores,
                      **{name: scorer.predict(copy).scores for name, copy in copies.items()}}
     chosen = np.sort(np.random.default_rng(0).choice(len(texts), size=min(STACKING_TEXTS, len(texts)), replace=False))
+    return NeighbourSide(loo, good, copies, predicted, chosen)
+
+
+def measure(data: checklist.DataSet, values: TokenValues) -> tuple[list[str], list[str], list[str]]:
+    texts, scores = data.train
+    dev_texts, dev_scores = data.held
+    loo, good, copies, predicted, chosen = neighbour_side(data)
     tokens = {"train": values.of([texts[i] for i in chosen]), "dev": values.of(dev_texts), "original": values.of(good),
               **{name: values.of(copy) for name, copy in copies.items()}}
     counts = {key: np.array([lp.size for lp, _ in rows], dtype=np.float64) for key, rows in tokens.items()}
@@ -320,17 +339,10 @@ def slor_rows(data: checklist.DataSet) -> list[str]:
     """Part 6 (docstring, 4): the mean lp, SLOR by the model's unigram table and SLOR by counted
     unigrams, each as the outlier column alone and stacked."""
     texts, scores = data.train
+    loo, good, copies, predicted, chosen = neighbour_side(data)
+    sets = {"train": [texts[i] for i in chosen], "dev": data.held[0], "original": good, **copies}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        scorer = NeighborsScorer(device="cpu", fluency="none").fit(texts, scores)
-        loo = scorer.leave_one_out().scores
-        good = sorted(checklist.good_sample(data, scores, 100)[0])
-        pool = WordPool.from_texts(texts)
-        copies = {name: perturb(good, name, seed=0, vocabulary=pool) for name in COPIES}
-        predicted = {"dev": scorer.predict(data.held[0]).scores, "original": scorer.predict(good).scores,
-                     **{name: scorer.predict(copy).scores for name, copy in copies.items()}}
-        chosen = np.sort(np.random.default_rng(0).choice(len(texts), size=min(STACKING_TEXTS, len(texts)), replace=False))
-        sets = {"train": [texts[i] for i in chosen], "dev": data.held[0], "original": good, **copies}
         device = torch.device("cpu")
         fluency = FittedFluency(model_files(offline_model()), resolved_dtype("auto", device), device)
         fluency.calibrate(sets["train"])
