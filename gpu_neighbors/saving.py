@@ -59,6 +59,7 @@ def state_of(scorer: FittedScorer, kernel: KernelPart, fields: dict[str, list[An
                **{f"outside_{index}": torch.as_tensor(column, dtype=torch.float64)
                   for index, column in enumerate(scorer.outside_.test.columns)},
                "outside_products": torch.as_tensor(scorer.outside_.test.products, dtype=torch.float64),
+               "outside_smallest": torch.as_tensor(scorer.outside_.test.smallest, dtype=torch.float64),
                **encoding_tensors(scorer)}
     if scorer.within_ is not None:
         assert scorer.fluency_ is not None and scorer.fluency_.unigram is not None  # calibrated at fit
@@ -266,7 +267,7 @@ def _degeneracy_settings(score: LinearScore | None) -> dict[str, Any]:
 def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int,
              degeneracy: dict[str, Any]) -> OutsideRule:
     """The outlier test as fitted: each statistic's sorted calibration values (`size` texts),
-    their sorted products of p-values, and the degeneracy score's coefficients (JSON numbers:
+    their sorted products of p-values and beside each the text's smallest p-value, and the degeneracy score's coefficients (JSON numbers:
     float64 written and read back exactly)."""
     weights = tuple(float(weight) for weight in degeneracy["weights"])
     if len(weights) != len(STATISTICS):
@@ -281,9 +282,10 @@ def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int,
                          f"outside_{len(low) - 1} is missing")
     columns = tuple(tensors[f"outside_{index}"].numpy() for index in range(len(low)))
     products = tensors["outside_products"].numpy()  # their values: checked on load (SAVED_TENSORS)
-    if any(column.size > size for column in columns) or products.size != size:
+    smallest = tensors["outside_smallest"].numpy()
+    if any(column.size > size for column in columns) or products.size != size or smallest.size != size:
         raise ValueError(f"the outlier test's tensors are not the calibration values of {size} texts")
-    test = OutlierTest(columns, low, size, products, alone)
+    test = OutlierTest(columns, low, size, products, smallest, alone)
     return scorer.intervals_part.outside_rule(test, score, scorer.train_scores_, scorer.score_range)
 
 
@@ -420,6 +422,8 @@ SAVED_TENSORS: dict[str, Expected] = {
         np.isfinite(values).all() and (values <= 0).all())), optional=True),
     "outside_products": Expected(_float64s("ascending float64 values in (0, 1]", lambda values: _ascending(values)
                                            and bool(((values > 0) & (values <= 1)).all()))),
+    "outside_smallest": Expected(_float64s("float64 values in (0, 1]", lambda values: bool(
+        ((values > 0) & (values <= 1)).all()))),
     "ridge_alpha": Expected(FINITE, optional=True),
     "ridge_loo": Expected(FINITE, optional=True),
 }

@@ -49,8 +49,9 @@ FORMAT = "gpu-neighbors scorer"
 # outlier test has the spelling statistic (five typicality columns, five degeneracy weights); 6:
 # the fluency part (its model's name and SHA-256, the stacked estimate, the outlier test's column);
 # 7: fluency's second statistic, SLOR (its unigram table, a second column of the stacked estimate
-# and of the outlier test); a folder of another version is refused in one line
-FORMAT_VERSION = 7
+# and of the outlier test); 8: the outlier test ranks its union among the calibration texts' own
+# (each text's smallest p-value beside its product); a folder of another version is refused in one line
+FORMAT_VERSION = 8
 CONFIG, TENSORS, TRAINING = "scorer.json", "tensors.safetensors", "training.jsonl"
 # Everything a saved scorer's folder may hold: its files, and their partial files while written.
 OWN_FILES = frozenset(name + suffix for name in (CONFIG, TENSORS, TRAINING) for suffix in ("", ".partial"))

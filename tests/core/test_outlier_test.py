@@ -64,19 +64,85 @@ def test_a_missing_statistic_is_flagged_once_the_calibration_set_is_large_enough
 
 
 def test_one_statistic_far_out_flags_a_text_where_the_calibration_set_is_small():
-    """With m calibration texts and k = 5 statistics, one statistic alone reaches k / (m + 1)
-    divided by Bonferroni's share w: at m = 100 Bonferroni's stands alone (5 / 101 <= 0.05); at
-    m = 160 (HUSE's folds) w = 5 / (160 x 0.05) = 0.625, so 5 / 161 / 0.625 <= 0.05 still, where
-    the even split of the large sets (w = 1/2 from m = 200 on) would give 2 x 5 / 161 > 0.05 and
-    flag nothing by one statistic."""
+    """With m calibration texts and k = 5 statistics, one statistic alone brings the union to
+    k / (m + 1) divided by Bonferroni's share w: at m = 100 Bonferroni's stands alone (5 / 101 <=
+    0.05); at m = 160 (HUSE's folds) w = 5 / (160 x 0.05) = 0.625, so 5 / 161 / 0.625 <= 0.05
+    still, where the even split of the large sets (w = 1/2 from m = 200 on) would give 2 x 5 / 161
+    > 0.05 and flag nothing by one statistic. Ranked among the calibration texts' unions (from
+    m = 220 on) it ties with at most k / w of them: at most (1 + k / w) / (m + 1)."""
     rng = np.random.default_rng(3)
     new = torch.tensor([[-9.0, 0.0, 0.0, 0.0, 0.0]], dtype=torch.float64)  # the first far out, the rest typical
-    for size, share, expected in ((100, 1.0, 5 / 101), (160, 0.625, 5 / 161 / 0.625), (199, 5 / 9.95, 5 / 200 * 1.99),
-                                  (200, 0.5, 2 * 5 / 201), (999, 0.5, 2 * 5 / 1000)):
+    for size, share, ranked, expected in (
+            (100, 1.0, False, 5 / 101), (160, 0.625, False, 5 / 161 / 0.625), (199, 5 / 9.95, False, 5 / 200 * 1.99),
+            (200, 0.5, False, 2 * 5 / 201), (219, 0.5, False, 2 * 5 / 220)):
         rule = OutsideRule(OutlierTest.fit(rng.normal(size=(size, 5)), (True,) * 5), 0.05, None, (0.0, 1.0))
         assert rule.bonferroni_share == pytest.approx(share, rel=1e-15)
+        assert rule.ranked is ranked
         assert rule.p_values(new).item() == pytest.approx(expected, rel=1e-14)
         assert rule.flags(rule.p_values(new)).item()
+    for size in (220, 221, 999):
+        rule = OutsideRule(OutlierTest.fit(rng.normal(size=(size, 5)), (True,) * 5), 0.05, None, (0.0, 1.0))
+        assert rule.ranked and rule.bonferroni_share == 0.5
+        assert 1 / (size + 1) <= rule.p_values(new).item() <= (1 + 5 / 0.5) / (size + 1) <= 0.05
+
+
+def brute_force_union(calibration: np.ndarray, text: np.ndarray, share: float) -> float:
+    """The weighted union of `text` against `calibration` (low atypical, every statistic alone),
+    by counting: its p-values, their product's rank among the calibration texts' products, each
+    of those taken against the other calibration texts (one left out, the denominator m + 1)."""
+    m, k = calibration.shape
+
+    def p_values(others: np.ndarray, values: np.ndarray) -> np.ndarray:
+        return (1 + (others <= values).sum(axis=0)) / (m + 1)
+
+    def product_against_others(index: int) -> float:
+        return float(np.prod(p_values(np.delete(calibration, index, axis=0), calibration[index])))
+
+    products = [product_against_others(index) for index in range(m)]
+    p = p_values(calibration, text)
+    fisher = (1 + sum(other <= np.prod(p) for other in products)) / (m + 1)
+    return min(1.0, k * p.min() / share, fisher / (1 - share))
+
+
+def test_the_ranked_union_equals_a_count_by_hand():
+    """A new text's ranked p-value is (1 + calibration texts whose union, each against the
+    others, is at or below its own) / (m + 1): each calibration union made by leaving that text
+    out and counting, its product's rank among the others' products plus itself."""
+    rng = np.random.default_rng(11)
+    calibration = rng.integers(0, 7, size=(30, 3)).astype(np.float64)  # ties
+    new = rng.integers(-1, 8, size=(40, 3)).astype(np.float64)
+    test = OutlierTest.fit(calibration, (True,) * 3)
+    m = len(calibration)
+    products = [float(np.prod((1 + (np.delete(calibration, index, axis=0) <= calibration[index]).sum(axis=0)) / (m + 1)))
+                for index in range(m)]
+    own = []
+    for index in range(m):
+        p = (1 + (np.delete(calibration, index, axis=0) <= calibration[index]).sum(axis=0)) / (m + 1)
+        fisher = sum(other <= products[index] for other in products) / (m + 1)  # itself counted, no + 1
+        own.append(min(1.0, 3 * p.min() / 0.5, fisher / 0.5))
+    for row, text in zip(test.p_values(torch.as_tensor(new), 0.5, ranked=True).tolist(), new):
+        union = brute_force_union(calibration, text, 0.5)
+        assert test.p_values(torch.as_tensor(text[None]), 0.5).item() == pytest.approx(union, rel=1e-15)
+        assert row == pytest.approx((1 + sum(value <= union * (1 + 1e-12) for value in own)) / (m + 1), rel=1e-15)
+
+
+def test_ranking_flags_what_the_bound_misses_and_keeps_the_level():
+    """On exchangeable texts the bound flags fewer than the level (a union bound is loose),
+    the ranked union about the level and never more; texts a little out on every statistic
+    that the bound lets through are flagged ranked."""
+    rng = np.random.default_rng(7)
+    m, trials, level = 999, 60, 0.05
+    bound, ranked = [], []
+    for _ in range(trials):
+        sample = rng.normal(size=(m + 200, 5))
+        rule = OutsideRule(OutlierTest.fit(sample[:m], (True,) * 5), level, None, (0.0, 1.0))
+        new = torch.as_tensor(sample[m:])
+        ranked.append(rule.flags(rule.p_values(new)).float().mean().item())
+        bound.append((rule.test.p_values(new, rule.bonferroni_share) <= level).float().mean().item())
+    assert np.mean(bound) < np.mean(ranked) <= level
+    assert np.mean(ranked) > 0.8 * level
+    near = torch.full((1, 5), -1.1, dtype=torch.float64)  # each p about 0.14: the bound's union about 0.056
+    assert rule.test.p_values(near, 0.5).item() > level and rule.flags(rule.p_values(near)).item()
 
 
 def test_the_split_between_bonferroni_and_fisher_is_a_valid_weighting():
