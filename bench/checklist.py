@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -50,6 +51,7 @@ from gpu_neighbors import NeighborsScorer  # noqa: E402
 from gpu_neighbors.estimators import Threshold  # noqa: E402
 from gpu_neighbors.kernels.parts import BertScore  # noqa: E402
 from gpu_neighbors.evaluation.checklist import Checklist, held_out_checklist, held_out_split, top_rated  # noqa: E402
+from gpu_neighbors.fluency import offline_model  # noqa: E402
 from gpu_neighbors.text.perturbations import PERTURBATIONS  # noqa: E402
 from lm_memo import remembered  # noqa: E402  (bench/, beside this script)
 from pages import replace_section  # noqa: E402  (bench/, beside this script)
@@ -113,6 +115,17 @@ def kernel_part(kernel: str) -> str | BertScore:
     return BertScore(model=path, layer=layers)
 
 
+def fluency_sets() -> tuple[list[DataSet], float, str] | None:
+    """GUG and MLQE (the sets where fluency is on) for the fluency benchmarks, the language model
+    on one thread, the start time and load average; None (said on stderr) without the offline
+    model."""
+    if offline_model() is None:
+        print("the offline model is not fetched: gpu-neighbors fetch-model", file=sys.stderr)
+        return None
+    torch.set_num_threads(1)
+    return load(2000)[1:], time.perf_counter(), " ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
 def good_sample(data: DataSet, train_scores: np.ndarray, held: int) -> tuple[list[str], np.ndarray]:
     """At most `held` of the held-out texts at or above the training median (seeded)."""
     texts, scores = data.held
@@ -145,6 +158,12 @@ def cell(result: Checklist, name: str) -> str:
         return "—"
     mark = " ✓" if row.passed else ""
     return f"{row.drop:.3f} [{row.drop_low:.3f}, {row.drop_high:.3f}]{mark}"
+
+def drop_cells(result: Checklist) -> str:
+    """Each perturbation's drop of `result` as table cells ("0.123 ✓" where it reaches the
+    target), joined with " | "."""
+    return " | ".join(f"{row.drop:.3f}{' ✓' if row.passed else ''}" for row in result.rows)
+
 
 
 def section(rows: list[tuple[DataSet, str, str, Checklist, float]], command: str, seconds: float, load: str,

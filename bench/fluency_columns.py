@@ -50,14 +50,13 @@ from gpu_neighbors.core.discriminant import LinearScore  # noqa: E402
 from gpu_neighbors.core.neighbours import canonical_sample  # noqa: E402
 from gpu_neighbors.core.outside import OutlierTest, OutsideRule  # noqa: E402
 from gpu_neighbors.evaluation.checklist import held_out_checklist  # noqa: E402
-from gpu_neighbors.fluency import offline_model  # noqa: E402
 from gpu_neighbors.fluency.outlier import WithinLength, estimate_features  # noqa: E402
 from gpu_neighbors.fluency.part import FittedFluency  # noqa: E402
 from gpu_neighbors.intervals import NEGATIVE_TEXTS  # noqa: E402
 from gpu_neighbors.text.perturbations import WordPool, all_copies  # noqa: E402
 from gpu_neighbors.text.typicality import LOW_IS_ATYPICAL, TEST_ALONE, TEST_LOW_IS_ATYPICAL  # noqa: E402
 from lm_memo import remembered  # noqa: E402
-from pages import write_section  # noqa: E402
+from pages import write_table  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "fluency.md"
 HEADING = "## 7. Fluency's columns in the outlier test (issue 51, round 4)"
@@ -164,14 +163,13 @@ def tables_once() -> Iterator[None]:
 
 
 def main() -> int:
-    if offline_model() is None:
-        print("the offline model is not fetched: gpu-neighbors fetch-model", file=sys.stderr)
+    ready = checklist.fluency_sets()
+    if ready is None:
         return 1
-    torch.set_num_threads(1)
-    start, load = time.perf_counter(), " ".join(f"{value:.1f}" for value in os.getloadavg())
+    sets, start, load = ready
     rows = []
     with remembered(), tables_once():
-        for data in checklist.load(2000)[1:]:  # GUG and MLQE
+        for data in sets:
             texts, scores = data.train
             held_texts, held_scores = checklist.good_sample(data, scores, 100)
             for name, (columns, alone, rule, features) in VARIANTS.items():
@@ -180,19 +178,14 @@ def main() -> int:
                     scorer = NeighborsScorer(device="cpu", fluency="auto").fit(texts, scores)
                     result = held_out_checklist(scorer, texts, held_texts, held_scores)
                     flagged = float(np.mean(scorer.predict(data.held[0]).outside))
-                rows.append(f"| {data.name} | {name} | {flagged:.3f} | {result.needed:.3f} | " + " | ".join(
-                    f"{row.drop:.3f}{' ✓' if row.passed else ''}" for row in result.rows) + " |")
+                rows.append(f"| {data.name} | {name} | {flagged:.3f} | {result.needed:.3f} | {checklist.drop_cells(result)} |")
                 print(rows[-1], file=sys.stderr, flush=True)
-    names = [row.perturbation for row in result.rows]
-    write_section(OUT, HEADING, "\n".join([
-        HEADING, "",
+    write_table(OUT, HEADING, (
         f"Made by `bench/fluency_columns.py` ({(time.perf_counter() - start) / 60:.1f} min; load average at the start "
         f"{load}; see its docstring). The checklist of the default scorer with fluency (`auto`), each variant of "
         "how the two fluency columns join the outlier test; *flagged*: the share of ordinary dev texts flagged "
         "outside; then each perturbation's drop of the copies' mean estimate below the originals' (✓: at least "
-        "*needed*).", "",
-        "| set | columns | flagged | needed | " + " | ".join(names) + " |",
-        "|---|---|---|---|" + "---|" * len(names), *rows, ""]))
+        "*needed*)."), ["set", "columns", "flagged", "needed", *(row.perturbation for row in result.rows)], rows)
     return 0
 
 

@@ -31,3 +31,10 @@ def write_section(path: Path, heading: str, text: str) -> None:
     page = path.read_text(encoding="utf-8") if path.exists() else ""
     path.write_text(replace_section(page, heading, text), encoding="utf-8")
     print(text)
+
+
+def write_table(path: Path, heading: str, made: str, columns: list[str], rows: list[str]) -> None:
+    """Write the section under `heading` of the page at `path`: how it was `made`, then a table
+    of `columns` whose `rows` are already formatted."""
+    write_section(path, heading, "\n".join([heading, "", made, "", "| " + " | ".join(columns) + " |",
+                                            "|" + "---|" * len(columns), *rows, ""]))
