@@ -113,7 +113,7 @@ def main() -> None:
         "copies' mean estimate below the originals', ✓ where it reaches *needed*, and the share flagged outside.",
         "", *lines, ""])
     out = Path(args.out)
-    out.write_text(replace_section(out.read_text(encoding="utf-8"), HEADING, text), encoding="utf-8")
+    out.write_text(replace_section(out.read_text(encoding="utf-8"), HEADING + "\n", text), encoding="utf-8")
     print(text)
 
 

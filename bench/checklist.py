@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     texts = []
     if rows:
         texts.append(section(rows, command, seconds, load_average))
-        page = replace_section(page, HEADING, texts[-1])
+        page = replace_section(page, HEADING + "\n", texts[-1])  # whole line: it begins FLUENCY_HEADING
     texts.append(section(fluency_rows, command, seconds, load_average, FLUENCY_HEADING))
     page = replace_section(page, FLUENCY_HEADING, texts[-1])
     out.write_text(page, encoding="utf-8")

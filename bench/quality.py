@@ -84,7 +84,10 @@ from pages import replace_section, section_of  # noqa: E402  (bench/, beside thi
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "quality.md"
-CHECKLIST = "## Perturbation checklist"  # bench/checklist.py's section of the page, kept as it is
+# The page's sections other scripts write (bench/checklist.py's two, bench/beyond_checklist.py's)
+# and a record of an earlier tree's, kept as they are; each heading whole to its line's end, as one begins another
+KEPT = ("## Perturbation checklist\n", "## Perturbation checklist with fluency (issue 51)\n",
+        "## Perturbations beyond the checklist\n", "## Perturbations beyond the checklist, before the spelling statistic\n")
 FLUENCY = "## Fluency (issue 51)"
 DEFAULT = "default (auto: tfidf unless bleu or rouge is better beyond noise; top-k)"
 FLUENCY_TARGETS = {"huse_summarization": -0.01, "gug": 0.15, "mlqe_et-en": 0.05}
@@ -480,6 +483,13 @@ def targets(sets: list[DataSet]) -> list[str]:
     return [*lines, ""]
 
 
+def with_kept(page: str, kept: list[tuple[str, str]]) -> str:
+    """`page` and, after it, the sections of `kept` (heading, text) other scripts wrote."""
+    for heading, text in kept:
+        page = replace_section(page, heading, text) if text else page
+    return page if page.endswith("\n") else page + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kernels", default="bleu,rouge,tfidf,bertscore")
@@ -496,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     sets = [data for data in load(args) if args.only in (None, data.name)]
     out = Path(args.out)
     before = out.read_text(encoding="utf-8") if out.exists() else ""
-    checklist = section_of(before, CHECKLIST)
+    kept = [(heading, section_of(before, heading)) for heading in KEPT]
     torch.set_num_threads(1)
     with remembered():
         if args.section == "fluency":
@@ -508,10 +518,10 @@ def main(argv: list[str] | None = None) -> int:
         for done, data in enumerate(sets, 1):
             evaluate(data, kernels)  # the page so far after each set: a long run keeps what it made
             page = write(sets[:done], time.perf_counter() - start, kernels)
-            out.write_text(replace_section(page, CHECKLIST, checklist) if checklist else page + "\n", encoding="utf-8")
+            out.write_text(with_kept(page, kept), encoding="utf-8")
         if page:
             page = replace_section(page, FLUENCY, fluency_section(sets) + "\n")
-            out.write_text(replace_section(page, CHECKLIST, checklist) if checklist else page + "\n", encoding="utf-8")
+            out.write_text(with_kept(page, kept), encoding="utf-8")
     print(page)
     return 0
 
