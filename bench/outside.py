@@ -13,7 +13,10 @@ training side a seeded sample, size below) and predicts:
   width, against the held-out texts'.
 
     .venv/bin/python bench/outside.py [--mlqe-train 2000] [--other 300] [--output bench/outside.md]
-        [--fluency auto|none]
+        [--fluency auto|none] [--heading "## ..."]
+
+Each run is a section of the page, first after its title (a section of the same heading is
+replaced): the page keeps the earlier runs and what was written of them.
 
 `--fluency`: the scorers' fluency part (default auto, the library's default: the offline language
 model where fetched; none: without it, as before issue 51).
@@ -38,8 +41,10 @@ from gpu_neighbors.core.correlation import spearman_rows  # noqa: E402
 from gpu_neighbors.evaluation.protocols import fold_indices  # noqa: E402
 from gpu_neighbors.evaluation.tables import markdown_table  # noqa: E402
 from lm_memo import remembered  # noqa: E402  (bench/, beside this script)
+from pages import replace_section, section_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+TITLE = "# Text unlike the training set: the default scorer"
 DATA = ROOT.parent / "shared" / "data"
 
 
@@ -133,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="HUSE's fold seed")
     parser.add_argument("--fluency", default="auto", help="auto (the default) or none")
     parser.add_argument("--sets", default="huse,gug,mlqe", help="the sets measured, comma-separated")
+    parser.add_argument("--heading", default=None,
+                        help="the run's section heading (## ...; default: the scorer, options and time): a "
+                             "section of that heading is replaced, else the run goes first")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     started = time.perf_counter()
@@ -147,15 +155,29 @@ def main(argv: list[str] | None = None) -> int:
                                                                  ("seed", args.seed), ("fluency", args.fluency),
                                                                  ("sets", args.sets))
                       if value not in (None, 5, 0, "auto", "huse,gug,mlqe"))
-    text = (f"# Text unlike the training set: the {'default scorer' if args.kernel is None else args.kernel + ' kernel'}"
-            f"\n\nMade by `.venv/bin/python bench/outside.py --mlqe-train {args.mlqe_train} --other {args.other}"
+    scorer = "the default scorer" if args.kernel is None else f"the {args.kernel} kernel"
+    heading = args.heading or f"## {scorer[0].upper()}{scorer[1:]}{options}, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC"
+    text = (f"{heading}\n\nMade by `.venv/bin/python bench/outside.py --mlqe-train {args.mlqe_train} --other {args.other}"
             f"{options}` in {time.perf_counter() - started:.0f} s (load average {load:.1f} on {os.cpu_count()} cores). "
             f"HUSE: {args.huse_folds} seeded folds (seed {args.seed}); GUG, MLQE et-en: train "
             f"-> dev (MLQE's training side: a seeded sample of {args.mlqe_train}). Columns named after another "
             f"set: {args.other} of its texts scored by the same scorer.\n\n{table}\n")
-    args.output.write_text(text, encoding="utf-8")
-    print(text)
+    write_first(args.output, heading, text)
     return 0
+
+
+def write_first(path: Path, heading: str, text: str) -> None:
+    """The section under `heading` of the page at `path` replaced by `text`, or `text` put first
+    after the page's title (made where missing): the earlier runs' sections, and what was written
+    of them, stay."""
+    page = path.read_text(encoding="utf-8") if path.exists() else TITLE + "\n"
+    if section_of(page, heading + "\n"):
+        page = replace_section(page, heading + "\n", text)
+    else:
+        title, _, rest = page.partition("\n")
+        page = f"{title}\n\n{text}\n{rest.lstrip(chr(10))}" if rest.strip() else f"{title}\n\n{text}"
+    path.write_text(page, encoding="utf-8")
+    print(text)
 
 
 def _cell(value: object) -> object:
