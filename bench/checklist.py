@@ -159,11 +159,11 @@ def cell(result: Checklist, name: str) -> str:
     mark = " ✓" if row.passed else ""
     return f"{row.drop:.3f} [{row.drop_low:.3f}, {row.drop_high:.3f}]{mark}"
 
+
 def drop_cells(result: Checklist) -> str:
     """Each perturbation's drop of `result` as table cells ("0.123 ✓" where it reaches the
     target), joined with " | "."""
     return " | ".join(f"{row.drop:.3f}{' ✓' if row.passed else ''}" for row in result.rows)
-
 
 
 def section(rows: list[tuple[DataSet, str, str, Checklist, float]], command: str, seconds: float, load: str,

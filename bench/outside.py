@@ -156,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                  ("sets", args.sets))
                       if value not in (None, 5, 0, "auto", "huse,gug,mlqe"))
     scorer = "the default scorer" if args.kernel is None else f"the {args.kernel} kernel"
-    heading = args.heading or f"## {scorer[0].upper()}{scorer[1:]}{options}, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC"
+    heading = args.heading or (f"## {scorer[0].upper()}{scorer[1:]}{options}, "
+                               f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC")
     text = (f"{heading}\n\nMade by `.venv/bin/python bench/outside.py --mlqe-train {args.mlqe_train} --other {args.other}"
             f"{options}` in {time.perf_counter() - started:.0f} s (load average {load:.1f} on {os.cpu_count()} cores). "
             f"HUSE: {args.huse_folds} seeded folds (seed {args.seed}); GUG, MLQE et-en: train "

@@ -87,7 +87,8 @@ OUT = Path(__file__).resolve().parent / "quality.md"
 # The page's sections other scripts write (bench/checklist.py's two, bench/beyond_checklist.py's)
 # and a record of an earlier tree's, kept as they are; each heading whole to its line's end, as one begins another
 KEPT = ("## Perturbation checklist\n", "## Perturbation checklist with fluency (issue 51)\n",
-        "## Perturbations beyond the checklist\n", "## Perturbations beyond the checklist, before the spelling statistic\n")
+        "## Perturbations beyond the checklist\n",
+        "## Perturbations beyond the checklist, before the spelling statistic\n")
 FLUENCY = "## Fluency (issue 51)"
 DEFAULT = "default (auto: tfidf unless bleu or rouge is better beyond noise; top-k)"
 FLUENCY_TARGETS = {"huse_summarization": -0.01, "gug": 0.15, "mlqe_et-en": 0.05}

@@ -86,21 +86,21 @@ def test_one_statistic_far_out_flags_a_text_where_the_calibration_set_is_small()
         assert 1 / (size + 1) <= rule.p_values(new).item() <= (1 + 5 / 0.5) / (size + 1) <= 0.05
 
 
-def brute_force_union(calibration: np.ndarray, text: np.ndarray, share: float) -> float:
+def against_others(calibration: np.ndarray) -> np.ndarray:
+    """[m, statistics]: each calibration text's p-values (low atypical) against the other
+    calibration texts, by counting with that text left out (the denominator m + 1)."""
+    m = len(calibration)
+    return np.array([(1 + (np.delete(calibration, index, axis=0) <= calibration[index]).sum(axis=0)) / (m + 1)
+                     for index in range(m)])
+
+
+def brute_force_union(calibration: np.ndarray, products: np.ndarray, text: np.ndarray, share: float) -> float:
     """The weighted union of `text` against `calibration` (low atypical, every statistic alone),
-    by counting: its p-values, their product's rank among the calibration texts' products, each
-    of those taken against the other calibration texts (one left out, the denominator m + 1)."""
+    by counting: its p-values, their product's rank among the calibration texts' `products`
+    (each taken against the other calibration texts)."""
     m, k = calibration.shape
-
-    def p_values(others: np.ndarray, values: np.ndarray) -> np.ndarray:
-        return (1 + (others <= values).sum(axis=0)) / (m + 1)
-
-    def product_against_others(index: int) -> float:
-        return float(np.prod(p_values(np.delete(calibration, index, axis=0), calibration[index])))
-
-    products = [product_against_others(index) for index in range(m)]
-    p = p_values(calibration, text)
-    fisher = (1 + sum(other <= np.prod(p) for other in products)) / (m + 1)
+    p = (1 + (calibration <= text).sum(axis=0)) / (m + 1)
+    fisher = (1 + np.sum(products <= np.prod(p))) / (m + 1)
     return min(1.0, k * p.min() / share, fisher / (1 - share))
 
 
@@ -113,15 +113,14 @@ def test_the_ranked_union_equals_a_count_by_hand():
     new = rng.integers(-1, 8, size=(40, 3)).astype(np.float64)
     test = OutlierTest.fit(calibration, (True,) * 3)
     m = len(calibration)
-    products = [float(np.prod((1 + (np.delete(calibration, index, axis=0) <= calibration[index]).sum(axis=0)) / (m + 1)))
-                for index in range(m)]
+    p_others = against_others(calibration)
+    products = np.prod(p_others, axis=1)
     own = []
-    for index in range(m):
-        p = (1 + (np.delete(calibration, index, axis=0) <= calibration[index]).sum(axis=0)) / (m + 1)
-        fisher = sum(other <= products[index] for other in products) / (m + 1)  # itself counted, no + 1
+    for p, product in zip(p_others, products):
+        fisher = np.sum(products <= product) / (m + 1)  # itself counted, no + 1
         own.append(min(1.0, 3 * p.min() / 0.5, fisher / 0.5))
     for row, text in zip(test.p_values(torch.as_tensor(new), 0.5, ranked=True).tolist(), new):
-        union = brute_force_union(calibration, text, 0.5)
+        union = brute_force_union(calibration, products, text, 0.5)
         assert test.p_values(torch.as_tensor(text[None]), 0.5).item() == pytest.approx(union, rel=1e-15)
         assert row == pytest.approx((1 + sum(value <= union * (1 + 1e-12) for value in own)) / (m + 1), rel=1e-15)
 
