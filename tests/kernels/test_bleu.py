@@ -90,7 +90,8 @@ def test_scorer_similarity_equals_kernel_pairs(huse_texts):
 @pytest.mark.parametrize("row_slice", [None, 1, 5], ids=["rows whole", "1 row a slice", "5 rows a slice"])
 def test_shared_word_join_in_slices_equals_one(huse_texts, monkeypatch, word_slice, row_slice):
     """A chunk with more words than a slice holds takes the sliced join, and the CPU's tiles go
-    a few rows at a time (a device's whole): the same bits in every combination."""
+    a few rows at a time, its join counting in int16 (a device's whole, in float32): the same
+    bits in every combination."""
     from gpu_neighbors.kernels import bleu
 
     train, candidates = huse_texts[:120], huse_texts[120:]
@@ -102,11 +103,31 @@ def test_shared_word_join_in_slices_equals_one(huse_texts, monkeypatch, word_sli
     monkeypatch.setattr(bleu, "SLICED_ON", frozenset())
     whole = similarity()
     if word_slice is not None:
-        monkeypatch.setattr(bleu, "WORD_SLICE_BYTES", 4 * len(train) * word_slice)
+        monkeypatch.setattr(bleu, "WORD_SLICE_BYTES", 2 * len(train) * word_slice)  # int16; float32: 3 words
     if row_slice is not None:
         monkeypatch.setattr(bleu, "SLICED_ON", frozenset({"cpu"}))
         monkeypatch.setattr(bleu, "ROW_SLICE_BYTES", 8 * len(train) * row_slice)
     assert whole.abs().sum() > 0 and torch.equal(similarity(), whole)
+
+
+def test_int16_join_counts_a_candidate_of_more_words_than_int16_holds():
+    """The CPU's join counts shared words in int16: a pair sharing 40,000 distinct words
+    (past 2^15 - 1) must still count as sharing, not wrap to a negative count. Slices of at most
+    INT16_SLICE_WORDS words keep every count in range: a text scores 1 against itself (within
+    the tables' rounding), and the same bits as the float32 join a device runs."""
+    from gpu_neighbors.kernels import bleu
+    long_text = " ".join(f"w{index}" for index in range(40_000))
+    train = [long_text, "w1 w2 another text", "nothing shared at all"]
+    candidates = [long_text, "w1 w2 other", "zzz"]
+    kernel = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing="add1")
+    kernel.fit(train)
+    on_cpu = kernel.tile(kernel.encode(candidates), 0, len(train))
+    assert abs(float(on_cpu[0, 0]) - 1.0) < 1e-12 and (on_cpu >= 0).all()
+    assert on_cpu[2].eq(0).all() and on_cpu[0, 2] == 0 and on_cpu[1, 1] > 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bleu, "SLICED_ON", frozenset())  # a device's path: float32, the tile whole
+        as_on_device = kernel.tile(kernel.encode(candidates), 0, len(train))
+    assert torch.equal(on_cpu, as_on_device)
 
 
 @pytest.mark.parametrize("smoothing", SMOOTHINGS)
