@@ -107,16 +107,24 @@ class ChunkWords:
     words: torch.Tensor  # int64 [W]: sorted unigram feature ids (g, 1) of the chunk's words
     rows: torch.Tensor  # int64 [E]: candidate of each (candidate, word) entry, row-major order
     word_of: torch.Tensor  # int64 [E]: the entry's word, a position in `words`
+    position: torch.Tensor  # int64 [F_1]: each unigram feature's position in `words`, -1 if none
 
     @classmethod
     def of(cls, unigrams: torch.Tensor, first_occurrence: torch.Tensor) -> ChunkWords:
-        """From unigram occurrence features (COO [rows x F_1]) and which features say "holds
-        word g" (bool [F_1])."""
-        rows, features = unigrams.coalesce().indices()
+        """From unigram occurrence features (CSR [rows x F_1], each row's columns ascending) and
+        which features say "holds word g" (bool [F_1]). The words are marked on a mask over the
+        features, so positions are a running count (no sort), and every block of the chunk
+        finds its texts' words by one gather (a binary search took 0.7 ms a tile)."""
+        crow, features = unigrams.crow_indices(), unigrams.col_indices()
+        device = features.device
+        rows = torch.repeat_interleave(torch.arange(unigrams.shape[0], device=device), crow[1:] - crow[:-1],
+                                       output_size=features.numel())
         keep = first_occurrence[features]
         rows, features = rows[keep], features[keep]
-        words, word_of = torch.unique(features, sorted=True, return_inverse=True)
-        return cls(words, rows, word_of)
+        held = torch.zeros(first_occurrence.numel(), dtype=torch.bool, device=device)
+        held[features] = True
+        position = torch.where(held, held.cumsum(0) - 1, -1)
+        return cls(held.nonzero().flatten(), rows, position[features], position)
 
 
 @dataclass(frozen=True)
@@ -276,7 +284,7 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         length_index = torch.from_numpy(index.reshape(-1)).to(self.device)
         grouped = [side_by_side([matrices[order] for order in group], [1.0] * len(group)).to_sparse_coo()
                    for group in self.count_groups]
-        words = (ChunkWords.of(matrices[0].to_sparse_coo(), self._first_occurrence)
+        words = (ChunkWords.of(matrices[0], self._first_occurrence)
                  if self.weights == BLEU_STAR_WEIGHTS else None)
         return EncodedBleu(grouped, batch.lengths, length_index, by_length, factors, words)
 
@@ -472,7 +480,7 @@ class WordJoin:
         columns = train.col_indices()
         train_rows = torch.repeat_interleave(torch.arange(num_cols, device=device), crow[1:] - crow[:-1],
                                              output_size=columns.numel())
-        train_words = lookup_sorted(words.words, columns)  # -1: not a word of the chunk
+        train_words = words.position[columns]  # -1: not a word of the chunk
         count = words.words.numel()
         self.num_rows, self.num_cols, self.device, self.dtype = num_rows, num_cols, device, dtype
         # Per slice of words: the (candidate, word) entries in row-major order, and the dense side.
