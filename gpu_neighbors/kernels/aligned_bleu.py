@@ -404,10 +404,10 @@ def _text_ids(tokenizer: Tokenizer, candidates: list[str],
         texts = candidates + references
         fast = word_ids(list(map(str.lower, texts)) if tokenizer.lowercase else texts)
         if fast is not None:  # numbered below their count: the bounded path is faster
-            ids, counts, distinct = fast
+            ids, counts = fast.ids, fast.counts
             split = int(counts[: len(candidates)].sum())
             return ((ids[:split], counts[: len(candidates)]), (ids[split:], counts[len(candidates):]),
-                    max(distinct, 1))
+                    max(fast.distinct, 1))
     tokenized_candidates = tokenizer.tokenize_many(candidates)
     tokenized_references = tokenizer.tokenize_many(references)
     vocabulary = Vocabulary(tokenized_candidates)

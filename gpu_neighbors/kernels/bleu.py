@@ -276,10 +276,9 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         self._grouped.clear()
 
     def _encode(self, texts: Sequence[str]) -> EncodedBleu:
-        tokenized = self.tokenizer.tokenize_many(texts)
-        batch = self.vocabulary.batch(tokenized, self.device)
+        batch, lengths = self.vocabulary.encode(self.tokenizer, texts, self.device)
         matrices = self.ngrams.transform(batch)
-        values, index = np.unique(np.asarray(tokenized.lengths, dtype=np.int64), return_inverse=True)
+        values, index = np.unique(lengths, return_inverse=True)
         by_length, factors = self._tables_for(values, self.device)
         length_index = torch.from_numpy(index.reshape(-1)).to(self.device)
         grouped = [side_by_side([matrices[order] for order in group], [1.0] * len(group)).to_sparse_coo()

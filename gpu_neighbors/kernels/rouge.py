@@ -197,7 +197,7 @@ class RougeKernel(Kernel[StepTokens]):
             self._group_masks[group] = (first, masks.view(size, words))
 
     def _encode(self, texts: Sequence[str]) -> StepTokens:
-        return step_tokens(self.vocabulary.batch(self.tokenizer.tokenize_many(texts), self.device))
+        return step_tokens(self.vocabulary.encode(self.tokenizer, texts, self.device)[0])
 
     def _encode_train(self, start: int, stop: int) -> StepTokens:
         first = int(self._train.offsets[start]) if start < self.num_train else 0

@@ -1232,12 +1232,15 @@ cdef WordSlot* _grown_word_table(WordSlot* table, Py_ssize_t capacity) noexcept 
     return grown
 
 
-def number_words(const uint8_t[::1] data, uint8_t separator, int64_t[::1] ids, int64_t[::1] counts):
+def number_words(const uint8_t[::1] data, uint8_t separator, int64_t[::1] ids, int64_t[::1] counts,
+                 int64_t[::1] starts, int64_t[::1] ends):
     """`str.split()`'s words of ASCII texts joined by `separator` (a byte `str.split` splits at),
     numbered by first occurrence (0, 1, ...: equal words, equal numbers) into `ids`, each
-    text's word count into `counts`, by one pass over the bytes and a hash table over the words'
-    bytes (sized by the distinct words, so that it stays in cache). `ids` holds at least
-    (len(data) + 1) // 2 entries, `counts` one per text. Returns (words, distinct words)."""
+    text's word count into `counts`, where each distinct word first occurs (bytes
+    starts[number]..ends[number] - 1), by one pass over the bytes and a hash table over the
+    words' bytes (sized by the distinct words, so that it stays in cache). `ids`, `starts` and
+    `ends` hold at least (len(data) + 1) // 2 entries, `counts` one per text. Returns (words,
+    distinct words)."""
     cdef Py_ssize_t size = data.shape[0], position = 0, start, length, words = 0, text = 0, in_text = 0
     cdef Py_ssize_t capacity = 1024, slot, distinct = 0
     cdef uint64_t hashed
@@ -1270,6 +1273,7 @@ def number_words(const uint8_t[::1] data, uint8_t separator, int64_t[::1] ids, i
             if table[slot].start < 0:
                 table[slot].hash, table[slot].start, table[slot].length = hashed, start, length
                 table[slot].number = distinct
+                starts[distinct], ends[distinct] = start, position
                 distinct += 1
             ids[words] = table[slot].number
             words += 1

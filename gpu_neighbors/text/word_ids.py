@@ -15,6 +15,7 @@ otherwise, and the caller tokenizes as usual.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,30 +28,56 @@ _SPACE = np.zeros(256, dtype=bool)
 _SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
 
 
-def word_ids(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """Every text's `str.split()` words numbered by first occurrence (int64, concatenated: equal
-    words get equal numbers, from 0 up), each text's word count, and how many distinct words;
-    None where the texts are not ASCII, hold a NUL or the separator."""
+@dataclass(frozen=True)
+class NumberedWords:
+    """The texts' words numbered by first occurrence: `ids` (int64, concatenated: equal words get
+    equal numbers, from 0 up), each text's word count, and where in `joined` each distinct
+    word first occurs (characters starts[number]..ends[number] - 1)."""
+
+    ids: np.ndarray
+    counts: np.ndarray
+    joined: str
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @property
+    def distinct(self) -> int:
+        return len(self.starts)
+
+    def words(self) -> list[str]:
+        """The distinct words, in order of their numbers."""
+        joined = self.joined
+        return [joined[start:end] for start, end in zip(self.starts.tolist(), self.ends.tolist())]
+
+
+def word_ids(texts: Sequence[str]) -> NumberedWords | None:
+    """Every text's `str.split()` words numbered by first occurrence; None where the texts are
+    not ASCII, hold a NUL or the separator."""
+    empty = np.zeros(0, dtype=np.int64)
     if not texts:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0
+        return NumberedWords(empty, empty, "", empty, empty)
     joined = SEPARATOR.join(texts)
     if not joined.isascii() or "\x00" in joined or joined.count(SEPARATOR) != len(texts) - 1:
         return None
     if native is not None:
-        ids, counts = np.empty((len(joined) + 1) // 2, dtype=np.int64), np.empty(len(texts), dtype=np.int64)
+        most = (len(joined) + 1) // 2
+        ids, starts, ends = (np.empty(most, dtype=np.int64) for _ in range(3))
+        counts = np.empty(len(texts), dtype=np.int64)
         words, distinct = native.number_words(np.frombuffer(joined.encode("ascii"), dtype=np.uint8), ord(SEPARATOR),
-                                              ids, counts)
-        return ids[:words], counts, distinct
-    integers, counts = _word_integers(joined)
+                                              ids, counts, starts, ends)
+        return NumberedWords(ids[:words], counts, joined, starts[:distinct], ends[:distinct])
+    integers, counts, word_starts, word_ends = _word_integers(joined)
     distinct_integers, firsts, inverse = np.unique(integers, return_index=True, return_inverse=True)
     number = np.empty(distinct_integers.size, dtype=np.int64)
     number[np.argsort(firsts)] = np.arange(distinct_integers.size)
-    return number[inverse.reshape(-1)], counts, int(distinct_integers.size)
+    first_words = np.sort(firsts)
+    return NumberedWords(number[inverse.reshape(-1)], counts, joined, word_starts[first_words],
+                         word_ends[first_words])
 
 
-def _word_integers(joined: str) -> tuple[np.ndarray, np.ndarray]:
-    """Each word's integer (equal exactly for equal words; module docstring) and each text's
-    word count, of ASCII texts joined by the separator."""
+def _word_integers(joined: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each word's integer (equal exactly for equal words; module docstring), each text's word
+    count, and where each word starts and ends, of ASCII texts joined by the separator."""
     data = np.frombuffer(joined.encode("ascii") + bytes(8), dtype=np.uint8)  # 8 zero bytes: loads stay inside
     size = len(joined)
     space = np.ones(size + 2, dtype=np.int8)  # a space before and after: the boundaries pair up
@@ -73,4 +100,4 @@ def _word_integers(joined: str) -> tuple[np.ndarray, np.ndarray]:
         numbers = {word: index for index, word in enumerate(dict.fromkeys(words))}
         ids[long_words] = LONG_WORD_IDS + np.fromiter(map(numbers.__getitem__, words), dtype=np.int64,
                                                       count=len(words))
-    return ids, counts
+    return ids, counts, starts, ends

@@ -23,6 +23,7 @@ from gpu_neighbors.text.tokenizers import (
     WhitespaceTokenizer,
     make_tokenizer,
 )
+from gpu_neighbors.text import word_ids as word_ids_module
 from gpu_neighbors.text.vocabulary import UNKNOWN_ID, Vocabulary
 from minilm import MODEL_PATH
 
@@ -125,6 +126,41 @@ def test_vocabulary_is_frozen_on_training_tokens():
     assert batch.ids.tolist() == [2, UNKNOWN_ID, 0]
     assert batch.lengths.tolist() == [3, 0]
     assert batch.rows.tolist() == [0, 0, 0] and batch.positions.tolist() == [0, 1, 2]
+
+
+def assert_encodes_as_its_batch(tokenizer, vocabulary: Vocabulary, texts: list[str]) -> None:
+    """`Vocabulary.encode` (whitespace tokens of ASCII text numbered without Python per token)
+    gives what tokenizing and `batch` give."""
+    for native in {word_ids_module.native, None}:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(word_ids_module, "native", native)
+            batch, lengths = vocabulary.encode(tokenizer, texts, torch.device("cpu"))
+        tokenized = tokenizer.tokenize_many(texts)
+        expected = vocabulary.batch(tokenized, torch.device("cpu"))
+        assert torch.equal(batch.ids, expected.ids) and torch.equal(batch.lengths, expected.lengths)
+        assert lengths.dtype == np.int64 and lengths.tolist() == tokenized.lengths.tolist()
+
+
+@pytest.mark.parametrize("lowercase", [False, True])
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_encode_equals_tokenizing_then_batch(name, lowercase):
+    tokenizer = make_tokenizer(name, lowercase=lowercase)
+    training = real_texts()[:300] + EDGE_TEXTS
+    vocabulary = Vocabulary(tokenizer.tokenize_many(training))
+    ascii_texts = [text for text in real_texts()[300:600] + ADVERSARIAL_TEXTS if text.isascii()]
+    assert len(ascii_texts) > 100
+    assert_encodes_as_its_batch(tokenizer, vocabulary, ascii_texts + ["UNSEEN words", "", "  "])
+    assert_encodes_as_its_batch(tokenizer, vocabulary, TEXTS + EDGE_TEXTS)  # not ASCII: tokenized
+    assert_encodes_as_its_batch(tokenizer, vocabulary, ["\u212a is K lowercased", "Kelvin"])
+    assert_encodes_as_its_batch(tokenizer, vocabulary, [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.text(alphabet=EDGE_CHARACTERS, max_size=12), max_size=8), lowercase=st.booleans())
+def test_encode_of_any_batch_of_edge_characters_equals_its_batch(texts, lowercase):
+    tokenizer = WhitespaceTokenizer(lowercase=lowercase)
+    vocabulary = Vocabulary(tokenizer.tokenize_many(EDGE_TEXTS + ["a b", "A B c"]))
+    assert_encodes_as_its_batch(tokenizer, vocabulary, texts)
 
 
 def test_switches_that_are_not_booleans_are_refused():

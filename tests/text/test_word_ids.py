@@ -34,10 +34,10 @@ def assert_same_partition(texts: list[str]) -> None:
             patch.setattr(word_ids_module, "native", native)
             result = word_ids(texts)
         assert result is not None
-        ids, counts, distinct = result
-        assert ids.dtype == np.int64 and counts.dtype == np.int64
-        assert counts.tolist() == [len(words) for words in tokens]
-        assert ids.tolist() == expected and distinct == len(numbers)
+        assert result.ids.dtype == np.int64 and result.counts.dtype == np.int64
+        assert result.counts.tolist() == [len(words) for words in tokens]
+        assert result.ids.tolist() == expected and result.distinct == len(numbers)
+        assert result.words() == list(numbers)
 
 
 def test_real_and_edge_texts(huse_texts):
