@@ -80,9 +80,10 @@ FIT_SLICE = 65_536  # training texts tokenized at a time
 FEATURE_BYTES = 4  # one float32 entry of the dense candidate-feature matrix of the id path
 FEATURE_SHARE = 2  # at most 1/FEATURE_SHARE of the memory budget goes to those features
 WORD_SLICE_BYTES = 1 << 25  # dense candidate-word matrix of the shared-word join, per slice
-# BLEU*'s dense steps (the shared-word join, the by-length values) go this many bytes of float64
-# tile rows at a time where they run on the CPU, so each pass over a slice finds it in cache
-# (1,540 x 2,000 tiles: 256 rows a slice, a predict 8% faster than whole tiles); a device takes
+# BLEU*'s dense steps (the shared-word join, the by-length values, then the pairs sharing a
+# bigram) go this many bytes of float64 tile rows at a time where they run on the CPU, so each
+# pass over a slice finds it in cache (1,540 x 2,000 tiles: 256 rows a slice, a predict 8%
+# faster than whole tiles, and 2% more with the bigram pairs per slice); a device takes
 # the tile whole (one slice: no host read of where each slice's entries start). There the join
 # counts shared words in int16, whose sparse x dense product reads half the bytes of float32's
 # (a predict 11-15% faster), at most INT16_SLICE_WORDS words a slice so that no count
@@ -320,11 +321,15 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         by_length = encoded.by_length.index_select(1, self._train_length_codes[start:stop])
         score = torch.empty((len(encoded), stop - start), dtype=torch.float64, device=by_length.device)
         step = max(ROW_SLICE_BYTES // (8 * max(stop - start, 1)), 1) if sliced else len(encoded)
-        for first in range(0, len(encoded), step):
+        firsts = list(range(0, len(encoded), step))
+        runs = slice_runs(rows, firsts)  # each slice's pairs sharing a bigram, finished while it is in cache
+        for first, begin, end in zip(firsts, runs, runs[1:]):
             last = min(first + step, len(encoded))
             part = torch.index_select(by_length, 0, encoded.length_index[first:last], out=score[first:last])
             part.mul_(join.shared(first, last))
-        return bleu_star(score, rows, cols, counts, encoded.factors, self.smoothing)
+            bleu_star(part, rows[begin:end] - first, cols[begin:end], counts[:, begin:end], encoded.factors,
+                      self.smoothing)
+        return score
 
     def _grouped_blocks(self, start: int, stop: int) -> list[torch.Tensor]:
         """Training texts start..stop-1, per group of orders (0 = unigrams), as the COO
@@ -434,10 +439,18 @@ def count_groups(longest: int, orders: Sequence[int]) -> tuple[int, list[tuple[i
     return bits, [orders[first : first + size] for first in range(0, len(orders), size)]
 
 
+def slice_runs(rows: torch.Tensor, firsts: list[int]) -> list[int]:
+    """Where the entries of each slice of rows (from each of `firsts` to the next) start in
+    `rows` (ascending: entries in row-major order), then where the last ends. A host read, but
+    for a single slice."""
+    inner = torch.searchsorted(rows, torch.tensor(firsts[1:], device=rows.device)).tolist() if len(firsts) > 1 else []
+    return [0, *inner, rows.numel()]
+
+
 def packed_counts(
     packed: list[torch.Tensor], sizes: list[int], bits: int, width: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(row, column, clipped counts [pairs, orders] int64) of the pairs that share the first
+    """(row, column, clipped counts [orders, pairs] int64) of the pairs that share the first
     counted order, from one sparse COO product [rows x `width`] per group of `sizes` orders,
     each order's counts `bits` bits of the entry (the group's first order lowest). A shared
     n-gram contains shared (n-1)-grams, so every later group's pairs are among the first's; they
@@ -455,7 +468,7 @@ def packed_counts(
             if at is not None:
                 counts = torch.zeros_like(pairs).index_put_((at,), counts)
             columns.append(counts)
-    return rows, cols, torch.stack(columns, dim=1)
+    return rows, cols, torch.stack(columns)
 
 
 class WordJoin:
@@ -531,11 +544,11 @@ def bleu_star(
     factors: torch.Tensor,
     smoothing: str,
 ) -> torch.Tensor:
-    """BLEU* [rows x cols] (float64, in place) from `score`, each pair's value with m_2 = m_3 =
-    m_4 = 0 where it shares a word and 0 where not (the by-length values of
-    `bleu_tables.star_by_length`, which depend on the two lengths alone, times `WordJoin`'s
-    indicator), the clipped counts m_2..m_4 [pairs, 3] of the pairs sharing a bigram (`rows`,
-    `cols`; `packed_counts`) and the order factors [3, counts] of
+    """BLEU* [rows x cols] (float64, in place: a tile or a slice of its rows) from `score`, each
+    pair's value with m_2 = m_3 = m_4 = 0 where it shares a word and 0 where not (the by-length
+    values of `bleu_tables.star_by_length`, which depend on the two lengths alone, times
+    `WordJoin`'s indicator), the clipped counts m_2..m_4 [3, pairs] of the pairs sharing a
+    bigram (`rows`, `cols` within `score`; `packed_counts`) and the order factors [3, counts] of
     `bleu_tables.star_order_factors`.
 
     A shared n-gram contains shared (n-1)-grams, so the orders a pair does not share are always
@@ -549,9 +562,9 @@ def bleu_star(
     flat = rows * score.shape[1] + cols
     value = values.index_select(0, flat)
     for order in range(3):
-        value = value * factors[order].index_select(0, counts[:, order])
+        value = value * factors[order].index_select(0, counts[order])
     if smoothing == "none":  # 0 for every pair but those sharing a 4-gram
-        value = torch.where(counts[:, 2] > 0, value, 0.0)
+        value = torch.where(counts[2] > 0, value, 0.0)
         score.zero_()
     values.index_put_((flat,), value)
     return score
@@ -585,16 +598,16 @@ def weighted_bleu(
     tables: PrecisionTables,
 ) -> torch.Tensor:
     """BLEU with any weights [rows x cols] (float64) from the clipped match counts m_1..m_K
-    [pairs, K] of the pairs sharing a unigram (`rows`, `cols`; `packed_counts`), as NLTK
+    [K, pairs] of the pairs sharing a unigram (`rows`, `cols`; `packed_counts`), as NLTK
     `sentence_bleu([s], x, weights, smoothing_function)`; the other pairs are 0 under every
     smoothing. The brevity penalty comes from the chunk's by-length table, the precisions from
     `tables`."""
     width = len(train_length_codes)
     lengths = encoded.lengths[rows]
-    orders = torch.arange(1, counts.shape[1] + 1, device=lengths.device)
+    orders = torch.arange(1, counts.shape[0] + 1, device=lengths.device)
     totals = (lengths[:, None] - orders + 1).clamp(min=1)
     penalty = encoded.by_length[encoded.length_index[rows], train_length_codes[cols]]
-    values = bleu_of_rows(tables, counts, totals, lengths, penalty)
+    values = bleu_of_rows(tables, counts.t(), totals, lengths, penalty)
     score = torch.zeros((len(encoded), width), dtype=torch.float64, device=lengths.device)
     score[rows, cols] = values
     return score

@@ -86,18 +86,20 @@ def test_scorer_similarity_equals_kernel_pairs(huse_texts):
     np.testing.assert_allclose(similarity.numpy(), expected, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("smoothing", ["add1", "none"])
 @pytest.mark.parametrize("word_slice", [None, 7], ids=["words whole", "7 words a slice"])
 @pytest.mark.parametrize("row_slice", [None, 1, 5], ids=["rows whole", "1 row a slice", "5 rows a slice"])
-def test_shared_word_join_in_slices_equals_one(huse_texts, monkeypatch, word_slice, row_slice):
+def test_shared_word_join_in_slices_equals_one(huse_texts, monkeypatch, word_slice, row_slice, smoothing):
     """A chunk with more words than a slice holds takes the sliced join, and the CPU's tiles go
-    a few rows at a time, its join counting in int16 (a device's whole, in float32): the same
-    bits in every combination."""
+    a few rows at a time, its join counting in int16 and its pairs sharing a bigram finished
+    slice by slice (a device's whole, in float32): the same bits in every combination, under a
+    smoothing that keeps every pair sharing a word and one that zeroes all but 4-gram sharers."""
     from gpu_neighbors.kernels import bleu
 
     train, candidates = huse_texts[:120], huse_texts[120:]
 
     def similarity() -> torch.Tensor:
-        return NeighborsScorer(kernel="bleu", estimator=Threshold.paper(), device="cpu").fit(
+        return NeighborsScorer(kernel=Bleu(smoothing=smoothing), estimator=Threshold.paper(), device="cpu").fit(
             train, [0.5] * len(train)).similarity(candidates)
 
     monkeypatch.setattr(bleu, "SLICED_ON", frozenset())
