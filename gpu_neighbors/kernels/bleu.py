@@ -92,6 +92,7 @@ ROW_SLICE_BYTES = 1 << 22
 SLICED_ON = frozenset({"cpu"})
 INT16_SLICE_WORDS = (1 << 15) - 1
 EXACT_BITS = 53  # float64 holds every integer below 2^53 exactly
+WIDTH_TABLE_CELLS = 1 << 22  # largest by-length table kept for a width of text chunks (32 MiB)
 
 
 # Every exp, log and root comes from host tables (`bleu_tables`), gathered by integer index:
@@ -163,10 +164,6 @@ class IdTables:
     vocab_size: int
     feature_widths: list[int]  # columns of the training matrices per order
     blocks: BlockCache[TrainingBlock] = field(default_factory=BlockCache)
-    # Per table size (the padded width + 1, rounded up by `table_size`): the by-length table of
-    # lengths below it and the factors counts below it reach, made on the host once (the width
-    # is a host integer: no sync).
-    by_width: dict[int, tuple[torch.Tensor, Factors]] = field(default_factory=dict)
 
     def tokens(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
@@ -244,6 +241,7 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         self.weights = check_weights(weights)
         self._id_tables: TransientCache[torch.device, IdTables] = TransientCache()
         self._grouped: BlockCache[list[torch.Tensor]] = BlockCache()
+        self._by_width: TransientCache[tuple[int, torch.device], tuple[torch.Tensor, Factors]] = TransientCache()
 
     def _fit(self, texts: list[str]) -> None:
         # Token strings as Python lists take ~0.7 GB per million texts: tokenize in slices and
@@ -275,18 +273,33 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         self._count_bits, self.count_groups = count_groups(int(values.max(initial=0)), counted)
         self._id_tables.clear()
         self._grouped.clear()
+        self._by_width.clear()
 
     def _encode(self, texts: Sequence[str]) -> EncodedBleu:
         batch, lengths = self.vocabulary.encode(self.tokenizer, texts, self.device)
         matrices = self.ngrams.transform(batch)
         values, index = np.unique(lengths, return_inverse=True)
-        by_length, factors = self._tables_for(values, self.device)
+        size = table_size(int(values.max(initial=0)) + 1)
+        if size * len(self._train_length_values) <= WIDTH_TABLE_CELLS:
+            table, factors = self._tables_of_width(size, self.device)
+            by_length = table.index_select(0, torch.from_numpy(values).to(self.device))
+        else:  # a text of many thousand tokens: the table of its lengths alone
+            by_length, factors = self._tables_for(values, self.device)
         length_index = torch.from_numpy(index.reshape(-1)).to(self.device)
         grouped = [side_by_side([matrices[order] for order in group], [1.0] * len(group)).to_sparse_coo()
                    for group in self.count_groups]
         words = (ChunkWords.of(matrices[0], self._first_occurrence)
                  if self.weights == BLEU_STAR_WEIGHTS else None)
         return EncodedBleu(grouped, batch.lengths, length_index, by_length, factors, words)
+
+    def _tables_of_width(self, size: int, device: torch.device) -> tuple[torch.Tensor, Factors]:
+        """The by-length table of candidate lengths 0..size-1 and the factors of counts below
+        `size`, on `device`, made once per size (a multiple of TABLE_STEP: chunks of texts and
+        batches of ids of similar lengths share one; made per chunk, they were 2% of a predict).
+        Every entry is computed on its own, so a row is the same bits in any table."""
+        if (size, device) not in self._by_width:
+            self._by_width[size, device] = self._tables_for(np.arange(size), device)
+        return self._by_width[size, device]
 
     def _tables_for(self, lengths: np.ndarray, device: torch.device) -> tuple[torch.Tensor, Factors]:
         """The by-length table of candidate `lengths` (distinct, host) against the training
@@ -386,9 +399,7 @@ class BleuKernel(Kernel[EncodedBleu | EncodedIds]):
         tables = self._tables_on(input_ids.device)
         tokens, lengths = tables.tokens(input_ids.long(), attention_mask)
         size = table_size(int(input_ids.shape[1]) + 1)  # lengths 0..width
-        if size not in tables.by_width:
-            tables.by_width[size] = self._tables_for(np.arange(size), input_ids.device)
-        by_length, factors = tables.by_width[size]
+        by_length, factors = self._tables_of_width(size, input_ids.device)
         return EncodedIds(tables.candidate_features(tokens, lengths), lengths, tables, by_length, factors)
 
     def id_row_bytes(self) -> int:

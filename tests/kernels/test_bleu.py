@@ -112,6 +112,24 @@ def test_shared_word_join_in_slices_equals_one(huse_texts, monkeypatch, word_sli
     assert whole.abs().sum() > 0 and torch.equal(similarity(), whole)
 
 
+@pytest.mark.parametrize("smoothing", SMOOTHINGS)
+def test_tables_kept_per_width_equal_the_chunks_own(huse_texts, monkeypatch, smoothing):
+    """A chunk's by-length table and order factors are rows of the table kept for its width
+    (lengths 0..255 here), or, past WIDTH_TABLE_CELLS, made for its own lengths: the same bits."""
+    from gpu_neighbors.kernels import bleu
+
+    def similarity() -> tuple[torch.Tensor, int]:
+        kernel = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing=smoothing)
+        kernel.fit(huse_texts[:100])
+        encoded = kernel.encode(huse_texts[100:] + ADVERSARIAL_TEXTS)
+        return kernel.tile(encoded, 0, 100), len(kernel._by_width)
+
+    kept, widths = similarity()
+    monkeypatch.setattr(bleu, "WIDTH_TABLE_CELLS", 0)
+    own, no_widths = similarity()
+    assert widths == 1 and no_widths == 0 and kept.abs().sum() > 0 and torch.equal(kept, own)
+
+
 def test_int16_join_counts_a_candidate_of_more_words_than_int16_holds():
     """The CPU's join counts shared words in int16: a pair sharing 40,000 distinct words
     (past 2^15 - 1) must still count as sharing, not wrap to a negative count. Slices of at most

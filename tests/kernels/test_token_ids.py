@@ -166,8 +166,7 @@ def test_padded_widths_share_their_tables(tokenizer, huse_texts, huse_scores):
         padded_ids = torch.nn.functional.pad(ids, (0, extra), value=tokenizer.hf.pad_token_id)
         padded = scorer.predict_ids(padded_ids, torch.nn.functional.pad(mask, (0, extra)))
         assert torch.equal(padded.scores.nan_to_num(-1), reference.scores.nan_to_num(-1))
-    (tables,) = scorer.kernel_._id_tables.values()
-    assert len(tables.by_width) == 1
+    assert len(scorer.kernel_._by_width) == 1
 
 
 @pytest.mark.parametrize("estimator", ["topk", "ridge"])
