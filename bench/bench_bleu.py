@@ -4,9 +4,10 @@ Texts are new sentences spliced from the HUSE summaries (first part of one, rest
 every text is distinct but the vocabulary and n-gram statistics are those of real headlines.
 Ours: the scorer's full similarity pass over all candidates x training texts (tokenizing,
 n-gram features, the tile loop, BLEU* for every pair, copy to the CPU), after `fit`, which is
-timed apart; one torch thread. Peers, on one core (`per_core.one_core`), each over a block of
-`peer_references` training texts x all candidates (a fresh block per repeat), on the same
-tokens, the way their authors mean them to be used:
+timed apart; one torch thread, on one core (`per_core.one_core`: the process pinned, as for the
+peers, so no helper thread of any library runs beside it and the scheduler moves it nowhere).
+Peers, on one core, each over a block of `peer_references` training texts x all candidates (a
+fresh block per repeat), on the same tokens, the way their authors mean them to be used:
 
 * `fast-bleu` (C++): one `BLEU([reference], {"star": (0, 1/3, 1/3, 1/3)}, smoothing_func=1)`
   object per training text, `get_score(all candidates)`. Its building is timed apart and left
@@ -200,11 +201,13 @@ def measure(
     checked: dict[str, tuple[list[int], list[int], list]] = {}
     similarity = None
     for repeat in range(repeats):
-        if predict:
-            seconds, _ = timed(lambda: scorer.predict(candidates))
-            similarity = scorer.similarity(candidates) if repeat == 0 else similarity
-        else:
-            seconds, similarity = timed(lambda: scorer.similarity(candidates))
+        with one_core():
+            if predict:
+                seconds, _ = timed(lambda: scorer.predict(candidates))
+            else:
+                seconds, similarity = timed(lambda: scorer.similarity(candidates))
+        if predict and repeat == 0:
+            similarity = scorer.similarity(candidates)
         ours_runs.append(seconds)
         for peer in peers:
             count = candidate_size if isinstance(peer, FastBleu) else min(slow_peer_candidates, candidate_size)
