@@ -469,15 +469,14 @@ def packed_counts(
     mask = (1 << bits) - 1
     entries = [_stored_entries(product) for product in packed]
     rows, cols, _ = entries[0]
-    pairs = rows * width + cols
     columns = []
     for group, ((group_rows, group_cols, values), size) in enumerate(zip(entries, sizes)):
         values = values.to(torch.int64)
-        at = None if group == 0 else torch.searchsorted(pairs, group_rows * width + group_cols)
+        at = None if group == 0 else torch.searchsorted(rows * width + cols, group_rows * width + group_cols)
         for place in range(size):
             counts = (values >> (bits * place)) & mask
             if at is not None:
-                counts = torch.zeros_like(pairs).index_put_((at,), counts)
+                counts = torch.zeros_like(rows).index_put_((at,), counts)
             columns.append(counts)
     return rows, cols, torch.stack(columns)
 
