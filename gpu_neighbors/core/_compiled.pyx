@@ -3,7 +3,7 @@
 `core.compiled` imports this module or None, and then the callers run their torch passes, which
 give the same answers. Each function runs without the GIL."""
 from libc.stdint cimport int64_t
-from libc.math cimport NAN
+from libc.math cimport NAN, nearbyint, sqrt
 from libc.stdlib cimport free, malloc, qsort
 
 cdef Py_ssize_t PRUNE_WIDTH = 4  # a tile at least this many k wide is gathered above a bound of its k-th value
@@ -228,3 +228,81 @@ def merge_top(const double[:, ::1] tile, int64_t first_column, const int64_t[::1
         free(out_index)
         free(ties)
         free(by_rank)
+
+
+cdef double ROUNDER = 4503599627370496.0  # 2^52: (x + 2^52) - 2^52 rounds 0 <= x < 2^51 half to even
+
+
+cdef inline double _quantised_weight(double similarity, double power, Py_ssize_t whole, bint half) noexcept nogil:
+    """`neighbours.quantised_weights` of one similarity, by the same operations in the same order
+    (C's sqrt is correctly rounded, as `portable.rounded_sqrt` is; the rounding to a whole unit
+    is half to even, as torch.round's; no fused multiply-add: -ffp-contract=off)."""
+    cdef double base, weight, square
+    cdef Py_ssize_t exponent = whole
+    if power == 0:
+        return 1.0
+    base = min(max(similarity, 0.0), 1.0)
+    weight = sqrt(base) if half else 1.0
+    square = base
+    while exponent:
+        if exponent & 1:
+            weight = weight * square
+        exponent >>= 1
+        if exponent:
+            square = square * square
+    weight = (weight * 1048576.0 + ROUNDER) - ROUNDER  # 2^WEIGHT_BITS units, at most 2^20
+    return weight if weight > 1.0 else 1.0
+
+
+def topk_sums(const double[:, ::1] similarity, const int64_t[:, ::1] index, const int64_t[::1] ends,
+              const double[:, ::1] table, double power, int64_t[:, :, ::1] sums, int64_t[:, ::1] counts):
+    """`topk.running_sums`' segment sums on the CPU, one pass per row: over each segment of a row
+    of the top list (from the previous of `ends` to each), the entries with an index and a
+    positive similarity, counted into `counts` [rows, segments], and their quantised weight (power
+    `power`, a multiple of 1/2) times their training text's row of `table`
+    (`Quality.weighted_columns`: integers in float64) added into `sums` [rows, segments, columns]
+    (written whole). Every product and sum is an integer below 2^53, exact in float64 in any
+    order, as in the torch pass's float64 product: the same numbers."""
+    cdef Py_ssize_t rows = similarity.shape[0], width = similarity.shape[1], segments = ends.shape[0]
+    cdef Py_ssize_t size = table.shape[0], columns = table.shape[1]
+    cdef Py_ssize_t row, segment, position, column, start, stop, whole = <Py_ssize_t>power
+    cdef bint half = power != <double>whole
+    cdef int64_t held, count
+    cdef double value, weight
+    cdef const double* text
+    cdef double* total
+    if index.shape[0] != rows or index.shape[1] != width:
+        raise ValueError("topk_sums' similarity and index differ in shape")
+    if sums.shape[0] != rows or sums.shape[1] != segments or sums.shape[2] != columns:
+        raise ValueError("topk_sums' sums are not [rows, segments, table columns]")
+    if counts.shape[0] != rows or counts.shape[1] != segments:
+        raise ValueError("topk_sums' counts are not [rows, segments]")
+    for segment in range(segments):
+        if ends[segment] > width or ends[segment] < (ends[segment - 1] if segment else 0):
+            raise ValueError("topk_sums' segment ends must ascend within the row")
+    total = <double*>malloc((columns + 1) * sizeof(double))
+    if total == NULL:
+        raise MemoryError()
+    with nogil:
+        for row in range(rows):
+            start = 0
+            for segment in range(segments):
+                stop = ends[segment]
+                count = 0
+                for column in range(columns):
+                    total[column] = 0.0
+                for position in range(start, stop):
+                    value = similarity[row, position]
+                    held = index[row, position]
+                    if held < 0 or not value > 0 or not size:
+                        continue
+                    text = &table[min(held, size - 1), 0]  # in range, as the torch pass clamps it
+                    weight = _quantised_weight(value, power, whole, half)
+                    count += 1
+                    for column in range(columns):
+                        total[column] += weight * text[column]
+                counts[row, segment] = count
+                for column in range(columns):
+                    sums[row, segment, column] = <int64_t>total[column]
+                start = stop
+    free(total)

@@ -429,10 +429,7 @@ def running_sums(top: TopK, quality: Quality, ks: Sequence[int], power: float) -
     many entries those are [rows, len(ks)] (`estimate_topk_grid` reads its estimates off
     them; nested tuning subtracts one text from them)."""
     top = top.first(max(ks))
-    positive = (top.index >= 0) & (top.similarity > 0)
-    weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)
-    index = top.index.clamp(min=0, max=max(quality.raw.numel() - 1, 0))  # in range: the product reads by it unchecked
-    width = index.shape[1]
+    width = top.index.shape[1]
     at = [min(k, width) for k in ks]  # host ints: reading them makes no copy to the device
     ends = sorted(set(at))
     read = [ends.index(position) for position in at]
@@ -440,11 +437,24 @@ def running_sums(top: TopK, quality: Quality, ks: Sequence[int], power: float) -
     def running(segments: torch.Tensor) -> torch.Tensor:
         """Sums of each row's first `at` entries from its segments' sums [rows, segments, ...]:
         running sums in int64 (a float cumsum has no deterministic CUDA kernel), read at each k."""
-        sums = segments.to(torch.int64).cumsum(dim=1)
+        sums = segments.to(torch.int64)
+        if sums.shape[1] > 1:
+            sums = sums.cumsum(dim=1)
         return torch.stack([sums[:, position] for position in read], dim=1)  # int indices: no copy to the device
 
-    return (running(_segment_sums(weights, index, ends, quality.weighted_columns)),
-            running(_segment_totals(positive, ends)))
+    table = quality.weighted_columns
+    if native is not None and top.index.device.type == "cpu":
+        # One compiled pass per row (`topk_sums`): the same integers as the passes below.
+        sums = torch.empty((top.index.shape[0], len(ends), table.shape[1]), dtype=torch.int64)
+        counts = torch.empty((top.index.shape[0], len(ends)), dtype=torch.int64)
+        native.topk_sums(top.similarity.to(torch.float64).contiguous().numpy(), top.index.contiguous().numpy(),
+                         np.asarray(ends, dtype=np.int64), table.to(torch.float64).contiguous().numpy(), float(power), sums.numpy(),
+                         counts.numpy())
+        return running(sums), running(counts)
+    positive = (top.index >= 0) & (top.similarity > 0)
+    weights = torch.where(positive, quantised_weights(top.similarity, power), 0.0)
+    index = top.index.clamp(min=0, max=max(quality.raw.numel() - 1, 0))  # in range: the product reads by it unchecked
+    return running(_segment_sums(weights, index, ends, table)), running(_segment_totals(positive, ends))
 
 
 def _segment_sums(weights: torch.Tensor, index: torch.Tensor, ends: list[int], table: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """The core's compiled host loops (`core._compiled`, Cython) against the torch passes they
 replace: the running top k of a CPU tile loop merged by `merge_top` holds the same set, bit for
-bit, as the torch selections, on tiles made to break it; and one loader and switch for both
-layers' compiled modules (`gpu_neighbors._extensions`)."""
+bit, as the torch selections, on tiles made to break it; the top-k estimate's sums by
+`topk_sums` are the torch passes' integers; and one loader and switch for both layers' compiled
+modules (`gpu_neighbors._extensions`)."""
 from __future__ import annotations
 
 from types import ModuleType
@@ -149,3 +150,45 @@ def test_the_cpu_reduction_merges_with_the_compiled_loop(monkeypatch):
     assert len(calls) == 1
     TopKReduction(4, 2, torch.arange(6), host_waits=False).add(tile)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("power", [0.0, 0.5, 1.0, 1.5, 2.0, 3.5])
+def test_topk_sums_are_the_torch_passes_integers(power, monkeypatch):
+    """`running_sums` by the compiled pass (`topk_sums`) against the torch passes it replaces, on
+    top lists made to break it: similarities at 0, below it, above 1, -inf, subnormal and near a
+    weight's rounding boundary; empty slots (NO_INDEX) and indices past the training set; several
+    ks at once and a k past the list's width. The same integers, so the same estimates."""
+    from gpu_neighbors.core.neighbours import Quality
+    generator = torch.Generator().manual_seed(int(power * 10))
+    rows, width, size = 300, 40, 97
+    similarity = torch.rand((rows, width), generator=generator, dtype=torch.float64)
+    similarity[::7, ::3] = 0.0
+    similarity[1::11, 2::5] = -0.25
+    similarity[2::13, 1::4] = 1.5
+    similarity[3::17] = -torch.inf
+    similarity[4::19, 5] = 5e-324
+    similarity[5::23, 6] = (2 * 76 + 1) / 2.0**21  # 76.5 units at power 1: rounds half to even, to 76
+    index = torch.randint(0, size, (rows, width), generator=generator)
+    index[6::9, 7::6] = topk.NO_INDEX
+    index[7::29, 8] = size + 3
+    quality = Quality.encode(torch.rand(size, generator=generator, dtype=torch.float64) * 10 - 5)
+    top = TopK(similarity, index)
+    ks = [1, 3, 17, width, width + 10]
+    compiled = topk.running_sums(top, quality, ks, power)
+    monkeypatch.setattr(topk, "native", None)
+    plain = topk.running_sums(top, quality, ks, power)
+    assert all(torch.equal(ours, theirs) for ours, theirs in zip(compiled, plain))
+    assert compiled[1].sum() > 0 and compiled[0].abs().sum() > 0
+
+
+def test_the_estimates_read_the_compiled_sums(monkeypatch):
+    """A top-k estimate on the CPU takes its sums from `topk_sums` where the loops were built."""
+    from gpu_neighbors.core.neighbours import Quality
+    calls = []
+    native = _built()
+    monkeypatch.setattr(topk, "native", type("Spy", (), {"topk_sums": staticmethod(
+        lambda *arguments: (calls.append(1), native.topk_sums(*arguments)))}))
+    quality = Quality.encode(torch.linspace(0, 1, 10, dtype=torch.float64))
+    top = TopK(torch.rand((4, 5), dtype=torch.float64), torch.randint(0, 10, (4, 5)))
+    estimate = topk.estimate_topk(top, quality, 3, 1.0)
+    assert calls and estimate.scores.isfinite().all()
