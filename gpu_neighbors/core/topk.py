@@ -382,24 +382,25 @@ class Both(Generic[First, Second]):
         return self.first.result(), self.second.result()
 
 
-def estimate_topk(top: TopK, quality: Quality, k: int, power: float) -> TensorPrediction:
+def estimate_topk(top: TopK, quality: Quality, k: int, power: float, host_waits: bool = True) -> TensorPrediction:
     """Similarity-weighted mean (and spread) of q over the first k of `top` with a positive
     similarity; undefined (NaN) where there is none. `quality` is the training set's (on the
     device of `top`). Exact sums: each weight is a whole number of units and each q limb an
     integer, and k <= 2^19 products of them stay below 2^52, so a float64 sum of them is exact
-    in any order."""
-    return estimate_topk_grid(top, quality, [k], power)[0]
+    in any order. `host_waits` false: the host reads nothing from the tensors (the token-ids
+    path)."""
+    return estimate_topk_grid(top, quality, [k], power, host_waits=host_waits)[0]
 
 
 def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: float,
-                       spread: bool = True) -> list[TensorPrediction]:
+                       spread: bool = True, host_waits: bool = True) -> list[TensorPrediction]:
     """`estimate_topk` at each k of `ks` from one pass over the first max(ks) entries of `top`:
     running sums along each row, read at every k (tuning's grid reads all its k from one list).
     Each running sum is exact, as the sums are, so each k gets the bits of its own sum; and
     only which entries come before each k counts, not their order there (`rank_segments`).
     `spread` False: the estimates alone, std NaN (tuning ranks estimates; the spread's exact
     square roots were a third of its time)."""
-    sums, counts = running_sums(top, quality, ks, power)
+    sums, counts = running_sums(top, quality, ks, power, host_waits)
     rows = sums.shape[0]
     predictions = []
     for position in range(len(ks)):
@@ -423,11 +424,13 @@ def estimate_topk_grid(top: TopK, quality: Quality, ks: Sequence[int], power: fl
     return predictions
 
 
-def running_sums(top: TopK, quality: Quality, ks: Sequence[int], power: float) -> tuple[torch.Tensor, torch.Tensor]:
+def running_sums(top: TopK, quality: Quality, ks: Sequence[int], power: float,
+                 host_waits: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact int64 sums of weight x `quality.weighted_columns` over each row's first k entries
     of `top` with a positive similarity, for each k of `ks` [rows, len(ks), columns], and how
     many entries those are [rows, len(ks)] (`estimate_topk_grid` reads its estimates off
-    them; nested tuning subtracts one text from them)."""
+    them; nested tuning subtracts one text from them). `host_waits` false: the host reads
+    nothing from the tensors (the token-ids path)."""
     top = top.first(max(ks))
     width = top.index.shape[1]
     at = [min(k, width) for k in ks]  # host ints: reading them makes no copy to the device
@@ -443,8 +446,9 @@ def running_sums(top: TopK, quality: Quality, ks: Sequence[int], power: float) -
         return torch.stack([sums[:, position] for position in read], dim=1)  # int indices: no copy to the device
 
     table = quality.weighted_columns
-    if native is not None and top.index.device.type == "cpu":
-        # One compiled pass per row (`topk_sums`): the same integers as the passes below.
+    if native is not None and host_waits and top.index.device.type == "cpu":
+        # One compiled pass per row (`topk_sums`): the same integers as the passes below, which
+        # read nothing on the host (the token-ids path takes them, as a device does).
         sums = torch.empty((top.index.shape[0], len(ends), table.shape[1]), dtype=torch.int64)
         counts = torch.empty((top.index.shape[0], len(ends)), dtype=torch.int64)
         native.topk_sums(top.similarity.to(torch.float64).contiguous().numpy(), top.index.contiguous().numpy(),

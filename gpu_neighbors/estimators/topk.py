@@ -53,5 +53,5 @@ class TopK(Estimator):
         k = int(chosen.top_k or 1)
         # Without neighbours shown, the estimate sums over all k kept, so their order is not needed.
         top = tiles.run(tiles.ranking(max(k, tiles.neighbors), ordered=tiles.neighbors > 0))
-        estimates = estimate_topk(top, tiles.quality, k, chosen.power)
+        estimates = estimate_topk(top, tiles.quality, k, chosen.power, tiles.host_waits)
         return estimates, top.first(tiles.neighbors) if tiles.neighbors else None
