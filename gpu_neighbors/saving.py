@@ -267,8 +267,8 @@ def _degeneracy_settings(score: LinearScore | None) -> dict[str, Any]:
 def _outside(scorer: FittedScorer, tensors: dict[str, torch.Tensor], size: int,
              degeneracy: dict[str, Any]) -> OutsideRule:
     """The outlier test as fitted: each statistic's sorted calibration values (`size` texts),
-    their sorted products of p-values and beside each the text's smallest p-value, and the degeneracy score's coefficients (JSON numbers:
-    float64 written and read back exactly)."""
+    their sorted products of p-values and beside each the text's smallest p-value, and the
+    degeneracy score's coefficients (JSON numbers: float64 written and read back exactly)."""
     weights = tuple(float(weight) for weight in degeneracy["weights"])
     if len(weights) != len(STATISTICS):
         raise ValueError(f"the degeneracy score has {len(weights)} weights, not {len(STATISTICS)}")

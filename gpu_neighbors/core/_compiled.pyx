@@ -3,7 +3,7 @@
 `core.compiled` imports this module or None, and then the callers run their torch passes, which
 give the same answers. Each function runs without the GIL."""
 from libc.stdint cimport int64_t
-from libc.math cimport NAN, nearbyint, sqrt
+from libc.math cimport NAN, sqrt
 from libc.stdlib cimport free, malloc, qsort
 
 cdef Py_ssize_t PRUNE_WIDTH = 4  # a tile at least this many k wide is gathered above a bound of its k-th value
@@ -294,11 +294,13 @@ def topk_sums(const double[:, ::1] similarity, const int64_t[:, ::1] index, cons
                 for position in range(start, stop):
                     value = similarity[row, position]
                     held = index[row, position]
-                    if held < 0 or not value > 0 or not size:
+                    if held < 0 or not value > 0:
+                        continue
+                    count += 1
+                    if not size:  # no table to sum: counted, as the torch pass counts it
                         continue
                     text = &table[min(held, size - 1), 0]  # in range, as the torch pass clamps it
                     weight = _quantised_weight(value, power, whole, half)
-                    count += 1
                     for column in range(columns):
                         total[column] += weight * text[column]
                 counts[row, segment] = count

@@ -451,8 +451,8 @@ def running_sums(top: TopK, quality: Quality, ks: Sequence[int], power: float,
         # read nothing on the host (the token-ids path takes them, as a device does).
         sums = torch.empty((top.index.shape[0], len(ends), table.shape[1]), dtype=torch.int64)
         counts = torch.empty((top.index.shape[0], len(ends)), dtype=torch.int64)
-        native.topk_sums(top.similarity.to(torch.float64).contiguous().numpy(), top.index.contiguous().numpy(),
-                         np.asarray(ends, dtype=np.int64), table.to(torch.float64).contiguous().numpy(), float(power), sums.numpy(),
+        native.topk_sums(top.similarity.contiguous().numpy(), top.index.contiguous().numpy(),
+                         np.asarray(ends, dtype=np.int64), table.contiguous().numpy(), float(power), sums.numpy(),
                          counts.numpy())
         return running(sums), running(counts)
     positive = (top.index >= 0) & (top.similarity > 0)

@@ -82,16 +82,13 @@ class Vocabulary:
 
     def batch(self, tokenized: TokenizedTexts, device: torch.device) -> TokenBatch:
         """Ids of every token (UNKNOWN_ID for tokens unseen in training), as a ragged batch."""
-        tokens = tokenized.tokens
-        ids = np.fromiter(map(self._ids.get, tokens, repeat(UNKNOWN_ID)), dtype=np.int64,
-                          count=len(tokens))
+        ids = self._ids_of(tokenized.tokens)
         if len(tokenized.separators):
             ids = np.delete(ids, tokenized.separators)
         return TokenBatch(
             ids=torch.from_numpy(ids).to(device),
             lengths=torch.from_numpy(np.ascontiguousarray(tokenized.lengths, dtype=np.int64)).to(device),
         )
-
 
     def encode(self, tokenizer: Tokenizer, texts: Sequence[str], device: torch.device) -> tuple[TokenBatch, np.ndarray]:
         """`batch(tokenizer.tokenize_many(texts))` and each text's token count on the host.
@@ -104,11 +101,14 @@ class Vocabulary:
         if numbered is None:
             tokenized = tokenizer.tokenize_many(texts)
             return self.batch(tokenized, device), np.ascontiguousarray(tokenized.lengths, dtype=np.int64)
-        known = np.fromiter(map(self._ids.get, numbered.words(), repeat(UNKNOWN_ID)), dtype=np.int64,
-                            count=numbered.distinct)
+        known = self._ids_of(numbered.words())
         batch = TokenBatch(ids=torch.from_numpy(known[numbered.ids]).to(device),
                            lengths=torch.from_numpy(numbered.counts).to(device))
         return batch, numbered.counts
+
+    def _ids_of(self, tokens: list[str]) -> np.ndarray:
+        """int64 id of each token (UNKNOWN_ID where the training set never had it)."""
+        return np.fromiter(map(self._ids.get, tokens, repeat(UNKNOWN_ID)), dtype=np.int64, count=len(tokens))
 
 
 def id_lookup(vocabulary: Vocabulary, hf: Any) -> torch.Tensor:
