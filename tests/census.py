@@ -317,12 +317,13 @@ def tiles_counted(census: Census, counts: dict[str, list[int]]) -> Iterator[None
 def device_paths() -> Iterator[None]:
     """The package's CPU-only operations switched to the ones a CUDA device runs instead: the
     compiled loops that run only on CPU tensors (the top k of a tile, n-gram features, BLEU's
-    shared counts, typicality's rows) off, as on a device, where torch's operations run."""
+    shared counts, BLEU*'s by-length values and order factors, typicality's rows) off, as on a
+    device, where torch's operations run."""
     from gpu_neighbors.core import sparse, topk
     from gpu_neighbors.kernels import bleu, bleu_sets
     from gpu_neighbors.text import ngrams, typicality
 
-    on_cpu_tensors = (topk, ngrams, bleu_sets, typicality)
+    on_cpu_tensors = (topk, ngrams, bleu, bleu_sets, typicality)
     natives = [module.native for module in on_cpu_tensors]
     kept = (sparse.SPARSE_INTO_DENSE, sparse.ENTRY_BY_ENTRY, sparse.BY_SCIPY_ON_HOST, typicality.HASHED_ON,
             bleu.SLICED_ON)

@@ -2,9 +2,16 @@
 """The core's per-row host loops in C (Cython), built at install where a C compiler is found;
 `core.compiled` imports this module or None, and then the callers run their torch passes, which
 give the same answers. Each function runs without the GIL."""
-from libc.stdint cimport int64_t
+from libc.stdint cimport int16_t, int64_t
 from libc.math cimport NAN, sqrt
 from libc.stdlib cimport free, malloc, qsort
+
+cdef extern from *:
+    void __builtin_prefetch(const void* address, int write, int locality) nogil
+
+# Entries ahead whose cell `scale_entries` prefetches: its cells (2% of a BLEU* tile's) are too sparse for
+# the hardware's prefetcher, and each was a cache miss (a predict's order factors 0.023 -> 0.011 s).
+cdef Py_ssize_t AHEAD = 32
 
 cdef Py_ssize_t PRUNE_WIDTH = 4  # a tile at least this many k wide is gathered above a bound of its k-th value
 cdef Py_ssize_t PARTS = 2  # chunks per k of the row whose maxima bound its k-th value
@@ -308,3 +315,56 @@ def topk_sums(const double[:, ::1] similarity, const int64_t[:, ::1] index, cons
                     sums[row, segment, column] = <int64_t>total[column]
                 start = stop
     free(total)
+
+
+def rows_times_indicator(const double[:, ::1] table, const int64_t[::1] rows, const int16_t[:, ::1] counts,
+                         double[:, ::1] out):
+    """out[i, j] = table[rows[i], j] * (1 where counts[i, j] > 0, else 0), in one pass: the torch
+    passes it replaces (a row gather, the counts made a float64 indicator, a multiply) write and
+    read the tile three times. The same multiply, so the same bits (0 times a value is +0 or -0
+    as there, NaN stays NaN)."""
+    cdef Py_ssize_t height = out.shape[0], width = out.shape[1], size = table.shape[0], row, column
+    cdef const double* source
+    cdef const int16_t* count
+    cdef double* target
+    if rows.shape[0] != height or counts.shape[0] != height or counts.shape[1] != width or table.shape[1] != width:
+        raise ValueError("rows_times_indicator's rows, counts and out differ in shape")
+    for row in range(height):
+        if not 0 <= rows[row] < size:
+            raise ValueError("rows_times_indicator's row index is outside the table")
+    with nogil:
+        for row in range(height):
+            source, count, target = &table[rows[row], 0], &counts[row, 0], &out[row, 0]
+            for column in range(width):
+                target[column] = source[column] * (1.0 if count[column] > 0 else 0.0)
+
+
+def scale_entries(double[:, ::1] matrix, int64_t first_row, const int64_t[::1] rows, const int64_t[::1] cols,
+                  const int64_t[:, :] counts, const double[:, ::1] factors):
+    """Each entry p's matrix[rows[p] - first_row, cols[p]] (distinct positions) times factors[0,
+    counts[0, p]], then times factors[1, counts[1, p]], ..., in place: torch's gather, a gather
+    and a multiply per order, and a scatter, in one pass (the same multiplies in the same order,
+    so the same bits). Every position and count is checked before any entry changes."""
+    cdef Py_ssize_t height = matrix.shape[0], width = matrix.shape[1], orders = counts.shape[0]
+    cdef Py_ssize_t entries = rows.shape[0], size = factors.shape[1], entry, order, row, column, ahead
+    cdef double value
+    cdef bint outside = False
+    if cols.shape[0] != entries or counts.shape[1] != entries or factors.shape[0] < orders:
+        raise ValueError("scale_entries' rows, columns, counts and factors do not fit")
+    with nogil:
+        for entry in range(entries):
+            outside |= not (0 <= rows[entry] - first_row < height and 0 <= cols[entry] < width)
+            for order in range(orders):
+                outside |= not 0 <= counts[order, entry] < size
+    if outside:
+        raise ValueError("scale_entries: an entry or a count lies outside the matrix or the factors")
+    with nogil:
+        for entry in range(entries):
+            if entry + AHEAD < entries:
+                ahead = rows[entry + AHEAD] - first_row
+                __builtin_prefetch(&matrix[ahead, 0] + cols[entry + AHEAD], 1, 3)
+            row, column = rows[entry] - first_row, cols[entry]
+            value = matrix[row, column]
+            for order in range(orders):
+                value = value * factors[order, counts[order, entry]]
+            matrix[row, column] = value

@@ -192,3 +192,86 @@ def test_the_estimates_read_the_compiled_sums(monkeypatch):
     top = TopK(torch.rand((4, 5), dtype=torch.float64), torch.randint(0, 10, (4, 5)))
     estimate = topk.estimate_topk(top, quality, 3, 1.0)
     assert calls and estimate.scores.isfinite().all()
+
+
+def test_rows_times_indicator_is_the_gather_and_multiply_bit_for_bit():
+    """`rows_times_indicator` against torch's row gather times the 0/1 indicator, on values that a
+    multiply by 0 or 1 keeps apart: -0, NaN, infinities, a subnormal and negatives."""
+    built = _built()
+    generator = torch.Generator().manual_seed(3)
+    table = torch.randn((6, 37), generator=generator, dtype=torch.float64)
+    table[0, :5] = torch.tensor([-0.0, float("nan"), float("inf"), -float("inf"), 5e-324], dtype=torch.float64)
+    table[1, 3:6] = -1.5
+    rows = torch.randint(0, 6, (50,), generator=generator)
+    rows[:4] = torch.tensor([0, 0, 1, 5])
+    counts = torch.randint(0, 2, (50, 37), generator=generator, dtype=torch.int16)
+    counts[0, :6], counts[1, :6], counts[2, :6] = 0, 1, 0
+    out = torch.full((50, 37), 7.0, dtype=torch.float64)
+    built.rows_times_indicator(table.numpy(), rows.numpy(), counts.numpy(), out.numpy())
+    expected = table.index_select(0, rows) * counts.to(torch.float64)
+    assert torch.equal(out.view(torch.int64), expected.view(torch.int64))
+
+
+def test_rows_times_indicator_refuses_what_does_not_fit():
+    built = _built()
+    table, counts, out = np.zeros((3, 4)), np.zeros((2, 4), dtype=np.int16), np.zeros((2, 4))
+    with pytest.raises(ValueError, match="outside the table"):
+        built.rows_times_indicator(table, np.array([0, 3]), counts, out)
+    with pytest.raises(ValueError, match="differ in shape"):
+        built.rows_times_indicator(table, np.array([0, 1]), np.zeros((2, 5), dtype=np.int16), out)
+
+
+def _entries(generator: torch.Generator, height: int, width: int, first: int) -> tuple[torch.Tensor, ...]:
+    """Distinct positions in row-major order (rows from `first`), and counts [3, entries] as a
+    column slice of a wider tensor (strided, as a row slice's counts are)."""
+    flat = torch.nonzero(torch.rand(height * width, generator=generator) < 0.3)[:, 0]
+    counts = torch.randint(0, 9, (3, 2 * flat.numel() + 5), generator=generator)
+    return flat // width + first, flat % width, counts[:, 5:5 + flat.numel()]
+
+
+def test_scale_entries_is_the_gathers_and_the_scatter_bit_for_bit():
+    """`scale_entries` against torch's gather, a multiply per order in order and the scatter, on
+    factors and values with -0, NaN, infinities and subnormals; the other cells untouched."""
+    built = _built()
+    generator = torch.Generator().manual_seed(5)
+    height, width, first = 40, 33, 200
+    matrix = torch.randn((height, width), generator=generator, dtype=torch.float64)
+    matrix[0, :4] = torch.tensor([-0.0, float("nan"), float("inf"), 5e-324], dtype=torch.float64)
+    factors = torch.rand((3, 9), generator=generator, dtype=torch.float64) * 3
+    factors[:, 0] = 1.0
+    factors[1, 5], factors[2, 6], factors[0, 7] = -0.0, float("inf"), 1e-310
+    rows, cols, counts = _entries(generator, height, width, first)
+    expected = matrix.clone()
+    flat = (rows - first) * width + cols
+    value = expected.view(-1).index_select(0, flat)
+    for order in range(3):
+        value = value * factors[order].index_select(0, counts[order])
+    expected.view(-1).index_put_((flat,), value)
+    built.scale_entries(matrix.numpy(), first, rows.numpy(), cols.numpy(), counts.numpy(), factors.numpy())
+    assert torch.equal(matrix.view(torch.int64), expected.view(torch.int64))
+
+
+@pytest.mark.parametrize("broken", ["row above", "row below", "column", "count", "negative count", "shape"])
+def test_scale_entries_refuses_entries_outside_and_changes_nothing(broken):
+    built = _built()
+    generator = torch.Generator().manual_seed(7)
+    matrix = torch.rand((10, 8), generator=generator, dtype=torch.float64)
+    rows, cols, counts = _entries(generator, 10, 8, 3)
+    rows, cols, counts, factors = rows.clone(), cols.clone(), counts.clone(), torch.rand((3, 9), dtype=torch.float64)
+    last = rows.numel() - 1
+    if broken == "row above":
+        rows[last] = 13
+    elif broken == "row below":
+        rows[last] = 2
+    elif broken == "column":
+        cols[last] = 8
+    elif broken == "count":
+        counts[2, last] = 9
+    elif broken == "negative count":
+        counts[1, last] = -1
+    else:
+        cols = cols[:-1]
+    before = matrix.clone()
+    with pytest.raises(ValueError, match="outside|do not fit"):
+        built.scale_entries(matrix.numpy(), 3, rows.numpy(), cols.numpy(), counts.numpy(), factors.numpy())
+    assert torch.equal(matrix, before)

@@ -130,6 +130,30 @@ def test_tables_kept_per_width_equal_the_chunks_own(huse_texts, monkeypatch, smo
     assert widths == 1 and no_widths == 0 and kept.abs().sum() > 0 and torch.equal(kept, own)
 
 
+@pytest.mark.parametrize("smoothing", SMOOTHINGS)
+def test_compiled_star_passes_give_the_torch_passes_bits(huse_texts, monkeypatch, smoothing):
+    """On the CPU the by-length values times the shared-word indicator (`rows_times_indicator`)
+    and the order factors of the pairs sharing a bigram (`scale_entries`) run compiled, a few
+    rows a slice here: the same bits as the torch passes, on real and adversarial text."""
+    from gpu_neighbors.kernels import bleu
+
+    calls = []
+    native = bleu.native
+    assert native is not None, "the install built the core's compiled loops"
+    spy = type("Spy", (), {name: staticmethod(lambda *arguments, name=name: (
+        calls.append(name), getattr(native, name)(*arguments))) for name in ("rows_times_indicator", "scale_entries")})
+    kernel = BleuKernel(tokenizer=WhitespaceTokenizer(), device=torch.device("cpu"), smoothing=smoothing)
+    kernel.fit(huse_texts[:90])
+    encoded = kernel.encode(huse_texts[90:] + ADVERSARIAL_TEXTS)
+    monkeypatch.setattr(bleu, "ROW_SLICE_BYTES", 8 * 90 * 7)
+    monkeypatch.setattr(bleu, "native", spy)
+    compiled = kernel.tile(encoded, 0, 90)
+    monkeypatch.setattr(bleu, "native", None)
+    plain = kernel.tile(encoded, 0, 90)
+    assert "rows_times_indicator" in calls and ("scale_entries" in calls) == (smoothing != "none")
+    assert plain.abs().sum() > 0 and torch.equal(compiled.view(torch.int64), plain.view(torch.int64))
+
+
 def test_int16_join_counts_a_candidate_of_more_words_than_int16_holds():
     """The CPU's join counts shared words in int16: a pair sharing 40,000 distinct words
     (past 2^15 - 1) must still count as sharing, not wrap to a negative count. Slices of at most
