@@ -7,7 +7,14 @@ from libc.math cimport NAN, sqrt
 from libc.stdlib cimport free, malloc, qsort
 
 cdef extern from *:
-    void __builtin_prefetch(const void* address, int write, int locality) nogil
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define prefetch_for_writing(address) __builtin_prefetch((address), 1, 3)
+    #else
+    #define prefetch_for_writing(address) ((void)0)
+    #endif
+    """
+    void prefetch_for_writing(const void* address) nogil  # a hint: nothing where the compiler has none
 
 # Entries ahead whose cell `scale_entries` prefetches: its cells (2% of a BLEU* tile's) are too sparse for
 # the hardware's prefetcher, and each was a cache miss (a predict's order factors 0.023 -> 0.011 s).
@@ -362,7 +369,7 @@ def scale_entries(double[:, ::1] matrix, int64_t first_row, const int64_t[::1] r
         for entry in range(entries):
             if entry + AHEAD < entries:
                 ahead = rows[entry + AHEAD] - first_row
-                __builtin_prefetch(&matrix[ahead, 0] + cols[entry + AHEAD], 1, 3)
+                prefetch_for_writing(&matrix[ahead, 0] + cols[entry + AHEAD])
             row, column = rows[entry] - first_row, cols[entry]
             value = matrix[row, column]
             for order in range(orders):
