@@ -1,8 +1,9 @@
 """The core's compiled host loops (`core._compiled`, Cython) against the torch passes they
 replace: the running top k of a CPU tile loop merged by `merge_top` holds the same set, bit for
 bit, as the torch selections, on tiles made to break it; the top-k estimate's sums by
-`topk_sums` are the torch passes' integers; and one loader and switch for both layers' compiled
-modules (`gpu_neighbors._extensions`)."""
+`topk_sums` are the torch passes' integers; the dense passes BLEU* runs after torch's products
+(`rows_times_indicator`, `scale_entries`) are torch's gathers and multiplies bit for bit; and one
+loader and switch for both layers' compiled modules (`gpu_neighbors._extensions`)."""
 from __future__ import annotations
 
 from types import ModuleType
