@@ -18,8 +18,10 @@ lowering its largest entry); then every product q_x q_s is an integer below 2^52
 Cauchy-Schwarz, every pair's sum of products over one block is at most 2^26 * 2^26 = 2^52, and
 over both blocks at most 2^53. Every partial sum of non-negative integers below 2^53 is exact in
 float64, in any order, so a tile -- the candidates' integer features times the training block's,
-over both blocks at once, times 2^-53 (the product scaled by 2^-52 and halved, one exact
-power-of-two scaling) -- is the same bits whatever the device, the chunk size or the block size.
+over both blocks at once, times 2^-53 (the product scaled by 2^-52 and halved) -- is the same
+bits whatever the device, the chunk size or the block size. The products apply the 2^-53
+themselves, to each term or to a sum as the library chooses: either way every value is a whole
+number of 2^-53 of at most 1, which float64 holds exactly (far above its smallest normal).
 The most frequent n-grams (`dense_head_size` of them) multiply as one dense matmul and the rest as
 one sparse product (`core.sparse.add_product`): two partial sums of the same integers, so the
 split changes no bit either, and the frequent n-grams, which make most of a sparse product's
@@ -292,9 +294,12 @@ class TfidfKernel(Kernel[EncodedTfidf]):
 
     def tile(self, encoded: EncodedTfidf, start: int, stop: int) -> torch.Tensor:
         """Dense head product plus sparse tail product: both sums of non-negative integers whose
-        total is at most 2^53 (2^52 a block), so exact in any order, and so is their sum."""
-        products = torch.mm(encoded.head, self._train_head[start:stop].t())
-        return add_product(products, encoded.tail, self._block_columns(start, stop)).mul_(TILE_SCALE)
+        total is at most 2^53 (2^52 a block), so exact in any order, and so is their sum; each
+        scaled by 2^-53 inside its product (exact, and no pass over the tile after: 2-4% of a
+        tile, one thread)."""
+        products = torch.empty((len(encoded), stop - start), dtype=torch.float64, device=self.device)
+        products.addmm_(encoded.head, self._train_head[start:stop].t(), beta=0, alpha=TILE_SCALE)
+        return add_product(products, encoded.tail, self._block_columns(start, stop), scale=TILE_SCALE)
 
     def pair_bytes(self) -> int:
         # Worst case, every pair shares an n-gram (common: char bigrams such as " t" are in

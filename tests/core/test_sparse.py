@@ -32,12 +32,15 @@ def random_csr(rows: int, columns: int, density: float, seed: int) -> torch.Tens
 
 
 @pytest.mark.usefixtures("path")
-def test_add_product_adds_into_the_dense_matrix():
+@pytest.mark.parametrize("scale", [1.0, 2.0**-53])
+def test_add_product_adds_into_the_dense_matrix(scale):
+    """Integers below 2^53 (times a power of two that keeps them normal): every path exact, so
+    all give the dense arithmetic's bits; a scale left out or applied twice would not."""
     left, right = random_csr(30, 50, 0.2, seed=1), random_csr(50, 20, 0.2, seed=2)
     start = torch.arange(600, dtype=torch.float64).view(30, 20)
-    out = start.clone()
-    assert add_product(out, left, right) is out
-    assert torch.equal(out, start + left.to_dense() @ right.to_dense())  # integers below 2^53: exact
+    out = start * scale
+    assert add_product(out, left, right, scale) is out
+    assert torch.equal(out, (start + left.to_dense() @ right.to_dense()) * scale)
 
 
 @pytest.mark.usefixtures("path")
@@ -77,6 +80,7 @@ def test_add_entries_in_steps_adds_every_entry_once(monkeypatch, step):
     out = start.clone()
     assert sparse.add_entries(out, matrix) is out
     assert torch.equal(out, start + matrix.to_dense())
+    assert torch.equal(sparse.add_entries(out, matrix, 0.5), start + 1.5 * matrix.to_dense())
 
 
 @pytest.mark.parametrize("shape, density", [((30, 50), 0.2), ((7, 1), 0.5), ((0, 4), 0.3), ((5, 6), 0.0)])
