@@ -14,8 +14,10 @@ one torch thread, each once (a fit is long; the machine is shared, so figures ar
 
 Texts: HUSE summaries spliced (a prefix of one joined to a suffix of another, `huse.py`), each
 scored by the length-weighted mean of its two sources' scores, so the choice sees real signal.
+`--train` defaults to 2,000 texts; issue 30's yardstick is `--train 50000`. `--choice-only` times
+the peer and the choice alone (no fits).
 
-    .venv/bin/python bench/bench_choice.py [--train 50000]
+    .venv/bin/python bench/bench_choice.py [--train 2000] [--seed 0] [--choice-only]
 """
 from __future__ import annotations
 
