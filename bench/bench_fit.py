@@ -1,16 +1,19 @@
 """The default fit against scikit-learn's TF-IDF `fit_transform` of the same texts (issue 30).
 
-A default `fit` encodes the training texts (TF-IDF word and character n-grams, the baseline's
-features), tunes top-k by leave-one-out (on a seeded sample of 2,000 texts above that size),
-and calibrates the intervals and the outlier test by exact leave-one-out of up to 2,000 texts
-against all the others. The peer is the first step alone, as a scikit-learn user runs it: the
-TF-IDF + ridge baseline's `FeatureUnion` of two `TfidfVectorizer`s (word 1-2-grams, char_wb
-2-5-grams, sublinear tf) `fit_transform` of the training texts. Ours on one torch thread, the
-peer pinned to one core; repeats alternate the sides; medians of wall and of process CPU time
-(the steadier where other work shares the machine). Texts: HUSE summaries spliced, scored by
-their sources' length-weighted mean score (`bench_choice.scored_texts`), so tuning sees signal.
+A default `fit` (kernel `auto`) first chooses its kernel by leave-one-out on a seeded sample of
+1,000 training texts (`choice.py`: TF-IDF unless bleu or rouge beats it beyond the sample's
+noise), then encodes the training texts with the chosen kernel (TF-IDF: word and character
+n-grams, the baseline's features), tunes top-k by leave-one-out (on a seeded sample of
+MAX_TUNING_TEXTS, 4,000, above that size), and calibrates the intervals and the outlier test by
+exact leave-one-out of up to 2,000 texts against all the others. The peer is TF-IDF's encoding
+step alone, as a scikit-learn user runs it: the TF-IDF + ridge baseline's `FeatureUnion` of two
+`TfidfVectorizer`s (word 1-2-grams, char_wb 2-5-grams, sublinear tf) `fit_transform` of the
+training texts. Ours on one torch thread, the peer pinned to one core; repeats alternate the
+sides; medians of wall and of process CPU time (the steadier where other work shares the
+machine). Texts: HUSE summaries spliced, scored by their sources' length-weighted mean score
+(`bench_choice.scored_texts`), so tuning sees signal.
 
-    .venv/bin/python bench/bench_fit.py [--train 50000] [--repeats 2]
+    .venv/bin/python bench/bench_fit.py [--train 50000] [--repeats 2] [--seed 0]
 """
 from __future__ import annotations
 
