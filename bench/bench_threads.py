@@ -2,8 +2,12 @@
 the library now runs on one thread, restoring the caller's count after), under one thread set
 by the caller, and under the default count chosen explicitly (as `set_threads` records it; the
 library keeps it: the behaviour before), in one child process: the default alternating with one
-thread, then the old behaviour alternating with one thread, medians (one thread: over both
-blocks); then the same in a fresh child with `--load` processes spinning on cores.
+thread, then the old behaviour alternating with one thread, medians of `--repeats` (one thread's
+apart for each block: "one" beside the default, "one beside chosen" beside the old behaviour, so
+each ratio compares runs that alternated); first with no load, then the same in a fresh child
+with `--load` processes spinning on cores.
+
+    .venv/bin/python bench/bench_threads.py [--train 2000] [--candidates 2000] [--repeats 6] [--load 1]
 
 OpenMP threads that finish a parallel region spin for a while before they sleep; on a machine
 whose cores are busy with other work, a spinning thread takes a core from the thread that has
