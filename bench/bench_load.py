@@ -3,8 +3,8 @@
 A `score --train` run (and before 0.2 every training job and Ray worker) fits the scorer again:
 the kernel's encoding of the training set, tuning, the ridge fit, the calibration. A saved
 scorer (`NeighborsScorer.save`) keeps what fit chose and learned; `load` reads it back and
-rebuilds only what it does not save (for the default TF-IDF kernel: nothing but the tie ranks).
-This times both, one thread, on texts spliced from the HUSE summaries (bench/huse.py) with
+rebuilds only what it does not save (for TF-IDF, this script's default kernel, whose encoding is
+saved: the scores' exact limbs and the tie ranks, `saving.py`). This times both, one thread, on texts spliced from the HUSE summaries (bench/huse.py) with
 synthetic scores, and checks that the loaded scorer predicts the same bits. The load is timed
 twice: in the process that saved (as a training job that reloads) and in a fresh process, as
 `score --scorer` meets it (the package imported first, not timed: first touches of new memory
