@@ -1,4 +1,4 @@
-"""All-pairs TF-IDF cosine (the default kernel): ours against scikit-learn, used as its authors intend.
+"""All-pairs TF-IDF cosine (the kernel the default `auto` keeps unless another beats it): ours against scikit-learn.
 
 The kernel is the mean of the cosines of two TfidfVectorizer blocks (word 1-2-grams and char_wb
 2-5-grams, sublinear tf): the features of the TF-IDF + ridge baseline (`kernels/tfidf.py`). The
@@ -10,7 +10,7 @@ one torch thread in the tiles NeighborsScorer plans, the peer pinned to one core
 alternate the sides; medians. The matrices are compared: ours floors each feature to 2^-26, so
 it is never above the peer's and below it by under 1e-6 on these texts (`kernels/tfidf.py`).
 
-    .venv/bin/python bench/bench_tfidf.py [--train 2000] [--candidates 2000]
+    .venv/bin/python bench/bench_tfidf.py [--train 2000] [--candidates 2000] [--threads 1] [--device auto]
 """
 from __future__ import annotations
 
