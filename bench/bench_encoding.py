@@ -1,15 +1,18 @@
 """Host encoding of candidates, texts a second per core, on 1..N threads (issue 52: "feeding a GPU").
 
 What a GPU host does for every candidate before its tiles: the kernel's encoding (`kernel_.encode`:
-TF-IDF's n-gram features, BLEU*'s n-gram counts) and, for the default scorer, `prepare` (the
-encoding and the outlier test's typicality statistics). Scorers fitted on `--train` spliced,
-scored HUSE texts; `--candidates` more spliced texts encoded in batches of `--batch`, the batches
-shared out to N threads (a thread pool, one torch thread each: the compiled loops run without
-the GIL). For each N: texts a second, per core (divided by N), and the speed-up over one
+TF-IDF's n-gram features, BLEU*'s n-gram counts) and, for the TF-IDF scorer (the default's
+usual kernel; fluency off), `prepare` (the encoding and the outlier test's typicality
+statistics). Scorers (kernel tfidf and bleu, named) fitted on `--train` spliced, scored HUSE
+texts; `--candidates` more spliced texts encoded in batches of `--batch`, the batches shared out
+to N threads (a thread pool, one torch thread each: the compiled loops run without the GIL). For each N: texts a second, per core (divided by N), and the speed-up over one
 thread. The target: at least 200,000 texts a second per core, and a speed-up that grows with N
 (a 16-core GPU host feeding 10^6 x 10^5 in under 60 s).
 
-    .venv/bin/python bench/bench_encoding.py [--candidates 100000] [--threads 1,2] [--repeats 3]
+`--threads` defaults to 1 and the number of CPUs the process may use (1,2 on a 2-core machine).
+
+    .venv/bin/python bench/bench_encoding.py [--train 2000] [--candidates 100000] [--batch 8192]
+        [--threads 1,N] [--repeats 3]
 """
 from __future__ import annotations
 
