@@ -10,8 +10,10 @@ all-pairs jobs (bench_allpairs:
 Self-BLEU, MBR against mbrs, pairs to .npy), then the host's compiled loops (issue 52:
 bench_compilers, bench_encoding, bench_long_text, bench_cmp, as child processes). The machine (CPU, cores, memory, GPU,
 torch, load average before and after, as the machine may be shared) is recorded beside the
-figures. On a CUDA machine the benchmarks measure the GPU path (their device is "auto"); a
-benchmark that cannot run is reported as such, with the reason, and the others still run.
+figures. On a CUDA machine most benchmarks measure the GPU path (their device is "auto", or the
+command line's default); bench_meteor, bench_predict, bench_encoding and bench_long_text fix the
+CPU, and bench_compilers times host loops. A benchmark that cannot run is reported as such, with
+the reason, and the others still run.
 `--quick` shrinks every size to try the suite in a few minutes (not for the record).
 """
 from __future__ import annotations
