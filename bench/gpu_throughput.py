@@ -14,17 +14,18 @@ cannot hold it (its projected time from the smaller size measured first):
    on |S| spliced HUSE texts without tuning, `predict` of C new ones: pairs a second, the share
    of the time the GPU was busy (NVML's utilisation, sampled every 50 ms) and, for the smaller
    C, the profiler's top CUDA kernels. C grows 10x while the projected time fits.
-4. `score`: `gpu-neighbors score --kernel tfidf` (the default kernel and estimator, not left to
-   `auto`'s choice) in a child process on 10^6 candidates x 10^5 training texts (JSONL written
-   here), with the GPU's busy share; stopped before the budget ends, where its output is not
-   written yet (the safe writer) and the rate is its last progress line's.
-5. `bertscore`: bench_bertscore's all-pairs BERTScore against `bert_score.BERTScorer.score` on
-   the device (the peer re-encodes every text of every pair, so the ratio includes that).
-6. `fluency`: texts of 20 tokens a second through the fluency statistic (`FittedFluency.of_texts`,
+4. `score`: `gpu-neighbors score --kernel tfidf` (TF-IDF named, so `auto`'s kernel choice is not
+   timed; the default estimator) in a child process on 10^6 candidates x 10^5 training texts
+   (JSONL written here), with the GPU's busy share; stopped before the budget ends, where its
+   output is not written yet (the safe writer) and the rate is its last progress line's.
+5. `fluency`: texts of 20 tokens a second through the fluency statistic (`FittedFluency.of_texts`,
    bfloat16 on CUDA), on a model of SmolLM2-135M's shape (its config and tokenizer: `.gpu/smollm2`,
    packed by `gpu_check.sh prepare`, or `--fluency-model`) with seeded random weights: the 94 MB
    model does not travel, and the cost of a forward pass does not depend on the weights. N grows
    10x while the projected time fits (goal: 50,000 texts a second).
+6. `bertscore`: bench_bertscore's all-pairs BERTScore (2,000 x 2,000 texts, the peer on a 100 x
+   100 sub-grid, best of 2) against `bert_score.BERTScorer.score` on the device (the peer
+   re-encodes every text of every pair, so the ratio includes that).
 7. `aligned`: `sentence_bleu` on token ids on the device against TensorBLEU
    (`rxlm.metrics.tensorbleu`, from bench/.tensorbleu) at its published shapes, epsilon against
    its "floor" smoothing; best of 5 after a warm-up, synchronised.
