@@ -12,11 +12,13 @@ measured ceilings), `bench` (the benchmarks there, bench/run_all.py).
 
 `bash scripts/gpu_check.sh STEP ...` runs it on a bare machine from what `bash
 scripts/gpu_check.sh prepare` packed into `.gpu/` (see that script). Results go to one folder
-(`$OUT` when set, else `out/gpu/`), at most 7 files, none over 4 MiB (a device call brings
-back 8 files of 16 MiB): `check.json` and `check.md` (every step run so far, rewritten after
-each), `junit.xml`, `failures.md` (each failure appended as it happens, so a run cut off still
-names what failed) and `pytest.log` from `tests`, `results.md` and `bench.log` from `bench`
-(each benchmark's result is a `result:` line of the log as it finishes). The random model goes
+(`$OUT` when set, else `out/gpu/`): `check.json` and `check.md` (every step run so far,
+rewritten after each), `junit.xml`, `failures.md` (each failure appended as it happens, so a run
+cut off still names what failed; only where one did) and `pytest.log` from `tests`,
+`throughput.jsonl` and `throughput.log` from `throughput`, `results.md` and `bench.log` from
+`bench` (each benchmark's result is a `result:` line of the log as it finishes). Each log is cut
+to its last 4 MiB; a device call brings back OUT_FILES (8) files of 16 MiB, so a step fails where
+the folder holds more files or a larger one (`all` writes 8 files, 9 with `failures.md`). The random model goes
 to a temporary folder. Every read happens inside the step's guard: a failure is written as the
 step's result, never lost. A step that runs a child (collect, tests, bench) stops it at
 `--timeout` seconds (480) or when `--budget` (seconds for the whole run) would be passed:
