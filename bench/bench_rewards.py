@@ -1,7 +1,10 @@
 """The TRL reward functions' own cost: `reward_function(...)(prompts, completions, ...)` against
 calling what it wraps directly on the same batch (`scorer.reward` on texts, on padded token ids
-with their mask, `sentence_bleu` on texts), CPU, medians of `repeats` interleaved rounds. The difference
-is the unpacking of completions, padding the `completion_ids` lists and the list of floats."""
+with their mask, `sentence_bleu` on texts), on the scorer's default device (auto: the CPU where
+there is no GPU), medians of `repeats` interleaved rounds. The difference is the unpacking of
+completions, padding the `completion_ids` lists and the list of floats.
+
+    .venv/bin/python bench/bench_rewards.py [--train 2000] [--batch 256] [--repeats 15]"""
 from __future__ import annotations
 
 import argparse
