@@ -1,6 +1,6 @@
 """The fluency model's per-text memo kept on disk between bench runs (bench/.fluency-memo/), so
 that the benches that score the same development texts (quality.py, checklist.py, outside.py,
-fluency.py) run the language model over each text once per machine, not once per run. The memo
+fluency.py, fluency_columns.py, fluency_ranked.py) run the language model over each text once per machine, not once per run. The memo
 is the library's own (`LanguageModel.remembered`: a text's statistic is computed once a process);
 this only carries it across processes. Delete the folder to measure from scratch."""
 from __future__ import annotations
