@@ -1,4 +1,4 @@
-"""All-pairs TF-IDF cosine (the kernel the default `auto` keeps unless another beats it): ours against scikit-learn.
+"""All-pairs TF-IDF cosine (the default auto's first kernel): ours against scikit-learn, as its authors intend.
 
 The kernel is the mean of the cosines of two TfidfVectorizer blocks (word 1-2-grams and char_wb
 2-5-grams, sublinear tf): the features of the TF-IDF + ridge baseline (`kernels/tfidf.py`). The
