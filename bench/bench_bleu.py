@@ -33,9 +33,13 @@ Each repeat times ours, then every peer (sides interleaved, so bursts of load on
 machine hit all alike); medians of `repeats`. Ratios are per core, against each peer and
 against the fastest one.
 
-`--predict` times our whole default `predict` instead of the similarity pass (top-k at its
-untuned k, intervals, the outlier test and its typicality statistics; random training scores),
+`--predict` times our whole `predict` instead of the similarity pass: the same BLEU* (add1)
+scorer, fluency off, its other settings the defaults (top-k at its untuned k, intervals, the
+outlier test and its typicality statistics; random training scores, fitted with tune=False),
 against the same peers per pair: what a user of the estimate pays, not the kernel alone.
+
+    .venv/bin/python bench/bench_bleu.py [--train 2000] [--candidates 2000] [--threads 1] [--device auto]
+        [--predict]
 """
 from __future__ import annotations
 
