@@ -16,9 +16,9 @@
 #                                         compiled host loops carry the sha256 of the .pyx they
 #                                         were built from: one built from another is not installed
 #                                         there (the numpy passes run; the log says so).
-#   bash scripts/gpu_check.sh STEP... [ARGS]  there: STEPs among collect, parity, tests and bench
-#                                         (see gpu_check.py; `all` is all four in that order
-#                                         within --budget seconds); installs the wheels of the
+#   bash scripts/gpu_check.sh STEP... [ARGS]  there: STEPs among collect, parity, tests,
+#                                         throughput and bench (see gpu_check.py; `all` is all
+#                                         five in that order within --budget seconds); installs the wheels of the
 #                                         packages that interpreter lacks into a temporary folder
 #                                         (what it already has stays: the image's own builds),
 #                                         unpacks WordNet, and reads data and model only from
