@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         with warnings.catch_warnings(), tempfile.TemporaryDirectory() as folder:
             warnings.simplefilter("ignore")
-            fit_seconds, scorer = timed(lambda: NeighborsScorer(kernel=args.kernel, device="cpu").fit(
+            fit_seconds, scorer = timed(lambda: NeighborsScorer(kernel=args.kernel, device="cpu", fluency=None).fit(
                 texts[:size], scores[:size]))
             save_seconds, path = timed(lambda: scorer.save(folder, overwrite=True))
             load_seconds, loaded = timed(lambda: NeighborsScorer.load(path, device="cpu"))

@@ -38,7 +38,7 @@ def measure(
     candidate_texts = joined_texts(candidates, concat, seed + 1)
 
     started = time.perf_counter()
-    scorer = NeighborsScorer(kernel="meteor", device="cpu").fit(train_texts, [0.0] * train)
+    scorer = NeighborsScorer(kernel="meteor", device="cpu", fluency=None).fit(train_texts, [0.0] * train)
     similarity = scorer.similarity(candidate_texts)
     ours_seconds = time.perf_counter() - started
 

@@ -31,7 +31,7 @@ def main() -> None:
     args = parser.parse_args()
     records = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
     texts = [record["text"] for record in records]
-    scorer = NeighborsScorer(kernel="bleu", device="cpu").fit(texts, [record["score"] for record in records])
+    scorer = NeighborsScorer(kernel="bleu", device="cpu", fluency=None).fit(texts, [record["score"] for record in records])
     candidates = [texts[i % len(texts)] for i in range(args.rows)]
 
     import ray

@@ -43,7 +43,7 @@ def measure(train: int = 2000, batch: int = 256, repeats: int = 15) -> dict:
     rng = random.Random(0)
     tokenizer = HuggingFaceTokenizer(MODEL_PATH)
     texts = spliced_texts(train, rng)
-    scorer = NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), estimator=Threshold.paper()).fit(texts,
+    scorer = NeighborsScorer(kernel=Bleu(tokenizer=tokenizer), estimator=Threshold.paper(), fluency=None).fit(texts,
                              np.linspace(0, 1, train))
     completions = spliced_texts(batch, rng)
     references = spliced_texts(batch, rng)

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 fit_seconds, scorer = timed(lambda: NeighborsScorer(kernel=args.kernel, estimator=estimator,
-                                                                    device="cpu").fit(
+                                                                    device="cpu", fluency=None).fit(
                     texts[:size], scores[:size]))
             predict_seconds, prediction = timed(lambda: scorer.predict(candidates))
             truth = scores[-args.candidates:]

@@ -17,7 +17,8 @@ on one core, so the ratio is per core; on this busy 2-core machine torch's defau
 spin-waiting OpenMP threads was 3x slower than one; see docs/benchmarks.md). The headline run
 is then repeated without `--workers 1` (the command's default workers: on a CPU, one batch
 worker per core, at most 2), `--threads` as before, which is what a user gets; that figure is
-not per core. Every run passes `--kernel bleu` and leaves `--fluency` at its default (auto).
+not per core. Every run passes `--kernel bleu` and `--fluency none` (the peers run no language model; its
+cost is measured on its own, bench/fluency.py).
 
     .venv/bin/python bench/bench_scale.py [--quick] [--threads 1] [--plots bench/figures]
 
@@ -59,7 +60,7 @@ def run_cli(train: Path, candidates: Path, output: Path, threads: int | None,
             extra: tuple[str, ...] = ("--workers", "1")) -> dict:
     """One `gpu-neighbors score` in a child process: wall and scoring seconds, peak RSS."""
     command = [sys.executable, "-m", "gpu_neighbors.cli", "score", "--train", str(train),
-               "--candidates", str(candidates), "--output", str(output), "--kernel", "bleu", *extra]  # BLEU*'s figures
+               "--candidates", str(candidates), "--output", str(output), "--kernel", "bleu", "--fluency", "none", *extra]  # BLEU*'s figures
     if threads:
         command += ["--threads", str(threads)]
     log = output.with_suffix(".log")

@@ -63,7 +63,7 @@ def measure(candidates: int, train: int, systems: int, repeats: int, threads: in
         folder = Path(folder)
         train_path, candidates_path = write_files(folder, candidates, train, systems, seed)
         common = ["--train", str(train_path), "--candidates", str(candidates_path), "--quiet",
-                  "--threads", str(threads), "--workers", str(workers)]
+                  "--threads", str(threads), "--workers", str(workers), "--fluency", "none"]
         base = [sys.executable, "-m", "gpu_neighbors.cli"]
         score = [*base, "score", *common, "--output", str(folder / "scores.jsonl"), "--overwrite"]
         compare = [*base, "systems", *common, "--system-field", "system", "--pair-field", "input", "--json",
