@@ -74,7 +74,7 @@ def main() -> None:
         warnings.simplefilter("ignore")
         scorers = {kernel: NeighborsScorer(kernel=kernel, device="cpu", fluency=None).fit(texts, scores) for kernel in ("tfidf", "bleu")}
     works = {f"{kernel} encode": scorer.kernel_.encode for kernel, scorer in scorers.items()}
-    works["default prepare (tfidf + typicality)"] = scorers["tfidf"].prepare
+    works["tfidf prepare (tfidf + typicality)"] = scorers["tfidf"].prepare
     for name, work in works.items():
         single = None
         for threads in counts:

@@ -110,8 +110,9 @@ def kernel_section(results: list[tuple[str, str, dict]], figures: Path, output: 
         "",
         "All pairs of candidates x training texts (HUSE summaries, resampled or spliced to size). "
         "Each peer is used as its authors intend (reused objects, cached references), timed on "
-        "a sample of the same pairs with the process pinned to one core, and extrapolated per "
-        "pair; ours runs with one torch thread, so every ratio is per core. The peer named is "
+        "a sample of the same pairs and extrapolated per pair (TF-IDF's on all of them), with "
+        "the process pinned to one core (BLEU*, ROUGE-L and TF-IDF; METEOR's and BERTScore's "
+        "peers unpinned); ours runs with one torch thread, so every ratio is per core. The peer named is "
         "the fastest of those measured (all of them are listed below the table, with how their "
         "numbers compare to ours); ratio = peer time per pair / our time per pair, both measured "
         "in this run. Each script's own notes on what is timed are in its docstring.",
