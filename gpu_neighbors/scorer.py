@@ -284,20 +284,25 @@ class NeighborsScorer(FittedScorer):
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str], device: str | torch.device | None = None,
-             allow_download: bool = False, fluency: str | os.PathLike[str] | None = None) -> NeighborsScorer:
+             allow_download: bool = False, fluency: str | os.PathLike[str] | None = None,
+             memory_budget: int | None = None) -> NeighborsScorer:
         """A scorer saved by `save`, on `device` (None: auto), predicting the same bits as the
         scorer that saved it. Nothing in the folder is unpickled or run, and no tokenizer or
         model comes from the hub unless `allow_download` (whatever the folder says); a folder
         that is not a complete, unchanged saved scorer, or whose settings and fitted values are
         not ones `fit` could have made, is refused with the file named (`core/saved.py`,
         `saving.check_saved`). `fluency`: where its fluency model is (a path; None or "auto":
-        where it was fitted from); weights other than those it was fitted with are refused by name."""
+        where it was fitted from); weights other than those it was fitted with are refused by name.
+        `memory_budget`: the tiles' working memory in this process (None: the saved scorer's), a
+        setting of the run, not the fit, as no result depends on it."""
         SCORER_PARAMETERS["allow_download"].check(allow_download)
         stored = saved.read(folder)
         saving.check_saved(stored)
         settings = saving.constructor_of(stored, allow_download)
         if fluency is not None and str(fluency) != "auto":
             settings["fluency"] = fluency
+        if memory_budget is not None:
+            settings["memory_budget"] = memory_budget
         scorer = cls(**settings, device="auto" if device is None else device)
         kernel, estimator = saving.fitted_parts(stored, allow_download)
         with kernel_threads(kernel.name):

@@ -116,8 +116,7 @@ def command_score(args: argparse.Namespace) -> int:
                              announce=not args.quiet)
         header = {"train": spelled_once(args.train), "train_content_sha256": train.digest()}
     else:  # the run records which scorer it used: --resume refuses another
-        scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download,
-                                      fluency=args.fluency)
+        scorer = loaded_scorer(args)
         header = {"scorer": spelled_once(args.scorer), "scorer_sha256": file_digest(saved_file(args.scorer))}
     summary = score_file(
         scorer, args.candidates, args.output, text_field=args.text_field, resume=args.resume,
@@ -151,6 +150,12 @@ def saved_inputs(folder: str) -> dict[str, str]:
     saved_folder(folder)
     return {"--scorer": saved_file(folder), **{f"--scorer's {name}": os.path.join(folder, name)
                                                 for name in (TENSORS, TRAINING)}}
+
+
+def loaded_scorer(args: argparse.Namespace) -> NeighborsScorer:
+    """The saved scorer of --scorer, with the run's options (`options.RUN_OPTIONS`)."""
+    return NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download,
+                                fluency=args.fluency, memory_budget=args.memory_budget)
 
 
 def saved_folder(folder: str) -> None:
@@ -304,8 +309,7 @@ def _evaluate_saved(args: argparse.Namespace) -> int:
     if args.heldout is not None:
         raise ValueError("--heldout is for a scorer fitted here: with --scorer, --data holds the held-out texts")
     saved_folder(args.scorer)
-    scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download,
-                                  fluency=args.fluency)
+    scorer = loaded_scorer(args)
     data = read_data(args, args.data)
     prediction = scorer.predict(data.texts)
     assert prediction.low is not None and prediction.high is not None and prediction.outside is not None

@@ -271,7 +271,7 @@ def add_parameter(group: Any, name: str) -> None:
 
 
 # Options of a scorer's run, not of its fit: they go with a saved scorer (--scorer) too.
-RUN_OPTIONS = ("device", "allow_download", "fluency")  # fluency: where a saved scorer's model is
+RUN_OPTIONS = ("device", "allow_download", "fluency", "memory_budget")  # fluency: where a saved scorer's model is
 # The fitting options that are not table entries, with their defaults.
 OTHER_FITTING_OPTIONS = {"--model": ("model", None), "--layer": ("layer", None), "--idf": ("idf", False),
                          "--rescale": ("rescale", None), "--tune": ("tune", None)}

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from gpu_neighbors.cli.commands import (default_encoders, default_threads, default_workers, fit_on_file, read_data,
-                                        saved_inputs, saved_training)
+from gpu_neighbors.cli.commands import (default_encoders, default_threads, default_workers, fit_on_file,
+                                        loaded_scorer, read_data, saved_inputs, saved_training)
 from gpu_neighbors.cli.options import (
     add_data_options,
     add_model_options,
@@ -123,8 +123,7 @@ def _compare(args: argparse.Namespace) -> tuple[str, list[tuple[str, SystemCompa
         path, train = args.train, read_data(args, args.train, keep_fields=fields)
         scorer = None
     else:
-        scorer = NeighborsScorer.load(args.scorer, device=args.device, allow_download=args.allow_download,
-                                      fluency=args.fluency)
+        scorer = loaded_scorer(args)
         path, train = os.path.join(args.scorer, TRAINING), saved_training(scorer)
     has_systems = _labelled_training(train, args, path)
     if has_systems is None and args.candidates is None:

@@ -159,3 +159,22 @@ def test_fitting_options_with_a_saved_scorer_are_refused(files, tmp_path, capsys
                  str(tmp_path / "out.jsonl"), "--device", "cpu", "--quiet", *options]) == 2
     assert f"{options[0]}: fitting settings, and a saved scorer (--scorer) keeps those" in capsys.readouterr().err
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_memory_budget_applies_to_a_saved_scorer(files, tmp_path, capsys):
+    """--memory-budget is a run setting (the tiles' working memory; no result changes with it),
+    so it goes with --scorer as --device does: a budget of a few tiles' rows gives the same bytes
+    as the saved scorer's own, and the scorer runs under it."""
+    train, candidates = files
+    folder = tmp_path / "scorer"
+    assert main(["fit", "--train", str(train), "--save", str(folder), "--device", "cpu"]) == 0
+    outputs = []
+    for budget in ([], ["--memory-budget", "64K"]):
+        output = tmp_path / f"out{len(outputs)}.jsonl"
+        assert main(["score", "--scorer", str(folder), "--candidates", str(candidates), "--output", str(output),
+                     "--device", "cpu", "--quiet", *budget]) == 0, capsys.readouterr().err
+        outputs.append(output.read_bytes())
+    assert outputs[0] == outputs[1]
+    assert NeighborsScorer.load(folder, memory_budget=1 << 16).memory_budget == 1 << 16
+    with pytest.raises(ValueError, match="memory_budget"):
+        NeighborsScorer.load(folder, memory_budget=0)
