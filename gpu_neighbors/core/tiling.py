@@ -221,7 +221,8 @@ class HostTensors:
     """Mixin for objects whose attributes named in `host_tensors` must stay CPU tensors when
     pickled and loaded elsewhere: `torch.load(..., map_location=device)` moves every tensor it
     unpickles, so these travel as numpy arrays (which it leaves alone) and come back as CPU
-    tensors. (A GPU worker of a Ray pool loads the scorer that way.)"""
+    tensors: a scorer pickled and loaded that way onto a GPU keeps its host tables. (Ray's workers
+    load a saved folder instead, `NeighborsScorer.load`; nothing there is unpickled.)"""
 
     host_tensors: ClassVar[tuple[str, ...]] = ()
 
