@@ -150,11 +150,11 @@ def sentence_bleu(
     references: References,
     *,
     weights: Sequence[float] | Sequence[Sequence[float]] = BLEU4_WEIGHTS,
-    smoothing: str = "none",
+    smoothing: str | None = None,
     smooth_value: float | None = None,
     auto_reweigh: bool = False,
-    effective_order: bool = False,
-    tokenizer: str | Tokenizer = "whitespace",
+    effective_order: bool | None = None,
+    tokenizer: str | Tokenizer | None = None,
     lowercase: bool = False,
     attention_mask: torch.Tensor | None = None,
     reference_mask: torch.Tensor | None = None,
@@ -168,8 +168,8 @@ def sentence_bleu(
     with `effective_order`, floor or add-k smoothing to sacrebleu's `sentence_bleu(...).score / 100`.
 
     Texts: `candidates` a list of strings, `references` one string or a list of strings per
-    candidate (ragged), split by `tokenizer` ("whitespace", "13a", "chars", sacrebleu's "intl",
-    "zh" and "char", a Hugging Face tokenizer or a `Tokenizer`), after case folding where
+    candidate (ragged), split by `tokenizer` ("whitespace", the default, "13a", "chars", sacrebleu's
+    "intl", "zh" and "char", a Hugging Face tokenizer or a `Tokenizer`), after case folding where
     `lowercase`; the result is on `device`.
     Token ids: `candidates` [batch, length] and `references` [batch, length'] (one each) or
     [batch, R, length'] (up to R each; `reference_counts` [batch] says how many, the rest are
@@ -180,14 +180,14 @@ def sentence_bleu(
     renumbers the ids per row through a table instead of two sorts (bench/results.md: 0.022 s
     against 0.035 s at 256 x 1,024).
     `weights`: one per order, or a list of such tuples (one score each: [candidates, tuples], as
-    NLTK 3.8 returns a list). `smoothing`: "none" (NLTK method0), "epsilon" (method1), "add1"
+    NLTK 3.8 returns a list). `smoothing`: "none" (NLTK method0, the default), "epsilon" (method1), "add1"
     (method2), "exp" (method3), NLTK's "method0" to "method7", or sacrebleu's "floor" and "add-k";
     `smooth_value`: method1's epsilon, method4's k, method6's alpha, floor's or add-k's value
     (their defaults: 0.1, 5, 5, 0.1, 1). `effective_order` (sacrebleu's `use_effective_order`,
-    its `sentence_bleu`'s default) averages over the orders the candidate reaches.
-    `preset="sacrebleu"`: sacrebleu's settings (`PRESETS`), so that the result is sacrebleu's
-    `sentence_bleu(...).score / 100` with nothing else to know; a setting it fixes may not be
-    given otherwise.
+    its `sentence_bleu`'s default; here off by default) averages over the orders the candidate
+    reaches. `preset="sacrebleu"`: sacrebleu's settings (`PRESETS`) for those not given, so that
+    the result is sacrebleu's `sentence_bleu(...).score / 100` with nothing else to know; a
+    setting it fixes may not be given otherwise (None: not given).
     """
     smoothing, tokenizer, effective_order = preset_settings(preset, smoothing, tokenizer, effective_order)
     setting = check_setting(weights, smoothing, smooth_value, auto_reweigh, effective_order)
@@ -205,11 +205,11 @@ def corpus_bleu(
     references: References,
     *,
     weights: Sequence[float] | Sequence[Sequence[float]] = BLEU4_WEIGHTS,
-    smoothing: str = "none",
+    smoothing: str | None = None,
     smooth_value: float | None = None,
     auto_reweigh: bool = False,
-    effective_order: bool = False,
-    tokenizer: str | Tokenizer = "whitespace",
+    effective_order: bool | None = None,
+    tokenizer: str | Tokenizer | None = None,
     lowercase: bool = False,
     attention_mask: torch.Tensor | None = None,
     reference_mask: torch.Tensor | None = None,
@@ -240,34 +240,36 @@ def corpus_bleu(
 # tokenizer, and the effective order, which its corpus BLEU does not name but its counting amounts
 # to (it counts no n-gram of an order a hypothesis is too short for; NLTK counts one).
 PRESETS: dict[str, dict[str, object]] = {"sacrebleu": {"smoothing": "exp", "tokenizer": "13a", "effective_order": True}}
-UNSET = {"smoothing": "none", "tokenizer": "whitespace", "effective_order": False}  # the functions' defaults
+# What the functions take for a setting not given (None) without a preset: NLTK's defaults.
+PLAIN: dict[str, object] = {"smoothing": "none", "tokenizer": "whitespace", "effective_order": False}
 
 
-def preset_settings(preset: str | None, smoothing: str, tokenizer: str | Tokenizer,
-                    effective_order: bool) -> tuple[str, str | Tokenizer, bool]:
-    """The settings a preset names, in place of the defaults; a setting given otherwise than the
-    preset says is refused by name, as two answers to one question."""
+def preset_settings(preset: str | None, smoothing: str | None, tokenizer: str | Tokenizer | None,
+                    effective_order: bool | None) -> tuple[str, str | Tokenizer, bool]:
+    """The settings given, the others (None) the preset's, or without one PLAIN's; a setting given
+    otherwise than the preset says is refused by name, as two answers to one question (given at
+    PLAIN's value too: that is still not the preset's)."""
     given = {"smoothing": smoothing, "tokenizer": tokenizer, "effective_order": effective_order}
-    if preset is None:
-        return smoothing, tokenizer, effective_order
-    if preset not in PRESETS:
+    if preset is not None and preset not in PRESETS:
         raise ValueError(f"preset: {preset!r} is none of {sorted(PRESETS)}")
-    named = PRESETS[preset]
-    clashing = [name for name, value in given.items() if value != UNSET[name] and value != named[name]]
+    named = PLAIN if preset is None else PRESETS[preset]
+    clashing = [name for name, value in given.items() if preset is not None and value is not None
+                and value != named[name]]
     if clashing:
         raise ValueError(f"preset {preset!r} sets {', '.join(clashing)} (to "
-                             f"{', '.join(repr(named[name]) for name in clashing)}): leave it out, or the preset")
-    return named["smoothing"], named["tokenizer"], named["effective_order"]  # type: ignore[return-value]
+                         f"{', '.join(repr(named[name]) for name in clashing)}): leave it out, or the preset")
+    chosen = {name: named[name] if value is None else value for name, value in given.items()}
+    return chosen["smoothing"], chosen["tokenizer"], chosen["effective_order"]  # type: ignore[return-value]
 
 
 def bleu_signature(
     *,
     weights: Sequence[float] | Sequence[Sequence[float]] = BLEU4_WEIGHTS,
-    smoothing: str = "none",
+    smoothing: str | None = None,
     smooth_value: float | None = None,
     auto_reweigh: bool = False,
-    effective_order: bool = False,
-    tokenizer: str | Tokenizer = "whitespace",
+    effective_order: bool | None = None,
+    tokenizer: str | Tokenizer | None = None,
     lowercase: bool = False,
     preset: str | None = None,
 ) -> str:

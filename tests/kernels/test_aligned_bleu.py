@@ -454,6 +454,24 @@ def test_the_sacrebleu_preset_is_sacrebleu_with_nothing_else_to_know(huse_texts)
         gpu_neighbors.sentence_bleu(hypotheses, references, preset="nltk2")
 
 
+@pytest.mark.parametrize("given", [{"tokenizer": "whitespace"}, {"smoothing": "none"}, {"effective_order": False}])
+def test_the_preset_refuses_a_setting_given_at_the_plain_default(given):
+    """A setting given beside the preset is refused whenever it differs from the preset's, even at
+    the value the functions take without a preset: whitespace tokens asked for are not silently 13a."""
+    for function in (gpu_neighbors.corpus_bleu, gpu_neighbors.sentence_bleu):
+        with pytest.raises(ValueError, match=f"preset 'sacrebleu' sets {next(iter(given))}"):
+            function(["the cat sat on the mat"], ["the cat sat on a mat"], preset="sacrebleu", **given)
+    with pytest.raises(ValueError, match="preset 'sacrebleu' sets"):
+        gpu_neighbors.bleu_signature(preset="sacrebleu", **given)
+
+
+def test_the_preset_takes_its_own_settings_given_again():
+    hypotheses, references = ["The cat sat on the mat today."], ["The cat sat on a mat today ."]
+    assert torch.equal(gpu_neighbors.corpus_bleu(hypotheses, references, preset="sacrebleu", tokenizer="13a",
+                                                 smoothing="exp", effective_order=True),
+                       gpu_neighbors.corpus_bleu(hypotheses, references, preset="sacrebleu"))
+
+
 @pytest.mark.parametrize("settings", [{"preset": "sacrebleu"}, {"tokenizer": "intl", "lowercase": True,
                                       "smoothing": "floor", "effective_order": True},
                                       {"smoothing": "add-k", "smooth_value": 2, "effective_order": True,
