@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core.tiling import TilePlan
-from gpu_neighbors.core.validation import check_texts, interval
+from gpu_neighbors.core.validation import check_texts, interval, unordered
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,8 @@ def validate_scores(
         scores = (scores.to(torch.float64) if scores.dtype.is_floating_point else scores).numpy()
     if isinstance(scores, (str, bytes)) or not isinstance(scores, (np.ndarray, Iterable)):
         raise TypeError(f"scores must be a sequence of numbers, not {type(scores).__name__}")
+    if unordered(scores):
+        raise TypeError(f"scores must be a sequence of numbers in order, not a {type(scores).__name__}")
     if not isinstance(scores, np.ndarray):
         scores = list(scores)  # once: a generator is read here, not by the checks and then np.array
     if not (isinstance(scores, np.ndarray) and scores.dtype.kind in "iuf"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, KeysView, Mapping, Sequence, Set
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -303,11 +303,20 @@ def validate_parameters(values: Mapping[str, Any], table: Mapping[str, Parameter
         table[name].check(value)
 
 
+def unordered(values: object) -> bool:
+    """Whether `values` is a set or a mapping, whose order is not one the caller gave: a set
+    iterates in hash order (its texts would meet other texts' scores), a mapping its keys. A
+    mapping's keys view is in insertion order, as its values view is, so it passes."""
+    return isinstance(values, Mapping) or (isinstance(values, Set) and not isinstance(values, KeysView))
+
+
 def check_texts(texts: Sequence[str], what: str, at_least: int = 0) -> list[str]:
     """`texts` as a list of strings, naming the first that is not one; one string alone is a
     mistake, not a sequence of characters."""
     if isinstance(texts, str):
         raise TypeError(f"{what} must be a sequence of strings, not one string")
+    if unordered(texts) or not isinstance(texts, Iterable):
+        raise TypeError(f"{what} must be a sequence of strings in order, not a {type(texts).__name__}")
     texts = list(texts)
     if not all(issubclass(kind, str) for kind in set(map(type, texts))):  # a look per type, not per text
         for index, text in enumerate(texts):
