@@ -190,7 +190,7 @@ class IdTables:
                 keys, valid = tokens, inside & (tokens >= 0)
             else:
                 last = torch.full_like(tokens, -1)
-                last[:, : width - order + 1] = tokens[:, order - 1 :]
+                last[:, : max(width - order + 1, 0)] = tokens[:, order - 1 :]  # none past the end: not -1
                 keys = grams * self.vocab_size + last
                 valid = inside & (grams >= 0) & (last >= 0)
             grams = torch.where(valid, lookup_sorted(table.gram_keys, keys), -1)

@@ -238,3 +238,17 @@ def test_tuned_thresholds_apply_to_ids_too(tokenizer, huse_texts, huse_scores, c
     batch = tokenizer.hf(candidates, padding=True, return_tensors="pt")
     decoded = tokenizer.hf.batch_decode(batch["input_ids"], skip_special_tokens=True)
     assert_same(scorer.predict_ids(batch["input_ids"], batch["attention_mask"]), scorer.predict(decoded))
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 4])
+def test_batches_narrower_than_the_highest_order(tokenizer, huse_texts, huse_scores, width):
+    """A training loop's batch whose longest completion is a token or two: a padded width of 2
+    failed in the 4-gram features with "The expanded size of the tensor (1) must match the
+    existing size (0)" (a negative slice end took one column where the ids had none)."""
+    scorer = fitted(tokenizer, huse_texts, huse_scores)
+    words = [text.split() for text in huse_texts[:6]]
+    ids = tokenizer.hf([" ".join(row[:width]) for row in words], add_special_tokens=False, padding=True,
+                       truncation=True, max_length=width, return_tensors="pt")
+    assert ids["input_ids"].shape[1] == width
+    decoded = tokenizer.hf.batch_decode(ids["input_ids"], skip_special_tokens=True)
+    assert_same(scorer.predict_ids(ids["input_ids"], ids["attention_mask"]), scorer.predict(decoded))
