@@ -96,7 +96,7 @@ def rouge(
     target = torch.device(device)
     packed, vocabulary_size = pack_texts(candidates, references, split, target)
     sentences = None
-    if "rougeLsum" in types:
+    if "rougeLsum" in types and len(packed.lengths):  # no rows: no sentences (rougeL's empty scores)
         sentences = _sentence_hits(text_list(candidates, "candidates"), references, split, target)
     return _scores(packed, types, vocabulary_size, sentences)
 

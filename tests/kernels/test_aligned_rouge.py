@@ -254,3 +254,15 @@ def test_aligned_rouge_with_no_pair_holding_tokens_on_both_sides():
     metric.update(["", "w1"], ["testing one two", ""])
     assert {key: value.item() for key, value in metric.compute().items()} == {
         **{f"{name}_{field}": 0.0 for name in ("rougeLsum", "rougeL") for field in FIELDS}, "count": 2}
+
+
+def test_an_empty_batch_scores_nothing():
+    """rouge([], []) (a last, empty batch of an evaluation loop) failed under the default types
+    with "cannot reshape tensor of 0 elements into shape [0, -1]" in rougeLsum's sentence step;
+    sentence_bleu([], []) gave an empty tensor, as this does now, and AlignedRouge counts nothing."""
+    for candidates, references in (([], []), (torch.zeros((0, 3), dtype=torch.long), torch.zeros((0, 3), dtype=torch.long))):
+        scores = gpu_neighbors.rouge(candidates, references)
+        assert set(scores) == set(aligned_rouge.ROUGE_TYPES)
+        for score in scores.values():
+            assert all(values.shape == (0,) and values.dtype == torch.float64
+                       for values in (score.precision, score.recall, score.fmeasure))
