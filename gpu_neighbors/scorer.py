@@ -34,6 +34,7 @@ from gpu_neighbors.core.validation import (
     FIT_PARAMETERS,
     MIN_TUNING_TEXTS,
     SCORER_PARAMETERS,
+    check_flag,
     plain,
 )
 from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, estimator_part
@@ -259,6 +260,7 @@ class NeighborsScorer(FittedScorer):
         fit took them (each text's system, for `systems`' self-check); None keeps those of the
         folder this scorer was loaded from. A loaded scorer has them as `training_fields_`."""
         self._check_fitted()
+        check_flag("overwrite", overwrite)  # "no" would replace the saved scorer
         if fields is not None and not isinstance(fields, Mapping):
             raise TypeError(f"fields must be a mapping of names to one value per training text, not "
                             f"{type(fields).__name__}")

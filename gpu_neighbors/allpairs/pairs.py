@@ -18,7 +18,7 @@ from typing import IO, Any
 import torch
 
 from gpu_neighbors.allpairs.passes import fitted_kernel, kernel_settings, run_block
-from gpu_neighbors.core.validation import check_texts, interval
+from gpu_neighbors.core.validation import check_flag, check_texts, interval
 from gpu_neighbors.core.reductions import MaskBelow, NpyReduction, PairsAboveReduction
 from gpu_neighbors.core.topk import TopKReduction
 from gpu_neighbors.data.formats import import_pyarrow
@@ -65,6 +65,7 @@ def pairs(
     partial file renamed into place when complete, never onto one of `inputs` ({name: path},
     the files the texts came from). `output` may be a `SafeOutput` the caller holds open (e.g.
     locked while it reads the texts): its main output is written, and the caller commits it."""
+    check_flag("overwrite", overwrite)  # "no" would replace the file
     held = output if isinstance(output, SafeOutput) else None
     path = Path(output.main) if isinstance(output, SafeOutput) else Path(output)
     suffix = path.suffix.lower()

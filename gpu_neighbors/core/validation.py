@@ -144,6 +144,14 @@ def _is_fluency(value: Any) -> bool:
         hasattr(value, "settings") and hasattr(value, "files"))
 
 
+def check_flag(name: str, value: object) -> bool:
+    """`value` as a bool, else a ValueError naming `name`: "no", 0 or 1.0 would silently read as
+    set or not."""
+    if not BOOLEAN.accepts(value):
+        raise ValueError(f"{name} must be True or False, not {value!r}")
+    return bool(value)
+
+
 def one_of(*values: str) -> Constraint:
     return Constraint("one of " + ", ".join(values), lambda value: isinstance(value, str) and value in values)
 

@@ -20,6 +20,7 @@ from typing import cast
 import numpy as np
 
 from gpu_neighbors.core import portable
+from gpu_neighbors.core.validation import check_flag
 from gpu_neighbors.kernels.bleu_sets import check_weights
 from gpu_neighbors.kernels.bleu_tables import EPSILON, SMOOTHINGS, brevity
 
@@ -91,7 +92,8 @@ def check_setting(weights: Sequence[float] | Sequence[Sequence[float]], smoothin
         if isinstance(smooth_value, bool) or not isinstance(smooth_value, numbers.Real) or not smooth_value >= 0:
             raise ValueError(f"smooth_value must be a non-negative number, not {smooth_value!r}")
     value = SMOOTH_VALUES.get(smoothing) if smooth_value is None else float(smooth_value)
-    setting = BleuSetting(tuples, several, smoothing, value, bool(auto_reweigh), bool(effective_order))
+    setting = BleuSetting(tuples, several, smoothing, value, check_flag("auto_reweigh", auto_reweigh),
+                          check_flag("effective_order", effective_order))
     if setting.sacrebleu:
         if smoothing not in SACREBLEU_SMOOTHINGS:
             raise ValueError(f"smoothing {smoothing!r} is NLTK's; sacrebleu's formula (effective_order, floor, "

@@ -21,7 +21,7 @@ from gpu_neighbors.kernels.aligned_rouge import check_rouge_types, rouge
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 from gpu_neighbors.kernels.bleu_settings import check_setting
 from gpu_neighbors.core.neighbours import TensorPrediction
-from gpu_neighbors.core.validation import BOOLEAN, interval
+from gpu_neighbors.core.validation import check_flag, interval
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
@@ -65,8 +65,7 @@ class RougeReward:
         check_rouge_types([self.rouge_type])
         if self.measure not in ("fmeasure", "precision", "recall"):
             raise ValueError(f"measure must be fmeasure, precision or recall, not {self.measure!r}")
-        if not BOOLEAN.accepts(self.use_stemmer):  # "no" would stem, at the trainer's first step
-            raise ValueError(f"use_stemmer must be True or False, not {self.use_stemmer!r}")
+        check_flag("use_stemmer", self.use_stemmer)  # "no" would stem, at the trainer's first step
         if self.tokenizer is not None:
             object.__setattr__(self, "tokenizer", make_tokenizer(self.tokenizer))
 
@@ -181,7 +180,7 @@ def reward_function(
         raise TypeError(f"reward_function takes a fitted NeighborsScorer, a BleuReward or a RougeReward (or a saved "
                         f"scorer's folder), not {type(source).__name__}{missing}")
     source = NeighborsScorer.fitted(source)
-    if token_ids:
+    if check_flag("token_ids", token_ids):
         source.kernel_.check_ids()
     for setting, value in (("undefined", undefined), ("outside", outside)):
         if value is not None and not interval().accepts(value):

@@ -135,3 +135,12 @@ def test_parquet_pairs_without_pyarrow_name_the_extra_before_the_work(texts, tmp
     with pytest.raises(InputError, match=r"writing Parquet needs pyarrow: pip install 'gpu-neighbors\[parquet\]'"):
         pairs(texts[:3], texts[3:], output=output, top_k=2, device="cpu")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_overwrite_is_true_or_false(tmp_path):
+    """overwrite="no" replaced the file (any truthy value did)."""
+    output = tmp_path / "m.npy"
+    output.write_bytes(b"kept")
+    with pytest.raises(ValueError, match="overwrite must be True or False, not 'no'"):
+        pairs(["a b", "b c"], output=output, overwrite="no")
+    assert output.read_bytes() == b"kept"

@@ -275,3 +275,14 @@ def test_clear_errors():
                                     lowercase=True)
     with pytest.raises(ValueError, match="lowercase=True with a tokenizer made without it"):
         gpu_neighbors.sentence_bleu(["a"], ["a"], tokenizer=gpu_neighbors.WhitespaceTokenizer(), lowercase=True)
+
+
+@pytest.mark.parametrize("flag", ["auto_reweigh", "effective_order"])
+@pytest.mark.parametrize("function", ["sentence_bleu", "corpus_bleu", "bleu_signature"])
+def test_flags_are_true_or_false(function, flag):
+    """effective_order="no" was read as True (a candidate short of 4-grams scored 0.0 instead of
+    1.5e-154), and auto_reweigh="no" too."""
+    call = getattr(gpu_neighbors, function)
+    inputs = () if function == "bleu_signature" else (["the cat"], [["the cat"]])
+    with pytest.raises(ValueError, match=f"{flag} must be True or False, not 'no'"):
+        call(*inputs, **{flag: "no"})

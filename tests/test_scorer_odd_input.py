@@ -46,3 +46,11 @@ def test_a_mappings_keys_and_values_views_fit_in_their_order():
     labelled = dict(zip(TRAIN, QUALITY))
     fitted = scorer().fit(labelled.keys(), labelled.values())
     assert list(fitted.kernel_.train_texts) == TRAIN and fitted.train_scores_.tolist() == QUALITY
+
+
+def test_save_overwrite_is_true_or_false(tmp_path):
+    """overwrite="no" replaced the saved scorer (any truthy value did)."""
+    fitted = scorer().fit(TRAIN, QUALITY)
+    fitted.save(tmp_path / "s")
+    with pytest.raises(ValueError, match="overwrite must be True or False, not 'no'"):
+        fitted.save(tmp_path / "s", overwrite="no")
