@@ -308,6 +308,8 @@ def make_tokenizer(spec: str | Tokenizer, lowercase: bool = False, allow_downloa
             raise ValueError(f"lowercase=True with a tokenizer made without it ({spec.signature}): make it with "
                              "lowercase=True, or give its name")
         return spec
+    if not isinstance(spec, str):  # else "'int' object has no attribute 'removeprefix'"
+        raise TypeError(f"tokenizer must be a tokenizer name or a Tokenizer, not {type(spec).__name__}")
     if spec in BUILT_IN_TOKENIZERS:
         return BUILT_IN_TOKENIZERS[spec](lowercase)
     return HuggingFaceTokenizer(spec.removeprefix("hf:"), lowercase, allow_download)

@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from gpu_neighbors.kernels.aligned_bleu import References, aligned_counts, check_aligned_weights
+from gpu_neighbors.core.validation import check_flag
+from gpu_neighbors.kernels.aligned_bleu import References, aligned_counts, check_aligned_weights, check_vocab_size
 from gpu_neighbors.kernels.aligned_rouge import ROUGE_TYPES, check_rouge_types, rouge
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts
 from gpu_neighbors.kernels.bleu_tables import check_smoothing
@@ -107,7 +108,7 @@ class AlignedBleu(Metric):
     def __init__(self, weights: Sequence[float] = BLEU4_WEIGHTS, smoothing: str = "none",
                  tokenizer: str | Tokenizer = "whitespace", vocab_size: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.vocab_size = vocab_size
+        self.vocab_size = None if vocab_size is None else check_vocab_size(vocab_size)
         self.weights = check_aligned_weights(weights)
         self.smoothing = check_smoothing(smoothing)
         self.tokenizer = make_tokenizer(tokenizer)
@@ -163,7 +164,9 @@ class AlignedRouge(Metric):
                  tokenizer: str | Tokenizer | None = None, vocab_size: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.rouge_types = check_rouge_types(rouge_types)
-        self.use_stemmer, self.tokenizer, self.vocab_size = use_stemmer, tokenizer, vocab_size
+        self.use_stemmer = check_flag("use_stemmer", use_stemmer)
+        self.tokenizer = None if tokenizer is None else make_tokenizer(tokenizer)
+        self.vocab_size = None if vocab_size is None else check_vocab_size(vocab_size)
         self.keys = [f"{name}_{field}" for name in self.rouge_types for field in ("precision", "recall", "fmeasure")]
         for key in self.keys:
             self.add_state(key, torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")

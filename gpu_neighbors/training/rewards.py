@@ -41,6 +41,7 @@ class BleuReward:
     effective_order: bool = False
 
     def __post_init__(self) -> None:
+        check_column(self.column)
         setting = check_setting(self.weights, self.smoothing, self.smooth_value, self.auto_reweigh,
                                 self.effective_order)
         if setting.several:
@@ -62,6 +63,7 @@ class RougeReward:
     tokenizer: str | Tokenizer | None = None
 
     def __post_init__(self) -> None:
+        check_column(self.column)
         check_rouge_types([self.rouge_type])
         if self.measure not in ("fmeasure", "precision", "recall"):
             raise ValueError(f"measure must be fmeasure, precision or recall, not {self.measure!r}")
@@ -71,6 +73,13 @@ class RougeReward:
 
 
 ReferenceReward = BleuReward | RougeReward
+
+
+def check_column(column: object, what: str = "column") -> None:
+    """A dataset column's name (or a reward's): a non-empty string, refused when the reward is
+    made rather than at the trainer's first step."""
+    if not isinstance(column, str) or not column:
+        raise TypeError(f"{what} must be a non-empty string, not {column!r}")
 
 
 class RewardFunction:
@@ -119,6 +128,9 @@ class RewardFunction:
         if setting.column not in columns:
             raise ValueError(f"{self.__name__}: the dataset has no column {setting.column!r} with the references "
                              f"(columns passed: {', '.join(sorted(columns)) or 'none'})")
+        if isinstance(columns[setting.column], str):  # else one character a row
+            raise ValueError(f"{self.__name__}: the column {setting.column!r} is one string, not one entry per "
+                             "completion (a string or a list of strings each)")
         references = [self._references(item, setting.column, row) for row, item in enumerate(columns[setting.column])]
         if isinstance(setting, RougeReward):
             scores = rouge(completion_texts(completions), references, rouge_types=[setting.rouge_type],
@@ -169,6 +181,8 @@ def reward_function(
     trainer passes TRL's `log_metric`, every call logs `<name>/outside` (the share of such
     completions) and `<name>/nearest` (their mean similarity to the nearest training text).
     """
+    if name is not None:
+        check_column(name, "name")
     if isinstance(source, (BleuReward, RougeReward)):
         if undefined is not None or subsample is not None or token_ids or outside is not None:
             raise ValueError(f"undefined, subsample, token_ids and outside apply to a NeighborsScorer, not to "
@@ -204,6 +218,9 @@ def completion_texts(completions: Sequence[Any]) -> list[str]:
     text joined by newlines."""
     if isinstance(completions, (str, bytes)):  # else each character would be rewarded
         raise TypeError("completions must be a list of completions (strings or conversations), not one string")
+    if isinstance(completions, Mapping):  # one message: else its keys would be rewarded
+        raise TypeError(f"completions must be a list of completions (strings or conversations), not a "
+                        f"{type(completions).__name__}")
     return [item if isinstance(item, str) else _conversation_text(item, index) for index, item in enumerate(completions)]
 
 
