@@ -48,6 +48,7 @@ import torch
 
 from gpu_neighbors._version import __version__
 from gpu_neighbors.core.threads import one_thread
+from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS, bleu_from_counts, check_weights
 from gpu_neighbors.kernels.bleu_settings import BleuSetting, check_setting, nltk_bleu, sacrebleu_bleu
 from gpu_neighbors.kernels.bleu_tables import PrecisionTables, bleu_of_rows, brevity, check_smoothing, table_size
@@ -327,7 +328,7 @@ def aligned_counts(
         raise ValueError("attention_mask, reference_mask, reference_counts and vocab_size go with token ids, "
                          "not texts")
     packed, vocabulary_size = pack_texts(candidates, references, make_tokenizer(tokenizer, lowercase),
-                                         torch.device(device))
+                                         resolve_device(device))
     return count_packed(packed, orders, id_bound=vocabulary_size)
 
 

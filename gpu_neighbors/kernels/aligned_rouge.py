@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core.threads import one_thread
+from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.kernels.aligned_bleu import (
     Packed, References, check_vocab_size, count_packed, dense_fields, pack_ids, pack_texts, placed, text_list,
 )
@@ -93,7 +94,7 @@ def rouge(
         raise ValueError("use_stemmer applies to rouge-score's tokenizer (tokenizer=None), not to one given")
     else:
         split = make_tokenizer(tokenizer)
-    target = torch.device(device)
+    target = resolve_device(device)
     packed, vocabulary_size = pack_texts(candidates, references, split, target)
     sentences = None
     if "rougeLsum" in types and len(packed.lengths):  # no rows: no sentences (rougeL's empty scores)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
+import torch
 
 from gpu_neighbors.core import portable
 from gpu_neighbors.core.validation import check_flag
@@ -78,7 +79,12 @@ def check_setting(weights: Sequence[float] | Sequence[Sequence[float]], smoothin
                   smooth_value: float | None = None, auto_reweigh: bool = False,
                   effective_order: bool = False) -> BleuSetting:
     """The setting, or a one-line error naming the argument. `weights` as NLTK takes them: one
-    tuple, list or numpy array, or several (a list of them, or a 2-D array)."""
+    tuple, list, numpy array or tensor, or several (a list of them, or a 2-D array)."""
+    if isinstance(weights, torch.Tensor):
+        weights = weights.tolist()
+    if isinstance(weights, str) or not isinstance(weights, (Sequence, np.ndarray)):  # else "float has no len()"
+        raise TypeError(f"weights must be a sequence of weights, one per n-gram order (or a list of such "
+                        f"sequences), not {type(weights).__name__}")
     several = not isinstance(weights, str) and len(weights) > 0 and all(map(_is_weight_tuple, weights))
     groups = cast(Sequence[Sequence[float]], weights) if several else [cast(Sequence[float], weights)]
     tuples = tuple(check_weights(item, most_orders=None, normalised=False) for item in groups)

@@ -286,3 +286,27 @@ def test_flags_are_true_or_false(function, flag):
     inputs = () if function == "bleu_signature" else (["the cat"], [["the cat"]])
     with pytest.raises(ValueError, match=f"{flag} must be True or False, not 'no'"):
         call(*inputs, **{flag: "no"})
+
+
+@pytest.mark.parametrize("function", ["sentence_bleu", "corpus_bleu", "rouge"])
+def test_a_device_that_cannot_score_is_refused_by_name(function, monkeypatch):
+    """device="tpu" failed in torch with "Expected one of cpu, cuda, ..." and device="cuda" on a
+    machine without it with "Torch not compiled with CUDA enabled" (an AssertionError)."""
+    call = getattr(gpu_neighbors, function)
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        call(["the cat"], ["the cat"], device="tpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="device 'cuda' asked for, but CUDA is not available here"):
+        call(["the cat"], ["the cat"], device="cuda")
+
+
+def test_weights_as_one_number_or_a_tensor():
+    """weights=0.25 failed with "object of type 'float' has no len()"; a tensor, which numpy's
+    array is taken as, with "weights must be real numbers, not tensor(0.2500)"."""
+    with pytest.raises(TypeError, match="weights must be a sequence of weights, one per n-gram order"):
+        gpu_neighbors.sentence_bleu(["the cat"], ["the cat"], weights=0.25)
+    expected = gpu_neighbors.sentence_bleu(["the cat sat"], ["the cat sat"], weights=[(0.5, 0.5), (1.0,)])
+    got = gpu_neighbors.sentence_bleu(["the cat sat"], ["the cat sat"], weights=torch.tensor([[0.5, 0.5], [1.0, 0.0]]))
+    assert torch.equal(got, gpu_neighbors.sentence_bleu(["the cat sat"], ["the cat sat"],
+                                                        weights=np.array([[0.5, 0.5], [1.0, 0.0]])))
+    assert got.shape == expected.shape
