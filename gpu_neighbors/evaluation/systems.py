@@ -144,9 +144,8 @@ class Labelled:
     @classmethod
     def of(cls, systems: Sequence[str], inputs: Sequence[str] | None = None, **where: Any) -> Labelled:
         """From one label per candidate (lines 1, 2, ...)."""
-        for name, labels in (("systems", systems), ("inputs", inputs)):
-            if isinstance(labels, (str, bytes)):  # else each character would be a candidate's label
-                raise TypeError(f"{name} must be one label per candidate, not one string")
+        systems = _labels(systems, "systems")
+        inputs = None if inputs is None else _labels(inputs, "inputs")
         collector = SystemCollector(paired=inputs is not None)
         collector.add(systems, np.zeros(len(systems)), range(1, len(systems) + 1), inputs)
         names, input_names, system, _, input_ids, lines = collector.labels()
@@ -175,6 +174,21 @@ class Labelled:
                     f"{(self.input_names or [])[self.inputs[second]]!r} (line {self.lines[first]}): with a "
                     "pair field each system has at most one text per input",
                     path=self.path, line=int(self.lines[second]), field=self.pair_field)
+
+
+def _labels(labels: Sequence[Any], name: str) -> list[Any]:
+    """One label per candidate as a list (a generator too), none None and all of one type: names
+    are sorted for the report, and 1 and "1" would be two systems no order can rank."""
+    if isinstance(labels, (str, bytes)):  # else each character would be a candidate's label
+        raise TypeError(f"{name} must be one label per candidate, not one string")
+    labels = list(labels)
+    for index, label in enumerate(labels):
+        if label is None:
+            raise TypeError(f"{name}[{index}] is None: give every candidate a label")
+        if type(label) is not type(labels[0]):
+            raise TypeError(f"{name}[{index}] is {type(label).__name__}, {name}[0] {type(labels[0]).__name__}: "
+                            "give labels of one type")
+    return labels
 
 
 def compare_systems(estimates: np.ndarray, systems: Sequence[str] | Labelled,

@@ -150,3 +150,18 @@ def test_a_costly_unpaired_randomization_is_announced(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         compare_systems(estimates, names, inputs, resamples=20, trials=100)  # paired: no such cost
+
+
+def test_labels_none_of_mixed_types_or_from_a_generator():
+    """A None label or labels of two types (1 and "1") failed in sorting the names with "'<' not
+    supported between instances of 'NoneType' and 'str'"; a generator of labels with "object of
+    type 'generator' has no len()"."""
+    estimates = np.linspace(0.0, 1.0, 6)
+    for systems, message in ((["a", "a", None, None, "b", "b"], r"systems\[2\] is None"),
+                             ([1, 1, "1", "1", 2, 2], r"systems\[2\] is str, systems\[0\] int")):
+        with pytest.raises(TypeError, match=message):
+            compare_systems(estimates, systems)
+    with pytest.raises(TypeError, match=r"inputs\[1\] is None"):
+        compare_systems(estimates, list("aaabbb"), inputs=["x", None, "z", "x", "y", "z"])
+    expected = compare_systems(estimates, list("aabbcc"), resamples=20, trials=5)
+    assert compare_systems(estimates, iter("aabbcc"), resamples=20, trials=5).as_dict() == expected.as_dict()
