@@ -479,6 +479,9 @@ def pack_ids(
     else:
         if reference_counts.device != candidates.device:  # a copy that waits: only from elsewhere
             reference_counts = reference_counts.to(candidates.device)
+        if rows:  # on the device, as vocab_size: a count past the slots would be read silently
+            torch._assert_async(((reference_counts >= 0) & (reference_counts <= slots)).all(),
+                                f"reference_counts must be in [0, {slots}], the reference slots")
         valid = torch.arange(slots, device=candidates.device)[None, :] < reference_counts[:, None]
     for tensor in (references, attention_mask, reference_mask):
         if tensor is not None and tensor.device != candidates.device:

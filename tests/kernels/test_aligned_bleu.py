@@ -496,3 +496,16 @@ def test_the_signature_refuses_what_the_functions_refuse():
         gpu_neighbors.bleu_signature(preset="sacrebleu", tokenizer="intl")
     with pytest.raises(ValueError, match="smoothing must be one of"):
         gpu_neighbors.bleu_signature(smoothing="method9")
+
+
+@pytest.mark.parametrize("function", ["sentence_bleu", "corpus_bleu", "rouge"])
+def test_reference_counts_beyond_the_slots_are_refused(function):
+    """A count of -1 gave the candidate no reference (BLEU 0) and a count above the slots every
+    slot, both silently; they are checked on the device as vocab_size is (no host read)."""
+    call = getattr(gpu_neighbors, function)
+    ids = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])
+    references = ids[:, None, :].repeat(1, 2, 1)
+    for counts in ([-1, 1], [1, 3]):
+        with pytest.raises(RuntimeError, match=r"reference_counts must be in \[0, 2\], the reference slots"):
+            call(ids, references, reference_counts=torch.tensor(counts))
+    call(ids, references, reference_counts=torch.tensor([0, 2]))
