@@ -35,6 +35,7 @@ from gpu_neighbors.core.validation import (
     MIN_TUNING_TEXTS,
     SCORER_PARAMETERS,
     check_flag,
+    check_path,
     plain,
 )
 from gpu_neighbors.estimators import Estimator, Ridge, RidgeFit, estimator_part
@@ -260,6 +261,7 @@ class NeighborsScorer(FittedScorer):
         fit took them (each text's system, for `systems`' self-check); None keeps those of the
         folder this scorer was loaded from. A loaded scorer has them as `training_fields_`."""
         self._check_fitted()
+        check_path("folder", folder)
         check_flag("overwrite", overwrite)  # "no" would replace the saved scorer
         if fields is not None and not isinstance(fields, Mapping):
             raise TypeError(f"fields must be a mapping of names to one value per training text, not "
@@ -298,6 +300,7 @@ class NeighborsScorer(FittedScorer):
         `memory_budget`: the tiles' working memory in this process (None: the saved scorer's), a
         setting of the run, not the fit, as no result depends on it."""
         SCORER_PARAMETERS["allow_download"].check(allow_download)
+        check_path("folder", folder)
         stored = saved.read(folder)
         saving.check_saved(stored)
         settings = saving.constructor_of(stored, allow_download)

@@ -54,3 +54,12 @@ def test_save_overwrite_is_true_or_false(tmp_path):
     fitted.save(tmp_path / "s")
     with pytest.raises(ValueError, match="overwrite must be True or False, not 'no'"):
         fitted.save(tmp_path / "s", overwrite="no")
+
+
+def test_a_folder_that_is_not_a_path_is_refused_by_name():
+    """load(None) failed in pathlib with "expected str, bytes or os.PathLike object"."""
+    for folder in (None, 3):
+        with pytest.raises(TypeError, match=f"folder must be a path .*not {type(folder).__name__}"):
+            NeighborsScorer.load(folder)
+    with pytest.raises(TypeError, match="folder must be a path .*not NoneType"):
+        scorer().fit(TRAIN, QUALITY).save(None)

@@ -18,7 +18,7 @@ from typing import IO, Any
 import torch
 
 from gpu_neighbors.allpairs.passes import fitted_kernel, kernel_settings, run_block
-from gpu_neighbors.core.validation import check_flag, check_texts, interval
+from gpu_neighbors.core.validation import check_flag, check_path, check_texts, interval
 from gpu_neighbors.core.reductions import MaskBelow, NpyReduction, PairsAboveReduction
 from gpu_neighbors.core.topk import TopKReduction
 from gpu_neighbors.data.formats import import_pyarrow
@@ -67,6 +67,8 @@ def pairs(
     locked while it reads the texts): its main output is written, and the caller commits it."""
     check_flag("overwrite", overwrite)  # "no" would replace the file
     held = output if isinstance(output, SafeOutput) else None
+    if held is None:
+        check_path("output", output)
     path = Path(output.main) if isinstance(output, SafeOutput) else Path(output)
     suffix = path.suffix.lower()
     if suffix not in FORMATS:

@@ -152,6 +152,13 @@ def check_flag(name: str, value: object) -> bool:
     return bool(value)
 
 
+def check_path(name: str, value: object) -> None:
+    """A file or folder name (str or os.PathLike), else a TypeError naming `name` (pathlib's says
+    only "expected str, bytes or os.PathLike object")."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or os.PathLike), not {type(value).__name__}")
+
+
 def one_of(*values: str) -> Constraint:
     return Constraint("one of " + ", ".join(values), lambda value: isinstance(value, str) and value in values)
 

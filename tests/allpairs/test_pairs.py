@@ -144,3 +144,9 @@ def test_overwrite_is_true_or_false(tmp_path):
     with pytest.raises(ValueError, match="overwrite must be True or False, not 'no'"):
         pairs(["a b", "b c"], output=output, overwrite="no")
     assert output.read_bytes() == b"kept"
+
+
+def test_an_output_that_is_not_a_path_is_refused_by_name():
+    """output=None failed in pathlib with "expected str, bytes or os.PathLike object"."""
+    with pytest.raises(TypeError, match="output must be a path .*not NoneType"):
+        pairs(["a b", "b c"], output=None)
