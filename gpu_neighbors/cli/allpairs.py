@@ -30,7 +30,7 @@ from gpu_neighbors.cli.options import (
 from gpu_neighbors.cli.parts import warn_unread_text_settings
 from gpu_neighbors.data import InputError, iter_candidates
 from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_allowed
-from gpu_neighbors.data.output import SafeOutput
+from gpu_neighbors.data.output import SafeOutput, refuse_other_format_name
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 
@@ -148,6 +148,7 @@ def _texts_and_groups(path: str, text_field: str, group_field: str) -> tuple[lis
 def command_self_bleu(args: argparse.Namespace) -> int:
     from gpu_neighbors.allpairs.self_bleu import self_bleu
 
+    refuse_other_format_name(args.output, "--output")
     with SafeOutput({"--output": args.output}, inputs={"--data": args.data}, overwrite=args.overwrite) as files:
         texts, lines = _texts(args.data, args.text_field)
         if len(texts) < 2:
@@ -168,6 +169,7 @@ def command_self_bleu(args: argparse.Namespace) -> int:
 def command_mbr(args: argparse.Namespace) -> int:
     from gpu_neighbors.allpairs.mbr import mbr
 
+    refuse_other_format_name(args.output, "--output")
     with SafeOutput({"--output": args.output}, inputs={"--candidates": args.candidates},
                     overwrite=args.overwrite) as files:
         if args.group_field is None:

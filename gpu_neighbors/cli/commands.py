@@ -20,7 +20,7 @@ from gpu_neighbors.core.saved import CONFIG, TENSORS, TRAINING, check_folder
 from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
-from gpu_neighbors.data.output import check_outputs, locked
+from gpu_neighbors.data.output import check_outputs, locked, refuse_other_format_name
 from gpu_neighbors.data.paths import spelled_once
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.agreement import agreement
@@ -96,6 +96,8 @@ def command_score(args: argparse.Namespace) -> int:
                   {**training, "--candidates": args.candidates},
                   overwrite=args.overwrite or args.resume,  # before the training set is read
                   resumable=not str(args.output).lower().endswith(".parquet"), standard_output=True)
+    refuse_other_format_name(args.output, "--output", parquet=True)
+    refuse_other_format_name(args.rejects, "--rejects")
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
         from gpu_neighbors.scoring.distributed import RayBatchScorer
