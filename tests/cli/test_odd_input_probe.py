@@ -1,0 +1,76 @@
+"""What a careless or unlucky command line gave before: output files whose names said another
+format than they held, errors that named no file or flag, and runs on too few scored texts that
+ended in an internal message or exited 0 with nothing measured. Each case failed once."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import write_jsonl
+from gpu_neighbors.cli import main
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, huse_records):
+    folder = tmp_path_factory.mktemp("odd_input")
+    train = write_jsonl(folder / "train.jsonl", [{"text": r["text"], "score": r["score"]} for r in huse_records[:30]])
+    candidates = folder / "c.txt"
+    candidates.write_text("".join(r["text"] + "\n" for r in huse_records[30:40]), encoding="utf-8")
+    empty = folder / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    one = folder / "one.txt"
+    one.write_text("a single text\n", encoding="utf-8")
+    return {"train": train, "candidates": candidates, "empty": empty, "one": one}
+
+
+def one_error_line(capsys) -> str:
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpu-neighbors: error: "), lines
+    return lines[0]
+
+
+def filled(argv: list[str], files: dict, tmp_path) -> list[str]:
+    return [part.format(tmp=tmp_path, **files) for part in argv]
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["score", "--train", "{train}", "--kernel", "bleu", "--candidates", "{candidates}", "--output", "{tmp}/o.csv",
+      "--quiet"], "--output"),
+    (["score", "--train", "{train}", "--kernel", "bleu", "--candidates", "{candidates}", "--output", "{tmp}/o.jsonl",
+      "--skip-bad", "--rejects", "{tmp}/bad.tsv", "--quiet"], "--rejects"),
+    (["self-bleu", "--data", "{candidates}", "--output", "{tmp}/o.parquet"], "--output"),
+    (["self-bleu", "--data", "{candidates}", "--output", "{tmp}/o.tsv"], "--output"),
+    (["mbr", "--candidates", "{candidates}", "--output", "{tmp}/o.csv"], "--output"),
+])
+def test_a_json_lines_output_under_another_format_s_name_is_refused(files, tmp_path, capsys, argv, flag):
+    """`score --output o.csv`, `self-bleu --output o.parquet` and `mbr --output o.csv` wrote JSON
+    Lines under those names and exited 0: read back (`--candidates o.csv`), they are misread."""
+    capsys.readouterr()
+    assert main(filled(argv, files, tmp_path)) == 2
+    line = one_error_line(capsys)
+    assert flag in line and "JSON Lines" in line
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_json_lines_name_and_parquet_for_score_are_still_taken(files, tmp_path, capsys):
+    for name in ("o.json", "o.ndjson", "o.txt"):
+        assert main(["self-bleu", "--data", str(files["candidates"]), "--output", str(tmp_path / name)]) == 0
+        assert (tmp_path / name).read_text().startswith('{"index": 0')
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["pairs", "--candidates", "{empty}", "--output", "{tmp}/p.npy"], "empty.txt: --candidates holds no texts"),
+    (["pairs", "--candidates", "{candidates}", "--train", "{empty}", "--output", "{tmp}/p.npy"],
+     "empty.txt: --train holds no texts"),
+    (["pairs", "--candidates", "{one}", "--output", "{tmp}/p.npy"], "one.txt: --candidates holds one text"),
+    (["pairs", "--candidates", "{candidates}", "--output", "{tmp}/p.npy", "--top-k", "3"], "--top-k"),
+    (["pairs", "--candidates", "{candidates}", "--output", "{tmp}/p.npy", "--min-similarity", "0.1"],
+     "--min-similarity"),
+    (["pairs", "--candidates", "{candidates}", "--output", "{tmp}/p.parquet"], "--top-k K or --min-similarity T"),
+])
+def test_pairs_names_the_file_or_flag_it_refuses(files, tmp_path, capsys, argv, message):
+    """`pairs` said "candidates: 0 texts; need at least 1" (no file) and "top_k and min_similarity
+    select pairs" (the Python names, not the flags)."""
+    capsys.readouterr()
+    assert main(filled(argv, files, tmp_path)) == 2
+    assert message in one_error_line(capsys)
+    assert not any(tmp_path.iterdir())
