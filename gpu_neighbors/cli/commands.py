@@ -47,12 +47,41 @@ def read_data(args: argparse.Namespace, path: str, keep_fields: Sequence[str] = 
                        file_format=getattr(args, "data_format", None), quoting=args.quoting, max_chars=args.max_chars)
 
 
+TUNING_LEAST = 3  # training texts `core.tuning.tune` needs: it refuses fewer
+BASELINE_LEAST = 2  # training texts the TF-IDF + ridge baseline's nested ridge needs
+BASELINE_USE = " for the TF-IDF + ridge baseline (--no-baselines leaves it out)"
+
+
+def enough_to_train(path: str, count: int, folds: int | None, seed: int, least: int, use: str) -> None:
+    """Refuse, before the work and naming the file and flag, scored data whose splits would
+    train `use` on fewer than `least` texts (`folds` None: leave-one-out): it ended in an
+    internal message (tuning, the baseline's ridge), or in rows with nothing measured."""
+    s = "s" * (count != 1)
+    if folds is None:
+        if count - 1 < least:
+            raise InputError(f"{count} scored text{s}: leave-one-out needs at least {least + 1}{use}", path=path)
+        return
+    if folds > count:
+        raise InputError(f"--folds {folds}: more folds than its {count} scored text{s}", path=path)
+    part = count - max(len(fold) for fold in fold_indices(count, folds, seed))
+    if part < least:
+        raise InputError(f"--folds {folds}: {count} scored text{s} in {folds} folds leave {part} to train on, "
+                         f"too few{use}: it takes {least}", path=path)
+
+
+def enough_to_tune(path: str, count: int, tune: bool | None) -> None:
+    """--tune on a whole training set of fewer texts than tuning takes, refused naming the file."""
+    if tune and count < TUNING_LEAST:
+        raise InputError(f"{count} scored text{'s' * (count != 1)}: --tune needs at least {TUNING_LEAST}", path=path)
+
+
 def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str,
                 tune: bool | None = None, min_coverage: float = DEFAULT_MIN_COVERAGE,
                 announce: bool = False) -> NeighborsScorer:
     """`scorer.fit` on data read from `path`, naming the file line of a score it refuses; with
     `announce` (fit, score), what it chose on the training set (the kernel, or a combination's
     weights) in one line on stderr."""
+    enough_to_tune(path, len(data), tune)
     try:
         scorer.fit(data.texts, data.scores, tune=tune, min_coverage=min_coverage)
     except ScoreError as error:
@@ -275,9 +304,9 @@ def command_evaluate(args: argparse.Namespace) -> int:
         return _evaluate_saved(args)
     scorer = checked_scorer(args)
     data = read_data(args, args.data)
+    enough_to_train(args.data, len(data), None, 0, TUNING_LEAST if args.tune else 1,
+                    " for --tune" if args.tune else "")
     scorer = fit_on_file(scorer, data, args.data, args.score_field, tune=False)
-    if len(data.texts) < 2:
-        raise InputError(f"{len(data.texts)} scored text: leave-one-out needs at least 2", path=args.data)
     tuned = args.tune or scorer.tunes(len(data.texts) - 1)
     if tuned:  # nested: each left-out text's thresholds are tuned on the other texts only
         with progress_bar(len(data.texts), "text", "leave-one-out, tuned per text") as bar:
@@ -368,6 +397,7 @@ def _studio_scorer(args: argparse.Namespace, check: Callable[[int], None] | None
     data = read_data(args, args.data)
     if check is not None:
         check(len(data.texts))
+    enough_to_train(args.data, len(data), None, 0, 1, "")
     scorer = fit_on_file(scorer, data, args.data, args.score_field, tune=False)
     return scorer.splits_pass(), scorer, data
 
@@ -390,8 +420,12 @@ def _emit_heading(title: str, details: dict[str, Any]) -> None:
 
 def command_crossval(args: argparse.Namespace) -> int:
     def check(count: int) -> None:
-        if args.folds is not None and args.folds > count:
-            raise InputError(f"--folds {args.folds}: more folds than its {count} scored text{'s' * (count != 1)}", path=args.data)
+        enough_to_train(args.data, count, args.folds, args.seed, 1, "")
+        if args.tune:
+            enough_to_train(args.data, count, args.folds, args.seed, TUNING_LEAST, " for --tune")
+        if not args.no_baselines:
+            enough_to_train(args.data, count, args.folds, args.seed, BASELINE_LEAST,
+                            BASELINE_USE)
 
     similarities, scorer, data = _studio_scorer(args, check)
     thresholds, signature, fluency = scorer.thresholds_, str(scorer.signature), SplitFluency.of(scorer)
@@ -450,6 +484,7 @@ def check_baseline_model(args: argparse.Namespace) -> None:
 def command_cross_task(args: argparse.Namespace) -> int:
     train = read_data(args, args.train)
     test = read_data(args, args.test)
+    enough_to_tune(args.train, len(train), args.tune)
     result = cross_task(scorer_from_args(args), train.texts, train.scores, test.texts, test.scores,
                         tune_thresholds=args.tune, min_coverage=args.min_coverage)
     row = result.as_dict()
@@ -511,6 +546,8 @@ def command_report(args: argparse.Namespace) -> int:
     for spec in specs:  # every model and tokenizer here, before the minutes of the kernels before it
         make_scorer(spec).kernel.check_available()
     data = read_data(args, args.data, keep_fields=("judgments", "source"))
+    for folds in (None, args.folds):  # the report tunes by leave-one-out and in its k folds
+        enough_to_train(args.data, len(data), folds, args.seed, TUNING_LEAST, " for the report's tuning")
     steps = 2 * len(specs) + 4 + (args.paper is not None) + args.checklist
     with progress_bar(steps, "step", "report") as bar:
         def step(name: str) -> None:
@@ -560,6 +597,8 @@ def command_compare(args: argparse.Namespace) -> int:
     parts = kernel_parts(kernels, kernel_options=kernel_options, tokenizer=args.tokenizer, lowercase=args.lowercase)
     check_baseline_model(args)
     data = read_data(args, args.data, keep_fields=(args.judgments_field,))
+    enough_to_train(args.data, len(data), None, 0, 1 if args.no_baselines else BASELINE_LEAST,
+                    "" if args.no_baselines else BASELINE_USE)
     judgments = None
     if data.extra and all(args.judgments_field in extra for extra in data.extra):
         judgments = [{"score": score, "judgments": extra[args.judgments_field]}
