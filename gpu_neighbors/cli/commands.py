@@ -69,6 +69,13 @@ def enough_to_train(path: str, count: int, folds: int | None, seed: int, least: 
                          f"too few{use}: it takes {least}", path=path)
 
 
+def warn_alike(data: ScoredData, path: str) -> None:
+    """Scores all alike leave nothing to rank: agreement with them is undefined (nan, or a dash)."""
+    if len(data) > 1 and bool((data.scores == data.scores[0]).all()):
+        warn(f"{path}: every score is {data.scores[0]:g}, so agreement with them (spearman, pearson) is "
+             "undefined: evaluate on scores that differ")
+
+
 def enough_to_tune(path: str, count: int, tune: bool | None) -> None:
     """--tune on a whole training set of fewer texts than tuning takes, refused naming the file."""
     if tune and count < TUNING_LEAST:
@@ -304,6 +311,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
         return _evaluate_saved(args)
     scorer = checked_scorer(args)
     data = read_data(args, args.data)
+    warn_alike(data, args.data)
     enough_to_train(args.data, len(data), None, 0, TUNING_LEAST if args.tune else 1,
                     " for --tune" if args.tune else "")
     scorer = fit_on_file(scorer, data, args.data, args.score_field, tune=False)
@@ -342,6 +350,7 @@ def _evaluate_saved(args: argparse.Namespace) -> int:
     saved_folder(args.scorer)
     scorer = loaded_scorer(args)
     data = read_data(args, args.data)
+    warn_alike(data, args.data)
     prediction = scorer.predict(data.texts)
     assert prediction.low is not None and prediction.high is not None and prediction.outside is not None
     covered = prediction.covered
@@ -398,6 +407,7 @@ def _studio_scorer(args: argparse.Namespace, check: Callable[[int], None] | None
     if check is not None:
         check(len(data.texts))
     enough_to_train(args.data, len(data), None, 0, 1, "")
+    warn_alike(data, args.data)
     scorer = fit_on_file(scorer, data, args.data, args.score_field, tune=False)
     return scorer.splits_pass(), scorer, data
 
@@ -546,6 +556,7 @@ def command_report(args: argparse.Namespace) -> int:
     for spec in specs:  # every model and tokenizer here, before the minutes of the kernels before it
         make_scorer(spec).kernel.check_available()
     data = read_data(args, args.data, keep_fields=("judgments", "source"))
+    warn_alike(data, args.data)
     for folds in (None, args.folds):  # the report tunes by leave-one-out and in its k folds
         enough_to_train(args.data, len(data), folds, args.seed, TUNING_LEAST, " for the report's tuning")
     steps = 2 * len(specs) + 4 + (args.paper is not None) + args.checklist
@@ -597,6 +608,7 @@ def command_compare(args: argparse.Namespace) -> int:
     parts = kernel_parts(kernels, kernel_options=kernel_options, tokenizer=args.tokenizer, lowercase=args.lowercase)
     check_baseline_model(args)
     data = read_data(args, args.data, keep_fields=(args.judgments_field,))
+    warn_alike(data, args.data)
     enough_to_train(args.data, len(data), None, 0, 1 if args.no_baselines else BASELINE_LEAST,
                     "" if args.no_baselines else BASELINE_USE)
     judgments = None

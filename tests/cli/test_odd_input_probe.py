@@ -118,3 +118,15 @@ def test_the_fewest_texts_each_protocol_takes_still_run(few, tmp_path, capsys):
     assert main(["crossval", "--data", str(few["t4"]), "--folds", "2"]) == 0
     assert main(["compare", "--data", str(few["t3"]), "--kernels", "bleu"]) == 0
     assert main(["evaluate", "--data", str(few["t4"]), "--tune"]) == 0
+
+
+@pytest.mark.parametrize("command", [["evaluate"], ["crossval", "--no-baselines"], ["compare", "--kernels", "bleu",
+                                                                                   "--no-baselines"]])
+def test_scores_all_alike_are_warned_about(tmp_path, huse_records, capsys, command):
+    """Scores all alike (a column of defaults) printed spearman nan or — and exited 0, saying
+    nothing of why."""
+    data = write_jsonl(tmp_path / "same.jsonl", [{"text": r["text"], "score": 0.5} for r in huse_records[:12]])
+    capsys.readouterr()
+    assert main([command[0], "--data", str(data), *command[1:]]) == 0
+    assert (f"gpu-neighbors: warning: {data}: every score is 0.5, so agreement with them (spearman, pearson) "
+            "is undefined") in capsys.readouterr().err
