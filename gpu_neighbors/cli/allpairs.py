@@ -13,6 +13,7 @@ import math
 import re
 import sys
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
 from gpu_neighbors.allpairs.self_bleu import DEFAULT_SMOOTHING
@@ -30,7 +31,7 @@ from gpu_neighbors.cli.options import (
 from gpu_neighbors.cli.parts import warn_unread_text_settings
 from gpu_neighbors.data import InputError, iter_candidates
 from gpu_neighbors.data.formats import open_input, records, resolve_format, sniff_allowed
-from gpu_neighbors.data.output import SafeOutput
+from gpu_neighbors.data.output import SafeOutput, refuse_other_format_name
 from gpu_neighbors.kernels import KERNEL_NAMES
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 
@@ -148,6 +149,7 @@ def _texts_and_groups(path: str, text_field: str, group_field: str) -> tuple[lis
 def command_self_bleu(args: argparse.Namespace) -> int:
     from gpu_neighbors.allpairs.self_bleu import self_bleu
 
+    refuse_other_format_name(args.output, "--output")
     with SafeOutput({"--output": args.output}, inputs={"--data": args.data}, overwrite=args.overwrite) as files:
         texts, lines = _texts(args.data, args.text_field)
         if len(texts) < 2:
@@ -168,6 +170,7 @@ def command_self_bleu(args: argparse.Namespace) -> int:
 def command_mbr(args: argparse.Namespace) -> int:
     from gpu_neighbors.allpairs.mbr import mbr
 
+    refuse_other_format_name(args.output, "--output")
     with SafeOutput({"--output": args.output}, inputs={"--candidates": args.candidates},
                     overwrite=args.overwrite) as files:
         if args.group_field is None:
@@ -197,11 +200,30 @@ def command_pairs(args: argparse.Namespace) -> int:
     from gpu_neighbors.allpairs.pairs import pairs
 
     inputs = {"--candidates": args.candidates, "--train": args.train}
+    _check_selection(args)
     with SafeOutput({"--output": args.output}, inputs=inputs, overwrite=args.overwrite) as files:
         candidates, _ = _texts(args.candidates, args.text_field)
         train = None if args.train is None else _texts(args.train, args.text_field)[0]
+        for flag, path, texts in (("--candidates", args.candidates, candidates), ("--train", args.train, train)):
+            if texts is not None and not texts:
+                raise InputError(f"{flag} holds no texts: there are no pairs to compute", path=path)
+        if train is None and len(candidates) == 1:
+            raise InputError("--candidates holds one text, which against itself has no pairs: give two or "
+                             "more, or --train", path=args.candidates)
         result = pairs(candidates, train, output=files, top_k=args.top_k, min_similarity=args.min_similarity,
                        **_settings(args))
     print(f"pairs: {result.candidates} x {result.train} -> {result.path} ({result.pairs:,} "
           f"{'entries' if result.path.suffix == '.npy' else 'pairs'})", file=sys.stderr)
     return 0
+
+
+def _check_selection(args: argparse.Namespace) -> None:
+    """--top-k and --min-similarity against the output's kind, by their flags, before the texts are read."""
+    suffix = Path(args.output).suffix.lower()
+    selected = args.top_k is not None or args.min_similarity is not None
+    if suffix == ".npy" and selected:
+        raise ValueError("--top-k and --min-similarity select pairs for a .parquet --output; a .npy one holds "
+                         "every pair")
+    if suffix == ".parquet" and not selected:
+        raise ValueError("a .parquet --output needs --top-k K or --min-similarity T; the whole matrix goes to a "
+                         ".npy one")

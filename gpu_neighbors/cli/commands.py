@@ -20,7 +20,7 @@ from gpu_neighbors.core.saved import CONFIG, TENSORS, TRAINING, check_folder
 from gpu_neighbors.core.tiling import resolve_device
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
-from gpu_neighbors.data.output import check_outputs, locked
+from gpu_neighbors.data.output import check_outputs, locked, refuse_other_format_name
 from gpu_neighbors.data.paths import spelled_once
 from gpu_neighbors.evaluation import tables
 from gpu_neighbors.evaluation.agreement import agreement
@@ -47,12 +47,48 @@ def read_data(args: argparse.Namespace, path: str, keep_fields: Sequence[str] = 
                        file_format=getattr(args, "data_format", None), quoting=args.quoting, max_chars=args.max_chars)
 
 
+TUNING_LEAST = 3  # training texts `core.tuning.tune` needs: it refuses fewer
+BASELINE_LEAST = 2  # training texts the TF-IDF + ridge baseline's nested ridge needs
+BASELINE_USE = " for the TF-IDF + ridge baseline (--no-baselines leaves it out)"
+
+
+def enough_to_train(path: str, count: int, folds: int | None, seed: int, least: int, use: str) -> None:
+    """Refuse, before the work and naming the file and flag, scored data whose splits would
+    train `use` on fewer than `least` texts (`folds` None: leave-one-out): it ended in an
+    internal message (tuning, the baseline's ridge), or in rows with nothing measured."""
+    s = "s" * (count != 1)
+    if folds is None:
+        if count - 1 < least:
+            raise InputError(f"{count} scored text{s}: leave-one-out needs at least {least + 1}{use}", path=path)
+        return
+    if folds > count:
+        raise InputError(f"--folds {folds}: more folds than its {count} scored text{s}", path=path)
+    part = count - max(len(fold) for fold in fold_indices(count, folds, seed))
+    if part < least:
+        raise InputError(f"--folds {folds}: {count} scored text{s} in {folds} folds leave {part} to train on, "
+                         f"too few{use}: it takes {least}", path=path)
+
+
+def warn_alike(data: ScoredData, path: str) -> None:
+    """Scores all alike leave nothing to rank: agreement with them is undefined (nan, or a dash)."""
+    if len(data) > 1 and bool((data.scores == data.scores[0]).all()):
+        warn(f"{path}: every score is {data.scores[0]:g}, so agreement with them (spearman, pearson) is "
+             "undefined: evaluate on scores that differ")
+
+
+def enough_to_tune(path: str, count: int, tune: bool | None) -> None:
+    """--tune on a whole training set of fewer texts than tuning takes, refused naming the file."""
+    if tune and count < TUNING_LEAST:
+        raise InputError(f"{count} scored text{'s' * (count != 1)}: --tune needs at least {TUNING_LEAST}", path=path)
+
+
 def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str,
                 tune: bool | None = None, min_coverage: float = DEFAULT_MIN_COVERAGE,
                 announce: bool = False) -> NeighborsScorer:
     """`scorer.fit` on data read from `path`, naming the file line of a score it refuses; with
     `announce` (fit, score), what it chose on the training set (the kernel, or a combination's
     weights) in one line on stderr."""
+    enough_to_tune(path, len(data), tune)
     try:
         scorer.fit(data.texts, data.scores, tune=tune, min_coverage=min_coverage)
     except ScoreError as error:
@@ -96,6 +132,8 @@ def command_score(args: argparse.Namespace) -> int:
                   {**training, "--candidates": args.candidates},
                   overwrite=args.overwrite or args.resume,  # before the training set is read
                   resumable=not str(args.output).lower().endswith(".parquet"), standard_output=True)
+    refuse_other_format_name(args.output, "--output", parquet=True)
+    refuse_other_format_name(args.rejects, "--rejects")
     score_batches = None
     if args.ray or args.ray_address:  # the same run, scored by a Ray actor pool (distributed.py)
         from gpu_neighbors.scoring.distributed import RayBatchScorer
@@ -273,9 +311,10 @@ def command_evaluate(args: argparse.Namespace) -> int:
         return _evaluate_saved(args)
     scorer = checked_scorer(args)
     data = read_data(args, args.data)
+    warn_alike(data, args.data)
+    enough_to_train(args.data, len(data), None, 0, TUNING_LEAST if args.tune else 1,
+                    " for --tune" if args.tune else "")
     scorer = fit_on_file(scorer, data, args.data, args.score_field, tune=False)
-    if len(data.texts) < 2:
-        raise InputError(f"{len(data.texts)} scored text: leave-one-out needs at least 2", path=args.data)
     tuned = args.tune or scorer.tunes(len(data.texts) - 1)
     if tuned:  # nested: each left-out text's thresholds are tuned on the other texts only
         with progress_bar(len(data.texts), "text", "leave-one-out, tuned per text") as bar:
@@ -311,6 +350,7 @@ def _evaluate_saved(args: argparse.Namespace) -> int:
     saved_folder(args.scorer)
     scorer = loaded_scorer(args)
     data = read_data(args, args.data)
+    warn_alike(data, args.data)
     prediction = scorer.predict(data.texts)
     assert prediction.low is not None and prediction.high is not None and prediction.outside is not None
     covered = prediction.covered
@@ -366,6 +406,8 @@ def _studio_scorer(args: argparse.Namespace, check: Callable[[int], None] | None
     data = read_data(args, args.data)
     if check is not None:
         check(len(data.texts))
+    enough_to_train(args.data, len(data), None, 0, 1, "")
+    warn_alike(data, args.data)
     scorer = fit_on_file(scorer, data, args.data, args.score_field, tune=False)
     return scorer.splits_pass(), scorer, data
 
@@ -388,8 +430,12 @@ def _emit_heading(title: str, details: dict[str, Any]) -> None:
 
 def command_crossval(args: argparse.Namespace) -> int:
     def check(count: int) -> None:
-        if args.folds is not None and args.folds > count:
-            raise InputError(f"--folds {args.folds}: more folds than its {count} scored text{'s' * (count != 1)}", path=args.data)
+        enough_to_train(args.data, count, args.folds, args.seed, 1, "")
+        if args.tune:
+            enough_to_train(args.data, count, args.folds, args.seed, TUNING_LEAST, " for --tune")
+        if not args.no_baselines:
+            enough_to_train(args.data, count, args.folds, args.seed, BASELINE_LEAST,
+                            BASELINE_USE)
 
     similarities, scorer, data = _studio_scorer(args, check)
     thresholds, signature, fluency = scorer.thresholds_, str(scorer.signature), SplitFluency.of(scorer)
@@ -448,6 +494,7 @@ def check_baseline_model(args: argparse.Namespace) -> None:
 def command_cross_task(args: argparse.Namespace) -> int:
     train = read_data(args, args.train)
     test = read_data(args, args.test)
+    enough_to_tune(args.train, len(train), args.tune)
     result = cross_task(scorer_from_args(args), train.texts, train.scores, test.texts, test.scores,
                         tune_thresholds=args.tune, min_coverage=args.min_coverage)
     row = result.as_dict()
@@ -509,6 +556,9 @@ def command_report(args: argparse.Namespace) -> int:
     for spec in specs:  # every model and tokenizer here, before the minutes of the kernels before it
         make_scorer(spec).kernel.check_available()
     data = read_data(args, args.data, keep_fields=("judgments", "source"))
+    warn_alike(data, args.data)
+    for folds in (None, args.folds):  # the report tunes by leave-one-out and in its k folds
+        enough_to_train(args.data, len(data), folds, args.seed, TUNING_LEAST, " for the report's tuning")
     steps = 2 * len(specs) + 4 + (args.paper is not None) + args.checklist
     with progress_bar(steps, "step", "report") as bar:
         def step(name: str) -> None:
@@ -558,6 +608,9 @@ def command_compare(args: argparse.Namespace) -> int:
     parts = kernel_parts(kernels, kernel_options=kernel_options, tokenizer=args.tokenizer, lowercase=args.lowercase)
     check_baseline_model(args)
     data = read_data(args, args.data, keep_fields=(args.judgments_field,))
+    warn_alike(data, args.data)
+    enough_to_train(args.data, len(data), None, 0, 1 if args.no_baselines else BASELINE_LEAST,
+                    "" if args.no_baselines else BASELINE_USE)
     judgments = None
     if data.extra and all(args.judgments_field in extra for extra in data.extra):
         judgments = [{"score": score, "judgments": extra[args.judgments_field]}

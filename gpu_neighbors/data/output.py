@@ -33,6 +33,7 @@ from typing import IO
 
 from gpu_neighbors.core.files import CLOEXEC, NOFOLLOW, create_new, fsync_directory, naming
 from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike
+from gpu_neighbors.data.formats import detect_format
 from gpu_neighbors.data.paths import check_distinct
 
 SIDECARS = (".partial", ".lock", ".meta.json", ".meta.json.tmp")
@@ -237,6 +238,20 @@ def refuse_compressed_name(path: PathLike) -> None:
         raise InputError("is a compressed file's name, but results are written uncompressed; give a "
                          "name without the compression suffix (and compress the finished file if you "
                          "like)", path=path)
+
+
+def refuse_other_format_name(path: PathLike | None, name: str, parquet: bool = False) -> None:
+    """A JSON Lines output (`parquet`: or Parquet, for a `.parquet` name) must not bear the
+    name of another format the readers know: results in `o.csv` were JSON Lines, and read back
+    (`--candidates o.csv`) they were misread as CSV."""
+    if path is None or str(path) == STANDARD_STREAM:
+        return
+    named = detect_format(path)
+    if named in ("jsonl", "text") or (parquet and named == "parquet"):
+        return
+    also = ", or Parquet for a .parquet name" if parquet else ""
+    raise InputError(f"{name} is written as JSON Lines{also}, but this is a {named} file's name: give a "
+                     f".jsonl name", path=path)
 
 
 def check_regular(path: Path) -> None:

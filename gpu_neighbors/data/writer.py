@@ -15,7 +15,7 @@ import numpy as np
 from gpu_neighbors.data.errors import STANDARD_STREAM, InputError, PathLike, preview
 from gpu_neighbors.data.formats import COUNT_CHUNK_BYTES, import_pyarrow
 from gpu_neighbors.core.files import create_new, naming
-from gpu_neighbors.data.output import SafeOutput, sidecar
+from gpu_neighbors.data.output import SafeOutput, refuse_other_format_name, sidecar
 from gpu_neighbors.data.jsonlines import Column, UnwritableRow, encode_columns, encode_rows, plain_json
 
 _MISSING = object()
@@ -300,7 +300,9 @@ def open_results(path: PathLike, resume: bool = False, header: dict[str, Any] | 
                  inputs: Mapping[str, PathLike | None] | None = None,
                  companions: Mapping[str, PathLike | None] | None = None) -> ResultWriter:
     """The writer for `path`: Parquet for a `.parquet` name, else JSON Lines (never compressed:
-    a compressed name is refused rather than holding plain text: `output.check_outputs`)."""
+    a compressed name is refused rather than holding plain text: `output.check_outputs`; so is
+    the name of another format, `output.refuse_other_format_name`)."""
+    refuse_other_format_name(path, "the output", parquet=True)
     if str(path).lower().endswith(".parquet"):
         return ParquetResultWriter(path, resume=resume, header=header, overwrite=overwrite, types=types,
                                    inputs=inputs, companions=companions)

@@ -86,8 +86,8 @@ def test_pairs_npy_and_parquet(samples, tmp_path):
     (["mbr", "--candidates", "{data}", "--group-field", "missing", "--output", "{new}"], "field 'missing'"),
     (["mbr", "--candidates", "{one}", "--output", "{new}"], "1 candidate: MBR"),
     (["pairs", "--candidates", "{data}", "--output", "{existing}"], "exists already; pass --overwrite"),
-    (["pairs", "--candidates", "{data}", "--output", "{dir}/x.parquet"], "needs top_k or min_similarity"),
-    (["pairs", "--candidates", "{one}", "--output", "{dir}/x.npy"], "1 text against itself"),
+    (["pairs", "--candidates", "{data}", "--output", "{dir}/x.parquet"], "needs --top-k K or --min-similarity T"),
+    (["pairs", "--candidates", "{one}", "--output", "{dir}/x.npy"], "--candidates holds one text, which against itself has no pairs"),
 ])
 def test_bad_input_is_one_error_line(tmp_path, capsys, argv, message):
     files = {
