@@ -18,6 +18,7 @@ from gpu_neighbors.core.neighbours import Thresholds
 from gpu_neighbors.core.pairwise import PairwiseSimilarities
 from gpu_neighbors.core.saved import CONFIG, TENSORS, TRAINING, check_folder
 from gpu_neighbors.core.tiling import resolve_device
+from gpu_neighbors.core.tuning import MIN_TUNING_ITEMS
 from gpu_neighbors.core.validation import DEFAULT_MIN_COVERAGE, PARAMETERS
 from gpu_neighbors.data import InputError, ScoredData, read_scored
 from gpu_neighbors.data.output import check_outputs, locked, refuse_other_format_name
@@ -47,7 +48,6 @@ def read_data(args: argparse.Namespace, path: str, keep_fields: Sequence[str] = 
                        file_format=getattr(args, "data_format", None), quoting=args.quoting, max_chars=args.max_chars)
 
 
-TUNING_LEAST = 3  # training texts `core.tuning.tune` needs: it refuses fewer
 BASELINE_LEAST = 2  # training texts the TF-IDF + ridge baseline's nested ridge needs
 BASELINE_USE = " for the TF-IDF + ridge baseline (--no-baselines leaves it out)"
 
@@ -78,8 +78,8 @@ def warn_alike(data: ScoredData, path: str) -> None:
 
 def enough_to_tune(path: str, count: int, tune: bool | None) -> None:
     """--tune on a whole training set of fewer texts than tuning takes, refused naming the file."""
-    if tune and count < TUNING_LEAST:
-        raise InputError(f"{count} scored text{'s' * (count != 1)}: --tune needs at least {TUNING_LEAST}", path=path)
+    if tune and count < MIN_TUNING_ITEMS:
+        raise InputError(f"{count} scored text{'s' * (count != 1)}: --tune needs at least {MIN_TUNING_ITEMS}", path=path)
 
 
 def fit_on_file(scorer: NeighborsScorer, data: ScoredData, path: str, score_field: str,
@@ -312,7 +312,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     scorer = checked_scorer(args)
     data = read_data(args, args.data)
     warn_alike(data, args.data)
-    enough_to_train(args.data, len(data), None, 0, TUNING_LEAST if args.tune else 1,
+    enough_to_train(args.data, len(data), None, 0, MIN_TUNING_ITEMS if args.tune else 1,
                     " for --tune" if args.tune else "")
     scorer = fit_on_file(scorer, data, args.data, args.score_field, tune=False)
     tuned = args.tune or scorer.tunes(len(data.texts) - 1)
@@ -432,7 +432,7 @@ def command_crossval(args: argparse.Namespace) -> int:
     def check(count: int) -> None:
         enough_to_train(args.data, count, args.folds, args.seed, 1, "")
         if args.tune:
-            enough_to_train(args.data, count, args.folds, args.seed, TUNING_LEAST, " for --tune")
+            enough_to_train(args.data, count, args.folds, args.seed, MIN_TUNING_ITEMS, " for --tune")
         if not args.no_baselines:
             enough_to_train(args.data, count, args.folds, args.seed, BASELINE_LEAST,
                             BASELINE_USE)
@@ -558,7 +558,7 @@ def command_report(args: argparse.Namespace) -> int:
     data = read_data(args, args.data, keep_fields=("judgments", "source"))
     warn_alike(data, args.data)
     for folds in (None, args.folds):  # the report tunes by leave-one-out and in its k folds
-        enough_to_train(args.data, len(data), folds, args.seed, TUNING_LEAST, " for the report's tuning")
+        enough_to_train(args.data, len(data), folds, args.seed, MIN_TUNING_ITEMS, " for the report's tuning")
     steps = 2 * len(specs) + 4 + (args.paper is not None) + args.checklist
     with progress_bar(steps, "step", "report") as bar:
         def step(name: str) -> None:

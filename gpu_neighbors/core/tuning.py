@@ -36,6 +36,7 @@ SIMILARITY_POWERS = (1.0, 2.0, 4.0, 8.0)
 UNIFORM_POWERS = (0.0,)
 # k of the top-k estimator: from the nearest text to a thousand, capped at |S| - 1 in tuning.
 MAX_TOP_K = 1000
+MIN_TUNING_ITEMS = 3  # a rank correlation of fewer leave-one-out estimates judges nothing
 DEFAULT_TOP_KS = (1, 2, 3, 5, 10, 20, 30, 50, 100, 200, 300, 500, 1000)
 
 
@@ -170,8 +171,8 @@ def tune(
         raise ValueError(f"min_coverage must be in [0, 1], not {min_coverage!r}")
     grid = grid or TuningGrid()
     items = np.arange(len(similarities)) if items is None else np.asarray(items, dtype=np.int64)
-    if items.size < 3:
-        raise ValueError(f"tuning needs at least 3 training items, got {items.size}")
+    if items.size < MIN_TUNING_ITEMS:
+        raise ValueError(f"tuning needs at least {MIN_TUNING_ITEMS} training items, got {items.size}")
     if items.size != len(similarities) or np.any(items != np.arange(items.size)):
         # one copy of the training block, so no grid point copies it again
         similarities = similarities.subset(items)
