@@ -143,7 +143,7 @@ def test_cli_errors_name_flags(tmp_path, capsys):
         message = capsys.readouterr().err
         assert message.startswith(f"gpu-neighbors: error: {flag} must be ")
         assert PARAMETERS[flag[2:].replace("-", "_")].name not in message
-    data.write_text(json.dumps({"text": "a b", "score": 3}) + "\n")
+    data.write_text(json.dumps({"text": "a b", "score": 3}) + "\n" + json.dumps({"text": "c d", "score": 0}) + "\n")
     assert main(["evaluate", "--data", str(data)]) == 2
     assert capsys.readouterr().err.rstrip().endswith("or set --score-range")
 
