@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.data import (
     CandidateBatch,
     CandidateStream,
@@ -146,6 +147,7 @@ def score_file(
             stream.rejects = writer.companion_partial(rejects)
         already = writer.done
         outside = 0
+        absent = set(carried)  # kept fields no candidate read so far has (a typo, most often)
         total = count_records(candidates, file_format=file_format, quoting=quoting) if progress else None
         consumed = hashlib.sha256()
         expected = writer.checkpoint.get(CANDIDATES_DIGEST)
@@ -159,10 +161,14 @@ def score_file(
                 scored = score_batches(scorer, _read_ahead(batches, READ_AHEAD))
             for batch, prediction in scored:
                 outside += int(prediction.outside.sum()) if prediction.outside is not None else 0
+                absent -= {name for name in absent if any(value is not None for value in batch.labels[name])}
                 _digest_texts(consumed, batch.texts)
                 writer.write_columns(_columns(batch, prediction, train_texts),
                                      checkpoint={CANDIDATES_DIGEST: consumed.hexdigest()})
                 bar.update(batch.start + len(batch) + stream.rejected - bar.n)
+    if writer.done > already:
+        for name in sorted(absent):
+            warn(f"kept field {name!r} (--keep-fields): no candidate has it; its column is null")
     return RunSummary(
         scored=writer.done - already,
         rows=writer.done,

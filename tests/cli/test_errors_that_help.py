@@ -91,6 +91,20 @@ def test_score_keep_fields_carries_input_fields_into_the_rows(tmp_path, train, h
     assert "--keep-fields: score is a column of the results already" in one_error_line(capsys)
 
 
+def test_score_warns_of_a_kept_field_no_candidate_has(tmp_path, train, huse_records, capsys):
+    """A kept field no candidate has is almost always a typo (fit refuses one): the rows still come,
+    with its column null, and a warning names the field; a field some candidates have is not named."""
+    records = [{"id": index, "text": r["text"]} for index, r in enumerate(huse_records[40:44])]
+    candidates = write_jsonl(tmp_path / "c.jsonl", records)
+    output = tmp_path / "o.jsonl"
+    assert main(["score", "--train", str(train), "--candidates", str(candidates), "--output", str(output),
+                 "--quiet", "--device", "cpu", "--paper-thresholds", "--keep-fields", "id,sytem"]) == 0
+    assert [json.loads(line)["sytem"] for line in output.read_text(encoding="utf-8").splitlines()] == [None] * 4
+    err = capsys.readouterr().err
+    assert "kept field 'sytem' (--keep-fields): no candidate has it; its column is null" in err
+    assert "'id'" not in err
+
+
 def test_score_keep_fields_from_csv_keeps_the_strings(tmp_path, train):
     candidates = tmp_path / "c.csv"
     candidates.write_text("id,text\n7,a headline\n8,another one\n", encoding="utf-8")
