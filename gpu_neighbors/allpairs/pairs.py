@@ -39,6 +39,18 @@ class PairsResult:
 
 
 @threads_by_kernel
+def check_selection(suffix: str, top_k: object, min_similarity: object,
+                    names: tuple[str, str, str] = ("top_k", "min_similarity", "output")) -> None:
+    """A selection of pairs (`top_k`, `min_similarity`) goes with a .parquet output and only there;
+    refused by `names` (the command line names its flags and --output)."""
+    k, similarity, output = names
+    selected = top_k is not None or min_similarity is not None
+    if suffix == ".npy" and selected:
+        raise ValueError(f"{k} and {similarity} select pairs for a .parquet {output}; a .npy {output} holds every pair")
+    if suffix == ".parquet" and not selected:
+        raise ValueError(f"a .parquet {output} needs {k} or {similarity}; the whole matrix goes to a .npy {output}")
+
+
 def pairs(
     candidates: Sequence[str],
     train: Sequence[str] | None = None,
@@ -73,10 +85,7 @@ def pairs(
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise ValueError(f"output {str(path)!r}: give a .npy (the whole matrix) or .parquet (sparse pairs) path")
-    if suffix == ".npy" and (top_k is not None or min_similarity is not None):
-        raise ValueError("top_k and min_similarity select pairs for a .parquet output; a .npy output holds every pair")
-    if suffix == ".parquet" and top_k is None and min_similarity is None:
-        raise ValueError("a .parquet output needs top_k or min_similarity; the whole matrix goes to a .npy output")
+    check_selection(suffix, top_k, min_similarity)
     if top_k is not None and not interval(1, integer=True).accepts(top_k):
         raise ValueError(f"top_k must be a positive integer, not {top_k!r}")
     if min_similarity is not None and not interval().accepts(min_similarity):

@@ -197,10 +197,12 @@ def command_mbr(args: argparse.Namespace) -> int:
 
 
 def command_pairs(args: argparse.Namespace) -> int:
-    from gpu_neighbors.allpairs.pairs import pairs
+    from gpu_neighbors.allpairs.pairs import check_selection, pairs
 
     inputs = {"--candidates": args.candidates, "--train": args.train}
-    _check_selection(args)
+    # by their flags, before the texts are read
+    check_selection(Path(args.output).suffix.lower(), args.top_k, args.min_similarity,
+                    ("--top-k K", "--min-similarity T", "--output"))
     with SafeOutput({"--output": args.output}, inputs=inputs, overwrite=args.overwrite) as files:
         candidates, _ = _texts(args.candidates, args.text_field)
         train = None if args.train is None else _texts(args.train, args.text_field)[0]
@@ -216,14 +218,3 @@ def command_pairs(args: argparse.Namespace) -> int:
           f"{'entries' if result.path.suffix == '.npy' else 'pairs'})", file=sys.stderr)
     return 0
 
-
-def _check_selection(args: argparse.Namespace) -> None:
-    """--top-k and --min-similarity against the output's kind, by their flags, before the texts are read."""
-    suffix = Path(args.output).suffix.lower()
-    selected = args.top_k is not None or args.min_similarity is not None
-    if suffix == ".npy" and selected:
-        raise ValueError("--top-k and --min-similarity select pairs for a .parquet --output; a .npy one holds "
-                         "every pair")
-    if suffix == ".parquet" and not selected:
-        raise ValueError("a .parquet --output needs --top-k K or --min-similarity T; the whole matrix goes to a "
-                         ".npy one")
