@@ -85,7 +85,7 @@ def check_setting(weights: Sequence[float] | Sequence[Sequence[float]], smoothin
     if isinstance(weights, str) or not isinstance(weights, (Sequence, np.ndarray)):  # else "float has no len()"
         raise TypeError(f"weights must be a sequence of weights, one per n-gram order (or a list of such "
                         f"sequences), not {type(weights).__name__}")
-    several = not isinstance(weights, str) and len(weights) > 0 and all(map(_is_weight_tuple, weights))
+    several = len(weights) > 0 and all(map(_is_weight_tuple, weights))
     groups = cast(Sequence[Sequence[float]], weights) if several else [cast(Sequence[float], weights)]
     tuples = tuple(check_weights(item, most_orders=None, normalised=False) for item in groups)
     if smoothing not in ALL_SMOOTHINGS:
