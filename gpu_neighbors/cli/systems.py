@@ -28,7 +28,7 @@ from gpu_neighbors.cli.options import (
     workers,
 )
 from gpu_neighbors.data import InputError, ScoredData, count_records, iter_candidates
-from gpu_neighbors.data.formats import FORMATS
+from gpu_neighbors.data.formats import FORMATS, detect_format
 from gpu_neighbors.core.saved import TRAINING
 from gpu_neighbors.data.output import SafeOutput
 from gpu_neighbors.evaluation import tables
@@ -91,6 +91,8 @@ def command_systems(args: argparse.Namespace) -> int:
         raise ValueError("--pair-field must name another field than --system-field")
     if args.plot is not None and Path(args.plot).suffix.lower() != ".png":
         raise InputError("--plot writes a PNG image: give a name ending in .png", path=args.plot)
+    if args.save is not None:
+        _check_save_name(args.save, args.json)
     outputs = {flag: path for flag, path in (("--save", args.save), ("--plot", args.plot)) if path is not None}
     training = {"--train": args.train} if args.train is not None else saved_inputs(args.scorer)
     inputs = {**training, "--candidates": args.candidates}
@@ -109,6 +111,17 @@ def command_systems(args: argparse.Namespace) -> int:
 
             plot_systems(panels, files.create_path(args.plot))
     return 0
+
+
+def _check_save_name(path: str, as_json: bool) -> None:
+    """--save writes what is printed: markdown tables, or with --json one JSON object. A name of
+    a data format that is not it (`s.csv` held markdown; read back, it was misread as CSV) is
+    refused before the work."""
+    named = detect_format(path)
+    if named == "text" or (as_json and named == "jsonl"):
+        return
+    written, suffix = ("one JSON object", ".json") if as_json else ("markdown tables", ".md")
+    raise InputError(f"--save writes {written}, but this is a {named} file's name: give a {suffix} name", path=path)
 
 
 def _compare(args: argparse.Namespace) -> tuple[str, list[tuple[str, SystemComparison]]]:

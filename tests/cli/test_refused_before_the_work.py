@@ -40,7 +40,7 @@ def test_no_output_overwrites_a_file_of_the_saved_scorer_it_reads(files, capsys,
                 "--output", str(target), "--overwrite", "--quiet", "--device", "cpu"]
     else:
         argv = ["systems", "--scorer", str(files["scorer"]), "--candidates", str(files["candidates"]),
-                "--system-field", "source", "--save", str(target), "--overwrite", "--resamples", "20",
+                "--system-field", "source", "--json", "--save", str(target), "--overwrite", "--resamples", "20",
                 "--trials", "20", "--device", "cpu", "--quiet"]
     assert main(argv) == 2
     assert f"and --scorer's {name} are the same file" in one_error_line(capsys)

@@ -154,7 +154,8 @@ def test_outputs_are_written_safely(tmp_path, capsys):
     import fcntl
 
     save = tmp_path / "systems.md"
-    assert main(["systems", "--train", str(HUSE), "--system-field", "source", "--save", str(HUSE), *DRAWS]) == 2
+    assert main(["systems", "--train", str(HUSE), "--system-field", "source", "--json", "--save", str(HUSE),
+                 *DRAWS]) == 2  # with --json a .jsonl name is one --save may bear
     assert "--train" in capsys.readouterr().err
     with open(f"{save}.lock", "wb") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -166,6 +167,23 @@ def test_outputs_are_written_safely(tmp_path, capsys):
     assert main(["systems", "--train", str(bad), "--system-field", "source", "--save", str(save),
                  "--overwrite", *DRAWS]) == 2
     assert save.read_text(encoding="utf-8") == "earlier\n" and not list(tmp_path.glob("*.partial"))
+
+
+@pytest.mark.parametrize("name, extra, written", [
+    ("systems.csv", [], "markdown tables, but this is a csv file's name: give a .md name"),
+    ("systems.tsv.gz", [], "markdown tables, but this is a tsv file's name: give a .md name"),
+    ("systems.jsonl", [], "markdown tables, but this is a jsonl file's name: give a .md name"),
+    ("systems.parquet", ["--json"], "one JSON object, but this is a parquet file's name: give a .json name"),
+])
+def test_a_save_name_of_another_format_is_refused_before_the_work(tmp_path, capsys, name, extra, written):
+    """--save under a data format's name that is not what it writes: `s.csv` held markdown
+    (exit 0), which read back as CSV was misread. Refused with the training file never read."""
+    never_read = tmp_path / "train.jsonl"  # does not exist: reading it would be another error
+    assert main(["systems", "--train", str(never_read), "--system-field", "source", "--save",
+                 str(tmp_path / name), *extra, *DRAWS]) == 2
+    error = capsys.readouterr().err
+    assert f"{name}: --save writes {written}" in error, error
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
 
 
 def test_a_plot_without_matplotlib_names_the_extra(tmp_path, capsys, monkeypatch):
