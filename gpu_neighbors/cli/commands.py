@@ -333,8 +333,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     else:
         note = f", settings tuned per text (min coverage {args.min_coverage})" if tuned else ""
         print(f"leave-one-out on {args.data} ({scorer.signature}{note})")
-        for key, value in row.items():
-            print(f"  {key:<14} {value:.4f}" if isinstance(value, float) else f"  {key:<14} {value}")
+        _print_row(row, 14)
         for thresholds, count in chosen:
             print(f"  chosen in {count} folds: {thresholds.summary()}")
         if checklist is not None:
@@ -364,11 +363,16 @@ def _evaluate_saved(args: argparse.Namespace) -> int:
         print(tables.to_json({**row, **({} if checklist is None else {"checklist": checklist.as_dict()})}))
         return 0
     print(f"held out: {args.data} scored by the saved scorer {args.scorer} ({scorer.signature})")
-    for key, value in row.items():
-        print(f"  {key:<17} {value:.4f}" if isinstance(value, float) else f"  {key:<17} {value}")
+    _print_row(row, 17)
     if checklist is not None:
         print(f"\nperturbation checklist on {args.data}\n\n{checklist.table()}")
     return 0
+
+
+def _print_row(row: dict[str, Any], width: int) -> None:
+    """evaluate's figures a line each, as its tables write them (an undefined one as a dash, not nan)."""
+    for key, value in row.items():
+        print(f"  {key:<{width}} {tables.cell(value)}")
 
 
 def _checklist(args: argparse.Namespace, data: ScoredData) -> Checklist:

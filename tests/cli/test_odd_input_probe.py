@@ -128,5 +128,8 @@ def test_scores_all_alike_are_warned_about(tmp_path, huse_records, capsys, comma
     data = write_jsonl(tmp_path / "same.jsonl", [{"text": r["text"], "score": 0.5} for r in huse_records[:12]])
     capsys.readouterr()
     assert main([command[0], "--data", str(data), *command[1:]]) == 0
+    printed = capsys.readouterr()
     assert (f"gpu-neighbors: warning: {data}: every score is 0.5, so agreement with them (spearman, pearson) "
-            "is undefined") in capsys.readouterr().err
+            "is undefined") in printed.err
+    assert "nan" not in printed.out  # an undefined figure is a dash in every command's print (evaluate's read nan)
+    assert "—" in printed.out, printed.out
