@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from gpu_neighbors.core.tiling import TilePlan
-from gpu_neighbors.core.validation import check_texts, interval, unordered
+from gpu_neighbors.core.validation import check_texts, first_not_a_number, interval, unordered
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,10 @@ def validate_scores(
     if not isinstance(scores, np.ndarray):
         scores = list(scores)  # once: a generator is read here, not by the checks and then np.array
     if not (isinstance(scores, np.ndarray) and scores.dtype.kind in "iuf"):
-        for index, value in enumerate(scores):  # a string "0.5" would convert silently
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-                raise ScoreError(index, f"{value!r} ({type(value).__name__}) is not a number")
+        wrong = first_not_a_number(scores)
+        if wrong is not None:
+            index, value = wrong
+            raise ScoreError(index, f"{value!r} ({type(value).__name__}) is not a number")
     # A copy: contiguous whatever the caller's strides (torch takes no negative ones), and
     # the caller's array may change after fit without changing the scorer.
     quality = np.array(scores, dtype=np.float64, order="C")

@@ -325,6 +325,15 @@ def unordered(values: object) -> bool:
     return isinstance(values, Mapping) or (isinstance(values, Set) and not isinstance(values, KeysView))
 
 
+def first_not_a_number(values: Iterable[object]) -> tuple[int, object] | None:
+    """The index and value of the first of `values` that is not a real number, or None: a bool
+    is not one, nor a string "0.5" or None, which numpy would convert to a float in silence."""
+    for index, value in enumerate(values):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
+            return index, value
+    return None
+
+
 def check_texts(texts: Sequence[str], what: str, at_least: int = 0) -> list[str]:
     """`texts` as a list of strings, naming the first that is not one; one string alone is a
     mistake, not a sequence of characters."""

@@ -206,11 +206,20 @@ def compare_systems(estimates: np.ndarray, systems: Sequence[str] | Labelled,
 
 
 def _per_candidate(values: Any, name: str) -> np.ndarray:
-    """`values` as float64, one per candidate: finite, or NaN where undefined."""
+    """`values` as float64, one per candidate: finite, or NaN where undefined (not None, nor a
+    string, which numpy would convert)."""
     try:
-        array = np.asarray(values, np.float64)
-    except (TypeError, ValueError):
+        given = np.asarray(values)
+    except (TypeError, ValueError):  # rows of unequal lengths, a device tensor
         raise TypeError(f"{name} must be numbers, one per candidate (NaN where undefined)") from None
+    # The caller's own values where a list gave them: numpy turns every number beside a string into one.
+    wrong = None if given.dtype.kind in "iuf" else validation.first_not_a_number(
+        values if isinstance(values, (list, tuple)) else given.reshape(-1).tolist())
+    if wrong is not None:
+        index, value = wrong
+        raise TypeError(f"{name}[{index}] is {value!r} ({type(value).__name__}): {name} must be numbers, one per "
+                        "candidate (NaN where undefined)")
+    array = given.astype(np.float64)
     if array.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, one per candidate, not of shape {array.shape}")
     infinite = np.flatnonzero(np.isinf(array))

@@ -89,6 +89,12 @@ def test_bad_estimates_and_labels_given_in_python_are_refused_by_name():
         (lambda: compare_systems(estimates, systems, inputs="i" * 12), TypeError, "inputs must be one label"),
         (lambda: compare_systems(np.r_[estimates[:-1], np.inf], systems), ValueError, r"estimates\[11\] is inf"),
         (lambda: compare_systems(["x"] * 12, systems), TypeError, "estimates must be numbers"),
+        # Numbers as strings were converted in silence (numpy reads "0.5" as 0.5), and None as NaN.
+        (lambda: compare_systems([*estimates[:5], "0.5", *estimates[6:]], systems), TypeError,
+         r"estimates\[5\] is '0.5' \(str\)"),
+        (lambda: compare_systems([*estimates[:5], None, *estimates[6:]], systems), TypeError,
+         r"estimates\[5\] is None \(NoneType\)"),
+        (lambda: compare_systems([True] * 12, systems), TypeError, r"estimates\[0\] is True \(bool\)"),
         (lambda: compare_systems(estimates.reshape(3, 4), systems), ValueError, r"not of shape \(3, 4\)"),
         (lambda: leave_one_out_scale(estimates, estimates[:-1], systems), ValueError, "12 estimates but 11 human"),
         (lambda: leave_one_out_scale(estimates, np.r_[estimates[:-1], -np.inf], systems), ValueError,
