@@ -152,6 +152,14 @@ def check_flag(name: str, value: object) -> bool:
     return bool(value)
 
 
+def check_name(value: object, what: str) -> str:
+    """A name (a dataset column's, a metric's): a non-empty string, refused when the object that
+    reads it is made rather than at its first use (a trainer's first step, every Ray actor)."""
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"{what} must be a non-empty string, not {value!r}")
+    return value
+
+
 def check_path(name: str, value: object) -> None:
     """A file or folder name (str or os.PathLike), else a TypeError naming `name` (pathlib's says
     only "expected str, bytes or os.PathLike object")."""

@@ -21,7 +21,7 @@ from gpu_neighbors.kernels.aligned_rouge import check_rouge_types, rouge
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 from gpu_neighbors.kernels.bleu_settings import check_setting
 from gpu_neighbors.core.neighbours import TensorPrediction
-from gpu_neighbors.core.validation import check_flag, interval
+from gpu_neighbors.core.validation import check_flag, check_name, interval
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
@@ -41,7 +41,7 @@ class BleuReward:
     effective_order: bool = False
 
     def __post_init__(self) -> None:
-        check_column(self.column)
+        check_name(self.column, "column")
         setting = check_setting(self.weights, self.smoothing, self.smooth_value, self.auto_reweigh,
                                 self.effective_order)
         if setting.several:
@@ -63,7 +63,7 @@ class RougeReward:
     tokenizer: str | Tokenizer | None = None
 
     def __post_init__(self) -> None:
-        check_column(self.column)
+        check_name(self.column, "column")
         check_rouge_types([self.rouge_type])
         if self.measure not in ("fmeasure", "precision", "recall"):
             raise ValueError(f"measure must be fmeasure, precision or recall, not {self.measure!r}")
@@ -73,13 +73,6 @@ class RougeReward:
 
 
 ReferenceReward = BleuReward | RougeReward
-
-
-def check_column(column: object, what: str = "column") -> None:
-    """A dataset column's name (or a reward's): a non-empty string, refused when the reward is
-    made rather than at the trainer's first step."""
-    if not isinstance(column, str) or not column:
-        raise TypeError(f"{what} must be a non-empty string, not {column!r}")
 
 
 class RewardFunction:
@@ -182,7 +175,7 @@ def reward_function(
     completions) and `<name>/nearest` (their mean similarity to the nearest training text).
     """
     if name is not None:
-        check_column(name, "name")
+        check_name(name, "name")
     if isinstance(source, (BleuReward, RougeReward)):
         if undefined is not None or subsample is not None or token_ids or outside is not None:
             raise ValueError(f"undefined, subsample, token_ids and outside apply to a NeighborsScorer, not to "
