@@ -23,7 +23,7 @@ import torch
 
 from gpu_neighbors.data import CandidateBatch
 from gpu_neighbors.core.neighbours import Prediction
-from gpu_neighbors.core.validation import check_is_fitted, check_name, interval
+from gpu_neighbors.core.validation import check_is_fitted, check_name, first_not_a_string, interval, plain, shown
 from gpu_neighbors.estimators.base import check
 from gpu_neighbors.scorer import NeighborsScorer
 
@@ -117,7 +117,13 @@ class ScoringActor:
                 f"the dataset already has column(s) {', '.join(clashes)}, which scoring adds; "
                 "rename or drop them first"
             )
-        prediction = self.scorer.predict(batch[self.text_column].tolist())
+        texts = batch[self.text_column].tolist()
+        wrong = first_not_a_string(texts)
+        if wrong is not None:  # an index into this batch finds nothing: show the row, whose columns do
+            row = {name: plain(values[wrong[0]]) for name, values in batch.items()}
+            raise TypeError(f"the column {self.text_column!r} holds {shown(wrong[1])}, not a string, in the row "
+                            f"{row!r:.300}; drop or fill such rows first")
+        prediction = self.scorer.predict(texts)
         assert prediction.low is not None and prediction.high is not None  # predict gives intervals
         assert prediction.nearest is not None and prediction.outside is not None  # and judges every text
         return {

@@ -21,7 +21,7 @@ from gpu_neighbors.kernels.aligned_rouge import check_rouge_types, rouge
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 from gpu_neighbors.kernels.bleu_settings import check_setting
 from gpu_neighbors.core.neighbours import TensorPrediction
-from gpu_neighbors.core.validation import check_flag, check_name, interval
+from gpu_neighbors.core.validation import check_flag, check_name, interval, shown
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
@@ -141,12 +141,8 @@ class RewardFunction:
             return [item]
         if isinstance(item, Sequence) and item and all(isinstance(part, str) for part in item):
             return list(item)
-        raise ValueError(f"{self.__name__}: row {row} of the column {column!r} holds {_shown(item)}, not a reference "
+        raise ValueError(f"{self.__name__}: row {row} of the column {column!r} holds {shown(item)}, not a reference "
                          f"(a string) or a non-empty list of them")
-
-
-def _shown(item: Any) -> str:
-    return "None" if item is None else f"a {type(item).__name__} ({item!r:.60})"
 
 
 def reward_function(
@@ -271,5 +267,5 @@ def _token_ids(row: Any, index: int) -> np.ndarray:
     except (TypeError, ValueError):
         array = None
     if array is None or array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
-        raise TypeError(f"completion_ids[{index}] must be a list of integer token ids, not {_shown(row)}")
+        raise TypeError(f"completion_ids[{index}] must be a list of integer token ids, not {shown(row)}")
     return array.astype(np.int64, copy=False)

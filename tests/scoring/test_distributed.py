@@ -146,3 +146,14 @@ def test_the_scorer_is_a_fitted_scorer_or_a_saved_folder(local_ray, scorer, cand
     rows = score_dataset(dataset, scorer.save(tmp_path / "scorer"), num_actors=1).take_all()
     np.testing.assert_array_equal([row["score"] for row in rows], scorer.predict(candidates[:40]).scores)
 
+
+
+def test_a_row_without_a_text_is_named_by_its_columns(local_ray, scorer):
+    """A None in the text column of the dataset's row 7 read "candidates[3] is NoneType, not str":
+    the index within one actor's batch, and no column. Now the row is shown with its columns (an id
+    finds it) and the text column is named."""
+    actor = ScoringActor([local_ray.put(serialize_scorer(scorer))], text_column="body")
+    batch = {"id": np.arange(4, 8), "body": np.array(["a b", "c", "d", None], dtype=object)}
+    with pytest.raises(TypeError, match=r"the column 'body' holds None, not a string, in the row "
+                                        r"\{'id': 7, 'body': None\}"):
+        actor(batch)
