@@ -124,12 +124,17 @@ class RewardFunction:
         if isinstance(columns[setting.column], str):  # else one character a row
             raise ValueError(f"{self.__name__}: the column {setting.column!r} is one string, not one entry per "
                              "completion (a string or a list of strings each)")
+        texts = completion_texts(completions)
         references = [self._references(item, setting.column, row) for row, item in enumerate(columns[setting.column])]
+        if len(references) != len(texts):  # the kernels' message would name neither the column nor the reward
+            raise ValueError(f"{self.__name__}: the column {setting.column!r} has {len(references)} "
+                             f"entr{'y' if len(references) == 1 else 'ies'} but there are {len(texts)} completions: "
+                             "one entry (a reference or a list of them) per completion")
         if isinstance(setting, RougeReward):
-            scores = rouge(completion_texts(completions), references, rouge_types=[setting.rouge_type],
+            scores = rouge(texts, references, rouge_types=[setting.rouge_type],
                            use_stemmer=setting.use_stemmer, tokenizer=setting.tokenizer)[setting.rouge_type]
             return getattr(scores, setting.measure).tolist()
-        return sentence_bleu(completion_texts(completions), references, weights=setting.weights,
+        return sentence_bleu(texts, references, weights=setting.weights,
                              smoothing=setting.smoothing, smooth_value=setting.smooth_value,
                              auto_reweigh=setting.auto_reweigh, effective_order=setting.effective_order,
                              tokenizer=setting.tokenizer).tolist()

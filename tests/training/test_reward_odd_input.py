@@ -65,3 +65,13 @@ def test_metric_settings_are_checked_when_made(make, message):
     of 3 with "'int' object has no attribute 'removeprefix'"."""
     with pytest.raises((TypeError, ValueError), match=message):
         make()
+
+
+@pytest.mark.parametrize("setting", [BleuReward(column="gold"), RougeReward(column="gold")])
+def test_a_reference_column_of_another_length_is_named(setting):
+    """A column one entry short read "references: give one entry per candidate (2), got 1", naming
+    neither the column nor the reward."""
+    reward = reward_function(setting)
+    with pytest.raises(ValueError, match=rf"{reward.__name__}: the column 'gold' has 1 entry but there are 2 "
+                                         "completions"):
+        reward(["p", "p"], ["the cat", "a dog"], gold=["the cat"])
