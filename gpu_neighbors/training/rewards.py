@@ -184,7 +184,7 @@ def reward_function(
         return RewardFunction(source, name or ("bleu" if isinstance(source, BleuReward) else "rouge"), None, None,
                               seed, False)
     if not (isinstance(source, NeighborsScorer) or (isinstance(source, (str, os.PathLike)) and os.path.isdir(source))):
-        missing = " (no such folder)" if isinstance(source, (str, os.PathLike)) else ""
+        missing = f" {os.fspath(source)!r} (not a folder)" if isinstance(source, (str, os.PathLike)) else ""
         raise TypeError(f"reward_function takes a fitted NeighborsScorer, a BleuReward or a RougeReward (or a saved "
                         f"scorer's folder), not {type(source).__name__}{missing}")
     source = NeighborsScorer.fitted(source)

@@ -2,6 +2,8 @@
 made, by name, rather than at the trainer's first step or as a silently other setting."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gpu_neighbors import AlignedBleu, AlignedRouge, BleuReward, NeighborsScorer, RougeReward, reward_function
@@ -75,3 +77,12 @@ def test_a_reference_column_of_another_length_is_named(setting):
     with pytest.raises(ValueError, match=rf"{reward.__name__}: the column 'gold' has 1 entry but there are 2 "
                                          "completions"):
         reward(["p", "p"], ["the cat", "a dog"], gold=["the cat"])
+
+
+def test_a_folder_that_is_not_there_is_named(tmp_path):
+    """reward_function("scorre") said "... not str (no such folder)": which string, it did not say;
+    and a saved scorer's file (not its folder) was called no such folder."""
+    (tmp_path / "scorer.json").write_text("{}", encoding="utf-8")
+    for path in ("scorre", tmp_path / "scorer.json"):
+        with pytest.raises(TypeError, match=re.escape(f"not {type(path).__name__} {str(path)!r} (not a folder)")):
+            reward_function(path)
