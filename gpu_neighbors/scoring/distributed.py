@@ -165,6 +165,9 @@ def score_dataset(
     scorer = NeighborsScorer.fitted(scorer)
     check_name(text_column, "text_column")
     check_pool(batch_size, num_gpus, num_actors)
+    if not isinstance(dataset, ray.data.Dataset):
+        raise TypeError(f"dataset must be a Ray Dataset (ray.data.from_items, read_parquet, ...), not "
+                        f"{type(dataset).__name__}")
     payload = serialize_scorer(scorer)
     start_ray(ray)
     resources = ray.cluster_resources()

@@ -110,6 +110,8 @@ def test_bad_arguments_fail_before_any_ray_work(scorer):
         score_dataset(None, NeighborsScorer())
     with pytest.raises(ValueError, match="batch_size"):
         score_dataset(None, scorer, batch_size=0)
+    with pytest.raises(TypeError, match="dataset must be a Ray Dataset"):
+        score_dataset(None, scorer)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray (the [ray] extra) is not installed: "
@@ -126,6 +128,14 @@ def test_bad_arguments_fail_before_any_ray_work(scorer):
 def test_pool_settings_are_checked_by_name_before_any_ray_work(scorer, setting, value, message):
     with pytest.raises((TypeError, ValueError), match=message):
         score_dataset(None, scorer, **{setting: value})
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray (the [ray] extra) is not installed")
+def test_a_dataset_that_is_no_ray_dataset_is_refused_by_name(scorer, candidates):
+    """A list of rows was taken, Ray started, and then "'list' object has no attribute 'map_batches'"."""
+    with pytest.raises(TypeError, match=r"dataset must be a Ray Dataset \(ray.data.from_items, read_parquet, "
+                                        r"\.\.\.\), not list"):
+        score_dataset([{"text": text} for text in candidates], scorer)
 
 
 def test_gpu_actors_on_a_cluster_without_gpus_are_refused(local_ray, scorer):
