@@ -152,6 +152,14 @@ def check_flag(name: str, value: object) -> bool:
     return bool(value)
 
 
+def check_name(value: object, what: str) -> str:
+    """A name (a dataset column's, a metric's): a non-empty string, refused when the object that
+    reads it is made rather than at its first use (a trainer's first step, every Ray actor)."""
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"{what} must be a non-empty string, not {value!r}")
+    return value
+
+
 def check_path(name: str, value: object) -> None:
     """A file or folder name (str or os.PathLike), else a TypeError naming `name` (pathlib's says
     only "expected str, bytes or os.PathLike object")."""
@@ -334,6 +342,19 @@ def first_not_a_number(values: Iterable[object]) -> tuple[int, object] | None:
     return None
 
 
+def first_not_a_string(values: Sequence[object]) -> tuple[int, object] | None:
+    """The index and value of the first of `values` that is not a string, or None (a look per
+    type, not per value, where all are strings)."""
+    if all(issubclass(kind, str) for kind in set(map(type, values))):
+        return None
+    return next((index, value) for index, value in enumerate(values) if not isinstance(value, str))
+
+
+def shown(value: object) -> str:
+    """A value in a message about what it should have been: its type and the start of its repr."""
+    return "None" if value is None else f"a {type(value).__name__} ({value!r:.60})"
+
+
 def check_texts(texts: Sequence[str], what: str, at_least: int = 0) -> list[str]:
     """`texts` as a list of strings, naming the first that is not one; one string alone is a
     mistake, not a sequence of characters."""
@@ -342,10 +363,9 @@ def check_texts(texts: Sequence[str], what: str, at_least: int = 0) -> list[str]
     if unordered(texts) or not isinstance(texts, Iterable):
         raise TypeError(f"{what} must be a sequence of strings in order, not a {type(texts).__name__}")
     texts = list(texts)
-    if not all(issubclass(kind, str) for kind in set(map(type, texts))):  # a look per type, not per text
-        for index, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"{what}[{index}] is {type(text).__name__}, not str")
+    wrong = first_not_a_string(texts)
+    if wrong is not None:
+        raise TypeError(f"{what}[{wrong[0]}] is {type(wrong[1]).__name__}, not str")
     if len(texts) < at_least:
         raise ValueError(f"{what}: {len(texts)} text{'s' if len(texts) != 1 else ''}; need at least {at_least}")
     return texts

@@ -23,7 +23,8 @@ import torch
 
 from gpu_neighbors.data import CandidateBatch
 from gpu_neighbors.core.neighbours import Prediction
-from gpu_neighbors.core.validation import check_is_fitted
+from gpu_neighbors.core.validation import check_is_fitted, check_name, first_not_a_string, interval, plain, shown
+from gpu_neighbors.estimators.base import check
 from gpu_neighbors.scorer import NeighborsScorer
 
 if TYPE_CHECKING:
@@ -116,7 +117,13 @@ class ScoringActor:
                 f"the dataset already has column(s) {', '.join(clashes)}, which scoring adds; "
                 "rename or drop them first"
             )
-        prediction = self.scorer.predict(batch[self.text_column].tolist())
+        texts = batch[self.text_column].tolist()
+        wrong = first_not_a_string(texts)
+        if wrong is not None:  # an index into this batch finds nothing: show the row, whose columns do
+            row = {name: plain(values[wrong[0]]) for name, values in batch.items()}
+            raise TypeError(f"the column {self.text_column!r} holds {shown(wrong[1])}, not a string, in the row "
+                            f"{row!r:.300}; drop or fill such rows first")
+        prediction = self.scorer.predict(texts)
         assert prediction.low is not None and prediction.high is not None  # predict gives intervals
         assert prediction.nearest is not None and prediction.outside is not None  # and judges every text
         return {
@@ -131,23 +138,36 @@ class ScoringActor:
         }
 
 
+def check_pool(batch_size: int, num_gpus: float | None, num_actors: int | None) -> None:
+    """The actor pool's settings, refused by name before Ray starts (Ray's own errors named
+    none of them, and a negative GPU count or a bool was taken)."""
+    check("batch_size", batch_size, interval(1, integer=True), optional=False)
+    check("num_gpus", num_gpus, interval(0))
+    check("num_actors", num_actors, interval(1, integer=True))
+
+
 def score_dataset(
     dataset: ray.data.Dataset,
-    scorer: NeighborsScorer,
+    scorer: NeighborsScorer | str | os.PathLike[str],
     text_column: str = "text",
     batch_size: int = DEFAULT_RAY_BATCH,
     num_gpus: float | None = None,
     num_actors: int | None = None,
 ) -> ray.data.Dataset:
-    """Lazily map `dataset` through a pool of `ScoringActor`s holding the fitted `scorer`.
+    """Lazily map `dataset` through a pool of `ScoringActor`s holding the fitted `scorer` (or
+    the saved scorer in that folder).
 
     num_gpus: GPUs per actor; None gives 1 when the cluster has GPUs, else 0 (CPU actors).
     num_actors: pool size; None gives one actor per GPU (GPU actors) or per CPU of the cluster.
     Output order follows Ray Data's `preserve_order` setting, as for any map.
     """
     ray = import_ray()
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
+    scorer = NeighborsScorer.fitted(scorer)
+    check_name(text_column, "text_column")
+    check_pool(batch_size, num_gpus, num_actors)
+    if not isinstance(dataset, ray.data.Dataset):
+        raise TypeError(f"dataset must be a Ray Dataset (ray.data.from_items, read_parquet, ...), not "
+                        f"{type(dataset).__name__}")
     payload = serialize_scorer(scorer)
     start_ray(ray)
     resources = ray.cluster_resources()
@@ -155,8 +175,9 @@ def score_dataset(
         num_gpus = 1 if resources.get("GPU", 0) >= 1 else 0
     if num_actors is None:
         num_actors = int(resources.get("GPU", 0) // num_gpus) if num_gpus else int(resources.get("CPU", 1))
-    if num_actors < 1:
-        raise ValueError(f"num_actors must be at least 1, not {num_actors} (num_gpus={num_gpus})")
+    if num_actors < 1:  # made from the cluster's resources
+        raise ValueError(f"the cluster has {resources.get('GPU', 0):g} GPUs, too few for one actor of num_gpus="
+                         f"{num_gpus}: give num_gpus=0 for CPU actors")
     return dataset.map_batches(
         ScoringActor,
         fn_constructor_kwargs={"payload": [ray.put(payload)], "text_column": text_column,
@@ -164,7 +185,7 @@ def score_dataset(
         batch_size=batch_size,
         batch_format="numpy",
         num_gpus=num_gpus,
-        compute=ray.data.ActorPoolStrategy(size=num_actors),
+        compute=ray.data.ActorPoolStrategy(size=int(num_actors)),
     )
 
 
@@ -182,6 +203,7 @@ class RayBatchScorer:
         num_actors: int | None = None,
     ) -> None:
         import_ray()  # fail before any work when the extra is missing
+        check_pool(batch_size, num_gpus, num_actors)
         self.address = address
         self.batch_size = batch_size
         self.num_gpus = num_gpus

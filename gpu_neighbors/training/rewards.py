@@ -21,7 +21,7 @@ from gpu_neighbors.kernels.aligned_rouge import check_rouge_types, rouge
 from gpu_neighbors.kernels.bleu_sets import BLEU4_WEIGHTS
 from gpu_neighbors.kernels.bleu_settings import check_setting
 from gpu_neighbors.core.neighbours import TensorPrediction
-from gpu_neighbors.core.validation import check_flag, interval
+from gpu_neighbors.core.validation import check_flag, check_name, interval, shown
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer, make_tokenizer
 
@@ -41,7 +41,7 @@ class BleuReward:
     effective_order: bool = False
 
     def __post_init__(self) -> None:
-        check_column(self.column)
+        check_name(self.column, "column")
         setting = check_setting(self.weights, self.smoothing, self.smooth_value, self.auto_reweigh,
                                 self.effective_order)
         if setting.several:
@@ -63,7 +63,7 @@ class RougeReward:
     tokenizer: str | Tokenizer | None = None
 
     def __post_init__(self) -> None:
-        check_column(self.column)
+        check_name(self.column, "column")
         check_rouge_types([self.rouge_type])
         if self.measure not in ("fmeasure", "precision", "recall"):
             raise ValueError(f"measure must be fmeasure, precision or recall, not {self.measure!r}")
@@ -73,13 +73,6 @@ class RougeReward:
 
 
 ReferenceReward = BleuReward | RougeReward
-
-
-def check_column(column: object, what: str = "column") -> None:
-    """A dataset column's name (or a reward's): a non-empty string, refused when the reward is
-    made rather than at the trainer's first step."""
-    if not isinstance(column, str) or not column:
-        raise TypeError(f"{what} must be a non-empty string, not {column!r}")
 
 
 class RewardFunction:
@@ -131,12 +124,17 @@ class RewardFunction:
         if isinstance(columns[setting.column], str):  # else one character a row
             raise ValueError(f"{self.__name__}: the column {setting.column!r} is one string, not one entry per "
                              "completion (a string or a list of strings each)")
+        texts = completion_texts(completions)
         references = [self._references(item, setting.column, row) for row, item in enumerate(columns[setting.column])]
+        if len(references) != len(texts):  # the kernels' message would name neither the column nor the reward
+            raise ValueError(f"{self.__name__}: the column {setting.column!r} has {len(references)} "
+                             f"entr{'y' if len(references) == 1 else 'ies'} but there are {len(texts)} completions: "
+                             "one entry (a reference or a list of them) per completion")
         if isinstance(setting, RougeReward):
-            scores = rouge(completion_texts(completions), references, rouge_types=[setting.rouge_type],
+            scores = rouge(texts, references, rouge_types=[setting.rouge_type],
                            use_stemmer=setting.use_stemmer, tokenizer=setting.tokenizer)[setting.rouge_type]
             return getattr(scores, setting.measure).tolist()
-        return sentence_bleu(completion_texts(completions), references, weights=setting.weights,
+        return sentence_bleu(texts, references, weights=setting.weights,
                              smoothing=setting.smoothing, smooth_value=setting.smooth_value,
                              auto_reweigh=setting.auto_reweigh, effective_order=setting.effective_order,
                              tokenizer=setting.tokenizer).tolist()
@@ -148,12 +146,8 @@ class RewardFunction:
             return [item]
         if isinstance(item, Sequence) and item and all(isinstance(part, str) for part in item):
             return list(item)
-        raise ValueError(f"{self.__name__}: row {row} of the column {column!r} holds {_shown(item)}, not a reference "
+        raise ValueError(f"{self.__name__}: row {row} of the column {column!r} holds {shown(item)}, not a reference "
                          f"(a string) or a non-empty list of them")
-
-
-def _shown(item: Any) -> str:
-    return "None" if item is None else f"a {type(item).__name__} ({item!r:.60})"
 
 
 def reward_function(
@@ -182,7 +176,7 @@ def reward_function(
     completions) and `<name>/nearest` (their mean similarity to the nearest training text).
     """
     if name is not None:
-        check_column(name, "name")
+        check_name(name, "name")
     if isinstance(source, (BleuReward, RougeReward)):
         if undefined is not None or subsample is not None or token_ids or outside is not None:
             raise ValueError(f"undefined, subsample, token_ids and outside apply to a NeighborsScorer, not to "
@@ -190,7 +184,7 @@ def reward_function(
         return RewardFunction(source, name or ("bleu" if isinstance(source, BleuReward) else "rouge"), None, None,
                               seed, False)
     if not (isinstance(source, NeighborsScorer) or (isinstance(source, (str, os.PathLike)) and os.path.isdir(source))):
-        missing = " (no such folder)" if isinstance(source, (str, os.PathLike)) else ""
+        missing = f" {os.fspath(source)!r} (not a folder)" if isinstance(source, (str, os.PathLike)) else ""
         raise TypeError(f"reward_function takes a fitted NeighborsScorer, a BleuReward or a RougeReward (or a saved "
                         f"scorer's folder), not {type(source).__name__}{missing}")
     source = NeighborsScorer.fitted(source)
@@ -278,5 +272,5 @@ def _token_ids(row: Any, index: int) -> np.ndarray:
     except (TypeError, ValueError):
         array = None
     if array is None or array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
-        raise TypeError(f"completion_ids[{index}] must be a list of integer token ids, not {_shown(row)}")
+        raise TypeError(f"completion_ids[{index}] must be a list of integer token ids, not {shown(row)}")
     return array.astype(np.int64, copy=False)

@@ -12,6 +12,7 @@ import torch
 from conftest import ADVERSARIAL_TEXTS
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.cli import main
+from gpu_neighbors.core.saved import SavedScorerError
 from gpu_neighbors.scoring.distributed import ScoringActor, load_scorer, score_dataset, serialize_scorer
 from gpu_neighbors.kernels.tfidf import TfidfKernel
 from gpu_neighbors.text.typicality import Typicality
@@ -109,4 +110,60 @@ def test_bad_arguments_fail_before_any_ray_work(scorer):
         score_dataset(None, NeighborsScorer())
     with pytest.raises(ValueError, match="batch_size"):
         score_dataset(None, scorer, batch_size=0)
+    with pytest.raises(TypeError, match="dataset must be a Ray Dataset"):
+        score_dataset(None, scorer)
 
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray (the [ray] extra) is not installed: "
+                    "score_dataset says so before it reads its arguments")
+@pytest.mark.parametrize(("setting", "value", "message"), [
+    ("num_actors", 1.5, "num_actors must be an integer >= 1 or None, not 1.5"),  # was Ray's "'float' object cannot be
+    ("num_actors", "2", "num_actors must be an integer >= 1 or None, not '2'"),  # interpreted as an integer"; "'<' not
+    ("num_actors", True, "num_actors must be an integer >= 1 or None, not True"),  # supported"; True a pool of one
+    ("num_gpus", -1, "num_gpus must be a finite number >= 0 or None, not -1"),  # was taken, failing inside Ray later
+    ("num_gpus", "1", "num_gpus must be a finite number >= 0 or None, not '1'"),  # "'>' not supported ..."
+    ("num_gpus", True, "num_gpus must be a finite number >= 0 or None, not True"),
+    ("text_column", 3, "text_column must be a non-empty string, not 3"),  # failed in every actor
+])
+def test_pool_settings_are_checked_by_name_before_any_ray_work(scorer, setting, value, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        score_dataset(None, scorer, **{setting: value})
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray (the [ray] extra) is not installed")
+def test_a_dataset_that_is_no_ray_dataset_is_refused_by_name(scorer, candidates):
+    """A list of rows was taken, Ray started, and then "'list' object has no attribute 'map_batches'"."""
+    with pytest.raises(TypeError, match=r"dataset must be a Ray Dataset \(ray.data.from_items, read_parquet, "
+                                        r"\.\.\.\), not list"):
+        score_dataset([{"text": text} for text in candidates], scorer)
+
+
+def test_gpu_actors_on_a_cluster_without_gpus_are_refused(local_ray, scorer):
+    dataset = local_ray.data.from_items([{"text": "a"}])
+    with pytest.raises(ValueError, match="the cluster has 0 GPUs, too few for one actor of num_gpus=1"):
+        score_dataset(dataset, scorer, num_gpus=1)
+
+
+def test_the_scorer_is_a_fitted_scorer_or_a_saved_folder(local_ray, scorer, candidates, tmp_path):
+    """A string was read as an unfitted estimator: "this str is not fitted yet: call fit(texts,
+    scores) first"; the metric and the rewards take a saved scorer's folder, and now so does
+    score_dataset (the folder's files are what travels to the actors)."""
+    with pytest.raises(TypeError, match="a fitted NeighborsScorer or a saved scorer's folder, not int"):
+        score_dataset(None, 3)
+    with pytest.raises(SavedScorerError, match="not a saved scorer"):
+        score_dataset(None, str(tmp_path))
+    dataset = local_ray.data.from_items([{"text": text} for text in candidates[:40]])
+    rows = score_dataset(dataset, scorer.save(tmp_path / "scorer"), num_actors=1).take_all()
+    np.testing.assert_array_equal([row["score"] for row in rows], scorer.predict(candidates[:40]).scores)
+
+
+
+def test_a_row_without_a_text_is_named_by_its_columns(local_ray, scorer):
+    """A None in the text column of the dataset's row 7 read "candidates[3] is NoneType, not str":
+    the index within one actor's batch, and no column. Now the row is shown with its columns (an id
+    finds it) and the text column is named."""
+    actor = ScoringActor([local_ray.put(serialize_scorer(scorer))], text_column="body")
+    batch = {"id": np.arange(4, 8), "body": np.array(["a b", "c", "d", None], dtype=object)}
+    with pytest.raises(TypeError, match=r"the column 'body' holds None, not a string, in the row "
+                                        r"\{'id': 7, 'body': None\}"):
+        actor(batch)

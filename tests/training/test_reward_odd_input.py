@@ -2,6 +2,8 @@
 made, by name, rather than at the trainer's first step or as a silently other setting."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gpu_neighbors import AlignedBleu, AlignedRouge, BleuReward, NeighborsScorer, RougeReward, reward_function
@@ -65,3 +67,22 @@ def test_metric_settings_are_checked_when_made(make, message):
     of 3 with "'int' object has no attribute 'removeprefix'"."""
     with pytest.raises((TypeError, ValueError), match=message):
         make()
+
+
+@pytest.mark.parametrize("setting", [BleuReward(column="gold"), RougeReward(column="gold")])
+def test_a_reference_column_of_another_length_is_named(setting):
+    """A column one entry short read "references: give one entry per candidate (2), got 1", naming
+    neither the column nor the reward."""
+    reward = reward_function(setting)
+    with pytest.raises(ValueError, match=rf"{reward.__name__}: the column 'gold' has 1 entry but there are 2 "
+                                         "completions"):
+        reward(["p", "p"], ["the cat", "a dog"], gold=["the cat"])
+
+
+def test_a_folder_that_is_not_there_is_named(tmp_path):
+    """reward_function("scorre") said "... not str (no such folder)": which string, it did not say;
+    and a saved scorer's file (not its folder) was called no such folder."""
+    (tmp_path / "scorer.json").write_text("{}", encoding="utf-8")
+    for path in ("scorre", tmp_path / "scorer.json"):
+        with pytest.raises(TypeError, match=re.escape(f"not {type(path).__name__} {str(path)!r} (not a folder)")):
+            reward_function(path)
