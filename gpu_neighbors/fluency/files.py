@@ -10,10 +10,12 @@ transformers de-quantises a GGUF file on every load (19-54 s here) and cannot sa
 from one, so the first load writes a plain Hugging Face folder into the models folder (config,
 tokenizer, float32 safetensors made from the same tensors: identical logits) named by the file's
 digest, and later loads read that (1.4-5 s). The folder is written under a temporary name and
-renamed into place, so processes that load at once (test workers) never read half of one.
+renamed into place, so processes that load at once (test workers) never read half of one; an
+interrupted conversion's is removed (`staged`).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,22 +97,26 @@ def is_converted(folder: Path) -> bool:
     return (folder / CONVERTED).is_file()
 
 
-def publish(staging: Path, folder: Path) -> None:
-    """Rename a finished `staging` folder to `folder`; where another process was first, its
-    folder stays and ours goes."""
+@contextlib.contextmanager
+def staged(folder: Path) -> Iterator[Path]:
+    """A new folder beside `folder` to write into, renamed to `folder` once the block is done
+    (where another process was first, its folder stays and ours goes), and removed where the
+    block fails or is interrupted: a de-quantised model is half a gigabyte, which an interrupted
+    conversion left in the models folder for good."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from other users of the machine
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     try:
         os.rename(staging, folder)
     except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
         if not is_converted(folder):
             raise
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def staging_folder(folder: Path) -> Path:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from other users of the machine
-    return staging
 
 
 def fetch_model(folder: Path | None = None, quiet: bool = False) -> Path:

@@ -14,17 +14,19 @@ whatever the vocabulary.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from gpu_neighbors.fluency.files import CONVERTED, ModelFiles, is_converted, publish, staging_folder
+from gpu_neighbors.fluency.files import CONVERTED, ModelFiles, is_converted, staged
+from gpu_neighbors.text.tokenizers import one_line
 
 MAX_TOKENS = 256  # a text's tokens read; the rest is cut
 BATCH_ROWS = 32  # texts per forward pass on the CPU (32 was faster than 128 there)
@@ -68,10 +70,15 @@ class LanguageModel:
 
         from gpu_neighbors.text.hub import hub_access
 
-        with hub_access(False):
-            prepare(files)
-            tokenizer = AutoTokenizer.from_pretrained(files.folder)
-            model = AutoModelForCausalLM.from_pretrained(files.folder, dtype=dtype)
+        try:
+            with hub_access(False), no_progress_bars():
+                prepare(files)
+                tokenizer = AutoTokenizer.from_pretrained(files.folder)
+                model = AutoModelForCausalLM.from_pretrained(files.folder, dtype=dtype)
+        except ImportError:  # gguf or accelerate not installed: transformers says which
+            raise
+        except Exception as error:  # a damaged file or folder fails in many ways, each an input error
+            raise ValueError(f"fluency model {files.source}: transformers cannot load it ({one_line(error)})") from None
         model = model.to(device).eval()  # type: ignore[arg-type]
         model.requires_grad_(False)
         return cls(files, model, tokenizer, device, dtype, start_token(tokenizer))
@@ -231,6 +238,21 @@ def start_token(tokenizer: Any) -> int:
     raise ValueError("the fluency model's tokenizer has no <|endoftext|>, BOS or EOS token to start texts with")
 
 
+@contextlib.contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off (its "Loading weights" bar at every load, on stderr even
+    under --quiet), as they were after."""
+    from transformers.utils import logging
+
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            logging.enable_progress_bar()
+
+
 def prepare(files: ModelFiles) -> None:
     """A GGUF model converted into its plain folder, once a machine (nothing to do otherwise)."""
     if files.is_gguf and not is_converted(files.folder):
@@ -250,8 +272,7 @@ def convert(files: ModelFiles) -> None:
         del config.quantization_config
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     plain.load_state_dict(loaded.state_dict())
-    staging = staging_folder(files.folder)
-    plain.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    (staging / CONVERTED).write_text(json.dumps({"source": files.name, "sha256": files.sha256}) + "\n")
-    publish(staging, files.folder)
+    with staged(files.folder) as staging:
+        plain.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / CONVERTED).write_text(json.dumps({"source": files.name, "sha256": files.sha256}) + "\n")
