@@ -71,7 +71,7 @@ class Fluency:
             raise ValueError(f"fluency model must be 'auto' or a path, not {model!r}")
         if use not in USES:
             raise ValueError(f"fluency use must be one of {', '.join(USES)}, not {use!r}")
-        if dtype not in DTYPES:
+        if not isinstance(dtype, str) or dtype not in DTYPES:  # a list: unhashable
             raise ValueError(f"fluency dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
         self.model = str(model) if str(model) == AUTO else str(Path(model).expanduser().resolve())
         self.use, self.dtype = use, dtype
