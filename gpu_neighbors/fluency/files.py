@@ -62,6 +62,14 @@ class ModelFiles:
     sha256: str
     folder: Path
 
+    @classmethod
+    def recorded(cls, name: str, sha256: str) -> ModelFiles:
+        """A model known by the name and digest a saved scorer records, not looked for: one
+        whose fluency is not in use never runs it. Its paths lead to no file, so a load would
+        be refused, naming it."""
+        nowhere = models_folder() / f".recorded-{sha256}"
+        return cls(nowhere / name, name, sha256, nowhere)
+
     @property
     def is_gguf(self) -> bool:
         return self.source.suffix == GGUF

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import warnings
 
 import numpy as np
@@ -231,3 +232,42 @@ def test_auto_leaves_the_english_model_out_of_another_language_unread(monkeypatc
     assert scorer.fluency_ is None and scorer.stacking_ is None and "fluency:off(english=0.1" in str(scorer.signature)
     told = [str(w.message) for w in caught if "fluency left out" in str(w.message)]
     assert len(told) == 1 and "reads English" in told[0] and "--fluency PATH" in told[0]
+
+
+def test_none_at_load_says_the_scorer_needs_its_model(scorer, tmp_path):
+    """fluency="none" (--fluency none) at load, where the saved estimate stacks on fluency: it
+    said the model was "not here: fetch it", which it was."""
+    path = scorer.save(tmp_path / "scorer")
+    with pytest.raises(SavedScorerError, match=f"its estimate stacks on fluency model {scorer.fluency_.files.name}, "
+                                               "so it cannot run without it"):
+        NeighborsScorer.load(path, device="cpu", fluency="none")
+
+
+def test_a_scorer_whose_fluency_is_off_loads_without_the_model(folder, huse_texts, huse_scores, tmp_path):
+    """Where `auto` left fluency out, no model runs, yet loading asked for it: on a machine
+    without it (or with --fluency none) the scorer could not be loaded at all. It loads, with
+    the same signature, estimates and flags, and saves the same record again."""
+    model = shutil.copytree(folder, tmp_path / "model")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # HUSE repeats two texts; fluency left out
+        off = NeighborsScorer(fluency=Fluency(model, dtype="float32"), device="cpu").fit(
+            huse_texts[:TRAIN], huse_scores[:TRAIN])
+    assert off.stacking_ is None and off.fluency_ is not None
+    path = off.save(tmp_path / "scorer")
+    shutil.rmtree(model)
+    expected = off.predict(huse_texts[TRAIN:])
+    for fluency in (None, "none"):
+        loaded = NeighborsScorer.load(path, device="cpu", fluency=fluency)
+        assert str(loaded.signature) == str(off.signature)
+        predicted = loaded.predict(huse_texts[TRAIN:])
+        np.testing.assert_array_equal(predicted.scores, expected.scores)
+        np.testing.assert_array_equal(predicted.outside, expected.outside)
+        again = loaded.save(tmp_path / f"again_{fluency}")
+        assert json.loads((again / "scorer.json").read_text())["fitted"]["fluency"] == \
+            json.loads((path / "scorer.json").read_text())["fitted"]["fluency"]
+
+
+def test_a_dtype_of_another_type_is_refused_by_name():
+    """A list where the dtype's name goes: 'unhashable type: list' (TypeError) named nothing."""
+    with pytest.raises(ValueError, match="fluency dtype must be one of auto, bfloat16, float32, not \\['float32'\\]"):
+        Fluency(dtype=["float32"])
