@@ -70,6 +70,7 @@ class LanguageModel:
 
         from gpu_neighbors.text.hub import hub_access
 
+        converted = files.is_gguf and is_converted(files.folder)  # what fails then is the converted copy
         try:
             with hub_access(False), no_progress_bars():
                 prepare(files)
@@ -78,7 +79,9 @@ class LanguageModel:
         except ImportError:  # gguf or accelerate not installed: transformers says which
             raise
         except Exception as error:  # a damaged file or folder fails in many ways, each an input error
-            raise ValueError(f"fluency model {files.source}: transformers cannot load it ({one_line(error)})") from None
+            what = (f"its converted copy {files.folder} cannot be loaded ({one_line(error)}): remove that folder, "
+                    "and the next load converts the file again") if converted else f"cannot be loaded ({one_line(error)})"
+            raise ValueError(f"fluency model {files.source}: {what}") from None
         model = model.to(device).eval()  # type: ignore[arg-type]
         model.requires_grad_(False)
         return cls(files, model, tokenizer, device, dtype, start_token(tokenizer))

@@ -205,3 +205,20 @@ def test_loading_shows_no_progress_bar(folder, tmp_path, capfd):
     capfd.readouterr()
     LanguageModel._read(model_files(folder), torch.device("cpu"), torch.float32)  # not the once-a-process `load`
     assert "Loading weights" not in capfd.readouterr().err
+
+
+def test_a_damaged_converted_copy_is_named_with_the_way_out(folder, tmp_path, monkeypatch):
+    """A GGUF file's converted folder damaged after its conversion (a disk filled, a copy cut
+    short): the GGUF file itself is sound, so the error names the folder and says to remove it;
+    removed, the next load converts again."""
+    monkeypatch.setenv("GPU_NEIGHBORS_HOME", str(tmp_path / "home"))
+    source = tmp_path / "tiny.gguf"
+    source.write_bytes(b"GGUF stands in for the file")
+    files = model_files(source)
+    shutil.copytree(damaged("truncated weights", folder, tmp_path), files.folder)
+    (files.folder / "converted.json").write_text("{}\n")
+    with pytest.raises(ValueError) as refused:
+        FittedFluency(files, torch.float32, torch.device("cpu")).model
+    message = str(refused.value)
+    assert message.startswith(f"fluency model {source}: its converted copy {files.folder} cannot be loaded (")
+    assert message.endswith("remove that folder, and the next load converts the file again") and "\n" not in message
