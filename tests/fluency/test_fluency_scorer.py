@@ -271,3 +271,17 @@ def test_a_dtype_of_another_type_is_refused_by_name():
     """A list where the dtype's name goes: 'unhashable type: list' (TypeError) named nothing."""
     with pytest.raises(ValueError, match="fluency dtype must be one of auto, bfloat16, float32, not \\['float32'\\]"):
         Fluency(dtype=["float32"])
+
+
+def test_auto_refuses_a_damaged_offline_model_saying_what_to_do(huse_texts, huse_scores, tmp_path, monkeypatch):
+    """The fetched file cut short or overwritten: every default fit failed on it with numpy's
+    'cannot reshape array ...' (or another reader's note), and nothing said to fetch it again."""
+    from gpu_neighbors.fluency.files import OFFLINE_FILE
+
+    monkeypatch.setenv("GPU_NEIGHBORS_HOME", str(tmp_path))
+    damaged = tmp_path / "models" / OFFLINE_FILE
+    damaged.parent.mkdir()
+    damaged.write_bytes(b"GGUF cut short")
+    with pytest.raises(ValueError, match=f"^{damaged}: SHA-256 [0-9a-f]{{64}}, not the offline model's [0-9a-f]{{64}}: "
+                                         "remove it and run gpu-neighbors fetch-model again$"):
+        NeighborsScorer(device="cpu").fit(huse_texts[:TRAIN], huse_scores[:TRAIN])
