@@ -124,11 +124,11 @@ def fluency_of(saved: SavedScorer, part: Fluency | None, device: torch.device) -
         raise SavedScorerError(f"scorer.json: its estimate stacks on fluency model {name}, so it cannot run without it "
                                "(fluency='none', --fluency none): leave that out, or give the model's path")
     try:
-        files = part.files()
-    except ValueError:  # moved or removed
-        files = None
+        files, why = part.files(), ""
+    except ValueError as error:  # moved, removed, or a path given at load that is no model
+        files, why = None, f" ({error})"
     if files is None:
-        raise SavedScorerError(f"scorer.json: the scorer was fitted with fluency model {name}, which is not here: "
+        raise SavedScorerError(f"scorer.json: the scorer was fitted with fluency model {name}, which is not here{why}: "
                                "fetch it (gpu-neighbors fetch-model) or give its path (fluency=PATH, --fluency PATH)")
     try:
         check_weights(files, name, digest)

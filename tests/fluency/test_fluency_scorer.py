@@ -285,3 +285,13 @@ def test_auto_refuses_a_damaged_offline_model_saying_what_to_do(huse_texts, huse
     with pytest.raises(ValueError, match=f"^{damaged}: SHA-256 [0-9a-f]{{64}}, not the offline model's [0-9a-f]{{64}}: "
                                          "remove it and run gpu-neighbors fetch-model again$"):
         NeighborsScorer(device="cpu").fit(huse_texts[:TRAIN], huse_scores[:TRAIN])
+
+
+def test_a_model_path_given_at_load_that_is_no_model_is_named(scorer, tmp_path):
+    """fluency=PATH (--fluency PATH) at load with a typo, or a folder that is no model: it said
+    the model was 'not here: ... give its path', which the user had just done, naming no path."""
+    path = scorer.save(tmp_path / "scorer")
+    (tmp_path / "empty").mkdir()
+    for given, why in ((tmp_path / "typo.gguf", "no such GGUF file"), (tmp_path / "empty", "a folder needs config.json")):
+        with pytest.raises(SavedScorerError, match=f"which is not here \\(fluency model {given}: {why}"):
+            NeighborsScorer.load(path, device="cpu", fluency=given)
