@@ -157,11 +157,14 @@ class LanguageModel:
 
     def id_log_probs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, unigram: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """`text_log_probs` of right-padded token ids of this model's tokenizer [rows, width]
-        (each row's mask: ones, then zeros), on their device with no host synchronisation: the
-        start token is put before each row, which is cut at MAX_TOKENS tokens. A causal model's
-        tokens never see the padding after them, so no attention mask is needed."""
-        ids, kept = input_ids[:, :MAX_TOKENS], attention_mask[:, :MAX_TOKENS].to(torch.bool)
+        """`text_log_probs` of token ids of this model's tokenizer [rows, width], padded on
+        either side, on their device with no host synchronisation: each row's kept tokens are
+        moved to its front, in their order (so padding on the left reads as padding on the right,
+        which a causal model's tokens never see: no attention mask is needed), the start token is
+        put before them, and they are cut at MAX_TOKENS tokens, as a text's are."""
+        front = torch.argsort((attention_mask == 0).to(torch.int8), dim=1, stable=True)
+        ids = input_ids.gather(1, front)[:, :MAX_TOKENS]
+        kept = attention_mask.gather(1, front)[:, :MAX_TOKENS].to(torch.bool)
         start = torch.full((ids.shape[0], 1), self.start_id, dtype=ids.dtype, device=ids.device)
         ids = on(torch.cat([start, ids.masked_fill(~kept, self.start_id)], dim=1), self.device)
         kept = on(torch.cat([torch.ones_like(kept[:, :1]), kept], dim=1), self.device)
