@@ -295,3 +295,17 @@ def test_a_model_path_given_at_load_that_is_no_model_is_named(scorer, tmp_path):
     for given, why in ((tmp_path / "typo.gguf", "no such GGUF file"), (tmp_path / "empty", "a folder needs config.json")):
         with pytest.raises(SavedScorerError, match=f"which is not here \\(fluency model {given}: {why}"):
             NeighborsScorer.load(path, device="cpu", fluency=given)
+
+
+def test_a_model_given_at_load_that_will_not_run_is_said(folder, huse_texts, huse_scores, tmp_path):
+    """fluency=PATH (--fluency PATH) at load of a scorer fitted without fluency did nothing, in
+    silence: no model joins a fitted scorer's estimate. It is said, once, with the way to one."""
+    path = NeighborsScorer(fluency="none", device="cpu").fit(huse_texts[:40], huse_scores[:40]).save(tmp_path / "plain")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = NeighborsScorer.load(path, device="cpu", fluency=folder)
+        NeighborsScorer.load(path, device="cpu", fluency="auto")  # where it was fitted from: nothing to say
+    told = [str(w.message) for w in caught if "fluency" in str(w.message)]
+    assert loaded.fluency_ is None and len(told) == 1, told
+    assert told[0].startswith(f"fluency={str(folder)!r}: this saved scorer was fitted without fluency, so no model "
+                              "runs; fit it again with the model to use one")
