@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from gpu_neighbors.core.inputs import SURROGATE
 from gpu_neighbors.fluency.files import CONVERTED, ModelFiles, is_converted, staged
 from gpu_neighbors.text.tokenizers import one_line
 
@@ -102,8 +103,10 @@ class LanguageModel:
         return self._vocab
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Each text's token ids, the start token first, cut at MAX_TOKENS tokens after it."""
-        encoded = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
+        """Each text's token ids, the start token first, cut at MAX_TOKENS tokens after it; a
+        lone surrogate, which the tokenizer cannot take, is read as U+FFFD."""
+        texts = [SURROGATE.sub("\ufffd", text) for text in texts]
+        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
         return [[self.start_id, *ids[:MAX_TOKENS]] for ids in encoded]
 
     def text_log_probs(self, texts: Sequence[str], unigram: torch.Tensor | None = None

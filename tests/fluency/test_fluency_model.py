@@ -242,3 +242,13 @@ def test_a_damaged_converted_copy_is_named_with_the_way_out(folder, tmp_path, mo
     message = str(refused.value)
     assert message.startswith(f"fluency model {source}: its converted copy {files.folder} cannot be loaded (")
     assert message.endswith("remove that folder, and the next load converts the file again") and "\n" not in message
+
+
+def test_a_lone_surrogate_is_read_as_the_replacement_character(folder):
+    """The library takes texts with lone surrogates (JSON's "\\ud800" escape; the kernels read
+    them as code points), but the tokenizer's Rust side raised TypeError ('TextEncodeInput must
+    be Union[...]') on them, in fit and predict alike, wherever fluency ran."""
+    fluency = fresh(folder)
+    texts = ["the \ud800 report", "the \udfff\ud800 report"]
+    replaced = ["the \ufffd report", "the \ufffd\ufffd report"]
+    np.testing.assert_array_equal(fluency.of_texts(texts).numpy(), fluency.of_texts(replaced).numpy())
