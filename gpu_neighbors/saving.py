@@ -37,7 +37,7 @@ from gpu_neighbors.core.validation import BOOLEAN, PARAMETERS, Constraint, inter
 from gpu_neighbors.estimators import Estimator, RidgeFit, estimator_from_settings
 from gpu_neighbors.estimators.stacking import Stacking
 from gpu_neighbors.fitted import FittedScorer
-from gpu_neighbors.fluency import FittedFluency, Fluency, check_weights
+from gpu_neighbors.fluency import FittedFluency, Fluency, ModelFiles, check_weights
 from gpu_neighbors.fluency.model import MAX_TOKENS
 from gpu_neighbors.fluency.outlier import FLUENCY_ALONE, FLUENCY_LOW_IS_ATYPICAL, WithinLength
 from gpu_neighbors.fluency.part import STATISTIC_COLUMNS
@@ -109,7 +109,8 @@ def _fluency_settings(scorer: FittedScorer) -> dict[str, Any] | None:
 
 def fluency_of(saved: SavedScorer, part: Fluency | None, device: torch.device) -> FittedFluency | None:
     """The fluency model a saved scorer was fitted with, found where `part` says (the saved
-    part's place, or one given at load) and refused unless its weights are those saved."""
+    part's place, or one given at load) and refused unless its weights are those saved; where
+    fluency is not in use (left out by `auto`), never run, so known by its record alone."""
     fitted = _section(saved, "fitted").get("fluency")
     if fitted is None:
         return None
@@ -117,12 +118,17 @@ def fluency_of(saved: SavedScorer, part: Fluency | None, device: torch.device) -
         name, digest, dtype = str(fitted["name"]), str(fitted["sha256"]), getattr(torch, str(fitted["dtype"]))
     except (KeyError, TypeError, AttributeError) as error:
         raise SavedScorerError(f"scorer.json: the fluency model cannot be named ({error})") from None
+    if fitted.get("stacking") is None:  # fluency left out: no model runs, so none is looked for
+        return FittedFluency(ModelFiles.recorded(name, digest), dtype, device)
+    if part is None:
+        raise SavedScorerError(f"scorer.json: its estimate stacks on fluency model {name}, so it cannot run without it "
+                               "(fluency='none', --fluency none): leave that out, or give the model's path")
     try:
-        files = None if part is None else part.files()
-    except ValueError:  # moved or removed
-        files = None
+        files, why = part.files(), ""
+    except ValueError as error:  # moved, removed, or a path given at load that is no model
+        files, why = None, f" ({error})"
     if files is None:
-        raise SavedScorerError(f"scorer.json: the scorer was fitted with fluency model {name}, which is not here: "
+        raise SavedScorerError(f"scorer.json: the scorer was fitted with fluency model {name}, which is not here{why}: "
                                "fetch it (gpu-neighbors fetch-model) or give its path (fluency=PATH, --fluency PATH)")
     try:
         check_weights(files, name, digest)

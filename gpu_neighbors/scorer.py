@@ -313,6 +313,10 @@ class NeighborsScorer(FittedScorer):
         with kernel_threads(kernel.name):
             scorer._encode(kernel, estimator, stored.texts, saving.training_scores(stored), stored)
         saving.restore(scorer, stored)
+        if fluency is not None and str(fluency) not in ("auto", "none") and scorer.stacking_ is None:
+            kept = "was fitted without fluency" if scorer.fluency_ is None else "left fluency out of its estimate"
+            warn(f"fluency={str(fluency)!r}: this saved scorer {kept}, so no model runs; fit it again with the model "
+                 "to use one (--train ... --fluency PATH)")
         scorer.training_fields_ = stored.fields
         scorer._use(scorer.thresholds_)
         return scorer

@@ -4,6 +4,7 @@ reading a file can name the line."""
 from __future__ import annotations
 
 import numbers
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -13,6 +14,10 @@ import torch
 
 from gpu_neighbors.core.tiling import TilePlan
 from gpu_neighbors.core.validation import check_texts, first_not_a_number, interval, unordered
+
+# A lone surrogate (JSON's "\ud800" escape): a code point of a Python string with no UTF-8, which
+# the kernels read as a code point, files refuse, and Rust tokenizers cannot take.
+SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ import hashlib
 import io
 import json
 import math
-import re
 from collections.abc import Iterator, Sequence
 from itertools import chain, islice
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import IO, Any, TypeVar
 import numpy as np
 
 from gpu_neighbors.core.files import create_new
+from gpu_neighbors.core.inputs import SURROGATE
 from gpu_neighbors.data.errors import InputError, PathLike, preview
 from gpu_neighbors.data.jsonlines import orjson
 from gpu_neighbors.data.formats import (
@@ -42,7 +42,6 @@ from gpu_neighbors.data.formats import (
 )
 
 T = TypeVar("T")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _PARQUET_BATCH_ROWS = 65_536
 _MISSING = object()
 DEFAULT_MAX_CHARS = 100_000  # longer texts are refused: one 50 MB line would take GBs to score
@@ -137,7 +136,7 @@ def _checked_text(text: str, path: PathLike, line: int, field: str | None,
     if len(text) > max_chars:
         return InputError(f"is {len(text):,} characters long, more than the limit of "
                           f"{max_chars:,} (--max-chars)", path=path, line=line, field=field)
-    found = _SURROGATE.search(text)
+    found = SURROGATE.search(text)
     if found:
         return InputError(f"contains an unpaired surrogate U+{ord(found.group()):04X}, which is "
                           f"not valid Unicode", path=path, line=line, field=field)
@@ -398,7 +397,7 @@ def _jsonl_blocks(stream: IO[bytes], path: PathLike, field: str, max_chars: int,
                     text = None
             except (ValueError, LookupError, TypeError, RecursionError):  # bad bytes or JSON, no field, no object
                 text = None
-            if type(text) is str and len(text) <= max_chars and (text.isascii() or not _SURROGATE.search(text)):
+            if type(text) is str and len(text) <= max_chars and (text.isascii() or not SURROGATE.search(text)):
                 if not keep and not carry:
                     block.append((line, text, None, ()))
                     continue

