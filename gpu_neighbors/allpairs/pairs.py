@@ -38,7 +38,6 @@ class PairsResult:
     pairs: int  # entries written: the whole matrix for .npy, the selected pairs for Parquet
 
 
-@threads_by_kernel
 def check_selection(suffix: str, top_k: object, min_similarity: object,
                     names: tuple[str, str, str] = ("top_k", "min_similarity", "output")) -> None:
     """A selection of pairs (`top_k`, `min_similarity`) goes with a .parquet output and only there;
@@ -51,6 +50,7 @@ def check_selection(suffix: str, top_k: object, min_similarity: object,
         raise ValueError(f"a .parquet {output} needs {k} or {similarity}; the whole matrix goes to a .npy {output}")
 
 
+@threads_by_kernel
 def pairs(
     candidates: Sequence[str],
     train: Sequence[str] | None = None,
