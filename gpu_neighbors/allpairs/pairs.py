@@ -123,7 +123,8 @@ def pairs(
                 else:
                     # no scores here: ties in similarity go to the lower column index
                     positions = torch.arange(len(columns), device=fitted.device)
-                    top = TopKReduction(len(rows), top_k, positions, leave_one_out=itself)
+                    # a k past the set keeps the whole set: no k slots a row beyond it
+                    top = TopKReduction(len(rows), min(top_k, len(columns)), positions, leave_one_out=itself)
                     reduction = top if min_similarity is None else MaskBelow(top, float(min_similarity))
                     best = run_block(fitted, encode, span, width, reduction, memory_budget)
                     count = sink.write_top(best.similarity, best.index)
