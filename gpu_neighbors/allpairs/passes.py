@@ -28,7 +28,7 @@ def kernel_settings(
     """The settings as an unfitted scorer (its kernel part checks them; a setting the kernel does
     not have is refused by name)."""
     try:
-        part = kernel_part(kernel, smoothing=smoothing, weights=tuple(weights) if weights else None,
+        part = kernel_part(kernel, smoothing=smoothing, weights=None if weights is None else tuple(weights),
                            tokenizer=tokenizer, lowercase=lowercase, **(kernel_options or {}))
     except TypeError as error:
         raise ValueError(f"kernel {kernel!r}: {error}") from None
