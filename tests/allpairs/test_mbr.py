@@ -94,3 +94,17 @@ def test_weights_as_given_an_array_or_none_at_all():
     np.testing.assert_array_equal(mbr(texts, weights=np.array([0.5, 0.5]), device="cpu").utility, want)
     with pytest.raises(ValueError, match=r"weights must be .* not \(\)"):
         mbr(texts, weights=(), device="cpu")
+
+
+@pytest.mark.parametrize("kernel", ["auto", "combined", "nope"])
+def test_a_kernel_the_jobs_cannot_run_is_named_with_those_they_can(kernel, tmp_path):
+    """kernel="auto" or "combined" was refused as "Auto.__init__() got an unexpected keyword
+    argument 'smoothing'" (a setting nobody gave), and an unknown name listed auto and combined
+    among the choices; the jobs run one kernel over every pair."""
+    from gpu_neighbors.allpairs.pairs import pairs
+
+    message = rf"kernel {kernel!r}: .*one of bleu, rouge, meteor, bertscore, tfidf$"
+    with pytest.raises(ValueError, match=message):
+        mbr(["a b", "a c"], kernel=kernel, device="cpu")
+    with pytest.raises(ValueError, match=message):
+        pairs(["a b", "a c"], output=tmp_path / "m.npy", kernel=kernel, device="cpu")
