@@ -38,7 +38,6 @@ class PairsResult:
     pairs: int  # entries written: the whole matrix for .npy, the selected pairs for Parquet
 
 
-@threads_by_kernel
 def check_selection(suffix: str, top_k: object, min_similarity: object,
                     names: tuple[str, str, str] = ("top_k", "min_similarity", "output")) -> None:
     """A selection of pairs (`top_k`, `min_similarity`) goes with a .parquet output and only there;
@@ -51,6 +50,7 @@ def check_selection(suffix: str, top_k: object, min_similarity: object,
         raise ValueError(f"a .parquet {output} needs {k} or {similarity}; the whole matrix goes to a .npy {output}")
 
 
+@threads_by_kernel
 def pairs(
     candidates: Sequence[str],
     train: Sequence[str] | None = None,
@@ -123,7 +123,8 @@ def pairs(
                 else:
                     # no scores here: ties in similarity go to the lower column index
                     positions = torch.arange(len(columns), device=fitted.device)
-                    top = TopKReduction(len(rows), top_k, positions, leave_one_out=itself)
+                    # a k past the set keeps the whole set: no k slots a row beyond it
+                    top = TopKReduction(len(rows), min(top_k, len(columns)), positions, leave_one_out=itself)
                     reduction = top if min_similarity is None else MaskBelow(top, float(min_similarity))
                     best = run_block(fitted, encode, span, width, reduction, memory_budget)
                     count = sink.write_top(best.similarity, best.index)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpu_neighbors.core.tiling import Reduction, Result, Span, TilePlan, reduce_tiles, resolve_device
-from gpu_neighbors.kernels import Kernel
+from gpu_neighbors.kernels import KERNEL_NAMES, Kernel
 from gpu_neighbors.kernels.parts import KernelPart, kernel_part
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.text.tokenizers import Tokenizer
@@ -26,9 +26,12 @@ def kernel_settings(
     memory_budget: int | None,
 ) -> NeighborsScorer:
     """The settings as an unfitted scorer (its kernel part checks them; a setting the kernel does
-    not have is refused by name)."""
+    not have is refused by name). One kernel runs every pair: not `auto` or `combined`, which
+    choose among kernels on a scored training set."""
+    if kernel not in KERNEL_NAMES:
+        raise ValueError(f"kernel {kernel!r}: the all-pairs jobs run one kernel, one of {', '.join(KERNEL_NAMES)}")
     try:
-        part = kernel_part(kernel, smoothing=smoothing, weights=tuple(weights) if weights else None,
+        part = kernel_part(kernel, smoothing=smoothing, weights=None if weights is None else tuple(weights),
                            tokenizer=tokenizer, lowercase=lowercase, **(kernel_options or {}))
     except TypeError as error:
         raise ValueError(f"kernel {kernel!r}: {error}") from None

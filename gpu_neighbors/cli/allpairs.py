@@ -74,7 +74,10 @@ def add_allpairs_commands(subparsers: Any) -> None:
     pairs.add_argument("--text-field", default="text", help="field holding the text")
     pairs.add_argument("--output", required=True,
                        help="OUT.npy (float32 matrix, candidates x train) or OUT.parquet (candidate, train, similarity[, rank])")
-    pairs.add_argument("--top-k", type=bounded(1, MOST_PER_CANDIDATE, "a number of pairs per candidate"), default=None, metavar="K", help="Parquet: the K most similar per candidate")
+    # dest top_pairs, not top_k: the command line checks every option named like a setting by the
+    # parameter table, whose top_k is the top-k estimator's (at most 1,000), not this bound
+    pairs.add_argument("--top-k", dest="top_pairs", type=bounded(1, MOST_PER_CANDIDATE, "a number of pairs per candidate"),
+                       default=None, metavar="K", help="Parquet: the K most similar per candidate")
     pairs.add_argument("--min-similarity", type=similarity, default=None, metavar="T",
                        help="Parquet: only pairs with similarity >= T")
     pairs.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
@@ -201,7 +204,7 @@ def command_pairs(args: argparse.Namespace) -> int:
 
     inputs = {"--candidates": args.candidates, "--train": args.train}
     # by their flags, before the texts are read
-    check_selection(Path(args.output).suffix.lower(), args.top_k, args.min_similarity,
+    check_selection(Path(args.output).suffix.lower(), args.top_pairs, args.min_similarity,
                     ("--top-k K", "--min-similarity T", "--output"))
     with SafeOutput({"--output": args.output}, inputs=inputs, overwrite=args.overwrite) as files:
         candidates, _ = _texts(args.candidates, args.text_field)
@@ -212,7 +215,7 @@ def command_pairs(args: argparse.Namespace) -> int:
         if train is None and len(candidates) == 1:
             raise InputError("--candidates holds one text, which against itself has no pairs: give two or "
                              "more, or --train", path=args.candidates)
-        result = pairs(candidates, train, output=files, top_k=args.top_k, min_similarity=args.min_similarity,
+        result = pairs(candidates, train, output=files, top_k=args.top_pairs, min_similarity=args.min_similarity,
                        **_settings(args))
     print(f"pairs: {result.candidates} x {result.train} -> {result.path} ({result.pairs:,} "
           f"{'entries' if result.path.suffix == '.npy' else 'pairs'})", file=sys.stderr)

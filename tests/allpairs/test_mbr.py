@@ -83,3 +83,28 @@ def test_mbr_bleu_of_any_order_equals_nltk(texts, weights, smoothing):
     utility, selected = brute_force_mbr(matrix, groups)
     np.testing.assert_allclose(result.utility, utility, rtol=0, atol=1e-9)
     assert set(np.flatnonzero(result.selected)) == selected
+
+
+def test_weights_as_given_an_array_or_none_at_all():
+    """mbr and pairs read weights by truth: an empty sequence ran the default BLEU* instead of
+    being refused, as self_bleu refuses it, and a numpy array failed with numpy's "truth value
+    of an array ... is ambiguous"; now an array is the weights it holds, as for self_bleu."""
+    texts = ["a b c", "a b d", "x y z"]
+    want = mbr(texts, weights=(0.5, 0.5), device="cpu").utility
+    np.testing.assert_array_equal(mbr(texts, weights=np.array([0.5, 0.5]), device="cpu").utility, want)
+    with pytest.raises(ValueError, match=r"weights must be .* not \(\)"):
+        mbr(texts, weights=(), device="cpu")
+
+
+@pytest.mark.parametrize("kernel", ["auto", "combined", "nope"])
+def test_a_kernel_the_jobs_cannot_run_is_named_with_those_they_can(kernel, tmp_path):
+    """kernel="auto" or "combined" was refused as "Auto.__init__() got an unexpected keyword
+    argument 'smoothing'" (a setting nobody gave), and an unknown name listed auto and combined
+    among the choices; the jobs run one kernel over every pair."""
+    from gpu_neighbors.allpairs.pairs import pairs
+
+    message = rf"kernel {kernel!r}: .*one of bleu, rouge, meteor, bertscore, tfidf$"
+    with pytest.raises(ValueError, match=message):
+        mbr(["a b", "a c"], kernel=kernel, device="cpu")
+    with pytest.raises(ValueError, match=message):
+        pairs(["a b", "a c"], output=tmp_path / "m.npy", kernel=kernel, device="cpu")

@@ -150,3 +150,11 @@ def test_an_output_that_is_not_a_path_is_refused_by_name():
     """output=None failed in pathlib with "expected str, bytes or os.PathLike object"."""
     with pytest.raises(TypeError, match="output must be a path .*not NoneType"):
         pairs(["a b", "b c"], output=None)
+
+
+def test_a_top_k_past_the_set_keeps_every_pair_without_k_slots_a_row(tmp_path, pq):
+    """top_k=2**40 failed allocating [candidates, 2**40] buffers (a k entries per candidate whatever
+    the set's size); now a k past the set keeps every pair, as a smaller k past it did."""
+    result = pairs(["a b", "a c", "b c"], ["a b c", "c"], output=tmp_path / "top.parquet", top_k=1 << 40, device="cpu")
+    table = pq.read_table(result.path).to_pydict()
+    assert result.pairs == 6 and table["rank"] == [1, 2] * 3

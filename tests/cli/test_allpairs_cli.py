@@ -119,3 +119,17 @@ def test_mbr_groups_from_plain_text_through_a_pipe_are_refused_in_one_line(tmp_p
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "format 'text'" in done.stderr and "jsonl, csv, tsv" in done.stderr
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_pairs_top_k_takes_its_own_range_not_the_scorers(samples, tmp_path, capsys):
+    """`pairs --top-k 1001` was refused as "--top-k must be an integer in [1, 1000]": the command
+    line checked it as the scorer's top-k estimator setting of the same name, not by its own
+    bound (2^20 per candidate). A K past the set keeps every pair."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    data = write_jsonl(tmp_path / "a.jsonl", samples[:4])
+    output = tmp_path / "top.parquet"
+    assert main(["pairs", "--candidates", data, "--output", str(output), "--top-k", "1001", "--device", "cpu"]) == 0
+    assert pq.read_table(output).to_pydict()["rank"] == [1, 2, 3] * 4
+    with pytest.raises(SystemExit) as refused:
+        main(["pairs", "--candidates", data, "--output", str(output), "--top-k", str((1 << 20) + 1), "--overwrite"])
+    assert refused.value.code == 2 and "from 1 to 1,048,576" in capsys.readouterr().err

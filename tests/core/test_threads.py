@@ -36,11 +36,17 @@ import gpu_neighbors.kernels.aligned_bleu as aligned
 counted = aligned.count_packed
 aligned.count_packed = lambda *a, **k: (counts.append(torch.get_num_threads()), counted(*a, **k))[1]
 gpu_neighbors.sentence_bleu(["a b c"], ["a b d"])
+seen.clear()
+import tempfile, os
+with tempfile.TemporaryDirectory() as folder:
+    gpu_neighbors.pairs(texts, output=os.path.join(folder, "matrix.npy"), device="cpu")
+    gpu_neighbors.mbr(texts, device="cpu")
+allpairs = sorted(set(seen))
 try:
     NeighborsScorer().predict(["x"])
 except NotFittedError:
     pass
-print(json.dumps({{"fit_predict": inside_fit_and_predict, "sentence_bleu": counts, "after": torch.get_num_threads()}}))
+print(json.dumps({{"fit_predict": inside_fit_and_predict, "sentence_bleu": counts, "allpairs": allpairs, "after": torch.get_num_threads()}}))
 """
 
 
@@ -55,7 +61,7 @@ def run(setup: str = "", environment: dict[str, str] | None = None) -> dict:
 
 def test_the_default_becomes_one_thread_inside_calls_and_comes_back():
     result = run()
-    assert result == {"fit_predict": [1], "sentence_bleu": [1], "after": 3}
+    assert result == {"fit_predict": [1], "sentence_bleu": [1], "allpairs": [1], "after": 3}
 
 
 @pytest.mark.parametrize("setup, environment, count", [
@@ -65,4 +71,4 @@ def test_the_default_becomes_one_thread_inside_calls_and_comes_back():
 ])
 def test_an_explicit_count_is_kept(setup, environment, count):
     result = run(setup, environment)
-    assert result == {"fit_predict": [count], "sentence_bleu": [count], "after": count}
+    assert result == {"fit_predict": [count], "sentence_bleu": [count], "allpairs": [count], "after": count}
