@@ -545,9 +545,7 @@ def command_report(args: argparse.Namespace) -> int:
     inputs = {"--data": args.data}
     check_outputs({"--page": report_page(args.out, args.page)}, inputs, overwrite=args.overwrite)  # before the work
     specs = [KernelSpec.parse(text) for text in args.kernel_specs.split(",") if text.strip()]
-    for spec in specs:  # a typo is refused now, not written into the report as a kernel that failed
-        if spec.kernel not in KERNEL_NAMES:
-            raise ValueError(f"--kernels: unknown kernel {spec.kernel!r}; choose one of {', '.join(KERNEL_NAMES)}")
+    check_kernel_list([spec.kernel for spec in specs], [spec.label for spec in specs])
 
     def make_scorer(spec: KernelSpec) -> NeighborsScorer:
         options = {**vars(args), "kernel": spec.kernel, "tau": None, **spec.options}
@@ -579,6 +577,19 @@ def command_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_kernel_list(kernels: Sequence[str], labels: Sequence[str]) -> None:
+    """compare's and report's --kernels, refused before the work: an unknown kernel (a typo, not
+    a report section saying it failed), none at all, or an entry (a kernel with its settings,
+    `labels`) named twice, which ran twice and printed every row twice."""
+    unknown = [kernel for kernel in kernels if kernel not in KERNEL_NAMES]
+    if unknown or not kernels:
+        what = f"unknown kernel {unknown[0]!r}" if unknown else "no kernel named"
+        raise ValueError(f"--kernels: {what}; choose one of {', '.join(KERNEL_NAMES)}")
+    repeated = next((label for index, label in enumerate(labels) if label in labels[:index]), None)
+    if repeated is not None:
+        raise ValueError(f"--kernels: {repeated} is named twice; name each kernel once")
+
+
 def _kernel_taus(pairs: Sequence[str]) -> dict[str, float]:
     taus = {}
     for pair in pairs:
@@ -594,9 +605,7 @@ def command_compare(args: argparse.Namespace) -> int:
     from gpu_neighbors.evaluation.compare import COLUMNS, comparison_rows, kernel_parts
 
     kernels = [name.strip() for name in args.kernel_list.split(",") if name.strip()]
-    unknown = [name for name in kernels if name not in KERNEL_NAMES]
-    if unknown or not kernels:
-        raise ValueError(f"--kernels takes a comma list of {', '.join(KERNEL_NAMES)}; got {args.kernel_list!r}")
+    check_kernel_list(kernels, kernels)
     unread = [flag for flag, value, read in (
         ("--estimator", args.estimator, "threshold"), ("--weighting", args.weighting, "uniform"),
         ("--power", args.power, None), ("--top-k", args.top_k, None), ("--penalty", args.penalty, None),

@@ -212,3 +212,43 @@ def test_a_model_folder_without_a_known_layer_names_the_flag(files, tmp_path, ca
                  "--device", "cpu"]) == 2
     line = one_error_line(capsys)
     assert "no default layer for BERTScore model" in line and "--layer N on the command line" in line, line
+
+
+@pytest.mark.parametrize("command, kernels, named", [
+    ("compare", "bleu,tfidf,bleu", "bleu"),
+    ("compare", "bleu, tfidf ,tfidf", "tfidf"),
+    ("report", "bleu,bleu", "bleu"),
+    ("report", "bleu:tau=0.08,bleu:tau=0.080", "bleu:tau=0.08"),
+])
+def test_a_kernel_named_twice_is_refused_before_the_work(files, tmp_path, fits_seen, capsys, command, kernels, named):
+    """compare --kernels bleu,tfidf,bleu ran bleu twice and printed two equal rows; report
+    --kernels bleu,bleu wrote every table row twice and one checklist section of the two."""
+    capsys.readouterr()
+    out = ["--out", str(tmp_path / "r")] if command == "report" else []
+    assert main([command, "--data", str(files["train"]), "--kernels", kernels, *out, "--device", "cpu"]) == 2
+    assert f"--kernels: {named} is named twice; name each kernel once" in one_error_line(capsys)
+    assert fits_seen == [] and not (tmp_path / "r").exists()
+
+
+def test_compare_names_the_unknown_kernel(files, capsys):
+    """compare said "--kernels takes a comma list of ...; got 'bleu,blue'" without saying which
+    entry was wrong; report named it."""
+    capsys.readouterr()
+    assert main(["compare", "--data", str(files["train"]), "--kernels", "bleu,blue", "--device", "cpu"]) == 2
+    assert "--kernels: unknown kernel 'blue'; choose one of bleu, rouge" in one_error_line(capsys)
+
+
+@pytest.fixture()
+def fits_seen(monkeypatch):
+    """Every scorer fitted (none may be before a refusal)."""
+    from gpu_neighbors import NeighborsScorer
+
+    seen: list[str] = []
+    original = NeighborsScorer.fit
+
+    def fit(self, *args, **kwargs):
+        seen.append(self.kernel.name)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(NeighborsScorer, "fit", fit)
+    return seen
