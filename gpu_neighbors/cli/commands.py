@@ -540,10 +540,10 @@ def command_sweep(args: argparse.Namespace) -> int:
 
 
 def command_report(args: argparse.Namespace) -> int:
-    from gpu_neighbors.evaluation.report import KernelSpec, build_report, report_page, write_report
+    from gpu_neighbors.evaluation.report import KernelSpec, build_report, report_outputs, write_report
 
     inputs = {"--data": args.data}
-    check_outputs({"--page": report_page(args.out, args.page)}, inputs, overwrite=args.overwrite)  # before the work
+    check_outputs(report_outputs(args.out, args.page), inputs, overwrite=args.overwrite)  # before the work
     specs = [KernelSpec.parse(text) for text in args.kernel_specs.split(",") if text.strip()]
     check_kernel_list([spec.kernel for spec in specs], [spec.label for spec in specs])
 

@@ -229,7 +229,7 @@ def build_report(
     sims, thresholds, fluency = main.similarities, main.thresholds, main.fluency
     step("sweeps")
     sweeps = {parameter: sweep(sims, main.swept, parameter, resamples=resamples, fluency=fluency)
-              for parameter in ("a", "b", "tau")}
+              for parameter in SWEPT}
     step("training-size curve")
     curve = learning_curve(sims, thresholds, sizes=sizes, runs=runs, seed=seed, fluency=fluency)
     step(f"{folds}-fold cross-validation")
@@ -313,18 +313,15 @@ def write_report(report: Report, out_dir: Path | str, page: Path | str | None = 
     `inputs`, and an existing page is replaced only with `overwrite`."""
     from gpu_neighbors.evaluation import plots
 
-    out_dir = Path(out_dir)
     page = report_page(out_dir, page)
     main = report.kernels[0]
     human_rho = report.humans.get("Human (average)")
-    images = {name: out_dir / f"{name}.png"
-              for name in ("kernels", "scatter", "curve", "calibration", *(f"sweep_{p}" for p in report.main["sweeps"]))}
+    images = report_images(out_dir)
 
     def link(path: Path) -> str:
         return Path(os.path.relpath(path, page.parent)).as_posix()
 
-    outputs = {"--page": page, **{f"--out {path.name}": path for path in images.values()}}
-    with SafeOutput(outputs, inputs=inputs, overwrite=overwrite) as files:
+    with SafeOutput(report_outputs(out_dir, page), inputs=inputs, overwrite=overwrite) as files:
         plots.plot_kernels(
             [(result.spec.label, result.default.agreement, result.tuned.agreement) for result in report.kernels],
             report.humans, files.create_path(images["kernels"]),
@@ -348,7 +345,7 @@ def write_report(report: Report, out_dir: Path | str, page: Path | str | None = 
         sections += [
             _kernel_section(report, link(images["kernels"])),
             _tuning_section(report, link(images["scatter"])),
-            _sweep_section(report, {parameter: link(images[f"sweep_{parameter}"]) for parameter in ("a", "b", "tau")}),
+            _sweep_section(report, {parameter: link(images[f"sweep_{parameter}"]) for parameter in SWEPT}),
             _curve_section(report, link(images["curve"])),
             _calibration_section(report, link(images["calibration"])),
         ]
@@ -361,6 +358,23 @@ def write_report(report: Report, out_dir: Path | str, page: Path | str | None = 
 def report_page(out_dir: Path | str, page: Path | str | None = None) -> Path:
     """Where the report's markdown goes: `page`, or OUT/report.md."""
     return Path(page) if page is not None else Path(out_dir) / "report.md"
+
+
+SWEPT = ("a", "b", "tau")  # the sweeps every report draws, one figure each
+IMAGES = ("kernels", "scatter", "curve", "calibration", *(f"sweep_{parameter}" for parameter in SWEPT))
+
+
+def report_images(out_dir: Path | str) -> dict[str, Path]:
+    """Each figure's path in `out_dir`, by its name."""
+    return {name: Path(out_dir) / f"{name}.png" for name in IMAGES}
+
+
+def report_outputs(out_dir: Path | str, page: Path | str | None = None) -> dict[str, Path]:
+    """Every file a report writes, by the name an error gives it (the page first): what the
+    command checks before the work and `write_report` writes, so an earlier report's figure is
+    refused before the minutes of the protocols, not after them."""
+    images = {f"--out {path.name}": path for path in report_images(out_dir).values()}
+    return {"--page": report_page(out_dir, page), **images}
 
 
 MAX_SCATTER_GROUPS = 10  # colours of the scatter plot's groups; more (MLQE's source sentences) are one

@@ -252,3 +252,21 @@ def fits_seen(monkeypatch):
 
     monkeypatch.setattr(NeighborsScorer, "fit", fit)
     return seen
+
+
+def test_report_refuses_an_image_of_its_out_folder_before_the_work(files, tmp_path, monkeypatch, capsys):
+    """report --out DIR --page ELSEWHERE.md, DIR holding an earlier report's figures: only the
+    page was checked before the work, so every kernel, sweep and curve ran, then the run was
+    refused on DIR/kernels.png."""
+    from gpu_neighbors import NeighborsScorer
+
+    passes: list[str] = []
+    monkeypatch.setattr(NeighborsScorer, "fit_pairwise", lambda self, *args, **kwargs: passes.append("pass"))
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "sweep_tau.png").write_bytes(b"an earlier figure")
+    capsys.readouterr()
+    assert main(["report", "--data", str(files["train"]), "--out", str(out), "--page", str(tmp_path / "p.md"),
+                 "--kernels", "bleu", "--device", "cpu"]) == 2
+    assert "sweep_tau.png: exists already (--out sweep_tau.png); pass --overwrite" in one_error_line(capsys)
+    assert passes == [] and (out / "sweep_tau.png").read_bytes() == b"an earlier figure"
