@@ -25,6 +25,7 @@ from gpu_neighbors.evaluation.checklist import Checklist, held_out_checklist, he
 from gpu_neighbors.evaluation.protocols import (
     CrossValidation,
     CurvePoint,
+    Parameter,
     SplitFluency,
     SweepPoint,
     cross_validate,
@@ -40,7 +41,7 @@ from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS as SCAN_SMOOTHINGS
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.kernels.parts import kernel_part
-from gpu_neighbors.evaluation.tables import cell, markdown_table
+from gpu_neighbors.evaluation.tables import cell, fixed, markdown_table
 from gpu_neighbors.core.tuning import TuningGrid, tune
 
 SPEC_OPTIONS: dict[str, Callable[[str], Any]] = {"tokenizer": str, "smoothing": str, "tau": float, "lowercase": lambda text: text == "true"}
@@ -360,7 +361,7 @@ def report_page(out_dir: Path | str, page: Path | str | None = None) -> Path:
     return Path(page) if page is not None else Path(out_dir) / "report.md"
 
 
-SWEPT = ("a", "b", "tau")  # the sweeps every report draws, one figure each
+SWEPT: tuple[Parameter, ...] = ("a", "b", "tau")  # the sweeps every report draws, one figure each
 IMAGES = ("kernels", "scatter", "curve", "calibration", *(f"sweep_{parameter}" for parameter in SWEPT))
 
 
@@ -512,11 +513,11 @@ def _tuning_section(report: Report, image: str) -> str:
         markdown_table(rows),
         "",
         f"What `fit(texts, scores, tune=True)` chooses on all {len(report.data)} texts: "
-        f"{_thresholds(overall.thresholds)} (inner leave-one-out rho {overall.spearman:.3f}, coverage "
+        f"{_thresholds(overall.thresholds)} (inner leave-one-out rho {fixed(overall.spearman)}, coverage "
         f"{overall.coverage:.3f}, {overall.settings_tried} settings tried"
         + ("" if overall.feasible else f"; no setting reached coverage {overall.min_coverage}, so the widest was taken")
         + f"). That inner rho is in-sample: the honest estimate of what tuning delivers is the nested one, "
-        f"rho {nested.spearman:.3f} at coverage {nested.coverage:.3f} against {given.spearman:.3f} at "
+        f"rho {fixed(nested.spearman)} at coverage {nested.coverage:.3f} against {fixed(given.spearman)} at "
         f"{given.coverage:.3f} with the given thresholds. Read the given row with care too: thresholds fixed "
         "in advance are out-of-sample only if they were not chosen on this data (the paper chose its "
         "defaults on the HUSE sets themselves).",
@@ -735,7 +736,7 @@ def _figure4_text(report: Report) -> str:
     last = curve[-1]
     first = next((point for point in curve if 2 * point.defined >= point.runs), curve[0])
     rows = [{"claim in the paper": "with more data both rho and coverage improve, with diminishing returns",
-             "ours": "; ".join(f"n={point.size}: rho {point.spearman_mean:.3f}, coverage {point.coverage_mean:.3f}"
+             "ours": "; ".join(f"n={point.size}: rho {fixed(point.spearman_mean)}, coverage {point.coverage_mean:.3f}"
                                for point in curve)},
             {"claim in the paper": "variation across random subsets drops with more data",
              "ours": f"rho sd {cell(first.spearman_std, 3)} at n={first.size}, {cell(_sd_before_full(curve), 3)} "
@@ -756,7 +757,8 @@ def _at_size(curve: Sequence[CurvePoint], size: int) -> str:
     if not matches:
         return f"(n={size} not among the sizes run)"
     point = matches[0]
-    return f"n={size}: rho {point.spearman_mean:.3f} ± {point.spearman_std:.3f}, coverage {point.coverage_mean:.3f}"
+    return (f"n={size}: rho {fixed(point.spearman_mean)} ± {fixed(point.spearman_std)}, "
+            f"coverage {point.coverage_mean:.3f}")
 
 
 def _table2_text(report: Report, task: str) -> str:
@@ -785,13 +787,22 @@ def _human_gaps(humans: dict[str, Agreement], published: dict[str, tuple[float, 
 def _human_gaps_text(humans: dict[str, Agreement], published: dict[str, tuple[float, float, float]]) -> str:
     """What the measured gaps say, and the explanation only where the gap is that small."""
     mse_gap, rho_gap = _human_gaps(humans, published)
-    mse = "The MSEs match to 1e-4" if mse_gap <= 1e-4 else f"The MSEs differ by up to {mse_gap:.4f}"
+    mse = "The MSEs match to 1e-4" if mse_gap <= 1e-4 else f"The MSEs differ by up to {fixed(mse_gap, 4)}"
     if 1e-3 <= rho_gap < 1e-2:
         return (f"{mse}; the rhos differ in the third decimal, which a different treatment of ties or of "
                 "annotators whose judgments are constant (rho undefined; we leave them out of the average) "
                 "would explain. The paper does not describe it.")
-    rho = "match to 1e-3" if rho_gap < 1e-3 else f"differ by up to {rho_gap:.3f}"
+    rho = "match to 1e-3" if rho_gap < 1e-3 else f"differ by up to {fixed(rho_gap)}"
     return f"{mse}; the rhos {rho}."
+
+
+def _published_in(ours: Agreement, rho: float) -> str:
+    """Whether the published rho lies inside our 95% interval, or that the interval is undefined
+    (an undefined interval holds nothing, but no figure lies outside it either)."""
+    if not math.isfinite(ours.spearman_low):
+        return "our 95% interval is undefined"
+    where = "inside" if ours.spearman_low <= rho <= ours.spearman_high else "outside"
+    return f"the published rho is {where} our 95% interval [{ours.spearman_low:.3f}, {ours.spearman_high:.3f}]"
 
 
 def _differences_text(report: Report, published: dict[str, tuple[float, float, float]]) -> str:
@@ -800,7 +811,6 @@ def _differences_text(report: Report, published: dict[str, tuple[float, float, f
     if bleu is not None:
         ours = bleu.default.agreement
         mse, rho, coverage = published["bleu"]
-        inside = ours.spearman_low <= rho <= ours.spearman_high
         tau_points = [point for point in report.main["sweeps"]["tau"]
                       if abs(point.value - bleu.swept.tau) <= 0.01 and math.isfinite(point.agreement.spearman)]
         spread = ""
@@ -809,19 +819,18 @@ def _differences_text(report: Report, published: dict[str, tuple[float, float, f
             spread = (f" rho moves between {min(values):.3f} and {max(values):.3f} for tau within 0.01 of "
                       f"{bleu.swept.tau:g} (tau sweep), so small implementation details move it by this much.")
         items.append(
-            f"**BLEU Neighbors (`{bleu.spec.label}`)**: MSE {ours.mse:.4f} against {mse}, coverage "
+            f"**BLEU Neighbors (`{bleu.spec.label}`)**: MSE {fixed(ours.mse, 4)} against {mse}, coverage "
             f"{ours.coverage:.3f} against {coverage:.2f}"
             + (" (equal at the paper's two decimals)" if round(ours.coverage, 2) == coverage else "")
-            + f", rho {ours.spearman:.3f} against {rho:.3f}: the published rho is "
-            + ("inside" if inside else "outside")
-            + f" our 95% interval [{ours.spearman_low:.3f}, {ours.spearman_high:.3f}].{spread} The paper names"
+            + f", rho {fixed(ours.spearman)} against {rho:.3f}: {_published_in(ours, rho)}.{spread} The paper names"
             " neither its NLTK version nor its preprocessing, so the last digits cannot be pinned down."
         )
     if report.humans:
         best, average = report.humans["Human (best)"], report.humans["Human (average)"]
         items.append(
-            f"**Human rows**: MSE {best.mse:.4f} / {average.mse:.4f} against {published['Human (best)'][0]:.4f} / "
-            f"{published['Human (average)'][0]:.4f}, rho {best.spearman:.3f} / {average.spearman:.3f} against "
+            f"**Human rows**: MSE {fixed(best.mse, 4)} / {fixed(average.mse, 4)} against "
+            f"{published['Human (best)'][0]:.4f} / "
+            f"{published['Human (average)'][0]:.4f}, rho {fixed(best.spearman)} / {fixed(average.spearman)} against "
             f"{published['Human (best)'][1]:.3f} / {published['Human (average)'][1]:.3f} (best / average). "
             + _human_gaps_text(report.humans, published)
         )
@@ -832,11 +841,9 @@ def _differences_text(report: Report, published: dict[str, tuple[float, float, f
         ours = result.default.agreement
         mse, rho, coverage = published[kernel]
         covered = int(round(ours.coverage * ours.n))
-        inside = math.isfinite(ours.spearman_low) and ours.spearman_low <= rho <= ours.spearman_high
         items.append(
-            f"**{kernel} (`{result.spec.label}`)**: MSE {ours.mse:.4f} against {mse:.4f}, rho {ours.spearman:.3f} "
-            f"against {rho:.3f} (" + ("inside" if inside else "outside")
-            + f" our interval [{ours.spearman_low:.3f}, {ours.spearman_high:.3f}]), coverage {ours.coverage:.3f} "
+            f"**{kernel} (`{result.spec.label}`)**: MSE {fixed(ours.mse, 4)} against {mse:.4f}, rho "
+            f"{fixed(ours.spearman)} against {rho:.3f} ({_published_in(ours, rho)}), coverage {ours.coverage:.3f} "
             f"against {coverage:.2f}, over {covered} covered items. " + why.format(settings=_settings_text(result))
         )
     missing = [kernel for kernel in ("rouge", "meteor", "bertscore")

@@ -123,6 +123,21 @@ def test_report_claims_follow_the_computed_values(small_data):
         "The MSEs match to 1e-4; the rhos match to 1e-3."
 
 
+def test_undefined_figures_read_as_a_dash_in_the_page_s_prose_too(tmp_path, small_data, plotting):
+    """A tau at which no text has neighbours leaves the given thresholds' rho, MSE and interval
+    undefined: the tables showed a dash, but the prose wrote "MSE nan", "rho nan ± nan" and "the
+    published rho is outside our 95% interval [nan, nan]"."""
+    data = read_scored(small_data, keep_fields=("judgments",))
+    report = build_report(data, [KernelSpec.parse("bleu:tau=0.99")],
+                          make_scorer=lambda spec: NeighborsScorer(device="cpu", **spec.parts()),
+                          folds=2, runs=1, sizes=[20, 40], resamples=20, paper="summarization")
+    assert report.kernels[0].default.agreement.coverage == 0
+    text = write_report(report, tmp_path, paper="summarization").read_text(encoding="utf-8")
+    assert re.findall(r".{30}\bnan\b.{10}", text) == []
+    assert "rho — against 0.325: our 95% interval is undefined" in text
+    assert "rho — ± —" in text or "n=40: rho —" in text
+
+
 def test_report_needs_a_working_kernel(small_data):
     data = read_scored(small_data)
     with pytest.raises(ValueError, match="no kernel could be evaluated"):
