@@ -498,6 +498,7 @@ def check_baseline_model(args: argparse.Namespace) -> None:
 def command_cross_task(args: argparse.Namespace) -> int:
     train = read_data(args, args.train)
     test = read_data(args, args.test)
+    warn_alike(test, args.test)
     enough_to_tune(args.train, len(train), args.tune)
     result = cross_task(scorer_from_args(args), train.texts, train.scores, test.texts, test.scores,
                         tune_thresholds=args.tune, min_coverage=args.min_coverage)
