@@ -527,10 +527,10 @@ def command_sweep(args: argparse.Namespace) -> int:
     if args.estimator != "threshold":
         raise ValueError(f"sweep varies the threshold rule's tau, a and b, which --estimator {args.estimator} "
                          "never reads: sweep with --estimator threshold (the default here)")
-    similarities, thresholds, signature, fluency = _studio_pass(args)
     parameters = SWEPT if args.parameter == "all" else (args.parameter,)
-    if args.values is not None and len(parameters) > 1:
+    if args.values is not None and len(parameters) > 1:  # before the pass, not after it
         raise ValueError("--values needs one --parameter (tau, a or b)")
+    similarities, thresholds, signature, fluency = _studio_pass(args)
     try:
         rows = [point.as_dict() for parameter in parameters
                 for point in sweep(similarities, thresholds, parameter, args.values, fluency=fluency)]

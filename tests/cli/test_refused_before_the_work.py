@@ -270,3 +270,12 @@ def test_report_refuses_an_image_of_its_out_folder_before_the_work(files, tmp_pa
                  "--kernels", "bleu", "--device", "cpu"]) == 2
     assert "sweep_tau.png: exists already (--out sweep_tau.png); pass --overwrite" in one_error_line(capsys)
     assert passes == [] and (out / "sweep_tau.png").read_bytes() == b"an earlier figure"
+
+
+def test_sweep_values_without_one_parameter_are_refused_before_the_pass(files, fits_seen, capsys):
+    """sweep --values 0.1 (the parameter left at its default, all) ran the whole similarity
+    pass, then said --values needs one --parameter."""
+    capsys.readouterr()
+    assert main(["sweep", "--data", str(files["train"]), "--values", "0.1", "--device", "cpu"]) == 2
+    assert "--values needs one --parameter (tau, a or b)" in one_error_line(capsys)
+    assert fits_seen == []
