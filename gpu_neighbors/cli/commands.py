@@ -34,6 +34,7 @@ from gpu_neighbors.evaluation.protocols import (
     fold_indices,
     learning_curve,
     sweep,
+    warn_training_texts,
 )
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import KERNEL_NAMES
@@ -350,6 +351,8 @@ def _evaluate_saved(args: argparse.Namespace) -> int:
     scorer = loaded_scorer(args)
     data = read_data(args, args.data)
     warn_alike(data, args.data)
+    warn_training_texts(scorer.kernel_.train_texts, data.texts, "held-out texts",
+                        "to measure a training set use evaluate --data (leave-one-out)")
     prediction = scorer.predict(data.texts)
     assert prediction.low is not None and prediction.high is not None and prediction.outside is not None
     covered = prediction.covered
@@ -383,6 +386,7 @@ def _checklist(args: argparse.Namespace, data: ScoredData) -> Checklist:
         train, held = _subset(data, train_part), _subset(data, held_part)
     else:
         train, held = data, read_data(args, args.heldout)
+        warn_training_texts(train.texts, held.texts, "held-out texts", f"hold out texts that {args.data} does not hold")
     scorer = fit_on_file(scorer_from_args(args), train, args.data, args.score_field, args.tune, args.min_coverage)
     return held_out_checklist(scorer, train.texts, held.texts, held.scores, seed=args.seed or 0)
 
