@@ -17,6 +17,7 @@ from gpu_neighbors.kernels.parts import Bleu
 from gpu_neighbors.cli import main
 from gpu_neighbors.data import read_scored
 from gpu_neighbors.evaluation.agreement import Agreement
+from gpu_neighbors.evaluation.tables import cell
 from gpu_neighbors.evaluation.report import (
     PUBLISHED_TABLE1,
     KernelSpec,
@@ -136,6 +137,24 @@ def test_undefined_figures_read_as_a_dash_in_the_page_s_prose_too(tmp_path, smal
     assert re.findall(r".{30}\bnan\b.{10}", text) == []
     assert "rho — against 0.325: our 95% interval is undefined" in text
     assert "rho — ± —" in text or "n=40: rho —" in text
+
+
+def test_the_figure_4_claims_read_the_curve_as_run(small_data):
+    """With --sizes 30,20 on 40 texts the page said "rho sd ... at n=30, ... at n=30 (at n=20 every
+    subset is the whole set)": the prose took the sizes as sorted and the last one as all texts."""
+    from gpu_neighbors.evaluation.report import _figure4_text
+
+    data = read_scored(small_data)
+    report = build_report(data, [KernelSpec("bleu")], make_scorer=lambda spec: NeighborsScorer(device="cpu"),
+                          folds=2, runs=3, sizes=[30, 20], resamples=0)
+    assert [point.size for point in report.main["curve"]] == [20, 30]  # table, plot and prose ascending
+    text = _figure4_text(report)
+    assert "whole set" not in text
+    first, last = report.main["curve"]
+    assert f"rho sd {cell(first.spearman_std, 3)} at n=20, {cell(last.spearman_std, 3)} at n=30" in text
+    report = build_report(data, [KernelSpec("bleu")], make_scorer=lambda spec: NeighborsScorer(device="cpu"),
+                          folds=2, runs=3, sizes=[20, 40], resamples=0)
+    assert "at n=20 (at n=40 every subset is the whole set)" in _figure4_text(report)
 
 
 def test_report_needs_a_working_kernel(small_data):
