@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
 import os
 import shlex
 import sys
@@ -596,13 +597,22 @@ def check_kernel_list(kernels: Sequence[str], labels: Sequence[str]) -> None:
 
 
 def _kernel_taus(pairs: Sequence[str]) -> dict[str, float]:
-    taus = {}
+    """compare's --tau KERNEL=VALUE pairs, each kernel once and each value finite (a second
+    one silently won; nan failed after the data was read, naming no flag)."""
+    taus: dict[str, float] = {}
     for pair in pairs:
         kernel, _, value = pair.partition("=")
+        kernel = kernel.strip()
         try:
-            taus[kernel.strip()] = float(value)
+            tau = float(value)
         except ValueError:
-            raise ValueError(f"--tau takes KERNEL=VALUE, e.g. rouge=0.06, not {pair!r}") from None
+            tau = math.nan
+        if not math.isfinite(tau):
+            raise ValueError(f"--tau takes KERNEL=VALUE with a finite VALUE, e.g. rouge=0.06, not {pair!r}")
+        if kernel in taus:
+            raise ValueError(f"--tau: {kernel} is given twice ({taus[kernel]:g} and {tau:g}); give each kernel's "
+                             "tau once")
+        taus[kernel] = tau
     return taus
 
 
@@ -611,6 +621,7 @@ def command_compare(args: argparse.Namespace) -> int:
 
     kernels = [name.strip() for name in args.kernel_list.split(",") if name.strip()]
     check_kernel_list(kernels, kernels)
+    taus = _kernel_taus(args.kernel_taus)
     unread = [flag for flag, value, read in (
         ("--estimator", args.estimator, "threshold"), ("--weighting", args.weighting, "uniform"),
         ("--power", args.power, None), ("--top-k", args.top_k, None), ("--penalty", args.penalty, None),
@@ -640,7 +651,7 @@ def command_compare(args: argparse.Namespace) -> int:
               "each kernel's tau; baselines on the same folds)\n", flush=True)
     level = Intervals(args.level, outside_level=args.outside_level, negatives=args.negatives, words=args.words)
     rows = comparison_rows(
-        data.texts, data.scores, parts, taus=_kernel_taus(args.kernel_taus), judgments=judgments,
+        data.texts, data.scores, parts, taus=taus, judgments=judgments,
         min_neighbors=args.min_neighbors, max_fraction=args.max_fraction, device=args.device,
         memory_budget=args.memory_budget, score_range=tuple(args.score_range), level=level, progress=interactive(),
         fluency=args.fluency,

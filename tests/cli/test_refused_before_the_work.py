@@ -279,3 +279,19 @@ def test_sweep_values_without_one_parameter_are_refused_before_the_pass(files, f
     assert main(["sweep", "--data", str(files["train"]), "--values", "0.1", "--device", "cpu"]) == 2
     assert "--values needs one --parameter (tau, a or b)" in one_error_line(capsys)
     assert fits_seen == []
+
+
+@pytest.mark.parametrize("taus, message", [
+    (["bleu=nan"], "--tau takes KERNEL=VALUE with a finite VALUE, e.g. rouge=0.06, not 'bleu=nan'"),
+    (["bleu=inf"], "--tau takes KERNEL=VALUE with a finite VALUE, e.g. rouge=0.06, not 'bleu=inf'"),
+    (["bleu=0.1", "bleu=0.2"], "--tau: bleu is given twice (0.1 and 0.2); give each kernel's tau once"),
+])
+def test_compare_s_tau_is_refused_before_the_work(files, fits_seen, capsys, taus, message):
+    """compare --tau bleu=nan read the data and printed its heading, then failed with "tau must be
+    a finite number or None, not nan", naming no flag; --tau bleu=0.1 --tau bleu=0.2 ran 0.2 and
+    said nothing of the 0.1."""
+    capsys.readouterr()
+    argv = ["compare", "--data", str(files["train"]), "--kernels", "bleu", "--no-baselines", "--device", "cpu"]
+    assert main([*argv, *(f"--tau={tau}" for tau in taus)]) == 2
+    assert message in one_error_line(capsys)
+    assert fits_seen == []
