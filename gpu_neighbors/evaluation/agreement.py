@@ -115,7 +115,7 @@ def human_agreement(
     if not by_worker:
         raise ValueError("no judgments in the records: human agreement needs per-annotator judgments")
     pairs = []
-    for items in by_worker.values():
+    for _, items in sorted(by_worker.items()):  # annotators by id: the same sums in any order of the records
         indices = np.array([index for index, _ in items])
         pairs.append((np.array([value for _, value in items]), truth[indices]))
     workers = [_agreement(judged, known, np.ones(judged.size, bool), 0, 0) for judged, known in pairs]
