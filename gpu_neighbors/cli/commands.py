@@ -337,7 +337,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
         print(f"leave-one-out on {args.data} ({scorer.signature}{note})")
         _print_row(row, 14)
         for thresholds, count in chosen:
-            print(f"  chosen in {count} folds: {thresholds.summary()}")
+            print(f"  chosen in {count} fold{'s' * (count != 1)}: {thresholds.summary()}")
         if checklist is not None:
             held = args.heldout or f"a fifth of {args.data} (seed {args.seed or 0})"
             print(f"\nperturbation checklist on {held}\n\n{checklist.table()}")

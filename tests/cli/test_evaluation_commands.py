@@ -164,3 +164,13 @@ def test_every_json_row_has_every_field_the_table_shows(data, capsys, argv):
     baseline = rows[1]
     assert baseline["model"] == "TF-IDF + ridge"
     assert all(baseline[key] is None for key in (("tau", "seconds") if argv[0] == "compare" else ("folds", "tuned")))
+
+
+def test_evaluate_counts_one_fold_as_one_fold(capsys):
+    """evaluate printed "chosen in 1 folds" beside the settings one left-out text's tuning chose."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "train.jsonl"
+    assert main(["evaluate", "--data", str(example), "--kernel", "bleu", "--fluency", "none", "--device", "cpu"]) == 0
+    printed = capsys.readouterr().out
+    assert "chosen in 1 fold: " in printed and "1 folds" not in printed
