@@ -295,3 +295,19 @@ def test_compare_s_tau_is_refused_before_the_work(files, fits_seen, capsys, taus
     assert main([*argv, *(f"--tau={tau}" for tau in taus)]) == 2
     assert message in one_error_line(capsys)
     assert fits_seen == []
+
+
+def test_report_refuses_an_out_folder_that_is_a_file_before_the_work(files, tmp_path, monkeypatch, capsys):
+    """report --out FILE ran every protocol (4.7 s on the shipped example, minutes on real data)
+    and then failed with "FILE/report.md: cannot create its folder: FILE is a file"."""
+    from gpu_neighbors import NeighborsScorer
+
+    passes: list[str] = []
+    monkeypatch.setattr(NeighborsScorer, "fit_pairwise", lambda self, *args, **kwargs: passes.append("pass"))
+    out = tmp_path / "notes.txt"
+    out.write_text("mine")
+    capsys.readouterr()
+    assert main(["report", "--data", str(files["train"]), "--out", str(out / "deeper"), "--kernels", "bleu",
+                 "--device", "cpu"]) == 2
+    assert f"report.md: cannot create its folder: {out} is a file" in one_error_line(capsys)
+    assert passes == [] and out.read_text() == "mine"
