@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
 import os
 import shlex
 import sys
@@ -34,6 +35,7 @@ from gpu_neighbors.evaluation.protocols import (
     fold_indices,
     learning_curve,
     sweep,
+    warn_training_texts,
 )
 from gpu_neighbors.intervals import Intervals
 from gpu_neighbors.kernels import KERNEL_NAMES
@@ -335,7 +337,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
         print(f"leave-one-out on {args.data} ({scorer.signature}{note})")
         _print_row(row, 14)
         for thresholds, count in chosen:
-            print(f"  chosen in {count} folds: {thresholds.summary()}")
+            print(f"  chosen in {count} fold{'s' * (count != 1)}: {thresholds.summary()}")
         if checklist is not None:
             held = args.heldout or f"a fifth of {args.data} (seed {args.seed or 0})"
             print(f"\nperturbation checklist on {held}\n\n{checklist.table()}")
@@ -350,6 +352,8 @@ def _evaluate_saved(args: argparse.Namespace) -> int:
     scorer = loaded_scorer(args)
     data = read_data(args, args.data)
     warn_alike(data, args.data)
+    warn_training_texts(scorer.kernel_.train_texts, data.texts, "held-out texts",
+                        "to measure a training set use evaluate --data (leave-one-out)")
     prediction = scorer.predict(data.texts)
     assert prediction.low is not None and prediction.high is not None and prediction.outside is not None
     covered = prediction.covered
@@ -383,6 +387,7 @@ def _checklist(args: argparse.Namespace, data: ScoredData) -> Checklist:
         train, held = _subset(data, train_part), _subset(data, held_part)
     else:
         train, held = data, read_data(args, args.heldout)
+        warn_training_texts(train.texts, held.texts, "held-out texts", f"hold out texts that {args.data} does not hold")
     scorer = fit_on_file(scorer_from_args(args), train, args.data, args.score_field, args.tune, args.min_coverage)
     return held_out_checklist(scorer, train.texts, held.texts, held.scores, seed=args.seed or 0)
 
@@ -498,6 +503,7 @@ def check_baseline_model(args: argparse.Namespace) -> None:
 def command_cross_task(args: argparse.Namespace) -> int:
     train = read_data(args, args.train)
     test = read_data(args, args.test)
+    warn_alike(test, args.test)
     enough_to_tune(args.train, len(train), args.tune)
     result = cross_task(scorer_from_args(args), train.texts, train.scores, test.texts, test.scores,
                         tune_thresholds=args.tune, min_coverage=args.min_coverage)
@@ -526,10 +532,10 @@ def command_sweep(args: argparse.Namespace) -> int:
     if args.estimator != "threshold":
         raise ValueError(f"sweep varies the threshold rule's tau, a and b, which --estimator {args.estimator} "
                          "never reads: sweep with --estimator threshold (the default here)")
-    similarities, thresholds, signature, fluency = _studio_pass(args)
     parameters = SWEPT if args.parameter == "all" else (args.parameter,)
-    if args.values is not None and len(parameters) > 1:
+    if args.values is not None and len(parameters) > 1:  # before the pass, not after it
         raise ValueError("--values needs one --parameter (tau, a or b)")
+    similarities, thresholds, signature, fluency = _studio_pass(args)
     try:
         rows = [point.as_dict() for parameter in parameters
                 for point in sweep(similarities, thresholds, parameter, args.values, fluency=fluency)]
@@ -540,14 +546,12 @@ def command_sweep(args: argparse.Namespace) -> int:
 
 
 def command_report(args: argparse.Namespace) -> int:
-    from gpu_neighbors.evaluation.report import KernelSpec, build_report, report_page, write_report
+    from gpu_neighbors.evaluation.report import KernelSpec, build_report, report_outputs, write_report
 
     inputs = {"--data": args.data}
-    check_outputs({"--page": report_page(args.out, args.page)}, inputs, overwrite=args.overwrite)  # before the work
+    check_outputs(report_outputs(args.out, args.page), inputs, overwrite=args.overwrite)  # before the work
     specs = [KernelSpec.parse(text) for text in args.kernel_specs.split(",") if text.strip()]
-    for spec in specs:  # a typo is refused now, not written into the report as a kernel that failed
-        if spec.kernel not in KERNEL_NAMES:
-            raise ValueError(f"--kernels: unknown kernel {spec.kernel!r}; choose one of {', '.join(KERNEL_NAMES)}")
+    check_kernel_list([spec.kernel for spec in specs], [spec.label for spec in specs])
 
     def make_scorer(spec: KernelSpec) -> NeighborsScorer:
         options = {**vars(args), "kernel": spec.kernel, "tau": None, **spec.options}
@@ -579,14 +583,36 @@ def command_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_kernel_list(kernels: Sequence[str], labels: Sequence[str]) -> None:
+    """compare's and report's --kernels, refused before the work: an unknown kernel (a typo, not
+    a report section saying it failed), none at all, or an entry (a kernel with its settings,
+    `labels`) named twice, which ran twice and printed every row twice."""
+    unknown = [kernel for kernel in kernels if kernel not in KERNEL_NAMES]
+    if unknown or not kernels:
+        what = f"unknown kernel {unknown[0]!r}" if unknown else "no kernel named"
+        raise ValueError(f"--kernels: {what}; choose one of {', '.join(KERNEL_NAMES)}")
+    repeated = next((label for index, label in enumerate(labels) if label in labels[:index]), None)
+    if repeated is not None:
+        raise ValueError(f"--kernels: {repeated} is named twice; name each kernel once")
+
+
 def _kernel_taus(pairs: Sequence[str]) -> dict[str, float]:
-    taus = {}
+    """compare's --tau KERNEL=VALUE pairs, each kernel once and each value finite (a second
+    one silently won; nan failed after the data was read, naming no flag)."""
+    taus: dict[str, float] = {}
     for pair in pairs:
         kernel, _, value = pair.partition("=")
+        kernel = kernel.strip()
         try:
-            taus[kernel.strip()] = float(value)
+            tau = float(value)
         except ValueError:
-            raise ValueError(f"--tau takes KERNEL=VALUE, e.g. rouge=0.06, not {pair!r}") from None
+            tau = math.nan
+        if not math.isfinite(tau):
+            raise ValueError(f"--tau takes KERNEL=VALUE with a finite VALUE, e.g. rouge=0.06, not {pair!r}")
+        if kernel in taus:
+            raise ValueError(f"--tau: {kernel} is given twice ({taus[kernel]:g} and {tau:g}); give each kernel's "
+                             "tau once")
+        taus[kernel] = tau
     return taus
 
 
@@ -594,9 +620,8 @@ def command_compare(args: argparse.Namespace) -> int:
     from gpu_neighbors.evaluation.compare import COLUMNS, comparison_rows, kernel_parts
 
     kernels = [name.strip() for name in args.kernel_list.split(",") if name.strip()]
-    unknown = [name for name in kernels if name not in KERNEL_NAMES]
-    if unknown or not kernels:
-        raise ValueError(f"--kernels takes a comma list of {', '.join(KERNEL_NAMES)}; got {args.kernel_list!r}")
+    check_kernel_list(kernels, kernels)
+    taus = _kernel_taus(args.kernel_taus)
     unread = [flag for flag, value, read in (
         ("--estimator", args.estimator, "threshold"), ("--weighting", args.weighting, "uniform"),
         ("--power", args.power, None), ("--top-k", args.top_k, None), ("--penalty", args.penalty, None),
@@ -626,7 +651,7 @@ def command_compare(args: argparse.Namespace) -> int:
               "each kernel's tau; baselines on the same folds)\n", flush=True)
     level = Intervals(args.level, outside_level=args.outside_level, negatives=args.negatives, words=args.words)
     rows = comparison_rows(
-        data.texts, data.scores, parts, taus=_kernel_taus(args.kernel_taus), judgments=judgments,
+        data.texts, data.scores, parts, taus=taus, judgments=judgments,
         min_neighbors=args.min_neighbors, max_fraction=args.max_fraction, device=args.device,
         memory_budget=args.memory_budget, score_range=tuple(args.score_range), level=level, progress=interactive(),
         fluency=args.fluency,

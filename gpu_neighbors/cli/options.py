@@ -183,13 +183,18 @@ def folds(text: str) -> int | None:
     """A number of folds, 2 or more, or `loo` (None: leave-one-out)."""
     if text == "loo":
         return None
-    return fold_count(text)
+    return _fold_number(text, ", or 'loo'")
 
 
 def fold_count(text: str) -> int:
+    """A number of folds, 2 or more (report's k-fold comparison: its leave-one-out always runs)."""
+    return _fold_number(text, "")
+
+
+def _fold_number(text: str, other: str) -> int:
     value = integer_at_least(text, 2, MOST)
     if value is None:
-        raise argparse.ArgumentTypeError(f"--folds takes a number of folds, 2 or more, or 'loo', not {text!r}")
+        raise argparse.ArgumentTypeError(f"--folds takes a number of folds, 2 or more{other}, not {text!r}")
     return value
 
 

@@ -41,12 +41,19 @@ class RowPrinter:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         if self.as_json:
-            print(tables.to_json(self.document(self.rows)), flush=True)
+            print(tables.to_json(self.document(_same_keys(self.rows))), flush=True)
         elif not self.rows and exc_type is None:
             print("(no rows)")
         if exc_type is not None and self.rows:
             print(f"gpu-neighbors: the {len(self.rows)} row{'s' * (len(self.rows) != 1)} above are complete; "
                   "the next one failed:", file=sys.stderr)
+
+
+def _same_keys(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with every key any of them has (in order of first appearance), null where a row
+    has none: the JSON counterpart of the table's dash, so row["tau"] reads on every row."""
+    keys = list(dict.fromkeys(key for row in rows for key in row))
+    return [{key: row.get(key) for key in keys} for row in rows]
 
 
 def interactive() -> bool:

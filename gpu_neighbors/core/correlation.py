@@ -97,6 +97,13 @@ def spearman_pvalue(rho: float, n: int) -> float:
     return float(2.0 * stats.t.sf(abs(t), n - 2))
 
 
+def canonical_pairs(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (x, y) sorted by x, then y: equal pairs are interchangeable, so sums, draws and
+    everything computed from the pairs in this order is the same in any order of the data."""
+    order = np.lexsort((y, x))
+    return x[order], y[order]
+
+
 def spearman_interval(
     x: np.ndarray,
     y: np.ndarray,
@@ -106,11 +113,13 @@ def spearman_interval(
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of rho over the finite pairs of `x` and `y`: pairs are
     drawn with replacement `resamples` times; draws with an undefined rho are left out.
-    (NaN, NaN) when fewer than three pairs exist or `resamples` is 0."""
+    (NaN, NaN) when fewer than three pairs exist or `resamples` is 0. The draws index the pairs
+    sorted by x, then y: equal pairs are interchangeable, so the interval is the same in any
+    order of the data (it was not, in file order)."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
+    x, y = canonical_pairs(x[keep], y[keep])
     if resamples < 1 or x.size < 3:
         return float("nan"), float("nan")
     draws = np.random.default_rng(seed).integers(0, x.size, size=(resamples, x.size))

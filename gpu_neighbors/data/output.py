@@ -199,6 +199,7 @@ def check_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
     for name, path in list(named.items()):
         refuse_compressed_name(path)
         check_regular(Path(path))
+        check_folder_possible(Path(path))
         for suffix in SIDECARS:
             side = sidecar(path, suffix)
             if side.is_symlink():
@@ -262,12 +263,18 @@ def check_regular(path: Path) -> None:
                          path=path)
 
 
+def check_folder_possible(path: Path) -> None:
+    """An output's folder must exist or be possible to make: a file where one of its folders
+    should be is refused (checked before the work too, not only when the lock is taken after it)."""
+    parent = next((folder for folder in path.parents if folder.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise InputError(f"cannot create its folder: {parent} is a file", path=path)
+
+
 def _lock_beside(output: Path) -> IO[bytes]:
     """`output`'s folder made if missing, and the lock beside `output` taken."""
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError as error:
-        raise InputError(f"cannot create its folder: {error.filename} is a file", path=output) from None
+    check_folder_possible(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
     return _exclusive_lock(sidecar(output, ".lock"), output)
 
 

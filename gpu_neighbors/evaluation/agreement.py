@@ -10,7 +10,13 @@ from typing import Any
 import numpy as np
 
 from gpu_neighbors.core.caller_warnings import beyond_float_is_inf
-from gpu_neighbors.core.correlation import RESAMPLES, spearman_interval, spearman_pvalue, spearman_rows
+from gpu_neighbors.core.correlation import (
+    RESAMPLES,
+    canonical_pairs,
+    spearman_interval,
+    spearman_pvalue,
+    spearman_rows,
+)
 from gpu_neighbors.core.neighbours import Prediction
 
 NAN = float("nan")
@@ -54,7 +60,7 @@ def agreement(
 def _agreement(
     estimated: np.ndarray, truth: np.ndarray, covered: np.ndarray, resamples: int, seed: int
 ) -> Agreement:
-    estimated, known = estimated[covered], truth[covered]
+    estimated, known = canonical_pairs(estimated[covered], truth[covered])  # the same bits in any order
     mse = float(np.mean((estimated - known) ** 2)) if covered.any() else NAN
     spearman = float(spearman_rows(estimated, known)[0])
     pearson = low = high = NAN
@@ -109,7 +115,7 @@ def human_agreement(
     if not by_worker:
         raise ValueError("no judgments in the records: human agreement needs per-annotator judgments")
     pairs = []
-    for items in by_worker.values():
+    for _, items in sorted(by_worker.items()):  # annotators by id: the same sums in any order of the records
         indices = np.array([index for index, _ in items])
         pairs.append((np.array([value for _, value in items]), truth[indices]))
     workers = [_agreement(judged, known, np.ones(judged.size, bool), 0, 0) for judged, known in pairs]
@@ -140,9 +146,11 @@ def human_agreement(
 
 
 def _mean_interval(values: np.ndarray, resamples: int, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap 95% interval of a mean."""
+    """Percentile bootstrap 95% interval of a mean, drawn from the values sorted (the same in
+    any order of the records)."""
     if values.size < 2 or resamples < 1:
         return NAN, NAN
+    values = np.sort(values)
     draws = np.random.default_rng(seed).integers(0, values.size, size=(resamples, values.size))
     low, high = np.percentile(values[draws].mean(axis=1), [2.5, 97.5])
     return float(low), float(high)

@@ -25,7 +25,7 @@ from gpu_neighbors.core.neighbours import Prediction
 from gpu_neighbors.core.outside import lowest_decile_mean
 from gpu_neighbors.evaluation.protocols import fold_indices
 from gpu_neighbors.evaluation.significance import RESAMPLES, SEED, interval, paired_tests
-from gpu_neighbors.evaluation.tables import markdown_table
+from gpu_neighbors.evaluation.tables import fixed, markdown_table
 from gpu_neighbors.text.perturbations import PERTURBATIONS, WordPool, perturb
 
 HELD_OUT_FOLDS = 5  # `held_out_split` holds out a fifth of a data set
@@ -98,11 +98,11 @@ class Checklist:
     def table_rows(self) -> list[dict[str, Any]]:
         """The originals, then one row per perturbation, as the table shows them."""
         rows = [{"copies": "original", "mean": self.original_mean, "coverage": self.original_coverage,
-                 "drop": None, "drop 95% CI": f"(mean {_number(self.original_low)} to {_number(self.original_high)})",
+                 "drop": None, "drop 95% CI": f"(mean {fixed(self.original_low)} to {fixed(self.original_high)})",
                  "pass": None}]
         for row in self.rows:
-            rows.append({"copies": row.perturbation, "mean": row.mean, "coverage": row.coverage, "drop": _number(row.drop),
-                         "drop 95% CI": f"{_number(row.drop_low)} to {_number(row.drop_high)}", "pass": row.passed})
+            rows.append({"copies": row.perturbation, "mean": row.mean, "coverage": row.coverage, "drop": fixed(row.drop),
+                         "drop 95% CI": f"{fixed(row.drop_low)} to {fixed(row.drop_high)}", "pass": row.passed})
         return rows
 
     def summary(self) -> str:
@@ -114,10 +114,6 @@ class Checklist:
 
     def table(self) -> str:
         return f"{self.summary()}\n\n{markdown_table(self.table_rows(), digits=3)}"
-
-
-def _number(value: float) -> str:
-    return "—" if math.isnan(value) else f"{value:.3f}"
 
 
 def run_checklist(

@@ -196,6 +196,17 @@ class CrossTask:
         return {**self.agreement.as_dict(), **self.thresholds.as_dict(), "tuning": tuning}
 
 
+def warn_training_texts(train_texts: Sequence[str], texts: Sequence[str], what: str, advice: str) -> None:
+    """Measured texts (`what`: test texts, held-out texts) that are also training texts find
+    themselves as their nearest neighbours, which flatters what is measured on them: warned
+    about, with `advice`."""
+    training = set(train_texts)
+    shared = sum(text in training for text in texts)
+    if shared:
+        warn(f"{shared} of the {len(texts)} {what} are also training texts: each finds itself as its most "
+             f"similar neighbour, which flatters coverage and agreement; {advice}")
+
+
 def cross_task(
     scorer: NeighborsScorer,
     train_texts: Sequence[str],
@@ -210,12 +221,8 @@ def cross_task(
     """Fit on the training task only (tuning, as asked or as the scorer's `thresholds` say,
     sees only it), score the test task. Test texts that are also training texts find
     themselves as their nearest neighbours: warned about, since they flatter the agreement."""
-    training = set(train_texts)
-    shared = sum(text in training for text in test_texts)
-    if shared:
-        warn(f"{shared} of the {len(test_texts)} test texts are also training texts: each finds itself as "
-             f"its most similar neighbour, which flatters coverage and agreement; to measure one data set "
-             f"use evaluate (leave-one-out) or crossval")
+    warn_training_texts(train_texts, test_texts, "test texts",
+                        "to measure one data set use evaluate (leave-one-out) or crossval")
     scorer.fit(train_texts, train_scores, tune=tune_thresholds, min_coverage=min_coverage)
     prediction = scorer.predict(test_texts)
     return CrossTask(

@@ -25,6 +25,7 @@ from gpu_neighbors.evaluation.checklist import Checklist, held_out_checklist, he
 from gpu_neighbors.evaluation.protocols import (
     CrossValidation,
     CurvePoint,
+    Parameter,
     SplitFluency,
     SweepPoint,
     cross_validate,
@@ -40,7 +41,7 @@ from gpu_neighbors.kernels.bleu_tables import SMOOTHINGS as SCAN_SMOOTHINGS
 from gpu_neighbors.scorer import NeighborsScorer
 from gpu_neighbors.estimators import Threshold
 from gpu_neighbors.kernels.parts import kernel_part
-from gpu_neighbors.evaluation.tables import cell, markdown_table
+from gpu_neighbors.evaluation.tables import cell, fixed, markdown_table
 from gpu_neighbors.core.tuning import TuningGrid, tune
 
 SPEC_OPTIONS: dict[str, Callable[[str], Any]] = {"tokenizer": str, "smoothing": str, "tau": float, "lowercase": lambda text: text == "true"}
@@ -229,9 +230,11 @@ def build_report(
     sims, thresholds, fluency = main.similarities, main.thresholds, main.fluency
     step("sweeps")
     sweeps = {parameter: sweep(sims, main.swept, parameter, resamples=resamples, fluency=fluency)
-              for parameter in ("a", "b", "tau")}
+              for parameter in SWEPT}
     step("training-size curve")
-    curve = learning_curve(sims, thresholds, sizes=sizes, runs=runs, seed=seed, fluency=fluency)
+    # ascending, as the table, the plot's line and the prose on it read it, whatever order --sizes gave
+    curve = sorted(learning_curve(sims, thresholds, sizes=sizes, runs=runs, seed=seed, fluency=fluency),
+                   key=lambda point: point.size)
     step(f"{folds}-fold cross-validation")
     report.main = {
         "sweeps": sweeps,
@@ -313,18 +316,15 @@ def write_report(report: Report, out_dir: Path | str, page: Path | str | None = 
     `inputs`, and an existing page is replaced only with `overwrite`."""
     from gpu_neighbors.evaluation import plots
 
-    out_dir = Path(out_dir)
     page = report_page(out_dir, page)
     main = report.kernels[0]
     human_rho = report.humans.get("Human (average)")
-    images = {name: out_dir / f"{name}.png"
-              for name in ("kernels", "scatter", "curve", "calibration", *(f"sweep_{p}" for p in report.main["sweeps"]))}
+    images = report_images(out_dir)
 
     def link(path: Path) -> str:
         return Path(os.path.relpath(path, page.parent)).as_posix()
 
-    outputs = {"--page": page, **{f"--out {path.name}": path for path in images.values()}}
-    with SafeOutput(outputs, inputs=inputs, overwrite=overwrite) as files:
+    with SafeOutput(report_outputs(out_dir, page), inputs=inputs, overwrite=overwrite) as files:
         plots.plot_kernels(
             [(result.spec.label, result.default.agreement, result.tuned.agreement) for result in report.kernels],
             report.humans, files.create_path(images["kernels"]),
@@ -348,7 +348,7 @@ def write_report(report: Report, out_dir: Path | str, page: Path | str | None = 
         sections += [
             _kernel_section(report, link(images["kernels"])),
             _tuning_section(report, link(images["scatter"])),
-            _sweep_section(report, {parameter: link(images[f"sweep_{parameter}"]) for parameter in ("a", "b", "tau")}),
+            _sweep_section(report, {parameter: link(images[f"sweep_{parameter}"]) for parameter in SWEPT}),
             _curve_section(report, link(images["curve"])),
             _calibration_section(report, link(images["calibration"])),
         ]
@@ -361,6 +361,23 @@ def write_report(report: Report, out_dir: Path | str, page: Path | str | None = 
 def report_page(out_dir: Path | str, page: Path | str | None = None) -> Path:
     """Where the report's markdown goes: `page`, or OUT/report.md."""
     return Path(page) if page is not None else Path(out_dir) / "report.md"
+
+
+SWEPT: tuple[Parameter, ...] = ("a", "b", "tau")  # the sweeps every report draws, one figure each
+IMAGES = ("kernels", "scatter", "curve", "calibration", *(f"sweep_{parameter}" for parameter in SWEPT))
+
+
+def report_images(out_dir: Path | str) -> dict[str, Path]:
+    """Each figure's path in `out_dir`, by its name."""
+    return {name: Path(out_dir) / f"{name}.png" for name in IMAGES}
+
+
+def report_outputs(out_dir: Path | str, page: Path | str | None = None) -> dict[str, Path]:
+    """Every file a report writes, by the name an error gives it (the page first): what the
+    command checks before the work and `write_report` writes, so an earlier report's figure is
+    refused before the minutes of the protocols, not after them."""
+    images = {f"--out {path.name}": path for path in report_images(out_dir).values()}
+    return {"--page": report_page(out_dir, page), **images}
 
 
 MAX_SCATTER_GROUPS = 10  # colours of the scatter plot's groups; more (MLQE's source sentences) are one
@@ -498,11 +515,11 @@ def _tuning_section(report: Report, image: str) -> str:
         markdown_table(rows),
         "",
         f"What `fit(texts, scores, tune=True)` chooses on all {len(report.data)} texts: "
-        f"{_thresholds(overall.thresholds)} (inner leave-one-out rho {overall.spearman:.3f}, coverage "
+        f"{_thresholds(overall.thresholds)} (inner leave-one-out rho {fixed(overall.spearman)}, coverage "
         f"{overall.coverage:.3f}, {overall.settings_tried} settings tried"
         + ("" if overall.feasible else f"; no setting reached coverage {overall.min_coverage}, so the widest was taken")
         + f"). That inner rho is in-sample: the honest estimate of what tuning delivers is the nested one, "
-        f"rho {nested.spearman:.3f} at coverage {nested.coverage:.3f} against {given.spearman:.3f} at "
+        f"rho {fixed(nested.spearman)} at coverage {nested.coverage:.3f} against {fixed(given.spearman)} at "
         f"{given.coverage:.3f} with the given thresholds. Read the given row with care too: thresholds fixed "
         "in advance are out-of-sample only if they were not chosen on this data (the paper chose its "
         "defaults on the HUSE sets themselves).",
@@ -718,23 +735,28 @@ def _figures23_text(report: Report) -> str:
 
 def _figure4_text(report: Report) -> str:
     curve = report.main["curve"]
-    last = curve[-1]
-    first = next((point for point in curve if 2 * point.defined >= point.runs), curve[0])
     rows = [{"claim in the paper": "with more data both rho and coverage improve, with diminishing returns",
-             "ours": "; ".join(f"n={point.size}: rho {point.spearman_mean:.3f}, coverage {point.coverage_mean:.3f}"
+             "ours": "; ".join(f"n={point.size}: rho {fixed(point.spearman_mean)}, coverage {point.coverage_mean:.3f}"
                                for point in curve)},
             {"claim in the paper": "variation across random subsets drops with more data",
-             "ours": f"rho sd {cell(first.spearman_std, 3)} at n={first.size}, {cell(_sd_before_full(curve), 3)} "
-                     f"at n={curve[-2].size if len(curve) > 1 else last.size} "
-                     f"(at n={last.size} every subset is the whole set)"},
+             "ours": _variation_text(curve, len(report.data))},
             {"claim in the paper": "75 examples give rho > 0.30 with coverage > 60% (dialogue and generation; "
                                    "no number is given for summarization)",
              "ours": _at_size(curve, 75)}]
     return markdown_table(rows)
 
 
-def _sd_before_full(curve: Sequence[CurvePoint]) -> float:
-    return curve[-2].spearman_std if len(curve) > 1 else curve[-1].spearman_std
+def _variation_text(curve: Sequence[CurvePoint], total: int) -> str:
+    """rho's spread across subsets at the smallest size where most subsets have one and at the
+    largest size short of all `total` texts (where every subset is the whole set, it has none)."""
+    partial = [point for point in curve if point.size < total]
+    whole = f" (at n={total} every subset is the whole set)" if curve[-1].size == total else ""
+    if not partial:
+        return "no size short of all the texts was run" + whole
+    first = next((point for point in partial if 2 * point.defined >= point.runs), partial[0])
+    last = partial[-1]
+    return (f"rho sd {cell(first.spearman_std, 3)} at n={first.size}, {cell(last.spearman_std, 3)} "
+            f"at n={last.size}{whole}")
 
 
 def _at_size(curve: Sequence[CurvePoint], size: int) -> str:
@@ -742,7 +764,8 @@ def _at_size(curve: Sequence[CurvePoint], size: int) -> str:
     if not matches:
         return f"(n={size} not among the sizes run)"
     point = matches[0]
-    return f"n={size}: rho {point.spearman_mean:.3f} ± {point.spearman_std:.3f}, coverage {point.coverage_mean:.3f}"
+    return (f"n={size}: rho {fixed(point.spearman_mean)} ± {fixed(point.spearman_std)}, "
+            f"coverage {point.coverage_mean:.3f}")
 
 
 def _table2_text(report: Report, task: str) -> str:
@@ -771,13 +794,22 @@ def _human_gaps(humans: dict[str, Agreement], published: dict[str, tuple[float, 
 def _human_gaps_text(humans: dict[str, Agreement], published: dict[str, tuple[float, float, float]]) -> str:
     """What the measured gaps say, and the explanation only where the gap is that small."""
     mse_gap, rho_gap = _human_gaps(humans, published)
-    mse = "The MSEs match to 1e-4" if mse_gap <= 1e-4 else f"The MSEs differ by up to {mse_gap:.4f}"
+    mse = "The MSEs match to 1e-4" if mse_gap <= 1e-4 else f"The MSEs differ by up to {fixed(mse_gap, 4)}"
     if 1e-3 <= rho_gap < 1e-2:
         return (f"{mse}; the rhos differ in the third decimal, which a different treatment of ties or of "
                 "annotators whose judgments are constant (rho undefined; we leave them out of the average) "
                 "would explain. The paper does not describe it.")
-    rho = "match to 1e-3" if rho_gap < 1e-3 else f"differ by up to {rho_gap:.3f}"
+    rho = "match to 1e-3" if rho_gap < 1e-3 else f"differ by up to {fixed(rho_gap)}"
     return f"{mse}; the rhos {rho}."
+
+
+def _published_in(ours: Agreement, rho: float) -> str:
+    """Whether the published rho lies inside our 95% interval, or that the interval is undefined
+    (an undefined interval holds nothing, but no figure lies outside it either)."""
+    if not math.isfinite(ours.spearman_low):
+        return "our 95% interval is undefined"
+    where = "inside" if ours.spearman_low <= rho <= ours.spearman_high else "outside"
+    return f"the published rho is {where} our 95% interval [{ours.spearman_low:.3f}, {ours.spearman_high:.3f}]"
 
 
 def _differences_text(report: Report, published: dict[str, tuple[float, float, float]]) -> str:
@@ -786,7 +818,6 @@ def _differences_text(report: Report, published: dict[str, tuple[float, float, f
     if bleu is not None:
         ours = bleu.default.agreement
         mse, rho, coverage = published["bleu"]
-        inside = ours.spearman_low <= rho <= ours.spearman_high
         tau_points = [point for point in report.main["sweeps"]["tau"]
                       if abs(point.value - bleu.swept.tau) <= 0.01 and math.isfinite(point.agreement.spearman)]
         spread = ""
@@ -795,19 +826,18 @@ def _differences_text(report: Report, published: dict[str, tuple[float, float, f
             spread = (f" rho moves between {min(values):.3f} and {max(values):.3f} for tau within 0.01 of "
                       f"{bleu.swept.tau:g} (tau sweep), so small implementation details move it by this much.")
         items.append(
-            f"**BLEU Neighbors (`{bleu.spec.label}`)**: MSE {ours.mse:.4f} against {mse}, coverage "
+            f"**BLEU Neighbors (`{bleu.spec.label}`)**: MSE {fixed(ours.mse, 4)} against {mse}, coverage "
             f"{ours.coverage:.3f} against {coverage:.2f}"
             + (" (equal at the paper's two decimals)" if round(ours.coverage, 2) == coverage else "")
-            + f", rho {ours.spearman:.3f} against {rho:.3f}: the published rho is "
-            + ("inside" if inside else "outside")
-            + f" our 95% interval [{ours.spearman_low:.3f}, {ours.spearman_high:.3f}].{spread} The paper names"
+            + f", rho {fixed(ours.spearman)} against {rho:.3f}: {_published_in(ours, rho)}.{spread} The paper names"
             " neither its NLTK version nor its preprocessing, so the last digits cannot be pinned down."
         )
     if report.humans:
         best, average = report.humans["Human (best)"], report.humans["Human (average)"]
         items.append(
-            f"**Human rows**: MSE {best.mse:.4f} / {average.mse:.4f} against {published['Human (best)'][0]:.4f} / "
-            f"{published['Human (average)'][0]:.4f}, rho {best.spearman:.3f} / {average.spearman:.3f} against "
+            f"**Human rows**: MSE {fixed(best.mse, 4)} / {fixed(average.mse, 4)} against "
+            f"{published['Human (best)'][0]:.4f} / "
+            f"{published['Human (average)'][0]:.4f}, rho {fixed(best.spearman)} / {fixed(average.spearman)} against "
             f"{published['Human (best)'][1]:.3f} / {published['Human (average)'][1]:.3f} (best / average). "
             + _human_gaps_text(report.humans, published)
         )
@@ -818,11 +848,9 @@ def _differences_text(report: Report, published: dict[str, tuple[float, float, f
         ours = result.default.agreement
         mse, rho, coverage = published[kernel]
         covered = int(round(ours.coverage * ours.n))
-        inside = math.isfinite(ours.spearman_low) and ours.spearman_low <= rho <= ours.spearman_high
         items.append(
-            f"**{kernel} (`{result.spec.label}`)**: MSE {ours.mse:.4f} against {mse:.4f}, rho {ours.spearman:.3f} "
-            f"against {rho:.3f} (" + ("inside" if inside else "outside")
-            + f" our interval [{ours.spearman_low:.3f}, {ours.spearman_high:.3f}]), coverage {ours.coverage:.3f} "
+            f"**{kernel} (`{result.spec.label}`)**: MSE {fixed(ours.mse, 4)} against {mse:.4f}, rho "
+            f"{fixed(ours.spearman)} against {rho:.3f} ({_published_in(ours, rho)}), coverage {ours.coverage:.3f} "
             f"against {coverage:.2f}, over {covered} covered items. " + why.format(settings=_settings_text(result))
         )
     missing = [kernel for kernel in ("rouge", "meteor", "bertscore")

@@ -38,6 +38,12 @@ def cell(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+def fixed(value: float, digits: int = 3) -> str:
+    """A figure in prose or a composite cell ("0.12 to 0.34"): `digits` decimals, or the tables'
+    em dash where it is undefined (NaN), never "nan"."""
+    return "—" if not math.isfinite(value) else f"{value:.{digits}f}"
+
+
 def markdown_table(
     rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, digits: int = 4
 ) -> str:

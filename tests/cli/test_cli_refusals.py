@@ -174,3 +174,14 @@ def test_every_numeric_flag_is_bounded_by_its_parser(argv, flag, capsys):
         main(argv)
     assert exit_.value.code == 2
     assert f"argument {flag}:" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("value", ["loo", "1"])
+def test_report_s_folds_error_offers_only_what_report_takes(tmp_path, capsys, value):
+    """report --folds loo was refused with "--folds takes a number of folds, 2 or more, or 'loo',
+    not 'loo'": report's k-fold comparison takes a number only (its leave-one-out is always run)."""
+    with pytest.raises(SystemExit):
+        main(["report", "--data", "x.jsonl", "--out", str(tmp_path / "r"), "--folds", value])
+    error = capsys.readouterr().err
+    assert f"--folds takes a number of folds, 2 or more, not {value!r}" in error, error
+    assert "or 'loo'" not in error

@@ -150,3 +150,27 @@ def test_report_rows_name_their_estimator_and_the_sweeps_agree_at_the_given_sett
     sweep_rows = [line for line in page.splitlines() if re.match(r"\| (a|b|tau) \| ", line)]
     coverages = {line.split(" | ")[3] for line in sweep_rows}  # "coverage at given"
     assert len(sweep_rows) == 3 and len(coverages) == 1, sweep_rows  # one rule, one setting: one coverage
+
+
+@pytest.mark.parametrize("argv", [["compare", "--kernels", "tfidf"], ["crossval", "--kernel", "tfidf", "--folds", "3"]])
+def test_every_json_row_has_every_field_the_table_shows(data, capsys, argv):
+    """The table showed the baseline row's tau and seconds (compare), folds and tuned (crossval)
+    as a dash, but its JSON row had no such key at all: a reader of row["tau"] met a KeyError
+    on one row. Each JSON row now holds the same keys, null where the table has a dash."""
+    assert main([argv[0], "--data", str(data), *argv[1:], "--device", "cpu", "--fluency", "none", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    rows = document if isinstance(document, list) else document["rows"]
+    assert len(rows) == 2 and list(rows[0]) == list(rows[1])
+    baseline = rows[1]
+    assert baseline["model"] == "TF-IDF + ridge"
+    assert all(baseline[key] is None for key in (("tau", "seconds") if argv[0] == "compare" else ("folds", "tuned")))
+
+
+def test_evaluate_counts_one_fold_as_one_fold(capsys):
+    """evaluate printed "chosen in 1 folds" beside the settings one left-out text's tuning chose."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "train.jsonl"
+    assert main(["evaluate", "--data", str(example), "--kernel", "bleu", "--fluency", "none", "--device", "cpu"]) == 0
+    printed = capsys.readouterr().out
+    assert "chosen in 1 fold: " in printed and "1 folds" not in printed

@@ -133,3 +133,14 @@ def test_scores_all_alike_are_warned_about(tmp_path, huse_records, capsys, comma
             "is undefined") in printed.err
     assert "nan" not in printed.out  # an undefined figure is a dash in every command's print (evaluate's read nan)
     assert "—" in printed.out, printed.out
+
+
+def test_test_scores_all_alike_are_warned_about_in_cross_task(tmp_path, huse_records, capsys):
+    """cross-task --test with every score alike printed spearman — and said nothing of why, where
+    evaluate, crossval and compare warn."""
+    train = write_jsonl(tmp_path / "train.jsonl", [{"text": r["text"], "score": r["score"]} for r in huse_records[:30]])
+    test = write_jsonl(tmp_path / "same.jsonl", [{"text": r["text"], "score": 0.5} for r in huse_records[30:42]])
+    capsys.readouterr()
+    assert main(["cross-task", "--train", str(train), "--test", str(test), "--kernel", "bleu"]) == 0
+    assert (f"gpu-neighbors: warning: {test}: every score is 0.5, so agreement with them (spearman, pearson) "
+            "is undefined") in capsys.readouterr().err

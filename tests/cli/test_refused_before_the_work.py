@@ -212,3 +212,102 @@ def test_a_model_folder_without_a_known_layer_names_the_flag(files, tmp_path, ca
                  "--device", "cpu"]) == 2
     line = one_error_line(capsys)
     assert "no default layer for BERTScore model" in line and "--layer N on the command line" in line, line
+
+
+@pytest.mark.parametrize("command, kernels, named", [
+    ("compare", "bleu,tfidf,bleu", "bleu"),
+    ("compare", "bleu, tfidf ,tfidf", "tfidf"),
+    ("report", "bleu,bleu", "bleu"),
+    ("report", "bleu:tau=0.08,bleu:tau=0.080", "bleu:tau=0.08"),
+])
+def test_a_kernel_named_twice_is_refused_before_the_work(files, tmp_path, fits_seen, capsys, command, kernels, named):
+    """compare --kernels bleu,tfidf,bleu ran bleu twice and printed two equal rows; report
+    --kernels bleu,bleu wrote every table row twice and one checklist section of the two."""
+    capsys.readouterr()
+    out = ["--out", str(tmp_path / "r")] if command == "report" else []
+    assert main([command, "--data", str(files["train"]), "--kernels", kernels, *out, "--device", "cpu"]) == 2
+    assert f"--kernels: {named} is named twice; name each kernel once" in one_error_line(capsys)
+    assert fits_seen == [] and not (tmp_path / "r").exists()
+
+
+def test_compare_names_the_unknown_kernel(files, capsys):
+    """compare said "--kernels takes a comma list of ...; got 'bleu,blue'" without saying which
+    entry was wrong; report named it."""
+    capsys.readouterr()
+    assert main(["compare", "--data", str(files["train"]), "--kernels", "bleu,blue", "--device", "cpu"]) == 2
+    assert "--kernels: unknown kernel 'blue'; choose one of bleu, rouge" in one_error_line(capsys)
+
+
+@pytest.fixture()
+def fits_seen(monkeypatch):
+    """Every scorer fitted (none may be before a refusal)."""
+    from gpu_neighbors import NeighborsScorer
+
+    seen: list[str] = []
+    original = NeighborsScorer.fit
+
+    def fit(self, *args, **kwargs):
+        seen.append(self.kernel.name)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(NeighborsScorer, "fit", fit)
+    return seen
+
+
+def test_report_refuses_an_image_of_its_out_folder_before_the_work(files, tmp_path, monkeypatch, capsys):
+    """report --out DIR --page ELSEWHERE.md, DIR holding an earlier report's figures: only the
+    page was checked before the work, so every kernel, sweep and curve ran, then the run was
+    refused on DIR/kernels.png."""
+    from gpu_neighbors import NeighborsScorer
+
+    passes: list[str] = []
+    monkeypatch.setattr(NeighborsScorer, "fit_pairwise", lambda self, *args, **kwargs: passes.append("pass"))
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "sweep_tau.png").write_bytes(b"an earlier figure")
+    capsys.readouterr()
+    assert main(["report", "--data", str(files["train"]), "--out", str(out), "--page", str(tmp_path / "p.md"),
+                 "--kernels", "bleu", "--device", "cpu"]) == 2
+    assert "sweep_tau.png: exists already (--out sweep_tau.png); pass --overwrite" in one_error_line(capsys)
+    assert passes == [] and (out / "sweep_tau.png").read_bytes() == b"an earlier figure"
+
+
+def test_sweep_values_without_one_parameter_are_refused_before_the_pass(files, fits_seen, capsys):
+    """sweep --values 0.1 (the parameter left at its default, all) ran the whole similarity
+    pass, then said --values needs one --parameter."""
+    capsys.readouterr()
+    assert main(["sweep", "--data", str(files["train"]), "--values", "0.1", "--device", "cpu"]) == 2
+    assert "--values needs one --parameter (tau, a or b)" in one_error_line(capsys)
+    assert fits_seen == []
+
+
+@pytest.mark.parametrize("taus, message", [
+    (["bleu=nan"], "--tau takes KERNEL=VALUE with a finite VALUE, e.g. rouge=0.06, not 'bleu=nan'"),
+    (["bleu=inf"], "--tau takes KERNEL=VALUE with a finite VALUE, e.g. rouge=0.06, not 'bleu=inf'"),
+    (["bleu=0.1", "bleu=0.2"], "--tau: bleu is given twice (0.1 and 0.2); give each kernel's tau once"),
+])
+def test_compare_s_tau_is_refused_before_the_work(files, fits_seen, capsys, taus, message):
+    """compare --tau bleu=nan read the data and printed its heading, then failed with "tau must be
+    a finite number or None, not nan", naming no flag; --tau bleu=0.1 --tau bleu=0.2 ran 0.2 and
+    said nothing of the 0.1."""
+    capsys.readouterr()
+    argv = ["compare", "--data", str(files["train"]), "--kernels", "bleu", "--no-baselines", "--device", "cpu"]
+    assert main([*argv, *(f"--tau={tau}" for tau in taus)]) == 2
+    assert message in one_error_line(capsys)
+    assert fits_seen == []
+
+
+def test_report_refuses_an_out_folder_that_is_a_file_before_the_work(files, tmp_path, monkeypatch, capsys):
+    """report --out FILE ran every protocol (4.7 s on the shipped example, minutes on real data)
+    and then failed with "FILE/report.md: cannot create its folder: FILE is a file"."""
+    from gpu_neighbors import NeighborsScorer
+
+    passes: list[str] = []
+    monkeypatch.setattr(NeighborsScorer, "fit_pairwise", lambda self, *args, **kwargs: passes.append("pass"))
+    out = tmp_path / "notes.txt"
+    out.write_text("mine")
+    capsys.readouterr()
+    assert main(["report", "--data", str(files["train"]), "--out", str(out / "deeper"), "--kernels", "bleu",
+                 "--device", "cpu"]) == 2
+    assert f"report.md: cannot create its folder: {out} is a file" in one_error_line(capsys)
+    assert passes == [] and out.read_text() == "mine"

@@ -17,6 +17,7 @@ from gpu_neighbors.kernels.parts import Bleu
 from gpu_neighbors.cli import main
 from gpu_neighbors.data import read_scored
 from gpu_neighbors.evaluation.agreement import Agreement
+from gpu_neighbors.evaluation.tables import cell
 from gpu_neighbors.evaluation.report import (
     PUBLISHED_TABLE1,
     KernelSpec,
@@ -121,6 +122,39 @@ def test_report_claims_follow_the_computed_values(small_data):
     assert far == "The MSEs differ by up to 0.0100; the rhos differ by up to 0.200."
     assert _human_gaps_text(humans((0.02, 0.9212), (0.0802, 0.405)), published) == \
         "The MSEs match to 1e-4; the rhos match to 1e-3."
+
+
+def test_undefined_figures_read_as_a_dash_in_the_page_s_prose_too(tmp_path, small_data, plotting):
+    """A tau at which no text has neighbours leaves the given thresholds' rho, MSE and interval
+    undefined: the tables showed a dash, but the prose wrote "MSE nan", "rho nan ± nan" and "the
+    published rho is outside our 95% interval [nan, nan]"."""
+    data = read_scored(small_data, keep_fields=("judgments",))
+    report = build_report(data, [KernelSpec.parse("bleu:tau=0.99")],
+                          make_scorer=lambda spec: NeighborsScorer(device="cpu", **spec.parts()),
+                          folds=2, runs=1, sizes=[20, 40], resamples=20, paper="summarization")
+    assert report.kernels[0].default.agreement.coverage == 0
+    text = write_report(report, tmp_path, paper="summarization").read_text(encoding="utf-8")
+    assert re.findall(r".{30}\bnan\b.{10}", text) == []
+    assert "rho — against 0.325: our 95% interval is undefined" in text
+    assert "rho — ± —" in text or "n=40: rho —" in text
+
+
+def test_the_figure_4_claims_read_the_curve_as_run(small_data):
+    """With --sizes 30,20 on 40 texts the page said "rho sd ... at n=30, ... at n=30 (at n=20 every
+    subset is the whole set)": the prose took the sizes as sorted and the last one as all texts."""
+    from gpu_neighbors.evaluation.report import _figure4_text
+
+    data = read_scored(small_data)
+    report = build_report(data, [KernelSpec("bleu")], make_scorer=lambda spec: NeighborsScorer(device="cpu"),
+                          folds=2, runs=3, sizes=[30, 20], resamples=0)
+    assert [point.size for point in report.main["curve"]] == [20, 30]  # table, plot and prose ascending
+    text = _figure4_text(report)
+    assert "whole set" not in text
+    first, last = report.main["curve"]
+    assert f"rho sd {cell(first.spearman_std, 3)} at n=20, {cell(last.spearman_std, 3)} at n=30" in text
+    report = build_report(data, [KernelSpec("bleu")], make_scorer=lambda spec: NeighborsScorer(device="cpu"),
+                          folds=2, runs=3, sizes=[20, 40], resamples=0)
+    assert "at n=20 (at n=40 every subset is the whole set)" in _figure4_text(report)
 
 
 def test_report_needs_a_working_kernel(small_data):
