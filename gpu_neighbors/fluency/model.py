@@ -14,12 +14,11 @@ whatever the vocabulary.
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +68,7 @@ class LanguageModel:
     def _read(cls, files: ModelFiles, device: torch.device, dtype: torch.dtype) -> LanguageModel:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from gpu_neighbors.text.hub import hub_access
+        from gpu_neighbors.text.hub import hub_access, no_progress_bars
 
         converted = files.is_gguf and is_converted(files.folder)  # what fails then is the converted copy
         try:
@@ -245,21 +244,6 @@ def start_token(tokenizer: Any) -> int:
         if candidate is not None:
             return int(candidate)
     raise ValueError("the fluency model's tokenizer has no <|endoftext|>, BOS or EOS token to start texts with")
-
-
-@contextlib.contextmanager
-def no_progress_bars() -> Iterator[None]:
-    """transformers' progress bars off (its "Loading weights" bar at every load, on stderr even
-    under --quiet), as they were after."""
-    from transformers.utils import logging
-
-    shown = logging.is_progress_bar_enabled()
-    logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if shown:
-            logging.enable_progress_bar()
 
 
 def prepare(files: ModelFiles) -> None:

@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 
 from gpu_neighbors.core.tiling import HostTensors
-from gpu_neighbors.text.hub import hub_access
+from gpu_neighbors.text.hub import hub_access, no_progress_bars
 from gpu_neighbors.text.tokenizers import Tokenizer, one_line
 from gpu_neighbors.kernels.base import Kernel
 
@@ -455,7 +455,7 @@ def load_model(name: str, layer: int, allow_download: bool = False):
     from transformers import AutoModel, AutoTokenizer
 
     try:
-        with hub_access(allow_download):
+        with hub_access(allow_download), no_progress_bars():
             tokenizer = AutoTokenizer.from_pretrained(
                 name, local_files_only=not allow_download, trust_remote_code=False)
             model = AutoModel.from_pretrained(

@@ -40,3 +40,18 @@ def hub_access(allow_download: bool) -> Iterator[None]:
         yield
     finally:
         constants.HF_HUB_OFFLINE = before
+
+
+@contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off inside this block, as they were after: its "Loading
+    weights" bar, drawn on stderr at every load of a model already on disk, even under --quiet."""
+    from transformers.utils import logging
+
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            logging.enable_progress_bar()

@@ -19,6 +19,7 @@ from gpu_neighbors.kernels.bertscore import (
     BertScoreKernel,
     baseline_sample,
     default_layer,
+    load_model,
     read_baseline,
     shipped_baseline,
 )
@@ -247,3 +248,12 @@ def test_training_set_dependence_is_declared(train):
     scorer = NeighborsScorer(kernel=BertScore(model=MODEL_PATH, layer=LAYER, idf=True))
     with pytest.warns(UserWarning, match="depend on the whole training set"):
         scorer.fit_pairwise(train[:12], np.linspace(0, 1, 12))
+
+
+def test_loading_the_model_draws_no_progress_bar(capfd):
+    """transformers draws a "Loading weights" bar on stderr at every load of a model on disk:
+    `score --quiet` with the bertscore kernel printed it (the fluency model's loads were
+    silenced first; both loads now go through `text.hub.no_progress_bars`)."""
+    capfd.readouterr()
+    load_model(str(MODEL_PATH), MODEL_LAYERS)
+    assert "Loading weights" not in capfd.readouterr().err
